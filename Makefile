@@ -1,0 +1,27 @@
+# The two commands of the README:  `make all` (the study)  and  `make test` (the tests).
+VENV   := .venv
+BIN    := $(VENV)/bin
+CONFIG ?= config/local.yaml
+SNAKE_ARGS ?=
+
+.PHONY: all test deps build clean-testbed lint help
+
+help:
+	@echo "make all    install what is missing, then snakemake --cores 1 all (config: $(CONFIG))"
+	@echo "make test   install what is missing, then run the test suite"
+	@echo "make build  build the C parts (XDP programs, XenoFlow on the DOCA Flow emulation)"
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@scripts/build.sh
+
+all: build
+	$(BIN)/snakemake --cores 1 all --configfile $(CONFIG) $(SNAKE_ARGS)
+
+test: build
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean-testbed: deps
+	$(BIN)/xenobench --config $(CONFIG) testbed down

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Install everything xenobench needs on a fresh Debian 12 machine (as root):
+# system packages from apt, then the Python environment in ./.venv.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+    iproute2 ethtool kmod iputils-ping procps psmisc
+    clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev gcc-multilib pkg-config
+    meson ninja-build libcmocka-dev libjson-c-dev libyaml-dev
+    netsniff-ng tcpdump
+    bind9 bind9-dnsutils
+    openssh-server openssh-client
+    python3-venv
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "install-deps: apt packages missing: ${missing[*]}"
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "install-deps: Failed to install apt packages: not root" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# Debian starts named and sshd on install; the testbed runs its own instances in namespaces.
+for svc in named ssh; do
+    systemctl disable --now "$svc" >/dev/null 2>&1 || true
+done
+
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+    "$PY" -m venv .venv
+fi
+stamp=.venv/.xenobench-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e '.[test]'
+    touch "$stamp"
+fi
+echo "install-deps: ok"

@@ -1,0 +1,20 @@
+"""`xenobench config check`."""
+
+import click
+
+
+@click.group("config")
+def config_group():
+    """Inspect and validate testbed configurations."""
+
+
+@config_group.command("check")
+@click.pass_obj
+def check(obj):
+    """Validate the configuration; exit 0, or 2 with file, key path and bad value."""
+    cfg = obj.config
+    roles = ", ".join(f"{n.name}={n.role}" for n in cfg.nodes.values())
+    click.echo(f"{cfg.path}: ok (testbed {cfg.name}, transport {cfg.transport}; {roles})")
+
+
+COMMANDS = [config_group]

@@ -1,0 +1,310 @@
+"""Load and check a testbed configuration (config/local.yaml, config/fips.yaml, ...).
+
+Two passes: JSON Schema (config/schema/*.schema.yaml) for shape and types, then the semantic
+checks a schema cannot express (MAC syntax, roles, duplicates). Every error names the file, the
+key path and the offending value:
+
+    Failed to load config config/x.yaml: nodes.fips2.interfaces[0].mac: '02:zz:00:00:00:01' is not a MAC address
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from . import REPO_ROOT
+from .errors import ConfigError
+
+DEFAULT_CONFIG = REPO_ROOT / "config" / "local.yaml"
+SCHEMA_DIR = REPO_ROOT / "config" / "schema"
+
+ROLES = ("client", "dns_backend", "backend", "loadgen", "lb", "dpu")
+REQUIRED_ROLES = ("client", "dns_backend", "loadgen", "lb")
+SINGLE_ROLES = ("client", "dns_backend", "loadgen", "lb", "dpu")
+BACKEND_ROLES = ("dns_backend", "backend")
+
+MAC_RE = re.compile(r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$")
+
+
+def normalize_mac(mac: str) -> str:
+    """Lower-case colon form; raises ValueError for anything that is not six hex octets."""
+    if not isinstance(mac, str) or not MAC_RE.match(mac):
+        raise ValueError(f"{mac!r} is not a MAC address (expected six hex octets like 02:00:00:00:01:00)")
+    return mac.lower()
+
+
+def mac_bytes(mac: str) -> bytes:
+    return bytes.fromhex(normalize_mac(mac).replace(":", ""))
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    mac: str | None
+    ip: ipaddress.IPv4Interface | None
+    extra_ips: tuple[ipaddress.IPv4Interface, ...] = ()
+    lb_port: str | None = None
+    pci: str | None = None
+
+    @property
+    def addr(self) -> str | None:
+        """The interface's address without prefix length."""
+        return str(self.ip.ip) if self.ip else None
+
+
+@dataclass(frozen=True)
+class SshConfig:
+    host: str
+    port: int = 22
+    user: str = "root"
+    key: str | None = None
+    known_hosts: str | None = None
+    accept_unknown_host_keys: bool = False
+    connect_timeout: float = 10.0
+    netns: str | None = None
+    python: str = "python3"
+    workdir: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    name: str
+    role: str
+    transport: str
+    interfaces: tuple[Interface, ...]
+    ssh: SshConfig | None = None
+    pci: str | None = None
+
+    def iface(self, name: str | None = None) -> Interface:
+        """The named interface, or the node's first one."""
+        if name is None:
+            return self.interfaces[0]
+        for i in self.interfaces:
+            if i.name == name:
+                return i
+        raise ConfigError(f"Failed to find interface {name!r} on node {self.name}: "
+                          f"it has {', '.join(i.name for i in self.interfaces)}")
+
+    def lb_port(self, which: str) -> Interface | None:
+        """The lb node's 'ingress' or 'egress' interface (None if not configured)."""
+        for i in self.interfaces:
+            if i.lb_port == which:
+                return i
+        return None
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    vip: str
+    port: int
+    zone: str
+    backends: Path | None
+    lb_mac: str | None
+
+
+@dataclass
+class Config:
+    path: Path
+    raw: dict[str, Any]
+    name: str
+    transport: str
+    prefix: str
+    state_dir: Path
+    service: ServiceConfig
+    nodes: dict[str, NodeConfig] = field(default_factory=dict)
+
+    def nodes_with_role(self, role: str) -> list[NodeConfig]:
+        return [n for n in self.nodes.values() if n.role == role]
+
+    def role(self, role: str) -> NodeConfig:
+        """The one node with this role (client, dns_backend, loadgen, lb, dpu)."""
+        found = self.nodes_with_role(role)
+        if not found:
+            raise ConfigError(f"Failed to find a node with role {role!r} in {self.path}")
+        return found[0]
+
+    def backend_nodes(self) -> list[NodeConfig]:
+        """dns_backend first, then the other backends, in file order."""
+        return self.nodes_with_role("dns_backend") + self.nodes_with_role("backend")
+
+    def section(self, name: str) -> dict[str, Any]:
+        """A subsystem's raw section (lb, traffic, dns, rtt, experiments, ...), {} if absent."""
+        return self.raw.get(name) or {}
+
+    @property
+    def lb_mac(self) -> str:
+        """Destination MAC for traffic to the VIP."""
+        if self.service.lb_mac:
+            return self.service.lb_mac
+        lb = self.role("lb")
+        ing = lb.lb_port("ingress") or lb.iface()
+        assert ing.mac
+        return ing.mac
+
+    def resolve(self, p: str | os.PathLike) -> Path:
+        """Relative paths in a config are relative to the repository root."""
+        p = Path(p)
+        return p if p.is_absolute() else REPO_ROOT / p
+
+
+def _key_path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _load_schemas() -> dict[str, dict]:
+    schemas = {}
+    for f in sorted(SCHEMA_DIR.glob("*.schema.yaml")):
+        schemas[f.name.removesuffix(".schema.yaml")] = yaml.safe_load(f.read_text())
+    return schemas
+
+
+def validate_section(raw: dict, section: str, schema: dict, path: Path) -> None:
+    """Validate raw[section] (or the whole document for 'main') against a JSON schema."""
+    doc = raw if section == "main" else raw.get(section)
+    if doc is None:
+        return
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        e = errors[0]
+        parts = list(e.absolute_path) if section == "main" else [section, *e.absolute_path]
+        raise ConfigError(f"Failed to load config {path}: {_key_path(parts)}: {e.message}")
+
+
+def load_config(path: str | os.PathLike | None = None) -> Config:
+    """Read, validate and return a configuration. Default: $XENOBENCH_CONFIG or config/local.yaml."""
+    path = Path(path or os.environ.get("XENOBENCH_CONFIG") or DEFAULT_CONFIG)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"Failed to load config {path}: {e.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"Failed to load config {path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"Failed to load config {path}: (top level): expected a mapping, got {type(raw).__name__}")
+    schemas = _load_schemas()
+    validate_section(raw, "main", schemas.pop("main"), path)
+    for section, schema in schemas.items():
+        validate_section(raw, section, schema, path)
+    return _build(raw, path)
+
+
+def _build(raw: dict, path: Path) -> Config:
+    def fail(keys, msg):
+        raise ConfigError(f"Failed to load config {path}: {_key_path(keys)}: {msg}")
+
+    tb = raw["testbed"]
+    transport = tb["transport"]
+    prefix = os.environ.get("XENOBENCH_NS_PREFIX") or tb.get("prefix", "xb-")
+    if not re.match(r"^[a-z][a-z0-9-]{0,5}$", prefix):
+        fail(["testbed", "prefix"], f"{prefix!r} must be 1-6 characters of a-z, 0-9, '-'")
+
+    svc = raw["service"]
+    try:
+        vip = ipaddress.IPv4Address(svc["vip"])
+    except ValueError:
+        fail(["service", "vip"], f"{svc['vip']!r} is not an IPv4 address")
+    lb_mac = None
+    if svc.get("lb_mac") is not None:
+        try:
+            lb_mac = normalize_mac(svc["lb_mac"])
+        except ValueError as e:
+            fail(["service", "lb_mac"], str(e))
+
+    macs: dict[str, list] = {}
+    ips: dict[str, list] = {str(vip): ["service", "vip"]}
+    nodes: dict[str, NodeConfig] = {}
+    for nname, n in raw["nodes"].items():
+        base = ["nodes", nname]
+        role = n["role"]
+        if role not in ROLES:
+            fail(base + ["role"], f"unknown role {role!r} (known: {', '.join(ROLES)})")
+        ntrans = n.get("transport", transport)
+        ssh = None
+        if ntrans == "ssh":
+            if "ssh" not in n:
+                fail(base, "transport is 'ssh' but the node has no 'ssh' section (host, user, key, known_hosts)")
+            ssh = SshConfig(**n["ssh"])
+        seen_if: dict[str, int] = {}
+        ifaces = []
+        for idx, i in enumerate(n["interfaces"]):
+            ik = base + ["interfaces", idx]
+            if i["name"] in seen_if:
+                fail(ik + ["name"], f"interface {i['name']!r} is used twice on node {nname} "
+                                    f"(also interfaces[{seen_if[i['name']]}])")
+            seen_if[i["name"]] = idx
+            mac = None
+            if "mac" in i:
+                try:
+                    mac = normalize_mac(i["mac"])
+                except ValueError as e:
+                    fail(ik + ["mac"], str(e))
+                if mac in macs:
+                    fail(ik + ["mac"], f"duplicate MAC {mac} (also at {_key_path(macs[mac])})")
+                macs[mac] = ik + ["mac"]
+            elif role in BACKEND_ROLES:
+                fail(ik + ["mac"], f"backend node {nname} has no MAC on interface {i['name']!r}; "
+                                   "the load balancer needs it to rewrite frames")
+            elif ntrans == "netns":
+                fail(ik + ["mac"], f"interface {i['name']!r} of netns node {nname} needs a MAC")
+
+            def parse_ip(value, keys):
+                try:
+                    addr = ipaddress.IPv4Interface(value)
+                except ValueError:
+                    fail(keys, f"{value!r} is not an IPv4 address with prefix length (like 198.18.0.1/24)")
+                key = str(addr.ip)
+                if key in ips:
+                    fail(keys, f"duplicate IP {key} (also at {_key_path(ips[key])})")
+                ips[key] = keys
+                return addr
+
+            ip = parse_ip(i["ip"], ik + ["ip"]) if "ip" in i else None
+            extra = tuple(parse_ip(v, ik + ["extra_ips", j]) for j, v in enumerate(i.get("extra_ips", [])))
+            if i.get("lb_port") and role not in ("lb", "dpu"):
+                fail(ik + ["lb_port"], f"only lb and dpu nodes have lb ports, {nname} is {role!r}")
+            ifaces.append(Interface(i["name"], mac, ip, extra, i.get("lb_port"), i.get("pci")))
+        for which in ("ingress", "egress"):
+            if sum(1 for i in ifaces if i.lb_port == which) > 1:
+                fail(base + ["interfaces"], f"more than one {which} port on node {nname}")
+        nodes[nname] = NodeConfig(nname, role, ntrans, tuple(ifaces), ssh, n.get("pci"))
+
+    for role in REQUIRED_ROLES:
+        if not any(n.role == role for n in nodes.values()):
+            fail(["nodes"], f"no node has role {role!r} (needed: {', '.join(REQUIRED_ROLES)})")
+    for role in SINGLE_ROLES:
+        having = [n.name for n in nodes.values() if n.role == role]
+        if len(having) > 1:
+            fail(["nodes"], f"role {role!r} is given to more than one node: {', '.join(having)}")
+    lbn = next(n for n in nodes.values() if n.role == "lb")
+    if transport == "netns" and lbn.lb_port("ingress") is None:
+        fail(["nodes", lbn.name, "interfaces"], "the lb node needs an interface with lb_port: ingress")
+
+    cfg = Config(
+        path=path,
+        raw=raw,
+        name=tb["name"],
+        transport=transport,
+        prefix=prefix,
+        state_dir=Path(tb.get("state_dir", ".xenobench/state")),
+        service=ServiceConfig(str(vip), svc.get("port", 53), svc.get("zone", "example.com."),
+                              Path(svc["backends"]) if svc.get("backends") else None, lb_mac),
+        nodes=nodes,
+    )
+    # one state directory per testbed and prefix, so parallel runs on one machine stay apart
+    cfg.state_dir = cfg.resolve(cfg.state_dir) / f"{cfg.name}-{prefix.rstrip('-')}"
+    if cfg.service.backends is not None:
+        object.__setattr__(cfg.service, "backends", cfg.resolve(cfg.service.backends))
+    return cfg
