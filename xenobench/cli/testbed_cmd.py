@@ -1,0 +1,63 @@
+"""`xenobench testbed up|down|status|check`."""
+
+import json
+import time
+
+import click
+
+
+@click.group("testbed")
+def testbed_group():
+    """Bring the testbed up or down, show it, prove its connectivity."""
+
+
+@testbed_group.command("up")
+@click.pass_obj
+def up(obj):
+    """Create the namespace testbed (idempotent); on ssh testbeds only checks the nodes."""
+    t0 = time.monotonic()
+    res = obj.testbed().up()
+    what = "created" if res.get("changed") else "already up"
+    click.echo(f"testbed {obj.config.name}: {what} ({time.monotonic() - t0:.2f} s)")
+
+
+@testbed_group.command("down")
+@click.pass_obj
+def down(obj):
+    """Remove every namespace, link, pinned BPF object and process the testbed created."""
+    t0 = time.monotonic()
+    res = obj.testbed().down()
+    click.echo(f"testbed {obj.config.name}: down, removed {len(res.get('removed', []))} namespaces "
+               f"({time.monotonic() - t0:.2f} s)")
+
+
+@testbed_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def status(obj, as_json):
+    """Show namespaces, interfaces, attached XDP programs and background processes."""
+    st = obj.testbed().status()
+    if as_json:
+        click.echo(json.dumps(st, indent=1))
+        return
+    click.echo(f"testbed {st['testbed']} ({st['transport']}): {'up' if st.get('up', True) else 'down'}")
+    for name, n in st["nodes"].items():
+        ifs = ", ".join(f"{k}{'' if v is None else (' up' if v['up'] else ' down')}"
+                        f"{' xdp=' + str(v['xdp']) if v and v.get('xdp') else ''}"
+                        for k, v in n.get("interfaces", {}).items())
+        procs = ", ".join(n["processes"]) or "-"
+        click.echo(f"  {name:8} {n['role']:12} {ifs or '-':30} processes: {procs}")
+
+
+@testbed_group.command("check")
+@click.pass_obj
+def check(obj):
+    """Prove connectivity: client → each backend, and VIP frames to each backend's MAC."""
+    rows = obj.testbed().check()
+    for desc, ok, detail in rows:
+        click.echo(f"{'ok  ' if ok else 'FAIL'} {desc}: {detail}")
+    if not all(ok for _, ok, _ in rows):
+        raise SystemExit(1)
+
+
+COMMANDS = [testbed_group]

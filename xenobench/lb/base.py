@@ -1,0 +1,39 @@
+"""The contract every load balancer implements (eBPF baseline, XenoFlow on DOCA or emulated)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+
+class LoadBalancer(ABC):
+    kind: str = ""
+
+    def __init__(self, testbed):
+        self.testbed = testbed
+        self.cfg = testbed.cfg
+
+    def backends_file(self, override: str | Path | None = None) -> Path:
+        from ..errors import ConfigError
+        p = Path(override) if override else self.cfg.service.backends
+        if p is None:
+            raise ConfigError(f"Failed to start {self.kind}: no backends file "
+                              f"(give --backends or service.backends in {self.cfg.path})")
+        return p
+
+    @abstractmethod
+    def start(self, backends: str | Path | None = None, *, dry_run: bool = False, **opts) -> dict:
+        """Deploy and start on the testbed's LB node; returns what ran (commands, mode, pid).
+        dry_run: return/print the exact command sequence without running anything."""
+
+    @abstractmethod
+    def stop(self) -> bool:
+        """Stop and detach everything start() set up; False if it was not running."""
+
+    @abstractmethod
+    def stats(self) -> dict:
+        """{"backends": [{"name", "mac", "packets", "bytes"}...], "miss", "non_ipv4",
+        "malformed", "mode"}, summed over CPUs."""
+
+    def running(self) -> bool:
+        return False

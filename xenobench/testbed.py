@@ -1,0 +1,301 @@
+"""The testbed: its nodes, and for the embedded default the namespace topology itself.
+
+Namespace testbed (DESIGN §4.2): one namespace per node (<prefix><node>) and a switch namespace
+(<prefix>sw) holding a Linux bridge whose FDB binds every MAC statically to its port, like the
+MSN2100's MAC bindings. Every veth is created directly inside the namespaces, so nothing appears in
+the root namespace; deleting the namespaces removes every link and every unpinned XDP program.
+What was created is recorded in <state_dir>/testbed.json before it is created, so `down` cleans
+up after a crashed or killed harness too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .config import Config, NodeConfig
+from .errors import NodeError, TestbedError
+from .nodes import NETNS_RUN_DIR, NetnsNode, Node, SshNode, make_node
+
+log = logging.getLogger(__name__)
+
+BPFFS = Path("/sys/fs/bpf")
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise TestbedError(f"Failed to run `ip {' '.join(args)}`: {p.stderr.strip()}")
+    return p
+
+
+class Testbed:
+    """Nodes of a configuration, by name and by role. Subclasses add bring-up/teardown."""
+
+    __test__ = False
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self._nodes: dict[str, Node] = {}
+
+    def node(self, name: str) -> Node:
+        if name not in self._nodes:
+            if name not in self.cfg.nodes:
+                raise TestbedError(f"Failed to find node {name!r} in {self.cfg.path}: "
+                                   f"have {', '.join(self.cfg.nodes)}")
+            self._nodes[name] = make_node(self.cfg, self.cfg.nodes[name])
+        return self._nodes[name]
+
+    def node_for_role(self, role: str) -> Node:
+        return self.node(self.cfg.role(role).name)
+
+    def nodes(self) -> list[Node]:
+        return [self.node(n) for n in self.cfg.nodes]
+
+    @property
+    def bpffs_dir(self) -> Path:
+        """Where programs and maps of this testbed are pinned (removed by `down`)."""
+        return BPFFS / f"{self.cfg.prefix}{self.cfg.name}"
+
+    def up(self) -> dict:
+        return {"transport": self.cfg.transport, "changed": False}
+
+    def down(self) -> dict:
+        for n in self.nodes():
+            try:
+                n.stop_all()
+            except NodeError as e:
+                log.warning("%s", e)
+            n.close()
+        return {"removed": []}
+
+    def status(self) -> dict:
+        return {"testbed": self.cfg.name, "transport": self.cfg.transport,
+                "nodes": {n.name: {"role": n.ncfg.role, "processes": [h.tag for h in n.handles()
+                                                                     if n.running(h.tag)]}
+                          for n in self.nodes()}}
+
+    def check(self) -> list[tuple[str, bool, str]]:
+        """Connectivity proofs: (description, ok, detail) rows."""
+        rows = []
+        client = self.node_for_role("client")
+        for b in self.cfg.backend_nodes():
+            ip = b.iface().addr
+            r = client.run(["ping", "-c", "1", "-W", "2", ip], check=False, timeout=10)
+            rows.append((f"client reaches {b.name} ({ip}) directly", r.ok,
+                         (r.stdout.strip().splitlines() or [""])[-1] if r.ok else r.stderr.strip() or r.stdout.strip()))
+        for b in self.cfg.backend_nodes():
+            rows.append(self._check_vip_to_backend(client, b))
+        return rows
+
+    def _check_vip_to_backend(self, client: Node, b: NodeConfig) -> tuple[str, bool, str]:
+        """Send one UDP datagram to the VIP addressed to the backend's MAC; it must arrive there."""
+        backend = self.node(b.name)
+        port = 9
+        token = f"xenobench-check-{b.name}-{time.time_ns()}"
+        desc = f"UDP to VIP {self.cfg.service.vip} with {b.name}'s MAC arrives at {b.name}"
+        recv = backend.start("check-recv", backend.python_argv(
+            "xenobench.tools.udpcheck", "recv", "--bind", self.cfg.service.vip, "--port", str(port),
+            "--expect", token, "--timeout", "5"))
+        try:
+            time.sleep(0.3)
+            ci = self.cfg.role("client").iface()
+            client.run(client.python_argv(
+                "xenobench.tools.udpcheck", "send", "--iface", ci.name, "--src-mac", ci.mac,
+                "--dst-mac", b.iface().mac, "--src-ip", ci.addr, "--dst-ip", self.cfg.service.vip,
+                "--port", str(port), "--payload", token), timeout=10)
+            deadline = time.monotonic() + 5
+            while backend.running("check-recv") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            out = backend.read_log(recv).strip()
+            ok = "received" in out
+            return desc, ok, out.splitlines()[-1] if out else "nothing received"
+        finally:
+            backend.stop("check-recv")
+
+
+class NamespaceTestbed(Testbed):
+    """The embedded default: the thesis topology in network namespaces on this machine."""
+
+    @property
+    def switch_ns(self) -> str:
+        return f"{self.cfg.prefix}sw"
+
+    @property
+    def state_file(self) -> Path:
+        return self.cfg.state_dir / "testbed.json"
+
+    def namespaces(self) -> list[str]:
+        return [f"{self.cfg.prefix}{n}" for n in self.cfg.nodes] + [self.switch_ns]
+
+    def switch_port(self, node: str, iface: str) -> str:
+        """Name of the bridge port a node interface is plugged into (≤ 15 characters)."""
+        name = f"{node}-{iface}"
+        if len(name) > 15:
+            idx = [f"{n}/{i.name}" for n, c in self.cfg.nodes.items() for i in c.interfaces]
+            name = f"swp{idx.index(f'{node}/{iface}')}"
+        return name
+
+    def _state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _write_state(self, **kw) -> None:
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        st = self._state()
+        st.update(kw)
+        self.state_file.write_text(json.dumps(st, indent=1))
+
+    @staticmethod
+    def existing_namespaces() -> set[str]:
+        return {p.name for p in NETNS_RUN_DIR.iterdir()} if NETNS_RUN_DIR.is_dir() else set()
+
+    def is_up(self) -> bool:
+        st = self._state()
+        return st.get("status") == "up" and set(self.namespaces()) <= self.existing_namespaces()
+
+    def up(self) -> dict:
+        if self.is_up():
+            return {"transport": "netns", "changed": False, "namespaces": self.namespaces()}
+        t0 = time.monotonic()
+        self.down()  # a half-built testbed from a crash: start from nothing
+        self._write_state(status="creating", namespaces=self.namespaces(), created=time.time())
+        try:
+            self._build()
+        except Exception:
+            log.error("bring-up failed; tearing down what was created")
+            self.down()
+            raise
+        self._write_state(status="up")
+        return {"transport": "netns", "changed": True, "namespaces": self.namespaces(),
+                "seconds": round(time.monotonic() - t0, 2)}
+
+    def _ns(self, ns: str, *argv: str) -> None:
+        p = subprocess.run(["nsenter", f"--net={NETNS_RUN_DIR / ns}", "--", *argv],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise TestbedError(f"Failed to run `{' '.join(argv)}` in namespace {ns}: {p.stderr.strip()}")
+
+    def _build(self) -> None:
+        cfg, sw = self.cfg, self.switch_ns
+        for ns in self.namespaces():
+            _ip("netns", "add", ns)
+            # no IPv6: router solicitations and DAD would add frames to every count and capture
+            self._ns(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                     "net.ipv6.conf.default.disable_ipv6=1")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", sw, "link", "add", "br0", "type", "bridge", "stp_state", "0", "forward_delay", "0")
+        _ip("-n", sw, "link", "set", "br0", "up")
+        vip = cfg.service.vip
+        for n in cfg.nodes.values():
+            ns = f"{cfg.prefix}{n.name}"
+            if n.role in ("dns_backend", "backend"):
+                # the VIP lives on the backend's loopback (direct server return); never answer ARP for it
+                self._ns(ns, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1",
+                         "net.ipv4.conf.all.arp_announce=2")
+                _ip("-n", ns, "addr", "add", f"{vip}/32", "dev", "lo")
+            for i in n.interfaces:
+                port = self.switch_port(n.name, i.name)
+                _ip("link", "add", i.name, "netns", ns, "address", i.mac, "type", "veth",
+                    "peer", "name", port, "netns", sw)
+                # checksums in software: frames on the wire (XDP, captures) carry full checksums
+                for dev, where in ((i.name, ns), (port, sw)):
+                    self._ns(where, "ethtool", "-K", dev, "tx", "off")
+                # GRO on the switch side gives the veth NAPI, without which XDP_TX/XDP_REDIRECT
+                # into the node's interface would be dropped
+                self._ns(sw, "ethtool", "-K", port, "gro", "on")
+                _ip("-n", sw, "link", "set", port, "master", "br0")
+                subprocess.run(["bridge", "-n", sw, "link", "set", "dev", port, "learning", "off"], check=True)
+                subprocess.run(["bridge", "-n", sw, "fdb", "replace", i.mac, "dev", port, "master", "static"],
+                               check=True)
+                _ip("-n", sw, "link", "set", port, "up")
+                if i.ip:
+                    _ip("-n", ns, "addr", "add", str(i.ip), "dev", i.name)
+                for extra in i.extra_ips:
+                    _ip("-n", ns, "addr", "add", str(extra), "dev", i.name)
+                if n.role == "lb" and i.lb_port == "ingress":
+                    _ip("-n", ns, "addr", "add", f"{vip}/32", "dev", i.name)
+                _ip("-n", ns, "link", "set", i.name, "up")
+            if n.role == "lb" and len(n.interfaces) > 1:
+                # two ports in one subnet: answer ARP only on the port that owns the address
+                self._ns(ns, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1",
+                         "net.ipv4.conf.all.arp_announce=2")
+
+    def down(self) -> dict:
+        st = self._state()
+        mine = set(self.namespaces()) | set(st.get("namespaces", []))
+        present = sorted(mine & self.existing_namespaces())
+        # processes first: recorded ones gracefully, then anything still inside our namespaces
+        for n in self.nodes():
+            try:
+                n.stop_all()
+            except NodeError as e:
+                log.warning("%s", e)
+        for ns in present:
+            self._kill_ns_processes(ns)
+        for ns in present:
+            _ip("netns", "del", ns, check=False)
+        if self.bpffs_dir.exists():
+            shutil.rmtree(self.bpffs_dir, ignore_errors=True)
+        if self.state_file.exists():
+            self.state_file.unlink()
+        left = sorted(mine & self.existing_namespaces())
+        if left:
+            raise TestbedError(f"Failed to remove namespaces {', '.join(left)}")
+        return {"removed": present}
+
+    @staticmethod
+    def _kill_ns_processes(ns: str) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            p = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            pids = [int(x) for x in p.stdout.split()]
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    import os
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                p = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+                if not p.stdout.split():
+                    return
+                time.sleep(0.05)
+
+    def status(self) -> dict:
+        out = super().status()
+        existing = self.existing_namespaces()
+        out["up"] = self.is_up()
+        for n in self.cfg.nodes.values():
+            ns = f"{self.cfg.prefix}{n.name}"
+            ent = out["nodes"][n.name]
+            ent["namespace"] = ns
+            ent["exists"] = ns in existing
+            ent["interfaces"] = {}
+            if ns in existing:
+                p = _ip("-n", ns, "-j", "link", "show", check=False)
+                links = {l["ifname"]: l for l in json.loads(p.stdout or "[]")}
+                for i in n.interfaces:
+                    l = links.get(i.name)
+                    ent["interfaces"][i.name] = None if l is None else {
+                        "mac": l.get("address"), "up": "UP" in l.get("flags", []),
+                        "xdp": (l.get("xdp") or {}).get("prog", {}).get("id") if l.get("xdp") else None}
+        out["switch"] = {"namespace": self.switch_ns, "exists": self.switch_ns in existing}
+        return out
+
+
+class SshTestbed(Testbed):
+    """The thesis testbed: nodes reached over SSH; the machines and switch exist already."""
+
+
+def get_testbed(cfg: Config) -> Testbed:
+    return NamespaceTestbed(cfg) if cfg.transport == "netns" else SshTestbed(cfg)

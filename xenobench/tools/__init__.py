@@ -1,0 +1,1 @@
+"""Small programs the harness runs on nodes (`python -m xenobench.tools.<name>`)."""
