@@ -34,6 +34,16 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return p
 
 
+def ensure_bpffs() -> bool:
+    """Mount the BPF filesystem at /sys/fs/bpf if it is not; True if this call mounted it."""
+    if BPFFS.is_mount():
+        return False
+    p = subprocess.run(["mount", "-t", "bpf", "bpf", str(BPFFS)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise TestbedError(f"Failed to mount the BPF filesystem at {BPFFS}: {p.stderr.strip()}")
+    return True
+
+
 class Testbed:
     """Nodes of a configuration, by name and by role. Subclasses add bring-up/teardown."""
 
@@ -166,7 +176,8 @@ class NamespaceTestbed(Testbed):
             return {"transport": "netns", "changed": False, "namespaces": self.namespaces()}
         t0 = time.monotonic()
         self.down()  # a half-built testbed from a crash: start from nothing
-        self._write_state(status="creating", namespaces=self.namespaces(), created=time.time())
+        self._write_state(status="creating", namespaces=self.namespaces(), created=time.time(),
+                          mounted_bpffs=ensure_bpffs())
         try:
             self._build()
         except Exception:
@@ -191,8 +202,10 @@ class NamespaceTestbed(Testbed):
             self._ns(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
                      "net.ipv6.conf.default.disable_ipv6=1")
             _ip("-n", ns, "link", "set", "lo", "up")
-        _ip("-n", sw, "link", "add", "br0", "type", "bridge", "stp_state", "0", "forward_delay", "0")
-        _ip("-n", sw, "link", "set", "br0", "up")
+        _ip("-n", sw, "link", "add", "br0", "type", "bridge", "stp_state", "0", "forward_delay", "0",
+            "mcast_snooping", "0")
+        # no multicast on any link: IGMP reports would add frames to counts and captures
+        _ip("-n", sw, "link", "set", "br0", "multicast", "off", "up")
         vip = cfg.service.vip
         for n in cfg.nodes.values():
             ns = f"{cfg.prefix}{n.name}"
@@ -215,14 +228,14 @@ class NamespaceTestbed(Testbed):
                 subprocess.run(["bridge", "-n", sw, "link", "set", "dev", port, "learning", "off"], check=True)
                 subprocess.run(["bridge", "-n", sw, "fdb", "replace", i.mac, "dev", port, "master", "static"],
                                check=True)
-                _ip("-n", sw, "link", "set", port, "up")
+                _ip("-n", sw, "link", "set", port, "multicast", "off", "up")
                 if i.ip:
                     _ip("-n", ns, "addr", "add", str(i.ip), "dev", i.name)
                 for extra in i.extra_ips:
                     _ip("-n", ns, "addr", "add", str(extra), "dev", i.name)
                 if n.role == "lb" and i.lb_port == "ingress":
                     _ip("-n", ns, "addr", "add", f"{vip}/32", "dev", i.name)
-                _ip("-n", ns, "link", "set", i.name, "up")
+                _ip("-n", ns, "link", "set", i.name, "multicast", "off", "up")
             if n.role == "lb" and len(n.interfaces) > 1:
                 # two ports in one subnet: answer ARP only on the port that owns the address
                 self._ns(ns, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1",
@@ -244,6 +257,8 @@ class NamespaceTestbed(Testbed):
             _ip("netns", "del", ns, check=False)
         if self.bpffs_dir.exists():
             shutil.rmtree(self.bpffs_dir, ignore_errors=True)
+        if st.get("mounted_bpffs") and BPFFS.is_mount() and not any(BPFFS.iterdir()):
+            subprocess.run(["umount", str(BPFFS)], capture_output=True)
         if self.state_file.exists():
             self.state_file.unlink()
         left = sorted(mine & self.existing_namespaces())

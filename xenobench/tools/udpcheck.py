@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     s.add_argument("--dst-ip", required=True)
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--payload", required=True)
+    s.add_argument("--count", type=int, default=1, help="send the frame this many times")
     r = sub.add_parser("recv")
     r.add_argument("--bind", required=True)
     r.add_argument("--port", type=int, required=True)
@@ -36,8 +37,9 @@ def main(argv=None) -> int:
                       / UDP(sport=40000, dport=a.port) / a.payload.encode())
         with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as sk:
             sk.bind((a.iface, 0))
-            sk.send(frame)
-        print(f"sent {len(frame)} bytes")
+            for _ in range(a.count):
+                sk.send(frame)
+        print(f"sent {a.count} x {len(frame)} bytes")
         return 0
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sk:
         sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -1,0 +1,104 @@
+"""Config validation: each malformed case gives its own error naming file, key path and value."""
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from xenobench.config import DEFAULT_CONFIG, load_config
+from xenobench.errors import ConfigError
+
+BASE = yaml.safe_load(DEFAULT_CONFIG.read_text())
+
+
+def _write(tmp_path, doc):
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    return f
+
+
+def _mutated(fn):
+    doc = copy.deepcopy(BASE)
+    fn(doc)
+    return doc
+
+
+def _set(path, value):
+    def fn(doc):
+        d = doc
+        for k in path[:-1]:
+            d = d[k]
+        d[path[-1]] = value
+    return fn
+
+
+CASES = [
+    ("malformed-mac", _set(["nodes", "fips2", "interfaces", 0, "mac"], "02:zz:00:00:02:00"),
+     "nodes.fips2.interfaces[0].mac: '02:zz:00:00:02:00' is not a MAC address "
+     "(expected six hex octets like 02:00:00:00:01:00)"),
+    ("unknown-role", _set(["nodes", "fips3", "role"], "router"),
+     "nodes.fips3.role: unknown role 'router' (known: client, dns_backend, backend, loadgen, lb, dpu)"),
+    ("role-missing", lambda d: d["nodes"].pop("fips4"),
+     "nodes: no node has role 'loadgen' (needed: client, dns_backend, loadgen, lb)"),
+    ("duplicate-mac", _set(["nodes", "fips3", "interfaces", 0, "mac"], "02:00:00:00:02:00"),
+     "nodes.fips3.interfaces[0].mac: duplicate MAC 02:00:00:00:02:00 (also at nodes.fips2.interfaces[0].mac)"),
+    ("duplicate-ip", _set(["nodes", "fips3", "interfaces", 0, "ip"], "198.18.0.2/24"),
+     "nodes.fips3.interfaces[0].ip: duplicate IP 198.18.0.2 (also at nodes.fips2.interfaces[0].ip)"),
+    ("vip-is-node-ip", _set(["service", "vip"], "198.18.0.3"),
+     "nodes.fips3.interfaces[0].ip: duplicate IP 198.18.0.3 (also at service.vip)"),
+    ("interface-twice", lambda d: d["nodes"]["fips5"]["interfaces"][1].update(name="p0"),
+     "nodes.fips5.interfaces[1].name: interface 'p0' is used twice on node fips5 (also interfaces[0])"),
+    ("backend-without-mac", lambda d: d["nodes"]["fips3"]["interfaces"][0].pop("mac"),
+     "nodes.fips3.interfaces[0].mac: backend node fips3 has no MAC on interface 'eth0'; "
+     "the load balancer needs it to rewrite frames"),
+    ("bad-ip", _set(["nodes", "fips1", "interfaces", 0, "ip"], "198.18.0.300/24"),
+     "nodes.fips1.interfaces[0].ip: '198.18.0.300/24' is not an IPv4 address with prefix length (like 198.18.0.1/24)"),
+    ("schema-type", _set(["service", "port"], "fifty-three"),
+     "service.port: 'fifty-three' is not of type 'integer'"),
+    ("schema-unknown-key", _set(["nodes", "fips1", "colour"], "blue"),
+     "nodes.fips1: Additional properties are not allowed ('colour' was unexpected)"),
+    ("two-clients", _set(["nodes", "fips3", "role"], "client"),
+     "nodes: role 'client' is given to more than one node: fips1, fips3"),
+    ("ssh-without-section", _set(["nodes", "fips1", "transport"], "ssh"),
+     "nodes.fips1: transport is 'ssh' but the node has no 'ssh' section (host, user, key, known_hosts)"),
+]
+
+
+@pytest.mark.parametrize("name,mutate,expect", CASES, ids=[c[0] for c in CASES])
+def test_malformed_config_names_file_path_and_value(tmp_path, name, mutate, expect):
+    f = _write(tmp_path, _mutated(mutate))
+    with pytest.raises(ConfigError) as e:
+        load_config(f)
+    assert str(e.value) == f"Failed to load config {f}: {expect}"
+
+
+def test_not_yaml_and_missing_file(tmp_path):
+    f = tmp_path / "x.yaml"
+    f.write_text("nodes: [unclosed\n")
+    with pytest.raises(ConfigError, match=rf"Failed to load config {f}: not valid YAML"):
+        load_config(f)
+    with pytest.raises(ConfigError, match=r"Failed to load config .*missing.yaml: No such file or directory"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_shipped_configs_load():
+    local = load_config()
+    assert local.role("lb").lb_port("ingress").name == "p0"
+    assert local.lb_mac == "02:00:00:00:05:00"
+    fips = load_config(DEFAULT_CONFIG.parent / "fips.yaml")
+    assert fips.role("client").iface().mac == "a0:88:c2:b6:14:1a"
+    assert fips.role("dpu").lb_port("egress").mac == "c4:70:bd:a0:56:bd"
+    assert fips.nodes["fips2"].ssh.accept_unknown_host_keys is False
+
+
+def test_cli_config_check_exit_codes(tmp_path):
+    f = _write(tmp_path, _mutated(_set(["nodes", "fips2", "interfaces", 0, "mac"], "nope")))
+    p = subprocess.run([sys.executable, "-m", "xenobench.cli", "--config", str(f), "config", "check"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert f"Failed to load config {f}: nodes.fips2.interfaces[0].mac: 'nope' is not a MAC address" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "xenobench.cli", "config", "check"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "ok (testbed local" in p.stdout

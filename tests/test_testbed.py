@@ -1,0 +1,138 @@
+"""The namespace testbed on real namespaces: up/check/down leave the machine as before, up is
+idempotent, down cleans up after a SIGKILLed harness; netns node operations; counters."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from xenobench.config import load_config
+from xenobench.counters import diff, snapshot
+from xenobench.errors import NodeError
+from xenobench.testbed import get_testbed
+
+from .conftest import needs_root
+
+pytestmark = needs_root
+
+
+def machine_state(prefix: str):
+    """What a testbed could leave behind: namespaces, root-namespace links, pinned BPF objects
+    and processes in namespaces. Only entries of this prefix are compared, so parallel suites on
+    one machine with other prefixes do not disturb the comparison."""
+    ns = sorted(l.split()[0] for l in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                     text=True).stdout.splitlines() if l.strip())
+    links = sorted(l["ifname"] for l in json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True,
+                                                                  text=True).stdout))
+    bpf = sorted(os.listdir("/sys/fs/bpf")) if os.path.isdir("/sys/fs/bpf") else []
+    return {"netns": [n for n in ns if n.startswith(prefix)], "links": links,
+            "bpffs": [b for b in bpf if b.startswith(prefix)]}
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """A testbed with its own prefix, so this module can bring it up and down at will."""
+    monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbu-")
+    tb = get_testbed(load_config())
+    tb.down()
+    yield tb
+    tb.down()
+
+
+def test_up_check_down_leaves_machine_as_before(fresh):
+    before = machine_state("xbu-")
+    res = fresh.up()
+    assert res["changed"] is True
+    st = fresh.status()
+    assert st["up"] and all(n["exists"] for n in st["nodes"].values())
+    assert st["nodes"]["fips5"]["interfaces"]["p1"]["mac"] == "02:00:00:00:05:01"
+    rows = fresh.check()
+    assert len(rows) == 4 and all(ok for _, ok, _ in rows), rows
+    # the topology lives in namespaces only: the root namespace has no new link
+    assert machine_state("xbu-")["links"] == before["links"]
+    assert fresh.up()["changed"] is False  # up twice is harmless
+    fresh.down()
+    assert machine_state("xbu-") == before
+
+
+def test_down_after_sigkilled_harness(fresh, tmp_path):
+    before = machine_state("xbu-")
+    # a harness that brings the testbed up, starts a background process, pins an object, and dies
+    script = tmp_path / "harness.py"
+    script.write_text(
+        "import os, signal\n"
+        "from xenobench.config import load_config\n"
+        "from xenobench.testbed import get_testbed\n"
+        "tb = get_testbed(load_config()); tb.up()\n"
+        "tb.bpffs_dir.mkdir(parents=True, exist_ok=True)\n"
+        "h = tb.node('fips2').start('sleeper', ['sleep', '300'])\n"
+        "print(h.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env={**os.environ, "XENOBENCH_NS_PREFIX": "xbu-"})
+    assert p.returncode == -signal.SIGKILL
+    pid = int(p.stdout.split()[0])
+    assert Path(f"/proc/{pid}").exists()
+    assert "xbu-fips2" in machine_state("xbu-")["netns"]
+    fresh.down()
+    time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert machine_state("xbu-") == before
+
+
+def test_netns_node_run_start_stop_files(testbed, tmp_path):
+    n = testbed.node("fips3")
+    r = n.run(["ip", "-j", "addr", "show", "dev", "eth0"])
+    assert "198.18.0.3" in r.stdout
+    tricky = "a b; echo 'pwned' \"$HOME\""
+    r = n.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", tricky, ""])
+    assert json.loads(r.stdout) == [tricky, ""]
+    r = n.run(["sh", "-c", "exit 3"], check=False)
+    assert r.returncode == 3
+    with pytest.raises(NodeError, match=r"Failed to run `sh -c 'exit 3'` on fips3: exit status 3"):
+        n.run(["sh", "-c", "exit 3"])
+    with pytest.raises(NodeError, match=r"timed out after 0.3 s"):
+        n.run(["sleep", "5"], timeout=0.3)
+    h = n.start("sleeper", ["sleep", "60"])
+    assert n.running("sleeper")
+    with pytest.raises(NodeError, match="already running as pid"):
+        n.start("sleeper", ["sleep", "60"])
+    # it really runs inside the node's namespace
+    assert str(h.pid) in subprocess.run(["ip", "netns", "pids", n.netns], capture_output=True, text=True).stdout
+    assert n.stop("sleeper") is True
+    assert not n.running("sleeper") and n.stop("sleeper") is False
+    with pytest.raises(NodeError, match="exited at once"):
+        n.start("bad", ["sh", "-c", "echo oops >&2; exit 1"], ready=0.3)
+    src = tmp_path / "a.txt"
+    src.write_text("payload")
+    n.put(src, str(tmp_path / "sub" / "b.txt"))
+    n.get(str(tmp_path / "sub" / "b.txt"), tmp_path / "c.txt")
+    assert (tmp_path / "c.txt").read_text() == "payload"
+
+
+def test_counters_diff_counts_exactly_the_frames_sent(testbed):
+    client, backend = testbed.node("fips1"), testbed.node("fips2")
+    ci, bi = testbed.cfg.role("client").iface(), testbed.cfg.role("dns_backend").iface()
+    # to an address nobody owns: the backend drops it silently (no ICMP, hence no ARP back)
+    b0, c0 = snapshot(backend, "eth0"), snapshot(client, "eth0")
+    n = 137
+    client.run(client.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0",
+                                  "--src-mac", ci.mac, "--dst-mac", bi.mac, "--src-ip", ci.addr,
+                                  "--dst-ip", "198.18.0.250", "--port", "9", "--payload", "count-me",
+                                  "--count", str(n)))
+    time.sleep(0.2)
+    b1, c1 = snapshot(backend, "eth0"), snapshot(client, "eth0")
+    assert c1["driver"] == "veth"
+    assert diff(c0, c1)["view"]["tx_packets"] == n
+    assert diff(b0, b1)["view"]["rx_packets"] == n
+    assert "rx_packets" in b1["raw"]["sysfs"] and "peer_ifindex" in b1["raw"]["ethtool_S"]
+
+
+def test_counters_unknown_interface_is_a_clear_error(testbed):
+    with pytest.raises(NodeError, match="Failed to read counters of fips1:nope0"):
+        snapshot(testbed.node("fips1"), "nope0")
