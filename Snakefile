@@ -1,0 +1,26 @@
+# xenobench workflow: `snakemake --cores 1 all` regenerates every figure.
+#   default testbed: config/local.yaml (namespaces on this machine)
+#   thesis testbed:  snakemake --cores 1 all --configfile config/fips.yaml
+#   plan only:       snakemake -n all   (no root, no testbed needed)
+from snakemake.utils import min_version
+
+min_version("8.10")
+
+
+include: "rules/common.smk"
+include: "rules/testbed.smk"
+include: "rules/thesis.smk"
+
+
+rule all:
+    input:
+        all_outputs(),
+    default_target: True
+
+
+onsuccess:
+    testbed_down()
+
+
+onerror:
+    testbed_down()

@@ -1,0 +1,8 @@
+rule testbed_check:
+    """Bring the testbed up and prove its connectivity (client → backends, VIP → backend MACs)."""
+    output:
+        f"results/{TESTBED}/testbed_check.txt",
+    log:
+        f"results/{TESTBED}/logs/testbed_check.log",
+    shell:
+        "({XB} testbed up && {XB} testbed check) > {output}.tmp 2> {log} && mv {output}.tmp {output}"
