@@ -1,0 +1,177 @@
+"""The trial runner: one measurement point, one repetition, one directory.
+
+    settle → snapshot counters → run the procedure (load, probes, wait, collect) → snapshot →
+    cool down → write the trial directory
+
+A trial directory holds:
+    params.json        the experiment id, point, repetition, testbed, config hash
+    metadata.json      host metadata: kernel, drivers/firmware of the measured interfaces,
+                       DOCA/TRex versions where present, git commit
+    attempt-N/         per attempt: counters_before.json / counters_after.json (raw, verbatim
+                       plus parsed), outputs.json (the procedure's tool outputs), validity.json
+    result.json        written last: final validity, attempts, the chosen attempt's outputs
+
+A trial whose validity fails is retried up to `max_attempts`; if every attempt fails it is kept
+and marked invalid, never dropped. A directory with result.json is complete and is not re-run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import REPO_ROOT
+from .counters import diff, snapshot
+from .errors import NodeError, XenobenchError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Validity:
+    """Named checks of one attempt; valid when all pass."""
+    checks: dict[str, bool] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+
+    def require(self, name: str, ok: bool, reason: str = "") -> None:
+        self.checks[name] = bool(ok)
+        if not ok:
+            self.reasons.append(f"{name}: {reason}" if reason else name)
+
+    @property
+    def valid(self) -> bool:
+        return all(self.checks.values())
+
+    def as_dict(self) -> dict:
+        return {"valid": self.valid, "checks": self.checks, "reasons": self.reasons}
+
+
+@dataclass
+class TrialContext:
+    """What a procedure gets: the testbed, the point's parameters, counter diffs afterwards."""
+    testbed: object
+    experiment: str
+    point: dict
+    repetition: int
+    attempt_dir: Path
+    params: dict
+
+
+Procedure = Callable[[TrialContext], tuple[dict, Validity]]
+
+
+def config_hash(cfg) -> str:
+    return hashlib.sha256(Path(cfg.path).read_bytes()).hexdigest()[:16]
+
+
+def git_commit() -> str | None:
+    p = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return p.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def host_metadata(testbed, ifaces: list[tuple[str, str]]) -> dict:
+    """Kernel, drivers and firmware of the measured interfaces, tool versions where present."""
+    meta = {"harness_host": platform.node(), "harness_kernel": platform.release(),
+            "git_commit": git_commit(), "config": str(testbed.cfg.path),
+            "config_hash": config_hash(testbed.cfg), "time": time.time(), "nodes": {}}
+    for node_name, iface in ifaces:
+        node = testbed.node(node_name)
+        ent = meta["nodes"].setdefault(node_name, {})
+        try:
+            ent.setdefault("kernel", node.run(["uname", "-r"], check=False).stdout.strip())
+            drv = node.run(["ethtool", "-i", iface], check=False).stdout
+            ent[iface] = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in drv.splitlines()) if v}
+        except NodeError as e:
+            ent[iface] = {"error": str(e)}
+    for tool, argv in (("trafgen", ["trafgen", "-v"]), ("bpftool", ["bpftool", "version"])):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+            meta[tool] = (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr) else None
+        except (OSError, subprocess.TimeoutExpired):
+            meta[tool] = None
+    return meta
+
+
+def _snap_all(testbed, ifaces):
+    out = {}
+    for node_name, iface in ifaces:
+        try:
+            out[f"{node_name}:{iface}"] = snapshot(testbed.node(node_name), iface)
+        except NodeError as e:
+            out[f"{node_name}:{iface}"] = {"error": str(e)}
+    return out
+
+
+def counter_diffs(before: dict, after: dict) -> dict:
+    return {k: diff(before[k], after[k]) for k in after
+            if k in before and "error" not in before[k] and "error" not in after[k]}
+
+
+def run_trial(testbed, experiment: str, point: dict, repetition: int, outdir: Path,
+              procedure: Procedure, *, ifaces: list[tuple[str, str]], max_attempts: int = 3,
+              settle_s: float = 0.5, cooldown_s: float = 0.5, progress=print) -> dict:
+    """Run one trial (with retries) and write its directory; returns result.json's content."""
+    outdir = Path(outdir)
+    result_file = outdir / "result.json"
+    if result_file.exists():
+        return json.loads(result_file.read_text())
+    outdir.mkdir(parents=True, exist_ok=True)
+    params = {"experiment": experiment, "point": point, "repetition": repetition,
+              "testbed": testbed.cfg.name, "config_hash": config_hash(testbed.cfg)}
+    (outdir / "params.json").write_text(json.dumps(params, indent=1))
+    (outdir / "metadata.json").write_text(json.dumps(host_metadata(testbed, ifaces), indent=1))
+    attempts = []
+    chosen = None
+    for n in range(1, max_attempts + 1):
+        adir = outdir / f"attempt-{n}"
+        adir.mkdir(exist_ok=True)
+        time.sleep(settle_s)
+        before = _snap_all(testbed, ifaces)
+        (adir / "counters_before.json").write_text(json.dumps(before, indent=1))
+        ctx = TrialContext(testbed, experiment, point, repetition, adir, params)
+        t0 = time.monotonic()
+        try:
+            outputs, validity = procedure(ctx)
+        except XenobenchError as e:
+            outputs, validity = {"error": str(e)}, Validity()
+            validity.require("procedure_completed", False, str(e))
+        after = _snap_all(testbed, ifaces)
+        (adir / "counters_after.json").write_text(json.dumps(after, indent=1))
+        outputs["counters"] = counter_diffs(before, after)
+        outputs["seconds"] = round(time.monotonic() - t0, 3)
+        (adir / "outputs.json").write_text(json.dumps(outputs, indent=1, default=str))
+        (adir / "validity.json").write_text(json.dumps(validity.as_dict(), indent=1))
+        attempts.append({"attempt": n, **validity.as_dict()})
+        progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}: "
+                 f"{'valid' if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
+        chosen = (n, outputs, validity)
+        time.sleep(cooldown_s)
+        if validity.valid:
+            break
+    n, outputs, validity = chosen
+    result = {**params, "valid": validity.valid, "attempts": attempts, "chosen_attempt": n,
+              "outputs": outputs}
+    tmp = outdir / "result.json.tmp"
+    tmp.write_text(json.dumps(result, indent=1, default=str))
+    tmp.replace(result_file)  # atomic: a trial is complete only once result.json exists
+    return result
+
+
+def _point_str(point: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in point.items())
+
+
+def point_id(point: dict) -> str:
+    """Stable directory name of a point: key-value pairs in the given order."""
+    return "_".join(f"{k}-{v}".replace("/", "-") for k, v in point.items())
