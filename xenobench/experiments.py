@@ -1,0 +1,66 @@
+"""The experiments of DESIGN §3 as data: definitions in experiments/<id>.yaml, sizes per testbed in
+the config's `experiments:` section, expanded here into the plan of trials.
+
+Every trial has an explicit key — experiment, point (its variables in order) and repetition — and
+a directory results/<testbed>/trials/<experiment>/<point-id>/rep-<r>/ (see xenobench.trials).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from . import REPO_ROOT
+from .errors import ConfigError
+from .trials import point_id
+
+EXPERIMENTS_DIR = REPO_ROOT / "experiments"
+ORDER = ("pps", "loss", "rtt", "rtt_load", "compare")
+
+
+def definitions() -> dict[str, dict]:
+    out = {}
+    for f in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
+        d = yaml.safe_load(f.read_text())
+        out[d["id"]] = d
+    return out
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    experiment: str
+    point: dict
+    repetition: int
+
+    def directory(self, results_root: Path, testbed: str) -> Path:
+        return Path(results_root) / testbed / "trials" / self.experiment / point_id(self.point) / f"rep-{self.repetition}"
+
+
+def points(cfg, experiment: str) -> list[dict]:
+    """The measurement points of one experiment on this testbed, in sweep order."""
+    ex = cfg.section("experiments")
+    p = ex.get(experiment)
+    if p is None:
+        return []
+    if experiment == "pps":
+        return [{"lb": lb, "payload": pl} for lb in p["lbs"] for pl in p["payloads"]]
+    if experiment == "loss":
+        return [{"lb": p["lb"], "rate_pps": int(r)} for r in p["rates_pps"]]
+    if experiment == "rtt":
+        return [{"lb": lb, "server": s} for s in p["servers"] for lb in p["lbs"]]
+    if experiment == "rtt_load":
+        return [{"level_pps": int(lv), "split": sp} for lv in p["levels_pps"] for sp in p["splits"]]
+    if experiment == "compare":
+        return [{"lb": lb} for lb in p["lbs"]]
+    raise ConfigError(f"Failed to plan experiment {experiment!r}: unknown (known: {', '.join(ORDER)})")
+
+
+def plan(cfg, only: list[str] | None = None) -> list[PlannedTrial]:
+    reps = cfg.section("experiments").get("repetitions", 3)
+    out = []
+    for e in only or ORDER:
+        for pt in points(cfg, e):
+            out += [PlannedTrial(e, pt, r) for r in range(1, reps + 1)]
+    return out
