@@ -309,7 +309,19 @@ class NamespaceTestbed(Testbed):
 
 
 class SshTestbed(Testbed):
-    """The thesis testbed: nodes reached over SSH; the machines and switch exist already."""
+    """The thesis testbed: nodes reached over SSH; the machines and the switch exist already, so
+    `up` only proves every node answers and has its configured interfaces."""
+
+    def up(self) -> dict:
+        t0 = time.monotonic()
+        for n in self.nodes():
+            r = n.run(["ip", "-j", "link", "show"], timeout=30)
+            names = {l["ifname"] for l in json.loads(r.stdout or "[]")}
+            missing = [i.name for i in n.ncfg.interfaces if i.name not in names]
+            if missing:
+                raise TestbedError(f"Failed to find interface(s) {', '.join(missing)} on node {n.name} "
+                                   f"(nodes.{n.name}.interfaces in {self.cfg.path})")
+        return {"transport": "ssh", "changed": False, "seconds": round(time.monotonic() - t0, 2)}
 
 
 def get_testbed(cfg: Config) -> Testbed:
