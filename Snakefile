@@ -9,7 +9,6 @@ min_version("8.10")
 
 include: "rules/common.smk"
 include: "rules/testbed.smk"
-include: "rules/thesis.smk"
 
 
 rule all:

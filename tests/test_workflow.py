@@ -1,0 +1,32 @@
+"""The workflow plans for both testbeds without touching anything (snakemake -n)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def dry_run(*args):
+    return subprocess.run([*SNAKEMAKE, "-n", "--forceall", "all", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_dry_run_default_config_plans_the_testbed_check():
+    p = dry_run()
+    assert p.returncode == 0, p.stderr
+    assert "testbed_check" in p.stdout and "results/local/testbed_check.txt" in p.stdout
+
+
+def test_dry_run_thesis_testbed_uses_only_its_own_config():
+    p = dry_run("--configfile", "config/fips.yaml")
+    assert p.returncode == 0, p.stderr
+    assert "results/fips/testbed_check.txt" in p.stdout and "results/local" not in p.stdout
+
+
+def test_bad_config_stops_the_workflow_with_the_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "config/local.yaml").read_text().replace('"02:00:00:00:03:00"', '"02:00:00:00:03"'))
+    p = dry_run("--configfile", str(bad))
+    assert p.returncode != 0
+    assert "nodes.fips3.interfaces[0].mac: '02:00:00:00:03' is not a MAC address" in p.stdout + p.stderr
