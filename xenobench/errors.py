@@ -26,3 +26,7 @@ class TestbedError(XenobenchError):
     """Bringing the testbed up, down or checking it failed."""
 
     __test__ = False  # not a pytest class
+
+
+class DataError(XenobenchError):
+    """A measurement or input data file (counter series, pcap, CSV) is malformed or empty."""
