@@ -1,3 +1,44 @@
-"""CLI commands of this concern (see xenobench/cli/__init__.py). Filled in by its issue."""
+"""`xenobench ingest thesis`, `xenobench compare`."""
 
-COMMANDS: list = []
+import json
+import sys
+
+import click
+
+
+@click.group("ingest")
+def ingest_group():
+    """Bring raw measurements into the tidy results schema."""
+
+
+@ingest_group.command("thesis")
+@click.argument("datadir", type=click.Path(file_okay=False))
+@click.option("--out", "outdir", required=True, type=click.Path(file_okay=False),
+              help="Directory for the tidy CSVs (e.g. results/thesis).")
+def ingest_thesis_cmd(datadir, outdir):
+    """Ingest the thesis's raw data (pps/, loss/, rtt/ like ../shared/thesis-data; any subset)."""
+    from ..ingest import ingest_thesis
+    written = ingest_thesis(datadir, outdir, progress=lambda s: click.echo(s, err=True))
+    click.echo(json.dumps(written))
+
+
+@click.command("compare")
+@click.argument("resdir", type=click.Path(file_okay=False))
+@click.option("--tolerance", "tolerance", type=float, default=5.0, show_default=True,
+              help="Largest relative deviation (%) that still counts as reproduced.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable list.")
+def compare_cmd(resdir, tolerance, as_json):
+    """Each published number next to the reproduced one; exit 1 if any is beyond tolerance."""
+    from ..compare import compare
+    rows = compare(resdir, tolerance)
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    else:
+        for r in rows:
+            click.echo(f"{'ok  ' if r['ok'] else 'FAIL'} {r['metric']:28} published {r['published']:>8g} "
+                       f"reproduced {r['reproduced']:>10.4g} {r['unit']:6} {r['deviation_pct']:+7.2f} %  {r['source']}")
+    if not all(r["ok"] for r in rows):
+        sys.exit(1)
+
+
+COMMANDS = [ingest_group, compare_cmd]
