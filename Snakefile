@@ -9,6 +9,7 @@ min_version("8.10")
 
 include: "rules/common.smk"
 include: "rules/testbed.smk"
+include: "rules/thesis.smk"
 
 
 rule all:

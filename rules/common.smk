@@ -1,4 +1,5 @@
 # The one place that loads and checks the configuration and computes target lists.
+import os
 import sys
 from pathlib import Path
 
@@ -27,4 +28,4 @@ def testbed_down():
 
 def all_outputs():
     # grows as the measurements land: experiments, tidy CSVs, figures, the run report
-    return [f"results/{TESTBED}/testbed_check.txt"]
+    return [f"results/{TESTBED}/testbed_check.txt", *THESIS_FIGURES, "results/thesis/compare.json"]

@@ -41,4 +41,15 @@ def compare_cmd(resdir, tolerance, as_json):
         sys.exit(1)
 
 
-COMMANDS = [ingest_group, compare_cmd]
+@click.command("plot")
+@click.argument("resdir", type=click.Path(file_okay=False))
+@click.option("--out", "outdir", required=True, type=click.Path(file_okay=False), help="Figure directory.")
+@click.option("--testbed", help="Label on every figure (default: the results directory's name).")
+def plot_cmd(resdir, outdir, testbed):
+    """Write the six figures (PNG and PDF) that the tidy results allow."""
+    from ..plots import plot_all
+    done = plot_all(resdir, outdir, testbed, progress=lambda s: click.echo(s, err=True))
+    click.echo(json.dumps(sorted(done)))
+
+
+COMMANDS = [ingest_group, compare_cmd, plot_cmd]

@@ -1,0 +1,41 @@
+# The thesis's own raw measurements (../shared/thesis-data) → tidy CSVs → the paper's figures.
+# results/thesis/ is committed, so the figures can be drawn where the raw data is absent.
+THESIS_FIGURES = [f"figures/thesis/{n}.{ext}" for n in
+                  ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none",
+                   "rtt_under_load", "lb_comparison"] for ext in ("png", "pdf")]
+THESIS_TIDY = [f"results/thesis/{k}.csv" for k in ("pps", "loss", "rtt_samples", "rtt_summary")]
+
+
+rule thesis_ingest:
+    """Steady-state rates, loss and RTT samples from the thesis raw data."""
+    input:
+        THESIS_DATA if os.path.isdir(THESIS_DATA) else [],
+    output:
+        THESIS_TIDY,
+    log:
+        "results/logs/thesis_ingest.log",
+    shell:
+        "{XB} ingest thesis {input} --out results/thesis 2> {log}"
+
+
+rule thesis_figures:
+    input:
+        rules.thesis_ingest.output,
+    output:
+        THESIS_FIGURES,
+    log:
+        "results/logs/thesis_figures.log",
+    shell:
+        "{XB} plot results/thesis --out figures/thesis --testbed thesis 2> {log}"
+
+
+rule thesis_compare:
+    """Published vs reproduced from the thesis raw data."""
+    input:
+        rules.thesis_ingest.output,
+    output:
+        "results/thesis/compare.json",
+    log:
+        "results/logs/thesis_compare.log",
+    shell:
+        "{XB} compare results/thesis --json > {output} 2> {log}"
