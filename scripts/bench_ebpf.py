@@ -14,10 +14,12 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from xenobench.lb.ebpf import bpftool, fill_maps, load
+from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
 
 repeat = sys.argv[1] if len(sys.argv) > 1 else "1000000"
 pindir = Path("/sys/fs/bpf/xb-bench-ebpf")
 tmp = Path(tempfile.mkdtemp())
+mounted = ensure_bpffs()
 try:
     load(pindir)
     (tmp / "b.json").write_text(json.dumps({"backends": [{"name": "a", "mac_address": "02:00:00:00:0a:00"},
@@ -36,3 +38,5 @@ try:
 finally:
     shutil.rmtree(pindir, ignore_errors=True)
     shutil.rmtree(tmp, ignore_errors=True)
+    if mounted:
+        unmount_bpffs_if_unused()

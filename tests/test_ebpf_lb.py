@@ -20,6 +20,7 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from xenobench.errors import BackendsError
 from xenobench.lb import get_lb
 from xenobench.lb.ebpf import OBJ, bpftool, fill_maps, load, read_stats
+from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
 
 from .conftest import needs_root
 
@@ -42,7 +43,7 @@ def rewritten(f: bytes, mac: str) -> bytes:
 @pytest.fixture
 def prog(tmp_path):
     """The LB program loaded and pinned outside any testbed; maps filled per test."""
-    subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], capture_output=True)
+    mounted = ensure_bpffs()
     pindir = Path("/sys/fs/bpf") / f"xbt-unit-{tmp_path.name[-12:]}"
     load(pindir)
 
@@ -61,6 +62,8 @@ def prog(tmp_path):
 
     yield configure, run, pindir
     shutil.rmtree(pindir, ignore_errors=True)
+    if mounted:
+        unmount_bpffs_if_unused()
 
 
 def two(k=None, weights=None):

@@ -44,6 +44,15 @@ def ensure_bpffs() -> bool:
     return True
 
 
+BPF_PRELOAD = {"maps.debug", "progs.debug"}  # iterators the kernel puts into every bpffs mount
+
+
+def unmount_bpffs_if_unused() -> None:
+    """Undo ensure_bpffs() when nothing but the kernel's own iterators is pinned."""
+    if BPFFS.is_mount() and not [p for p in BPFFS.iterdir() if p.name not in BPF_PRELOAD]:
+        subprocess.run(["umount", str(BPFFS)], capture_output=True)
+
+
 class Testbed:
     """Nodes of a configuration, by name and by role. Subclasses add bring-up/teardown."""
 
@@ -257,8 +266,8 @@ class NamespaceTestbed(Testbed):
             _ip("netns", "del", ns, check=False)
         if self.bpffs_dir.exists():
             shutil.rmtree(self.bpffs_dir, ignore_errors=True)
-        if st.get("mounted_bpffs") and BPFFS.is_mount() and not any(BPFFS.iterdir()):
-            subprocess.run(["umount", str(BPFFS)], capture_output=True)
+        if st.get("mounted_bpffs"):
+            unmount_bpffs_if_unused()
         if self.state_file.exists():
             self.state_file.unlink()
         left = sorted(mine & self.existing_namespaces())
