@@ -151,4 +151,11 @@ int xb_noop_redirect(struct xdp_md *ctx)
 	return bpf_redirect_map(&egress, 0, 0);
 }
 
+/* the forwarding benchmark's sink on the switch side of p1: counts (veth XDP counters) and drops */
+SEC("xdp")
+int xb_sink(struct xdp_md *ctx)
+{
+	return XDP_DROP;
+}
+
 char LICENSE[] SEC("license") = "GPL";
