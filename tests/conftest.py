@@ -31,3 +31,24 @@ def testbed(local_cfg):
     tb.up()
     yield tb
     tb.down()
+
+
+def start_sshd(testbed, node_name: str, d, port: int = 2222):
+    """A real OpenSSH server in a node's namespace, on its first address; returns the client key,
+    known_hosts and address. Stop it with testbed.node(node_name).stop("sshd-test")."""
+    import subprocess
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True)
+    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+    addr = testbed.cfg.nodes[node_name].iface().addr
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress {addr}\nHostKey {d / 'host_key'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "UsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\n")
+    subprocess.run(["mkdir", "-p", "/run/sshd"], check=True)
+    testbed.node(node_name).start("sshd-test", ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+                                  ready=0.5)
+    host_pub = (d / "host_key.pub").read_text().split()
+    (d / "known_hosts").write_text(f"[{addr}]:{port} {host_pub[0]} {host_pub[1]}\n")
+    return d / "client_key", d / "known_hosts", addr

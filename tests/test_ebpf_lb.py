@@ -221,3 +221,43 @@ def test_live_split_matches_backend_counters_and_refuses_second_start(testbed):
         assert lb.stop() is True
     assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
     assert not (testbed.bpffs_dir / "ebpf").exists()
+
+
+def test_over_ssh_transport_start_stats_stop(testbed, tmp_path):
+    """The same LB driven over the ssh transport: sshd runs in the LB's namespace, the harness
+    connects from the client namespace, the controller runs there and stats come back over SSH."""
+    import dataclasses
+    import sys
+
+    from xenobench.config import SshConfig
+    from xenobench.nodes import SshNode
+    from xenobench.testbed import get_testbed
+
+    from .conftest import start_sshd
+
+    key, known, addr = start_sshd(testbed, "fips5", tmp_path, 2223)
+    try:
+        sc = SshConfig(host=addr, port=2223, key=str(key), known_hosts=str(known),
+                       netns=f"{testbed.cfg.prefix}fips1", python=sys.executable)
+        nodes = dict(testbed.cfg.nodes)
+        nodes["fips5"] = dataclasses.replace(nodes["fips5"], transport="ssh", ssh=sc)
+        cfg = dataclasses.replace(testbed.cfg, nodes=nodes)
+        tb = get_testbed(cfg)
+        assert isinstance(tb.node("fips5"), SshNode)
+        lb = get_lb("ebpf", tb)
+        res = lb.start()
+        try:
+            assert res["mode"] == "native"
+            c = testbed.node("fips1")
+            c.run(c.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
+                                "--dst-mac", LB_IN, "--src-ip", "198.18.0.17", "--dst-ip", VIP, "--port", "53",
+                                "--payload", "x", "--count", "25"))
+            time.sleep(0.3)
+            st = lb.stats()
+            assert {b["name"]: b["packets"] for b in st["backends"]} == {"fips2": 0, "fips3": 25}
+        finally:
+            assert lb.stop() is True
+            tb.node("fips5").close()
+        assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
+    finally:
+        testbed.node("fips5").stop("sshd-test")

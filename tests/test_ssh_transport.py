@@ -14,7 +14,7 @@ from xenobench.errors import NodeError
 from xenobench.nodes import SshNode
 from xenobench.config import SshConfig
 
-from .conftest import needs_root
+from .conftest import needs_root, start_sshd
 
 pytestmark = [needs_root, pytest.mark.skipif(shutil.which("sshd") is None and not
                                              __import__("os").path.exists("/usr/sbin/sshd"),
@@ -26,22 +26,10 @@ PORT = 2222
 @pytest.fixture(scope="module")
 def sshd(testbed, tmp_path_factory):
     d = tmp_path_factory.mktemp("sshd")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True)
-    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
     server = testbed.cfg.role("dns_backend")
-    (d / "sshd_config").write_text(
-        f"Port {PORT}\nListenAddress {server.iface().addr}\nHostKey {d / 'host_key'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "UsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\n")
-    subprocess.run(["mkdir", "-p", "/run/sshd"], check=True)
-    node = testbed.node(server.name)
-    node.start("sshd-test", ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")], ready=0.5)
-    host_pub = (d / "host_key.pub").read_text().split()
-    (d / "known_hosts").write_text(f"[{server.iface().addr}]:{PORT} {host_pub[0]} {host_pub[1]}\n")
+    start_sshd(testbed, server.name, d, PORT)
     yield d, server
-    node.stop("sshd-test")
+    testbed.node(server.name).stop("sshd-test")
 
 
 def ssh_node(testbed, d, server, **over):

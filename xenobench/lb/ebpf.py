@@ -29,6 +29,7 @@ from .. import REPO_ROOT
 from ..backends import load_backends
 from ..config import mac_bytes
 from ..errors import NodeError, XenobenchError
+from ..nodes import SshNode
 from .base import LoadBalancer
 
 OBJ = REPO_ROOT / "ebpf_baseline" / "build" / "lb.bpf.o"
@@ -83,9 +84,14 @@ def fill_maps(pindir: Path, backends_file, *, vip: str, port: int, policy: str, 
     return {"backends": [b.name for b in bs.backends], "class_bits": bs.class_bits, "slots": list(bs.slots)}
 
 
-def _percpu_sum(pin: Path, fmt: str) -> dict[int, tuple]:
-    """Per-CPU array → {key: summed tuple} (bpftool JSON dump)."""
-    dump = json.loads(bpftool("map", "dump", "pinned", str(pin), "-j").stdout or "[]")
+def _local_bpftool_stdout(*args: str) -> str:
+    return bpftool(*args).stdout
+
+
+def _percpu_sum(pin: Path, fmt: str, run=_local_bpftool_stdout) -> dict[int, tuple]:
+    """Per-CPU array → {key: summed tuple} (bpftool JSON dump; `run` executes bpftool where the
+    maps are pinned: here, or on the LB node)."""
+    dump = json.loads(run("map", "dump", "pinned", str(pin), "-j") or "[]")
     size = struct.calcsize(fmt)
     out = {}
     for ent in dump:
@@ -98,11 +104,11 @@ def _percpu_sum(pin: Path, fmt: str) -> dict[int, tuple]:
     return out
 
 
-def read_stats(pindir: Path, backends_file, mode: str) -> dict:
+def read_stats(pindir: Path, backends_file, mode: str, run=_local_bpftool_stdout) -> dict:
     bs = load_backends(backends_file)
     m = pindir / "maps"
-    per_be = _percpu_sum(m / "backend_stats", "<QQ")
-    st = _percpu_sum(m / "stats", "<Q")
+    per_be = _percpu_sum(m / "backend_stats", "<QQ", run)
+    st = _percpu_sum(m / "stats", "<Q", run)
     out = {"backends": [{"name": b.name, "mac": b.mac, "packets": per_be.get(i, (0, 0))[0],
                          "bytes": per_be.get(i, (0, 0))[1]} for i, b in enumerate(bs.backends)]}
     for i, name in enumerate(STATS_NAMES):
@@ -209,7 +215,9 @@ class EbpfLB(LoadBalancer):
 
     @property
     def statedir(self) -> Path:
-        return self.cfg.state_dir / "ebpf"
+        """Where the controller keeps its mode and backends copy, on the LB node."""
+        node = self.testbed.node(self.cfg.role("lb").name)
+        return Path(node.remote_dir) / "ebpf" if isinstance(node, SshNode) else self.cfg.state_dir / "ebpf"
 
     def _ports(self):
         lb = self.cfg.role("lb")
@@ -222,8 +230,11 @@ class EbpfLB(LoadBalancer):
         bfile = self.backends_file(backends)
         sec = self.cfg.section("ebpf")
         node = self.testbed.node(lb.name)
+        remote_b = str(bfile)
+        if isinstance(node, SshNode):  # the controller reads the file on the LB node
+            remote_b = f"{node.remote_dir}/ebpf-backends{Path(bfile).suffix}"
         argv = node.python_argv(
-            "xenobench.lb.ebpf", "run", "--backends", str(bfile), "--ingress", ing.name,
+            "xenobench.lb.ebpf", "run", "--backends", remote_b, "--ingress", ing.name,
             "--egress-mode", "redirect" if eg else "tx", *(["--egress", eg.name] if eg else []),
             "--src-mac", (eg or ing).mac, "--vip", self.cfg.service.vip, "--port", str(self.cfg.service.port),
             "--policy", sec.get("policy", "pass"), "--pin-dir", str(self.pindir),
@@ -235,9 +246,12 @@ class EbpfLB(LoadBalancer):
         if node.running(TAG):
             raise NodeError(f"Failed to start ebpf on {lb.name}:{ing.name}: already running; "
                             "`xenobench lb stop --lb ebpf` first")
-        log_path = self.cfg.state_dir / "logs" / f"{lb.name}.{TAG}.log"
-        offset = log_path.stat().st_size if log_path.exists() else 0
-        h = node.start(TAG, argv, log=str(log_path))
+        if remote_b != str(bfile):
+            node.put(bfile, remote_b)
+        log_path = (f"{node.remote_dir}/logs/{lb.name}.{TAG}.log" if isinstance(node, SshNode)
+                    else str(self.cfg.state_dir / "logs" / f"{lb.name}.{TAG}.log"))
+        offset = len(node.read_text(log_path))
+        h = node.start(TAG, argv, log=log_path)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             logtext = node.read_text(h.log)[offset:]
@@ -259,16 +273,26 @@ class EbpfLB(LoadBalancer):
         return self.testbed.node(self.cfg.role("lb").name).running(TAG)
 
     def stats(self) -> dict:
-        if not (self.pindir / "maps").exists():
-            raise NodeError("Failed to read ebpf stats: not running (no pinned maps under "
+        """Read on the LB node (bpftool there), so it works over either transport."""
+        node = self.testbed.node(self.cfg.role("lb").name)
+        if not node.run(["test", "-d", str(self.pindir / "maps")], check=False).ok:
+            raise NodeError(f"Failed to read ebpf stats on {node.name}: not running (no pinned maps under "
                             f"{self.pindir})")
-        mode = (self.statedir / "mode").read_text().strip() if (self.statedir / "mode").exists() else "native"
-        return read_stats(self.pindir, self._running_backends(), mode)
-
-    def _running_backends(self) -> Path:
-        """The backends file the running controller loaded (copied next to its maps)."""
-        found = sorted(self.statedir.glob("backends.*"))
-        return found[0] if found else self.backends_file(None)
+        mode = node.read_text(str(self.statedir / "mode")).strip() or "native"
+        # the backends file the running controller loaded (it keeps a copy in its state dir)
+        names = node.run(["ls", str(self.statedir)], check=False).stdout.split()
+        copy = next((n for n in names if n.startswith("backends.")), None)
+        import tempfile
+        local = Path(tempfile.mkdtemp()) / (copy or "backends.json")
+        if copy:
+            local.write_text(node.read_text(str(self.statedir / copy)))
+        else:
+            shutil.copyfile(self.backends_file(None), local)
+        try:
+            return read_stats(self.pindir, local, mode,
+                              run=lambda *a: node.run(["bpftool", *a]).stdout)
+        finally:
+            shutil.rmtree(local.parent, ignore_errors=True)
 
 
 def make(testbed) -> EbpfLB:
