@@ -420,9 +420,10 @@ class SshNode(Node):
         return r.check() if check else r
 
     def _spawn(self, argv, log_path, env):
-        # setsid: the process leads its own group, so stop() can signal the whole group
+        # setsid: the process leads its own group, so stop() can signal the whole group;
+        # >>: logs are appended, as on netns nodes
         script = (f"mkdir -p {shlex.quote(os.path.dirname(log_path))} && "
-                  f"{{ setsid {self._command(argv, env)} > {shlex.quote(log_path)} 2>&1 < /dev/null & }} "
+                  f"{{ setsid {self._command(argv, env)} >> {shlex.quote(log_path)} 2>&1 < /dev/null & }} "
                   f"&& echo $!")
         r = self.run(["sh", "-c", script])
         pid = int(r.stdout.strip().splitlines()[-1])
