@@ -32,7 +32,8 @@ def thesis_tidy(tmp_path_factory):
 def test_thesis_packet_rates(thesis_tidy):
     pps = pd.read_csv(thesis_tidy / "pps.csv")
     assert list(pps.columns) == COLUMNS
-    by = pps.groupby("payload_bytes").value.median() / 1e6
+    assert len(pps[pps.metric == "rx_pps"]) == 44  # 22 payloads x 2 repetitions
+    by = pps[pps.metric == "rx_pps"].groupby("payload_bytes").value.median() / 1e6
     assert all(abs(by[p] - 96.7) < 0.5 for p in range(2, 23, 2))       # ≈ 96.7 Mpps below 23 B
     assert all(abs(by[p] - 92.8) < 0.3 for p in (24, 26, 28, 32, 48, 64))  # ≈ 92.8 Mpps from 24 B
     # network-bound above 64 B: 95-100 % of the layer-1 line rate (the thesis: line rate itself
@@ -41,6 +42,8 @@ def test_thesis_packet_rates(thesis_tidy):
         assert 0.95 <= by[p] * 1e6 / line_rate_pps(p) <= 1.005, p
     assert (pps.frame_bytes == pps.payload_bytes + 42).all()
     assert pps.source.str.contains(r"pps/\d+b_\d\.txt lines \d+-\d+ of \d+").all()
+    cv = pps[pps.metric == "cv_pct"]
+    assert len(cv) == 44 and cv.value.median() < 0.1 and cv.value.max() < 0.5  # per-second spread in a trial
 
 
 @needs_thesis
@@ -56,26 +59,38 @@ def test_thesis_loss_onset_and_growth(thesis_tidy):
 
 @needs_thesis
 def test_compare_thesis_within_tolerance(thesis_tidy):
-    rows = {r["metric"]: r for r in compare(thesis_tidy, 5.0)}
-    assert rows["rtt_added_xenoflow_us"]["reproduced"] == pytest.approx(5.2, abs=0.1)
-    assert 95 <= rows["loss_onset_mpps"]["reproduced"] <= 98
-    assert all(r["ok"] for r in rows.values())
-    assert rows["pps_small_payload_mpps"]["source"].endswith("(text)")
+    all_rows = compare(thesis_tidy, 5.0)
+    rows = {(r["metric"], r["source"].split(":")[0]): r for r in all_rows}
+    assert rows["rtt_added_xenoflow_us", "paper"]["reproduced"] == pytest.approx(5.2, abs=0.1)
+    assert 95 <= rows["loss_onset_mpps", "paper"]["reproduced"] <= 97
+    assert rows["loss_onset_mpps", "thesis"]["range"] == [95.0, 98.0]
+    assert rows["loss_capacity_mpps", "paper"]["reproduced"] == pytest.approx(96.7, abs=0.5)
+    assert rows["pps_small_payload_mpps", "paper"]["reproduced"] == pytest.approx(96.7, abs=0.5)
+    assert rows["pps_large_payload_mpps", "paper"]["reproduced"] == pytest.approx(92.8, abs=0.3)
+    assert rows["pps_drop_payload_bytes", "paper"]["reproduced"] == 24  # no 23 B trial in the data
+    assert rows["network_bound_from_payload_bytes", "thesis"]["reproduced"] == 64
+    assert rows["compare_speedup_min", "thesis"]["reproduced"] > 2
+    assert all(r["ok"] for r in all_rows if r["gating"])
+    assert rows["pps_small_payload_mpps", "paper"]["source"].endswith("(text)")
+    # the paper's CV < 0.08 % does not hold for the shared 512 B runs (2.4 % apart): reported, not gating
+    cv = rows["cv_max_pct", "paper"]
+    assert cv["ok"] is False and cv["gating"] is False and cv["reproduced"] > 1
 
 
 def test_compare_tolerance_and_exit_code(tmp_path):
     pd.DataFrame([{c: None for c in COLUMNS} | {"testbed": "t", "lb": "xenoflow", "payload_bytes": p,
-                                                 "metric": "rx_pps", "value": v}
+                                                 "metric": "rx_pps", "value": v, "unit": "packets/s",
+                                                 "source": "test"}
                   for p, v in ((2, 90e6), (64, 92.8e6))]).to_csv(tmp_path / "pps.csv", index=False)
-    rows = {r["metric"]: r for r in compare(tmp_path, 5.0)}
-    assert rows["pps_small_payload_mpps"]["deviation_pct"] == pytest.approx(-6.93, abs=0.01)
-    assert rows["pps_small_payload_mpps"]["ok"] is False and rows["pps_large_payload_mpps"]["ok"]
+    rows = {(r["metric"], r["source"].split(":")[0]): r for r in compare(tmp_path, 5.0)}
+    assert rows["pps_small_payload_mpps", "paper"]["deviation_pct"] == pytest.approx(-6.93, abs=0.01)
+    assert rows["pps_small_payload_mpps", "paper"]["ok"] is False and rows["pps_large_payload_mpps", "paper"]["ok"]
     p = subprocess.run([sys.executable, "-m", "xenobench", "compare", str(tmp_path), "--json"],
                        capture_output=True, text=True)
     assert p.returncode == 1 and json.loads(p.stdout)[0]["metric"]
-    p = subprocess.run([sys.executable, "-m", "xenobench", "compare", str(tmp_path), "--tolerance", "8"],
+    p = subprocess.run([sys.executable, "-m", "xenobench", "compare", str(tmp_path), "--tolerance", "8.5"],
                        capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout
+    assert p.returncode == 0, p.stdout  # 90 vs 98 (thesis) is -8.2 %
 
 
 def test_steady_state_rule_drops_ramp_seconds_only():
@@ -105,5 +120,5 @@ def test_cli_ingest_subset(tmp_path):
     p = subprocess.run([sys.executable, "-m", "xenobench", "ingest", "thesis", str(sub), "--out", str(tmp_path / "o")],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout) == {"pps": 2}
-    assert len(pd.read_csv(tmp_path / "o" / "pps.csv")) == 2
+    assert json.loads(p.stdout) == {"pps": 4}  # rx_pps and cv_pct per trial
+    assert len(pd.read_csv(tmp_path / "o" / "pps.csv").query("metric == 'rx_pps'")) == 2

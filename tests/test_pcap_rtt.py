@@ -98,8 +98,9 @@ def test_grouped_median_interpolates_inside_the_middle_bin():
 
 @pytest.mark.parametrize("content,msg", [
     (b"", "the file is empty"),
-    (b"\x0a\x0d\x0d\x0a" + b"\0" * 40, "pcapng is not supported"),
-    (b"hello world, not a capture at all", "not a pcap file"),
+    (b"\x0a\x0d\x0d\x0a" + b"\0" * 40, "bad pcapng byte-order magic 00000000 at byte 0"),
+    (b"hello world, not a capture at all", r"not a pcap or pcapng file \(magic 68656c6c\)"),
+    (b"\xd4\xc3\xb2\xa1" + b"\0" * 10, r"truncated file header \(14 of 24 bytes\)"),
 ])
 def test_malformed_files_name_the_file(tmp_path, content, msg):
     f = tmp_path / "bad.pcap"
@@ -129,3 +130,82 @@ def test_cli_rtt_pcap_json(tmp_path):
     p = subprocess.run([sys.executable, "-m", "xenobench", "rtt", "pcap", str(tmp_path / "none.pcap")],
                        capture_output=True, text=True)
     assert p.returncode == 1 and "Failed to read capture" in p.stderr and "No such file" in p.stderr
+
+
+# --- pcapng and other byte orders, built by hand here (struct) so the reader is checked against the
+# format description (pcapng draft: SHB 0x0A0D0D0A + byte-order magic, IDB with if_tsresol, EPB)
+
+import struct  # noqa: E402
+
+
+def _block(e, btype, body):
+    body += b"\0" * (-len(body) % 4)
+    n = 12 + len(body)
+    return struct.pack(e + "II", btype, n) + body + struct.pack(e + "I", n)
+
+
+def pcapng(frames_times, e="<", tsresol=None, extra_iface=False, sll_first=False):
+    """frames_times: (bytes, seconds). tsresol: if_tsresol byte (None = default µs)."""
+    out = _block(e, 0x0A0D0D0A, struct.pack(e + "IHHq", 0x1A2B3C4D, 1, 0, -1))
+    opts = b""
+    if tsresol is not None:
+        opts = struct.pack(e + "HH", 9, 1) + bytes([tsresol]) + b"\0\0\0" + struct.pack(e + "HH", 0, 0)
+    if sll_first:  # a non-Ethernet interface 0 (Linux cooked): its packets are skipped
+        out += _block(e, 1, struct.pack(e + "HHI", 113, 0, 65535))
+    out += _block(e, 1, struct.pack(e + "HHI", 1, 0, 65535) + opts)
+    iface = 1 if sll_first else 0
+    unit = 1e-6 if tsresol is None else (2.0 ** -(tsresol & 0x7F) if tsresol & 0x80 else 10.0 ** -tsresol)
+    for raw, t in frames_times:
+        ts = round(t / unit)
+        out += _block(e, 6, struct.pack(e + "IIIII", iface, ts >> 32, ts & 0xFFFFFFFF, len(raw), len(raw)) + raw)
+    if sll_first:
+        out += _block(e, 6, struct.pack(e + "IIIII", 0, 0, 1, 4, 4) + b"\0\0\0\0")
+    return out
+
+
+@pytest.mark.parametrize("endian,tsresol,sll", [("<", None, False), (">", 9, False), ("<", 9, True)])
+def test_pcapng_sections_resolutions_and_interfaces(tmp_path, endian, tsresol, sll):
+    frames = [(bytes(query(0, qid=1)), 10.0), (bytes(reply(1)), 10.0000231),
+              (bytes(query(0, qid=2)), 10.001), (bytes(reply(2)), 10.0010175)]
+    f = tmp_path / "c.pcapng"
+    f.write_bytes(pcapng(frames, endian, tsresol, sll_first=sll))
+    r = analyze_pcap(f)
+    assert r.n == 2 and r.client_mac == CLIENT
+    if tsresol == 9:
+        assert r.resolution_us == pytest.approx(0.001)
+        assert np.allclose(r.rtts_us, [23.1, 17.5], atol=0.002)
+    else:
+        assert r.resolution_us == 1.0 and list(r.rtts_us) == [23.0, 18.0]
+    assert r.pairs[0][1] - r.pairs[0][0] == 1
+
+
+def test_pcapng_truncated_block_names_the_file(tmp_path):
+    f = tmp_path / "t.pcapng"
+    f.write_bytes(pcapng([(bytes(query(0)), 1.0), (bytes(reply(7)), 1.00002)])[:-7])
+    with pytest.raises(DataError, match=rf"Failed to read capture {f}: truncated block at byte \d+ \(packet 1"):
+        analyze_pcap(f)
+
+
+def test_big_endian_microsecond_pcap_and_summary_percentiles(tmp_path):
+    # classic pcap header written by hand in network byte order (magic a1b2c3d4)
+    recs = b""
+    rtts = [20, 21, 22, 23, 24, 25, 26, 27, 28, 40]
+    for i, d in enumerate(rtts):
+        for raw, us in ((bytes(query(0, qid=i)), 1000 * i), (bytes(reply(i)), 1000 * i + d)):
+            recs += struct.pack(">IIII", 5, us, len(raw), len(raw)) + raw
+    f = tmp_path / "be.pcap"
+    f.write_bytes(struct.pack(">IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + recs)
+    r = analyze_pcap(f)
+    s = r.summary()
+    assert r.n == 10 and list(r.rtts_us) == rtts
+    assert s["median_raw_us"] == 24.5 and s["min_us"] == 20 and s["max_us"] == 40
+    assert s["p25_us"] == pytest.approx(22.25) and s["p75_us"] == pytest.approx(26.75)
+    assert r.probe_range == (0, 18) and r.answer_range == (1, 19)
+    assert s["first_packet"] == 0 and s["last_packet"] == 19 and s["dns_frames"] == 20
+
+
+def test_dns_frames_of_other_stations_only_give_no_probe_error(tmp_path):
+    # DNS traffic between two other stations, the client given explicitly: nothing to pair
+    f = write(tmp_path, [(query(0, src_mac=OTHER, dst_mac=SERVER), 1.0)], name="other.pcap")
+    with pytest.raises(DataError, match=rf"Failed to analyze capture {f}: no probe from {CLIENT} was answered \(1 DNS frames\)"):
+        analyze_pcap(f, client_mac=CLIENT)

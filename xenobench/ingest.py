@@ -58,10 +58,14 @@ def ingest_pps(d: Path) -> list[dict]:
             continue
         x = read_series(f)
         a, b = steady_range(x)
-        rows.append(row(testbed="thesis", lb="xenoflow", payload_bytes=int(m[1]), repetition=int(m[2]),
-                        measured_pps=float(np.median(x[a:b])), metric="rx_pps",
-                        value=float(np.median(x[a:b])), unit="packets/s",
-                        source=f"thesis-data/pps/{f.name} lines {a + 1}-{b} of {len(x)}"))
+        steady = x[a:b]
+        common = dict(testbed="thesis", lb="xenoflow", payload_bytes=int(m[1]), repetition=int(m[2]),
+                      measured_pps=float(np.median(steady)),
+                      source=f"thesis-data/pps/{f.name} lines {a + 1}-{b} of {len(x)}")
+        rows.append(row(**common, metric="rx_pps", value=float(np.median(steady)), unit="packets/s"))
+        # spread of the per-second rate inside the trial (the paper quotes CV < 0.08 %)
+        cv = 100.0 * float(np.std(steady, ddof=1) / np.mean(steady)) if len(steady) > 1 else 0.0
+        rows.append(row(**common, metric="cv_pct", value=cv, unit="%"))
     return rows
 
 
@@ -86,18 +90,25 @@ def ingest_loss(d: Path) -> list[dict]:
     return rows
 
 
+def split_name(x: int, y: int) -> str:
+    """x % of the background to the DNS backend (fips2), y % to the other backend."""
+    return "single" if (x, y) == (100, 0) else "worst" if (x, y) == (0, 100) else f"{x}/{y}"
+
+
 def ingest_rtt(d: Path) -> tuple[list[dict], list[dict]]:
     from .pcap_rtt import analyze_pcap
     samples, summary = [], []
 
     def add(res, lb, f, split=None, bg=None):
-        src = f"thesis-data/rtt/{f.parent.name}/{f.name} packets {res.pairs[0][0]}-{max(res.pairs[-1])}"
+        sm = res.summary()
+        src = (f"thesis-data/rtt/{f.parent.name}/{f.name} packets {sm['first_packet']}-{sm['last_packet']} "
+               f"(0-based), client {res.client_mac}")
         for (qi, ai), v in zip(res.pairs, res.rtts_us):
-            samples.append(row(testbed="thesis", lb=lb, repetition=1, split=split, background_pps=bg,
+            samples.append(row(testbed="thesis", lb=lb, server="reflector", repetition=1, split=split, background_pps=bg,
                                metric="rtt_us", value=float(v), unit="us", source=f"{f.name}:{qi}>{ai}"))
-        for k, v in res.summary().items():
+        for k, v in sm.items():
             if k.endswith("_us") or k in ("n", "lost"):
-                summary.append(row(testbed="thesis", lb=lb, repetition=1, split=split, background_pps=bg,
+                summary.append(row(testbed="thesis", lb=lb, server="reflector", repetition=1, split=split, background_pps=bg,
                                    metric=k if k in ("n", "lost") else f"rtt_{k}", value=v,
                                    unit="us" if k.endswith("_us") else "count", source=src))
 
@@ -112,7 +123,7 @@ def ingest_rtt(d: Path) -> tuple[list[dict], list[dict]]:
         if not m:
             continue
         x, y = int(m[2]), int(m[3])
-        split = "single" if (x, y) == (100, 0) else "worst" if (x, y) == (0, 100) else f"{x}/{y}"
+        split = split_name(x, y)
         add(analyze_pcap(f), "xenoflow", f, split, int(m[1]) * 1e6)
     return samples, summary
 
@@ -126,7 +137,7 @@ def ingest_thesis(datadir: str | Path, outdir: str | Path, progress=print) -> di
     if (datadir / "pps").is_dir():
         written["pps"] = len(r := ingest_pps(datadir / "pps"))
         write_tidy("pps", r, outdir)
-        progress(f"pps: {written['pps']} trials")
+        progress(f"pps: {written['pps']} rows ({written['pps'] // 2} trials)")
     if (datadir / "loss").is_dir():
         written["loss"] = len(r := ingest_loss(datadir / "loss"))
         write_tidy("loss", r, outdir)

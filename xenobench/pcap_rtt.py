@@ -9,7 +9,8 @@ from the client's MAC: frames it sends are probes, frames sent to it are answers
 the station that appears in most DNS frames (or is given). Frames that are not IPv4/UDP DNS to or
 from the service port (STP, DHCP, ARP, ...) are skipped.
 
-Reads classic pcap (micro- and nanosecond timestamps, either byte order).
+Reads classic pcap (micro- and nanosecond timestamps, either byte order) and pcapng (enhanced
+and obsolete packet blocks, per-interface timestamp resolution, several sections).
 
 Median: a microsecond pcap quantises every RTT to whole microseconds, and the sample median of
 such data jumps in 1 µs steps (the thesis captures give exactly 23 and 18 µs). `median_us` is
@@ -35,6 +36,7 @@ from .errors import DataError
 
 PCAP_MAGIC = {b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
               b"\x4d\x3c\xb2\xa1": ("<", 1e-9), b"\xa1\xb2\x3c\x4d": (">", 1e-9)}
+PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 LINKTYPE_ETHERNET = 1
 
 
@@ -62,6 +64,7 @@ class RttResult:
     pairs: list[tuple[int, int]] = field(default_factory=list)  # (probe index, answer index)
     skipped_frames: int = 0
     resolution_us: float = 1.0  # timestamp resolution of the capture
+    dns_frames: int = 0         # DNS frames seen (probes, answers and unrelated DNS)
 
     @property
     def n(self) -> int:
@@ -90,15 +93,33 @@ class RttResult:
     def p99_us(self) -> float:
         return self.pct(99)
 
+    PERCENTILES = (1, 5, 25, 50, 75, 90, 95, 99)
+
+    @property
+    def percentiles_us(self) -> dict[int, float]:
+        return {q: self.pct(q) for q in self.PERCENTILES}
+
+    @property
+    def probe_range(self) -> tuple[int, int] | None:
+        """Packet indexes (0-based) of the first and last answered probe."""
+        return (self.pairs[0][0], self.pairs[-1][0]) if self.pairs else None
+
+    @property
+    def answer_range(self) -> tuple[int, int] | None:
+        return (min(a for _, a in self.pairs), max(a for _, a in self.pairs)) if self.pairs else None
+
     def summary(self) -> dict:
-        return {"n": self.n, "lost": self.lost, "median_us": round(self.median_us, 3),
-                "median_raw_us": round(self.median_raw_us, 3), "resolution_us": self.resolution_us,
-                "mean_us": round(self.mean_us, 3), "std_us": round(self.std_us, 3),
-                "p1_us": round(self.pct(1), 3), "p50_us": round(self.pct(50), 3),
-                "p90_us": round(self.pct(90), 3), "p99_us": round(self.p99_us, 3),
-                "client_mac": self.client_mac,
-                "first_packet": self.pairs[0][0] if self.pairs else None,
-                "last_packet": max(self.pairs[-1]) if self.pairs else None}
+        """Flat dict for JSON and the tidy rtt_summary rows (keys ending in _us are µs)."""
+        out = {"n": self.n, "lost": self.lost, "median_us": round(self.median_us, 3),
+               "median_raw_us": round(self.median_raw_us, 3), "resolution_us": self.resolution_us,
+               "mean_us": round(self.mean_us, 3), "std_us": round(self.std_us, 3),
+               "min_us": round(float(self.rtts_us.min()), 3), "max_us": round(float(self.rtts_us.max()), 3)}
+        out |= {f"p{q}_us": round(v, 3) for q, v in self.percentiles_us.items()}
+        out |= {"client_mac": self.client_mac, "dns_frames": self.dns_frames,
+                "skipped_frames": self.skipped_frames,
+                "first_packet": min(self.probe_range[0], self.answer_range[0]),
+                "last_packet": max(self.probe_range[1], self.answer_range[1])}
+        return out
 
 
 def grouped_median(values: np.ndarray, width: float) -> float:
@@ -116,44 +137,125 @@ def _mac(b: bytes) -> str:
 
 
 def pcap_resolution_us(path: str | Path) -> float:
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    return PCAP_MAGIC.get(magic, ("<", 1e-6))[1] * 1e6
+    """Timestamp resolution of a capture in µs (1 for microsecond pcap, 0.001 for nanosecond)."""
+    return _Capture(path).resolution_us
+
+
+class _Capture:
+    """A classic pcap or pcapng file read whole (captures here are a few MB); frames() yields
+    (index, ts_ns, frame bytes) of its Ethernet frames. DataError names the file otherwise."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.data = self.path.read_bytes()
+        except OSError as e:
+            raise DataError(f"Failed to read capture {self.path}: {e.strerror}") from None
+        if not self.data:
+            self._fail("the file is empty")
+        self.ng = self.data[:4] == PCAPNG_SHB
+        if not self.ng and self.data[:4] not in PCAP_MAGIC:
+            self._fail(f"not a pcap or pcapng file (magic {self.data[:4].hex()})")
+        if not self.ng and len(self.data) < 24:
+            self._fail(f"truncated file header ({len(self.data)} of 24 bytes)")
+        self.resolution_us = 1.0
+        if not self.ng:
+            endian, unit = PCAP_MAGIC[self.data[:4]]
+            self.resolution_us = unit * 1e6
+            linktype = struct.unpack(endian + "I", self.data[20:24])[0]
+            if linktype != LINKTYPE_ETHERNET:
+                self._fail(f"link type {linktype}, expected Ethernet (1); capture on the interface, "
+                           "not on 'any'")
+
+    def _fail(self, reason: str):
+        raise DataError(f"Failed to read capture {self.path}: {reason}")
+
+    def frames(self):
+        return self._ng_frames() if self.ng else self._pcap_frames()
+
+    def _pcap_frames(self):
+        data, endian = self.data, PCAP_MAGIC[self.data[:4]][0]
+        scale = round(self.resolution_us * 1000)  # ns per timestamp unit
+        rec = struct.Struct(endian + "IIII")
+        off, idx = 24, 0
+        while off < len(data):
+            if off + 16 > len(data):
+                self._fail(f"truncated record header at byte {off} (packet {idx})")
+            sec, frac, caplen, _ = rec.unpack_from(data, off)
+            off += 16
+            if off + caplen > len(data):
+                self._fail(f"truncated packet {idx} at byte {off} ({caplen} bytes announced, "
+                           f"{len(data) - off} present)")
+            yield idx, sec * 1_000_000_000 + frac * scale, data[off:off + caplen]
+            off += caplen
+            idx += 1
+
+    def _ng_frames(self):
+        # blocks: type, total length, body, total length; the section header's byte-order magic
+        # sets the endianness of its section; interface descriptions carry link type and
+        # timestamp resolution (option if_tsresol, default 10^-6 s)
+        data, off, idx, e = self.data, 0, 0, "<"
+        ifaces: list[tuple[int, float]] = []  # (link type, seconds per timestamp unit)
+        resolutions = set()
+        while off < len(data):
+            if off + 12 > len(data):
+                self._fail(f"truncated block header at byte {off} (packet {idx})")
+            btype = struct.unpack_from("<I", data, off)[0]
+            if btype == 0x0A0D0D0A:
+                bom = data[off + 8:off + 12]
+                e = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}.get(bom)
+                if e is None:
+                    self._fail(f"bad pcapng byte-order magic {bom.hex()} at byte {off}")
+                ifaces = []
+            btype, blen = struct.unpack_from(e + "II", data, off)
+            if blen < 12 or blen % 4 or off + blen > len(data):
+                self._fail(f"truncated block at byte {off} (packet {idx}: {blen} bytes announced, "
+                           f"{len(data) - off} present)")
+            body = data[off + 8:off + blen - 4]
+            if btype == 1:  # interface description
+                linktype = struct.unpack_from(e + "H", body, 0)[0]
+                tsres = 1e-6
+                o = 8
+                while o + 4 <= len(body):
+                    code, olen = struct.unpack_from(e + "HH", body, o)
+                    if code == 0:
+                        break
+                    if code == 9 and olen >= 1:  # if_tsresol: 10^-v, or 2^-v with the high bit
+                        v = body[o + 4]
+                        tsres = 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
+                    o += 4 + (olen + 3) // 4 * 4
+                ifaces.append((linktype, tsres))
+            elif btype in (6, 2):  # enhanced packet; obsolete packet block
+                if btype == 6:
+                    iface, hi, lo, caplen = struct.unpack_from(e + "IIII", body, 0)
+                    pkt_off = 20
+                else:
+                    iface, _, hi, lo, caplen = struct.unpack_from(e + "HHIII", body, 0)
+                    pkt_off = 20
+                if iface >= len(ifaces):
+                    self._fail(f"packet {idx} at byte {off} names interface {iface}, "
+                               f"{len(ifaces)} described")
+                if pkt_off + caplen > len(body):
+                    self._fail(f"truncated packet {idx} at byte {off}")
+                linktype, tsres = ifaces[iface]
+                if linktype == LINKTYPE_ETHERNET:
+                    resolutions.add(tsres)
+                    ts_ns = round(((hi << 32) | lo) * tsres * 1e9)
+                    yield idx, ts_ns, body[pkt_off:pkt_off + caplen]
+                idx += 1
+            elif btype == 3:  # simple packet block: no timestamp, useless for RTT
+                idx += 1
+            off += blen
+        if resolutions:
+            self.resolution_us = max(resolutions) * 1e6
+        elif idx:
+            self._fail("no Ethernet interface in the capture; capture on the interface, not on 'any'")
 
 
 def read_pcap(path: str | Path):
-    """Yield (index, ts_ns, frame bytes) of a classic pcap; DataError on malformed files."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"Failed to read capture {path}: {e.strerror}") from None
-    if not data:
-        raise DataError(f"Failed to read capture {path}: the file is empty")
-    if data[:4] == b"\x0a\x0d\x0d\x0a":
-        raise DataError(f"Failed to read capture {path}: pcapng is not supported; write classic pcap "
-                        "(tcpdump -w does) or convert it (editcap -F pcap)")
-    if len(data) < 24 or data[:4] not in PCAP_MAGIC:
-        raise DataError(f"Failed to read capture {path}: not a pcap file (magic {data[:4].hex()})")
-    endian, unit = PCAP_MAGIC[data[:4]]
-    linktype = struct.unpack(endian + "I", data[20:24])[0]
-    if linktype != LINKTYPE_ETHERNET:
-        raise DataError(f"Failed to read capture {path}: link type {linktype}, expected Ethernet (1)")
-    scale = 1000 if unit == 1e-6 else 1
-    off, idx = 24, 0
-    rec = struct.Struct(endian + "IIII")
-    while off < len(data):
-        if off + 16 > len(data):
-            raise DataError(f"Failed to read capture {path}: truncated record header at byte {off} "
-                            f"(packet {idx})")
-        sec, frac, caplen, _ = rec.unpack_from(data, off)
-        off += 16
-        if off + caplen > len(data):
-            raise DataError(f"Failed to read capture {path}: truncated packet {idx} at byte {off} "
-                            f"({caplen} bytes announced, {len(data) - off} present)")
-        yield idx, sec * 1_000_000_000 + frac * scale, data[off:off + caplen]
-        off += caplen
-        idx += 1
+    """Yield (index, ts_ns, frame bytes) of a classic pcap or pcapng; DataError on malformed files.
+    Indexes count every packet record (0-based), as Wireshark's frame numbers minus one."""
+    yield from _Capture(path).frames()
 
 
 def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53) -> Frame | None:
@@ -199,8 +301,9 @@ def detect_client(frames: list[Frame]) -> str:
 
 def analyze_pcap(path: str | Path, client_mac: str | None = None, port: int = 53) -> RttResult:
     """Pair probes with answers in a client-side capture and return the RTTs."""
+    cap = _Capture(path)
     frames, skipped = [], 0
-    for idx, ts, b in read_pcap(path):
+    for idx, ts, b in cap.frames():
         f = parse_dns_frame(idx, ts, b, port)
         if f is None:
             skipped += 1
@@ -227,4 +330,4 @@ def analyze_pcap(path: str | Path, client_mac: str | None = None, port: int = 53
         raise DataError(f"Failed to analyze capture {path}: no probe from {client} was answered "
                         f"({len(frames)} DNS frames)")
     lost = sum(len(q) for q in outstanding.values())
-    return RttResult(str(path), client, np.array(rtts), lost, pairs, skipped, pcap_resolution_us(path))
+    return RttResult(str(path), client, np.array(rtts), lost, pairs, skipped, cap.resolution_us, len(frames))

@@ -1,12 +1,24 @@
 """The tidy results schema shared by every source: the namespace testbed, the thesis testbed live,
 the thesis's raw data and published values. One CSV per measurement kind, long format: one row
 per (trial or sample, metric). Documented in docs/results.md.
+
+API (what the trial runner, the ingest, the plots and `xenobench compare` use):
+
+    row(**columns) -> dict                       one row; unknown columns are an error
+    validate(kind, df, where) -> DataFrame       checks columns, types, units; returns df[COLUMNS]
+    write_tidy(kind, rows_or_df, path) -> Path   path is a results directory (→ <path>/<kind>.csv)
+                                                 or a .csv file; validated, written atomically
+    read_tidy(path, kind) -> DataFrame           the same path forms; leading '#' lines (how a
+                                                 fixture was made) are skipped; validated
+    read_all(resdir) -> {kind: DataFrame}        every kind present
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .errors import DataError
@@ -14,62 +26,153 @@ from .errors import DataError
 KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare")
 
 COLUMNS = [
-    "testbed",        # local | fips | thesis | published
+    "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
     "lb",             # xenoflow | ebpf | none | katran | kakao-loopback | kakao-255
+    "server",         # RTT: the DNS backend answering the probes: reflector | python | bind9
     "payload_bytes",  # UDP payload
     "frame_bytes",    # Ethernet frame without FCS = payload + 42
     "offered_pps",    # offered load (generator), packets/s
     "measured_pps",   # received at the backends, packets/s
-    "repetition",
-    "split",          # rtt under load: single | 50/50 | 70/30 | worst | X/Y
+    "repetition",     # 1, 2, ...
+    "split",          # rtt under load: single | worst | X/Y (% of background to the DNS backend / other)
     "background_pps", # rtt under load: background load, packets/s
     "metric",         # e.g. rx_pps, loss_pct, rtt_us, rtt_median_us
     "value",
     "unit",
-    "source",         # where the row came from (file, line/packet ranges; document and figure)
+    "source",         # provenance: file and line/packet ranges, or document and figure
 ]
+NUMERIC = ("payload_bytes", "frame_bytes", "offered_pps", "measured_pps", "repetition",
+           "background_pps", "value")
+REQUIRED = ("testbed", "lb", "metric", "value", "unit", "source")  # never empty
+OPTIONAL = ("server",)  # added later; files written before it read as empty
 
-HEADERS = 42  # Ethernet 14 + IPv4 20 + UDP 8
+# Units of the metrics the harness writes; a known metric with another unit is an error (a Mpps
+# value in a packets/s column is the classic silent factor-10^6 bug). Other metrics are allowed.
+UNITS = {
+    "rx_pps": "packets/s", "tx_pps": "packets/s", "max_pps": "packets/s",
+    "nominal_offered_pps": "packets/s",
+    "loss_pct": "%", "cv_pct": "%",
+    "rtt_us": "us", "n": "count", "lost": "count",
+}
+RTT_STAT_PREFIX = "rtt_"  # rtt_median_us, rtt_p99_us, ...: unit us
+
+HEADERS = 42      # Ethernet 14 + IPv4 20 + UDP 8 (frame without FCS = payload + 42)
+FCS = 4
+L1_OVERHEAD = 20  # preamble 8 + inter-frame gap 12
 
 
 def frame_bytes(payload: int) -> int:
+    """Ethernet frame without FCS."""
     return payload + HEADERS
 
 
 def line_rate_pps(payload: int, gbps: float = 100.0) -> float:
-    """Layer-1 maximum: frame + 4 B FCS + 20 B preamble and inter-frame gap."""
-    return gbps * 1e9 / ((payload + HEADERS + 4 + 20) * 8)
+    """Layer-1 maximum: frame + 4 B FCS + 20 B preamble and inter-frame gap on the wire."""
+    return gbps * 1e9 / ((payload + HEADERS + FCS + L1_OVERHEAD) * 8)
+
+
+def l2_gbps(pps: float, payload: int) -> float:
+    """Bandwidth as the paper computes it (pps × frame bytes × 8, frame without FCS)."""
+    return pps * (payload + HEADERS) * 8 / 1e9
+
+
+def l1_gbps(pps: float, payload: int) -> float:
+    """Bandwidth on the wire (frame + FCS + preamble + IFG); 100 at line rate."""
+    return pps * (payload + HEADERS + FCS + L1_OVERHEAD) * 8 / 1e9
 
 
 def row(**kw) -> dict:
+    """One tidy row; frame_bytes is derived from payload_bytes when not given."""
     unknown = set(kw) - set(COLUMNS)
     if unknown:
-        raise ValueError(f"unknown tidy columns {sorted(unknown)}")
+        raise ValueError(f"unknown tidy columns {sorted(unknown)} (known: {', '.join(COLUMNS)})")
     r = {c: kw.get(c) for c in COLUMNS}
     if r["payload_bytes"] is not None and r["frame_bytes"] is None:
         r["frame_bytes"] = frame_bytes(int(r["payload_bytes"]))
     return r
 
 
-def write_tidy(kind: str, rows, outdir: str | Path) -> Path:
+def _kind_ok(kind: str) -> None:
     if kind not in KINDS:
-        raise ValueError(f"unknown tidy kind {kind!r} (known: {', '.join(KINDS)})")
-    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=COLUMNS)
-    out = Path(outdir) / f"{kind}.csv"
+        raise DataError(f"Failed to use tidy kind {kind!r}: unknown (known: {', '.join(KINDS)})")
+
+
+def _csv_path(path: str | Path, kind: str) -> Path:
+    p = Path(path)
+    return p if p.suffix == ".csv" else p / f"{kind}.csv"
+
+
+def validate(kind: str, df: pd.DataFrame, where: str = "rows", skipped_lines: int = 0) -> pd.DataFrame:
+    """Check a tidy table; returns it with exactly COLUMNS in order and numeric columns as floats.
+    Errors name `where` (the file), the line in the file, the column and the value."""
+    _kind_ok(kind)
+    df = df.assign(**{c: None for c in OPTIONAL if c not in df.columns})
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise DataError(f"Failed to read tidy results {where}: missing columns {', '.join(missing)}")
+    df = df[COLUMNS].reset_index(drop=True)
+    line = lambda i: i + 2 + skipped_lines  # noqa: E731  (after comments and the header)
+    for c in REQUIRED:
+        empty = df[c].isna() | (df[c].astype(str).str.strip() == "")
+        if empty.any():
+            i = int(np.flatnonzero(empty.to_numpy())[0])
+            raise DataError(f"Failed to read tidy results {where}: line {line(i)}: column {c} is empty")
+    for c in NUMERIC:
+        num = pd.to_numeric(df[c], errors="coerce")
+        bad = num.isna() & df[c].notna() & (df[c].astype(str).str.strip() != "")
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(f"Failed to read tidy results {where}: line {line(i)}: column {c}: "
+                            f"{str(df[c].iloc[i])[:40]!r} is not a number")
+        df[c] = num.astype(float)
+    for i, (m, u) in enumerate(zip(df.metric, df.unit)):
+        want = UNITS.get(m) or ("us" if m.startswith(RTT_STAT_PREFIX) and m.endswith("_us") else None)
+        if want and u != want:
+            raise DataError(f"Failed to read tidy results {where}: line {line(i)}: metric {m} has unit "
+                            f"{u!r}, expected {want!r}")
+    return df
+
+
+def write_tidy(kind: str, rows, path: str | Path, header: str | None = None) -> Path:
+    """Write rows (dicts from row() or a DataFrame) as <path>/<kind>.csv (or to path if it ends in
+    .csv). `header`: comment lines written first with '# ' (how the file was made)."""
+    _kind_ok(kind)
+    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=COLUMNS)
+    out = _csv_path(path, kind)
+    df = validate(kind, df, str(out))
+    for c in ("payload_bytes", "frame_bytes", "repetition"):  # integers stay integers in the file
+        df[c] = df[c].astype("Int64")
     out.parent.mkdir(parents=True, exist_ok=True)
-    df[COLUMNS].to_csv(out, index=False)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", newline="") as f:
+        for line in (header or "").splitlines():
+            f.write(f"# {line}\n")
+        df.to_csv(f, index=False)
+    os.replace(tmp, out)  # readers never see a half-written file
     return out
 
 
-def read_tidy(resdir: str | Path, kind: str) -> pd.DataFrame:
-    f = Path(resdir) / f"{kind}.csv"
+def read_tidy(path: str | Path, kind: str) -> pd.DataFrame:
+    """Read and validate <path>/<kind>.csv (or path itself if it ends in .csv)."""
+    _kind_ok(kind)
+    f = _csv_path(path, kind)
     try:
-        df = pd.read_csv(f)
+        with open(f) as fh:
+            skip = 0
+            for line in fh:
+                if not line.startswith("#"):
+                    break
+                skip += 1
+        df = pd.read_csv(f, skiprows=skip, dtype={"split": str, "source": str, "server": str})
     except FileNotFoundError:
         raise DataError(f"Failed to read tidy results {f}: no such file") from None
-    except (pd.errors.EmptyDataError, pd.errors.ParserError) as e:
+    except pd.errors.EmptyDataError:
+        raise DataError(f"Failed to read tidy results {f}: the file is empty") from None
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise DataError(f"Failed to read tidy results {f}: {e}") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise DataError(f"Failed to read tidy results {f}: missing columns {', '.join(missing)}")
-    return df
+    return validate(kind, df, str(f), skip)
+
+
+def read_all(resdir: str | Path) -> dict[str, pd.DataFrame]:
+    """Every tidy kind present in a results directory."""
+    return {k: read_tidy(resdir, k) for k in KINDS if (Path(resdir) / f"{k}.csv").exists()}

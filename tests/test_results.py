@@ -1,0 +1,91 @@
+"""The tidy results schema: round trip, path forms, fixture headers, and errors naming file, line,
+column and value for malformed tables."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from xenobench.errors import DataError
+from xenobench.results import COLUMNS, KINDS, l1_gbps, l2_gbps, line_rate_pps, read_all, read_tidy, row, write_tidy
+
+FIXTURES = Path(__file__).parent / "fixtures" / "results" / "small"
+
+
+def test_row_derives_frame_bytes_and_rejects_unknown_columns():
+    r = row(testbed="t", lb="xenoflow", payload_bytes=22, metric="rx_pps", value=1.0, unit="packets/s", source="s")
+    assert r["frame_bytes"] == 64 and list(r) == COLUMNS
+    with pytest.raises(ValueError, match="unknown tidy columns \\['payload'\\]"):
+        row(payload=22)
+
+
+def test_line_rate_and_bandwidth_formulas():
+    # 64 B frame + 4 FCS + 20 preamble/IFG = 88 B on the wire → 100e9 / 704 bit
+    assert line_rate_pps(22) == pytest.approx(142_045_454.5, rel=1e-9)
+    assert line_rate_pps(1024) == pytest.approx(100e9 / (1090 * 8))
+    assert l2_gbps(10e6, 22) == pytest.approx(5.12)
+    assert l1_gbps(line_rate_pps(300), 300) == pytest.approx(100.0)
+
+
+def test_write_read_round_trip_dir_and_file_forms(tmp_path):
+    rows = [row(testbed="t", lb="none", server="bind9", repetition=r, metric="rtt_us", value=v, unit="us",
+                source=f"cap.pcap:{r}") for r, v in ((1, 101.5), (2, 99.0))]
+    p = write_tidy("rtt_samples", rows, tmp_path / "res", header="made by test_results.py")
+    assert p == tmp_path / "res" / "rtt_samples.csv"
+    assert p.read_text().startswith("# made by test_results.py\ntestbed,lb,server,")
+    df = read_tidy(tmp_path / "res", "rtt_samples")
+    assert list(df.columns) == COLUMNS and list(df.value) == [101.5, 99.0]
+    assert list(df.lb) == ["none", "none"]  # 'none' is a load balancer name, not a missing value
+    f = write_tidy("pps", pd.DataFrame([row(testbed="t", lb="ebpf", payload_bytes=2, repetition=1, metric="rx_pps",
+                                            value=5e6, unit="packets/s", source="x")]), tmp_path / "x.csv")
+    assert f == tmp_path / "x.csv" and "2,44," in f.read_text()  # integers stay integers
+    assert read_tidy(f, "pps").frame_bytes.iloc[0] == 44
+
+
+def test_fixture_directory_reads_every_kind():
+    got = read_all(FIXTURES)
+    assert set(got) == set(KINDS)
+    assert len(got["pps"]) == 13 and got["rtt_summary"].split.dropna().unique().tolist() == ["single", "worst"]
+
+
+def test_files_without_the_server_column_still_read(tmp_path):
+    cols = [c for c in COLUMNS if c != "server"]
+    f = tmp_path / "pps.csv"
+    f.write_text(",".join(cols) + "\nt,xenoflow,2,44,,1,1,,,rx_pps,96900000,packets/s,old\n")
+    assert read_tidy(tmp_path, "pps").server.isna().all()
+
+
+def _csv(tmp_path, line, kind="pps", comment=False):
+    f = tmp_path / f"{kind}.csv"
+    f.write_text(("# fixture\n" if comment else "") + ",".join(COLUMNS) + "\n" +
+                 "t,xenoflow,,2,44,,,1,,,rx_pps,96900000,packets/s,ok\n" + line + "\n")
+    return f
+
+
+@pytest.mark.parametrize("line,comment,msg", [
+    ("t,xenoflow,,2,44,,,1,,,rx_pps,9x6,packets/s,bad", False, "line 3: column value: '9x6' is not a number"),
+    ("t,xenoflow,,2,44,,,1,,,rx_pps,9x6,packets/s,bad", True, "line 4: column value: '9x6' is not a number"),
+    ("t,xenoflow,,two,44,,,1,,,rx_pps,1,packets/s,bad", False, "line 3: column payload_bytes: 'two' is not a number"),
+    ("t,,,2,44,,,1,,,rx_pps,1,packets/s,bad", False, "line 3: column lb is empty"),
+    ("t,xenoflow,,2,44,,,1,,,rx_pps,96.9,Mpps,bad", False, "line 3: metric rx_pps has unit 'Mpps', expected 'packets/s'"),
+])
+def test_malformed_rows_name_file_line_column_value(tmp_path, line, comment, msg):
+    f = _csv(tmp_path, line, comment=comment)
+    with pytest.raises(DataError, match=f"Failed to read tidy results {f}: {msg}"):
+        read_tidy(tmp_path, "pps")
+
+
+def test_empty_missing_and_unknown(tmp_path):
+    (tmp_path / "loss.csv").write_text("")
+    with pytest.raises(DataError, match=f"Failed to read tidy results {tmp_path / 'loss.csv'}: the file is empty"):
+        read_tidy(tmp_path, "loss")
+    with pytest.raises(DataError, match="rtt_samples.csv: no such file"):
+        read_tidy(tmp_path, "rtt_samples")
+    (tmp_path / "pps.csv").write_text("testbed,lb,value\nt,x,1\n")
+    with pytest.raises(DataError, match="missing columns payload_bytes, frame_bytes"):
+        read_tidy(tmp_path, "pps")
+    with pytest.raises(DataError, match="Failed to use tidy kind 'latency': unknown"):
+        read_tidy(tmp_path, "latency")
+    with pytest.raises(DataError, match="line 2: column source is empty"):
+        write_tidy("pps", [row(testbed="t", lb="x", metric="rx_pps", value=1, unit="packets/s")], tmp_path / "w")
+    assert not (tmp_path / "w" / "pps.csv").exists()  # nothing half-written
