@@ -10,6 +10,7 @@ min_version("8.10")
 include: "rules/common.smk"
 include: "rules/testbed.smk"
 include: "rules/thesis.smk"
+include: "rules/experiments.smk"
 
 
 rule all:

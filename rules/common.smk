@@ -3,21 +3,34 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
 from snakemake.utils import validate
 
 from xenobench.config import load_config
+from xenobench.experiments import ORDER, points
+from xenobench.trials import point_id
 
 # No `configfile:` directive: Snakemake would deep-merge --configfile over it, mixing the
 # namespace testbed's nodes into the thesis testbed's. The default applies only when none is given.
 CONFIG_PATH = (list(workflow.overwrite_configfiles) or ["config/local.yaml"])[-1]
-if not config:
-    config.update(yaml.safe_load(Path(CONFIG_PATH).read_text()))
+CFG = load_config(CONFIG_PATH)  # every section's schema + semantic checks (MACs, roles, ...); resolves `extends:`
+config.clear()
+config.update(CFG.raw)
 validate(config, "../config/schema/main.schema.yaml")
-CFG = load_config(CONFIG_PATH)  # schema of every section + semantic checks (MACs, roles, ...)
 TESTBED = CFG.name
 XB = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"  # the venv that runs Snakemake
 THESIS_DATA = config.get("thesis_data", "../shared/thesis-data")
+RESULTS = f"results/{TESTBED}"
+FIGURES = f"figures/{TESTBED}"
+FIGURE_NAMES = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none",
+                "rtt_under_load", "lb_comparison"]
+
+# every measurement point of this testbed: (experiment, point id); trials live below its directory
+POINTS = [(e, point_id(p)) for e in ORDER for p in points(CFG, e)]
+
+
+wildcard_constraints:
+    experiment="|".join(ORDER),
+    point=r"[A-Za-z0-9_.-]+",
 
 
 def testbed_down():
@@ -26,6 +39,12 @@ def testbed_down():
         shell(f"{XB} testbed down")
 
 
+def point_outputs():
+    return [f"{RESULTS}/trials/{e}/{p}/point.json" for e, p in POINTS]
+
+
 def all_outputs():
-    # grows as the measurements land: experiments, tidy CSVs, figures, the run report
-    return [f"results/{TESTBED}/testbed_check.txt", *THESIS_FIGURES, "results/thesis/compare.json"]
+    out = [f"{RESULTS}/testbed_check.txt", *THESIS_FIGURES, "results/thesis/compare.json"]
+    if POINTS:
+        out += [f"{RESULTS}/report.md"]
+    return out

@@ -102,3 +102,27 @@ def test_cli_config_check_exit_codes(tmp_path):
     p = subprocess.run([sys.executable, "-m", "xenobench.cli", "config", "check"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "ok (testbed local" in p.stdout
+
+
+def test_extends_merges_mappings_and_replaces_the_rest(tmp_path):
+    (tmp_path / "small.yaml").write_text(
+        f"extends: {DEFAULT_CONFIG}\ntestbed: {{name: small}}\nexperiments: {{repetitions: 1, pps: {{lbs: [ebpf]}}}}\n")
+    cfg = load_config(tmp_path / "small.yaml")
+    assert cfg.name == "small" and cfg.transport == "netns"            # testbed merged key by key
+    assert cfg.nodes["fips2"].iface().mac == "02:00:00:00:02:00"       # nodes from the base
+    ex = cfg.section("experiments")
+    assert ex["repetitions"] == 1 and ex["pps"]["lbs"] == ["ebpf"]     # lists replaced
+    assert ex["pps"]["payloads"] == BASE["experiments"]["pps"]["payloads"]
+
+
+def test_extends_errors_name_the_file(tmp_path):
+    (tmp_path / "a.yaml").write_text("extends: missing.yaml\n")
+    with pytest.raises(ConfigError, match=r"a\.yaml: extends: 'missing\.yaml': No such file or directory"):
+        load_config(tmp_path / "a.yaml")
+    (tmp_path / "b.yaml").write_text("extends: c.yaml\n")
+    (tmp_path / "c.yaml").write_text("extends: b.yaml\n")
+    with pytest.raises(ConfigError, match=r"extends: 'b\.yaml' forms a cycle"):
+        load_config(tmp_path / "b.yaml")
+    (tmp_path / "d.yaml").write_text(f"extends: {DEFAULT_CONFIG}\nnodes: {{fips3: {{interfaces: [{{name: eth0, mac: 'zz'}}]}}}}\n")
+    with pytest.raises(ConfigError, match=r"d\.yaml: nodes\.fips3\.interfaces\[0\]\.mac: 'zz' is not a MAC address"):
+        load_config(tmp_path / "d.yaml")

@@ -21,7 +21,9 @@ NAMES = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_no
 @pytest.fixture(scope="module")
 def fixture_figures(tmp_path_factory):
     out = tmp_path_factory.mktemp("fig")
-    return out, plot_all(FIXTURES, out, "fx", progress=lambda m: None)
+    # the fixture holds hardware-scale numbers: label it as the thesis testbed so the published
+    # values and the line rate are overlaid
+    return out, plot_all(FIXTURES, out, "fips", progress=lambda m: None)
 
 
 def test_fixture_figures_exist(fixture_figures):
@@ -80,6 +82,27 @@ def test_missing_kind_is_skipped_with_reason(tmp_path):
     assert set(done) == {"pps_vs_payload", "bandwidth_vs_payload", "lb_comparison"}
     assert any(m.startswith("loss_vs_load: skipped (Failed to read tidy results") for m in msgs)
     assert not (tmp_path / "f" / "loss_vs_load.png").exists()
+
+
+def test_local_testbed_figures_carry_no_published_overlay(tmp_path):
+    """A namespace testbed's rates are ~1000x below the published ones: no published values or
+    100 Gbit/s line rate on its figures (they would flatten the measured curves to zero)."""
+    s = plot_all(FIXTURES, tmp_path, "local", progress=lambda m: None)
+    assert s["pps_vs_payload"]["published"] == {}
+    assert s["lb_comparison"]["published"] == {}
+    assert s["rtt_lb_vs_none"]["published"] == {}
+    assert s["loss_vs_load"]["published_onset"] == {}
+    assert s["pps_vs_payload"]["xenoflow"][22] == pytest.approx(96.9)  # the measurements stay
+
+
+def test_placeholder_names_the_missing_data(tmp_path):
+    d = tmp_path / "only_pps"
+    d.mkdir()
+    shutil.copy(FIXTURES / "pps.csv", d)
+    msgs = []
+    done = plot_all(d, tmp_path / "f", "local", progress=msgs.append, placeholders=True)
+    assert "loss_vs_load" not in done and (tmp_path / "f" / "loss_vs_load.png").stat().st_size > 1000
+    assert any(m.startswith("loss_vs_load: no data, placeholder written (Failed to read tidy results") for m in msgs)
 
 
 @needs_thesis

@@ -181,6 +181,36 @@ def validate_section(raw: dict, section: str, schema: dict, path: Path) -> None:
         raise ConfigError(f"Failed to load config {path}: {_key_path(parts)}: {e.message}")
 
 
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _resolve_extends(raw: dict, path: Path, seen: tuple = ()) -> dict:
+    """`extends: other.yaml` (relative to this file): this file's keys are merged over the other's,
+    mappings key by key, everything else replaced. Used by config/ci.yaml (the CI-sized study)."""
+    base_name = raw.pop("extends", None)
+    if base_name is None:
+        return raw
+    seen = (*seen, path.resolve())
+    if not isinstance(base_name, str):
+        raise ConfigError(f"Failed to load config {path}: extends: {base_name!r} is not a file name")
+    base_path = (path.parent / base_name).resolve()
+    if base_path in seen:
+        raise ConfigError(f"Failed to load config {path}: extends: {base_name!r} forms a cycle")
+    try:
+        base = yaml.safe_load(base_path.read_text())
+    except OSError as e:
+        raise ConfigError(f"Failed to load config {path}: extends: {base_name!r}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"Failed to load config {base_path}: not valid YAML: {e}") from None
+    if not isinstance(base, dict):
+        raise ConfigError(f"Failed to load config {base_path}: (top level): expected a mapping")
+    return _deep_merge(_resolve_extends(base, base_path, seen), raw)
+
+
 def load_config(path: str | os.PathLike | None = None) -> Config:
     """Read, validate and return a configuration. Default: $XENOBENCH_CONFIG or config/local.yaml."""
     path = Path(path or os.environ.get("XENOBENCH_CONFIG") or DEFAULT_CONFIG)
@@ -194,6 +224,7 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         raise ConfigError(f"Failed to load config {path}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"Failed to load config {path}: (top level): expected a mapping, got {type(raw).__name__}")
+    raw = _resolve_extends(raw, path)
     schemas = _load_schemas()
     validate_section(raw, "main", schemas.pop("main"), path)
     for section, schema in schemas.items():

@@ -48,7 +48,20 @@ def _name(lb: str) -> str:
     return LB_NAMES.get(lb, lb)
 
 
-def _published(metric: str, document: str | None = None) -> list:
+REFERENCE_TESTBEDS = ("thesis", "fips")
+LOCAL_NOTE = ("Namespace testbed on one machine (veth, trafgen, XDP; XenoFlow on the DOCA Flow emulation): "
+              "published values and the 100 Gbit/s line rate are not drawn, they are 2-3 orders of "
+              "magnitude away. Compare shapes and ratios, not absolute numbers.")
+
+
+def reference(testbed: str) -> bool:
+    """Whether published values and the 100 Gbit/s line rate belong on this testbed's figures."""
+    return testbed in REFERENCE_TESTBEDS
+
+
+def _published(metric: str, document: str | None = None, testbed: str | None = None) -> list:
+    if testbed is not None and not reference(testbed):
+        return []
     pub = read_published()
     pub = pub[pub.metric == metric]
     if document:
@@ -89,13 +102,14 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
         fig, ax = plt.subplots()
         lr = pd.Series([line_rate_pps(p) / 1e6 for p in payloads], index=payloads)
         series["line_rate"] = lr
-        bound = [p for p in payloads if p > 64]
+        bound = [p for p in payloads if p > 64] if reference(testbed) else []
         if bound:  # the thesis marks the network-bound region in orange
             ax.axvspan(pos[bound[0]] - 0.5, len(payloads) - 0.5, color="#E69F00", alpha=0.12, lw=0)
             ax.text(pos[bound[0]] - 0.4, 3, "network-bound\n(> 64 B payload)", fontsize=7, va="bottom")
-        ax.plot(range(len(payloads)), lr.values, ls="--", color="grey", marker="x", ms=4,
-                label="100 Gbit/s line rate, layer 1: frame+FCS+preamble+IFG\n"
-                      "(the thesis's curve omitted preamble and IFG)")
+        if reference(testbed):
+            ax.plot(range(len(payloads)), lr.values, ls="--", color="grey", marker="x", ms=4,
+                    label="100 Gbit/s line rate, layer 1: frame+FCS+preamble+IFG\n"
+                          "(the thesis's curve omitted preamble and IFG)")
         for i, (lb, g) in enumerate(x.groupby("lb")):
             med = g.groupby("payload_bytes").value.median().sort_index() / 1e6
             series[lb] = med
@@ -104,7 +118,7 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
         published = {}
         for metric, rng, va in (("pps_small_payload_mpps", [p for p in payloads if p < 23], "bottom"),
                                 ("pps_large_payload_mpps", [p for p in payloads if 23 <= p <= 64], "top")):
-            for r in _published(metric, "paper"):
+            for r in _published(metric, "paper", testbed):
                 if rng:
                     published[metric] = float(r.value)
                     ax.hlines(r.value, pos[rng[0]] - 0.3, pos[rng[-1]] + 0.3, colors="black", lw=1.2,
@@ -118,7 +132,11 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
         ax.set_xlim(-0.6, len(payloads) - 0.4)
         ax.set_xlabel("frame bytes without FCS (UDP payload bytes)")
         ax.set_ylabel("packet rate at the backends (Mpps)")
-        ax.set_ylim(0, max(lr.max(), 100) * 1.08)
+        if reference(testbed):
+            ax.set_ylim(0, max(lr.max(), 100) * 1.08)
+        else:
+            ax.set_ylim(0, max(float(m.max()) for k, m in series.items() if k not in ("line_rate", "published")) * 1.25)
+            _caption(fig, LOCAL_NOTE, y=-0.12)
         ax.legend(loc="upper right")
         _title(ax, "Packet rate vs payload", testbed)
         _save(fig, outdir, "pps_vs_payload")
@@ -140,8 +158,9 @@ def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
             ax.plot(l2.index, l2.values, **st, label=f"{_name(lb)}: pps x frame bytes x 8 (as the paper)")
             ax.plot(l1.index, l1.values, color=st["color"], marker=st["marker"], mfc="none", ls=":",
                     label=f"{_name(lb)}: on the wire (+ FCS, preamble, IFG)")
-        ax.axhline(100, ls="--", color="grey", label="100 Gbit/s line rate")
-        for r in _published("line_rate_reached_above_payload_bytes"):
+        if reference(testbed):
+            ax.axhline(100, ls="--", color="grey", label="100 Gbit/s line rate")
+        for r in _published("line_rate_reached_above_payload_bytes", testbed=testbed):
             ax.axvline(r.value, color="black", ls=(0, (4, 2)), lw=1.2,
                        label=f"published: line rate only above {r.value:g} B payload (text)")
             series["published_line_rate_above_payload"] = float(r.value)
@@ -150,7 +169,11 @@ def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
         ax.set_xticks(ticks, [str(p) for p in ticks])
         ax.set_xlabel("UDP payload bytes (log scale)")
         ax.set_ylabel("bandwidth at the backends (Gbit/s)")
-        ax.set_ylim(0, 110)
+        if reference(testbed):
+            ax.set_ylim(0, 110)
+        else:
+            ax.set_ylim(bottom=0)
+            _caption(fig, LOCAL_NOTE)
         ax.legend(loc="lower right")
         _title(ax, "Bandwidth vs payload", testbed)
         _save(fig, outdir, "bandwidth_vs_payload")
@@ -173,7 +196,7 @@ def loss_vs_load(resdir, outdir, testbed) -> dict:
                 a.errorbar(agg.index, agg["median"], yerr=[agg["median"] - agg["min"], agg["max"] - agg["median"]],
                            capsize=2, **st, label=f"{_name(lb)}, median of {g.repetition.nunique()} runs\n(bars: min-max)")
         onsets = {}
-        for r in _published("loss_onset_mpps"):
+        for r in _published("loss_onset_mpps", testbed=testbed):
             onsets[r.document] = float(r.value)
             if r.document == "thesis" and not pd.isna(r.low):
                 for a in (ax, zoom):
@@ -216,8 +239,9 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
     lbs = sorted(s.lb.unique(), key=lambda lb: (lb != "none", lb))
     data = [s[s.lb == lb].value.to_numpy() for lb in lbs]
     series: dict = {lb: float(medians.get(lb, np.median(d))) for lb, d in zip(lbs, data)}
-    pub = {r.lb: float(r.value) for r in _published("rtt_xenoflow_median_us") + _published("rtt_none_median_us")}
-    for r in _published("rtt_added_ebpf_us"):
+    pub = {r.lb: float(r.value) for r in _published("rtt_xenoflow_median_us", testbed=testbed)
+           + _published("rtt_none_median_us", testbed=testbed)}
+    for r in _published("rtt_added_ebpf_us", testbed=testbed):
         if "none" in pub:  # published only as "+9.3 µs over no LB"
             pub.setdefault("ebpf", pub["none"] + float(r.value))
     series["published"] = pub
@@ -291,6 +315,8 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
     """Max packet rate at 64 B frames: measured next to published (thesis Fig. 7.6)."""
     pub = read_published()
     pub = pub[pub.metric.str.startswith("compare_") & (pub.unit == "Mpps")]
+    if not reference(testbed):
+        pub = pub.iloc[0:0]
     measured: dict = {}
     try:
         pps = read_tidy(resdir, "pps")
@@ -329,12 +355,17 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         ax.set_xticks(range(len(vals)), labels, fontsize=7)
         ax.set_ylabel("max packet rate (Mpps)")
         ax.set_ylim(0, max(vals) * 1.15)
-        ax.legend(handles=[Patch(facecolor=COLORS[0], edgecolor="black", label=f"measured ({testbed})"),
-                           Patch(facecolor="white", edgecolor="black", hatch="///",
-                                 label="published, read from thesis Fig. 7.6")], loc="upper right")
+        handles = [Patch(facecolor=COLORS[0], edgecolor="black", label=f"measured ({testbed})")]
+        if len(pub):
+            handles.append(Patch(facecolor="white", edgecolor="black", hatch="///",
+                                 label="published, read from thesis Fig. 7.6"))
+        ax.legend(handles=handles, loc="upper right")
         _title(ax, "Load balancers at 64 B", testbed)
-        _caption(fig, "The thesis labels its 92.8 Mpps bar '64 B' but measured it at 24 B UDP payload "
-                      "(66 B frame without FCS); a 64 B frame (22 B payload) runs at the higher plateau.", y=-0.08)
+        if reference(testbed):
+            _caption(fig, "The thesis labels its 92.8 Mpps bar '64 B' but measured it at 24 B UDP payload "
+                          "(66 B frame without FCS); a 64 B frame (22 B payload) runs at the higher plateau.", y=-0.08)
+        else:
+            _caption(fig, LOCAL_NOTE, y=-0.08)
         _save(fig, outdir, "lb_comparison")
     return {"measured": measured, "published": dict(zip(pub.lb, pub.value.astype(float)))}
 
@@ -344,8 +375,20 @@ FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_v
            "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison}
 
 
-def plot_all(resdir, outdir, testbed=None, progress=print) -> dict[str, dict]:
-    """Every figure the data allows; a figure whose data is missing is reported, not fatal."""
+def placeholder(outdir, name: str, testbed: str, reason: str) -> None:
+    """A figure that says why it has no data (e.g. every trial of its experiment was invalid), so a
+    workflow that promises every figure still finishes and the gap is visible, not silent."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{name}: no data\n\n{reason}", ha="center", va="center", wrap=True, fontsize=9)
+        _title(ax, name, testbed)
+        _save(fig, outdir, name)
+
+
+def plot_all(resdir, outdir, testbed=None, progress=print, placeholders: bool = False) -> dict[str, dict]:
+    """Every figure the data allows; a figure whose data is missing is reported, not fatal (with
+    placeholders=True a figure stating the reason is written in its place)."""
     testbed = testbed or Path(resdir).name
     out = {}
     for name, fn in FIGURES.items():
@@ -353,5 +396,9 @@ def plot_all(resdir, outdir, testbed=None, progress=print) -> dict[str, dict]:
             out[name] = fn(resdir, outdir, testbed)
             progress(f"{name}: written")
         except DataError as e:
-            progress(f"{name}: skipped ({e})")
+            if placeholders:
+                placeholder(outdir, name, testbed, str(e))
+                progress(f"{name}: no data, placeholder written ({e})")
+            else:
+                progress(f"{name}: skipped ({e})")
     return out

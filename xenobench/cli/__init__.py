@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "traffic_cmd",   # traffic compile|run
     "dns_cmd",       # dns start|stop, rtt probe|pcap
     "results_cmd",   # ingest, compare, plot
+    "experiment_cmd",  # experiment plan|run|aggregate|report
 )
 
 

@@ -47,10 +47,13 @@ def compare_cmd(resdir, tolerance, as_json):
 @click.argument("resdir", type=click.Path(file_okay=False))
 @click.option("--out", "outdir", required=True, type=click.Path(file_okay=False), help="Figure directory.")
 @click.option("--testbed", help="Label on every figure (default: the results directory's name).")
-def plot_cmd(resdir, outdir, testbed):
+@click.option("--placeholders", is_flag=True,
+              help="Write a figure stating the reason where the data is missing (the workflow uses this).")
+def plot_cmd(resdir, outdir, testbed, placeholders):
     """Write the six figures (PNG and PDF) that the tidy results allow."""
     from ..plots import plot_all
-    done = plot_all(resdir, outdir, testbed, progress=lambda s: click.echo(s, err=True))
+    done = plot_all(resdir, outdir, testbed, progress=lambda s: click.echo(s, err=True),
+                    placeholders=placeholders)
     click.echo(json.dumps(sorted(done)))
 
 

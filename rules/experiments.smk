@@ -1,0 +1,68 @@
+# The live measurements (DESIGN §3): one job per measurement point, all its repetitions inside
+# (xenobench.procedures.run_point; a repetition with result.json is never re-run), then tidy CSVs,
+# figures and the run report for this testbed.
+
+
+rule build:
+    """The C parts the namespace testbed runs (XDP programs, XenoFlow on the DOCA Flow emulation).
+    On the thesis testbed XenoFlow is built on the DPU when it is deployed (`lb start`)."""
+    input:
+        "scripts/build.sh",
+    output:
+        f"{RESULTS}/logs/build.done",
+    log:
+        f"{RESULTS}/logs/build.log",
+    shell:
+        "scripts/build.sh > {log} 2>&1 && touch {output}"
+
+
+rule experiment_point:
+    """All repetitions of one measurement point; prints one line per trial attempt."""
+    input:
+        check=rules.testbed_check.output,
+        build=rules.build.output,
+    output:
+        f"{RESULTS}/trials/{{experiment}}/{{point}}/point.json",
+    log:
+        f"{RESULTS}/logs/{{experiment}}/{{point}}.log",
+    shell:
+        "{XB} experiment run {wildcards.experiment} {wildcards.point} > {log} 2> >(tee -a {log} >&2)"
+
+
+rule aggregate:
+    """Tidy CSVs of the valid trials, and invalid.csv listing the others with their reasons."""
+    input:
+        point_outputs(),
+    output:
+        f"{RESULTS}/tidy.json",
+    log:
+        f"{RESULTS}/logs/aggregate.log",
+    shell:
+        "{XB} experiment aggregate {RESULTS} > {output} 2> {log}"
+
+
+rule figures:
+    """The six figures of this testbed (a figure without valid data says so instead)."""
+    input:
+        rules.aggregate.output,
+    output:
+        [f"{FIGURES}/{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf")],
+    log:
+        f"{RESULTS}/logs/figures.log",
+    shell:
+        "{XB} plot {RESULTS} --out {FIGURES} --testbed {TESTBED} --placeholders > /dev/null 2> {log}"
+
+
+rule report:
+    """results/<testbed>/report.md: figures, invalid trials, wall times, published vs reproduced."""
+    input:
+        figures=rules.figures.output,
+        tidy=rules.aggregate.output,
+        thesis=rules.thesis_compare.output,
+    output:
+        f"{RESULTS}/report.md",
+    log:
+        f"{RESULTS}/logs/report.log",
+    shell:
+        "{XB} experiment report {RESULTS} --figures {FIGURES} --thesis-compare {input.thesis} "
+        "--out {output} > /dev/null 2> {log}"

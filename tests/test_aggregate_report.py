@@ -1,0 +1,131 @@
+"""Trial directories → tidy CSVs → run report, and the rate sampler's steady-state rule, on small
+hand-made trial directories (the live path is covered by tests/test_workflow_run.py)."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from xenobench.aggregate import aggregate, read_probe_records
+from xenobench.errors import DataError
+from xenobench.report import write_report
+from xenobench.results import read_tidy
+from xenobench.sampler import parse_proc_net_dev, steady_rate
+
+PROC_NET_DEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+  eth0: 9135040  137001    0    0    0     0          0         0     1242      17    0    0    0     0       0          0
+"""
+
+
+def test_proc_net_dev_rx_packets():
+    assert parse_proc_net_dev(PROC_NET_DEV, "eth0") == 137001
+    assert parse_proc_net_dev(PROC_NET_DEV, "lo") == 0
+    with pytest.raises(DataError, match="Failed to read /proc/net/dev: no interface 'p9'"):
+        parse_proc_net_dev(PROC_NET_DEV, "p9")
+
+
+def test_steady_rate_drops_ramp_intervals():
+    # 0.25 s samples: idle, ramp (half rate), 6 steady intervals at 400 pkts (1600 pps, one at 1640), ramp down, idle
+    counts = [0, 0, 200, 600, 1000, 1400, 1810, 2210, 2610, 2710, 2710]
+    s = steady_rate([(0.25 * i, c) for i, c in enumerate(counts)])
+    assert s["intervals"] == 6
+    assert s["rate_pps"] == pytest.approx(1600.0)
+    assert s["cv_pct"] == pytest.approx(100 * np.std([1600] * 3 + [1640] + [1600] * 2, ddof=1) / np.mean([1600] * 3 + [1640] + [1600] * 2))
+    assert steady_rate([(0, 5), (1, 5)]) == {"rate_pps": 0.0, "cv_pct": None, "intervals": 0}
+
+
+def _trial(resdir, exp, pid, rep, point, outputs, valid=True, reasons=()):
+    d = resdir / "trials" / exp / pid / f"rep-{rep}"
+    (d / "attempt-1").mkdir(parents=True)
+    (d / "attempt-1" / "outputs.json").write_text(json.dumps({**outputs, "seconds": 2.5}))
+    res = {"experiment": exp, "point": point, "repetition": rep, "testbed": resdir.name, "valid": valid,
+           "attempts": [{"attempt": 1, "valid": valid, "checks": {}, "reasons": list(reasons)}],
+           "chosen_attempt": 1, "outputs": outputs}
+    (d / "result.json").write_text(json.dumps(res))
+    return d
+
+
+def _probes(d, rtts_ns, lost=0):
+    with open(d / "attempt-1" / "probes.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "send_ns", "recv_ns", "rtt_ns", "status", "timestamps"])
+        for i, r in enumerate(rtts_ns):
+            w.writerow([i, 1000 * i, 1000 * i + r, r, "ok", "kernel"])
+        for i in range(lost):
+            w.writerow([900 + i, 0, "", "", "timeout", "kernel"])
+
+
+@pytest.fixture
+def resdir(tmp_path):
+    r = tmp_path / "local"
+    for rep, rate in ((1, 190000.0), (2, 200000.0)):
+        _trial(r, "pps", "lb-xenoflow_payload-22", rep, {"lb": "xenoflow", "payload": 22},
+               {"payload": 22, "rx_pps": rate, "rx_cv_pct": 0.5, "requested_pps": 0,
+                "generator": {"achieved_pps": rate + 10, "valid": True}})
+    _trial(r, "pps", "lb-xenoflow_payload-22", 3, {"lb": "xenoflow", "payload": 22},
+           {"payload": 22, "rx_pps": 5.0, "requested_pps": 0, "generator": {"valid": False}},
+           valid=False, reasons=["generator_ok: trafgen exited 1"])
+    _trial(r, "loss", "lb-xenoflow_rate_pps-50000", 1, {"lb": "xenoflow", "rate_pps": 50000},
+           {"payload": 22, "rx_pps": 49000.0, "loss_pct": 2.0, "requested_pps": 50000,
+            "generator": {"achieved_pps": 50000.0, "valid": True}})
+    for lb, base in (("none", 20000), ("xenoflow", 25000)):
+        d = _trial(r, "rtt", f"lb-{lb}_server-xdp", 1, {"lb": lb, "server": "xdp"},
+                   {"server": "xdp", "probe": {"n": 5, "lost": 1, "pcap": {"median_us": base / 1000 + 0.5},
+                                               "pcap_median_diff_us": 0.5}})
+        _probes(d, [base, base + 1000, base + 2000, base + 3000, base + 4000], lost=1)
+    d = _trial(r, "rtt_load", "level_pps-50000_split-70-30", 1, {"level_pps": 50000, "split": "70/30"},
+               {"server": "xdp", "probe": {"n": 3, "lost": 0}})
+    _probes(d, [30000, 31000, 35000])
+    return r
+
+
+def test_aggregate_writes_valid_trials_and_lists_invalid_ones(resdir):
+    written = aggregate(resdir, progress=lambda m: None)
+    assert written == {"pps": 4, "loss": 2, "rtt_samples": 13, "rtt_summary": written["rtt_summary"], "invalid": 1}
+    pps = read_tidy(resdir, "pps")
+    rx = pps[pps.metric == "rx_pps"]
+    assert sorted(rx.value) == [190000.0, 200000.0] and set(rx.frame_bytes) == {64.0}
+    assert list(rx.offered_pps) == [190010.0, 200010.0]
+    loss = read_tidy(resdir, "loss")
+    assert loss[loss.metric == "loss_pct"].value.tolist() == [2.0]
+    assert loss[loss.metric == "nominal_offered_pps"].value.tolist() == [50000.0]
+    summ = read_tidy(resdir, "rtt_summary")
+    x = summ[(summ.lb == "xenoflow") & summ.split.isna()].set_index("metric").value
+    assert x["rtt_median_us"] == 27.0 and x["n"] == 5 and x["lost"] == 1 and x["rtt_pcap_diff_us"] == 0.5
+    load = summ[summ.split == "70/30"].set_index("metric").value
+    assert load["rtt_median_us"] == 31.0
+    assert summ[summ.split == "70/30"].background_pps.iloc[0] == 50000
+    inv = list(csv.DictReader(open(resdir / "invalid.csv")))
+    assert inv == [{"trial": "trials/pps/lb-xenoflow_payload-22/rep-3", "experiment": "pps", "attempts": "1",
+                    "reasons": "generator_ok: trafgen exited 1"}]
+
+
+def test_aggregate_removes_a_stale_csv(resdir):
+    (resdir / "compare.csv").write_text("stale\n")
+    aggregate(resdir, progress=lambda m: None)
+    assert not (resdir / "compare.csv").exists()
+
+
+def test_probe_records_need_rtt_column(tmp_path):
+    f = tmp_path / "p.csv"
+    f.write_text("id,rtt\n1,2\n")
+    with pytest.raises(DataError, match=r"Failed to read probe records .*p\.csv: no rtt_ns column"):
+        read_probe_records(f)
+
+
+def test_report_lists_figures_invalid_trials_and_headlines(resdir, tmp_path):
+    aggregate(resdir, progress=lambda m: None)
+    figs = tmp_path / "fig"
+    figs.mkdir()
+    (figs / "pps_vs_payload.png").write_bytes(b"x")
+    text = write_report(resdir, figs).read_text()
+    assert f"- `{figs / 'pps_vs_payload.png'}` (+ `.pdf`)" in text
+    assert "| trials/pps/lb-xenoflow_payload-22/rep-3 | 1 | generator_ok: trafgen exited 1 |" in text
+    assert "Trials: 7 (6 valid, 1 invalid)." in text
+    assert "| rx rate, xenoflow, 22 B payload | 0.1950 Mpps | 2 |" in text
+    assert "| added RTT, xenoflow vs no LB | +5.0 µs | 1 |" in text
+    assert "| loss at 50 kpps requested | 2.000 % | 1 |" in text
+    assert "never a BlueField-3" in text

@@ -1,0 +1,76 @@
+"""`xenobench experiment plan|run|aggregate|report`: the measurements of DESIGN §3."""
+
+import json
+import signal
+from pathlib import Path
+
+import click
+
+
+@click.group("experiment")
+def experiment_group():
+    """Plan and run the measurements, aggregate trials into tidy CSVs, write the run report."""
+
+
+@experiment_group.command("plan")
+@click.option("--only", multiple=True, help="Only this experiment (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="One object per point: experiment, point, point_id, trials.")
+@click.pass_obj
+def plan_cmd(obj, only, as_json):
+    """List the points and trial counts of the configured testbed (touches nothing)."""
+    from ..experiments import ORDER, points
+    from ..trials import point_id
+    cfg = obj.config
+    reps = int(cfg.section("experiments").get("repetitions", 3))
+    rows = [{"experiment": e, "point": p, "point_id": point_id(p), "trials": reps}
+            for e in (only or ORDER) for p in points(cfg, e)]
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    for e in only or ORDER:
+        n = sum(1 for r in rows if r["experiment"] == e)
+        click.echo(f"{e:9} {n:4} points × {reps} repetitions = {n * reps} trials")
+    click.echo(f"{'total':9} {len(rows):4} points, {len(rows) * reps} trials (testbed {cfg.name})")
+
+
+@experiment_group.command("run")
+@click.argument("experiment")
+@click.argument("point")
+@click.option("--results", "results_root", default="results", show_default=True,
+              type=click.Path(file_okay=False), help="Results root; trials go to <root>/<testbed>/trials/.")
+@click.pass_obj
+def run_cmd(obj, experiment, point, results_root):
+    """Run every missing repetition of one point (POINT is its id, see `experiment plan`)."""
+    from ..experiments import ORDER
+    from ..errors import ConfigError
+    from ..procedures import find_point, run_point
+    if experiment not in ORDER:
+        raise ConfigError(f"Failed to run experiment {experiment!r}: unknown (known: {', '.join(ORDER)})")
+    tb = obj.testbed()
+    pt = find_point(obj.config, experiment, point)
+    # SIGTERM (Snakemake stopping a job) unwinds like Ctrl-C: the LB, servers and load are stopped
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    s = run_point(tb, experiment, pt, Path(results_root), progress=lambda m: click.echo(m, err=True))
+    click.echo(json.dumps(s))
+
+
+@experiment_group.command("aggregate")
+@click.argument("resdir", type=click.Path(file_okay=False))
+def aggregate_cmd(resdir):
+    """Tidy CSVs (pps, loss, rtt_samples, rtt_summary, compare) and invalid.csv from the trials."""
+    from ..aggregate import aggregate
+    click.echo(json.dumps(aggregate(resdir, progress=lambda m: click.echo(m, err=True))))
+
+
+@experiment_group.command("report")
+@click.argument("resdir", type=click.Path(file_okay=False))
+@click.option("--figures", "figdir", required=True, type=click.Path(file_okay=False), help="Figure directory.")
+@click.option("--thesis-compare", type=click.Path(dir_okay=False), help="compare.json of the thesis data.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Default: RESDIR/report.md.")
+def report_cmd(resdir, figdir, thesis_compare, out):
+    """Write the run report (figures, invalid trials, wall times, published vs reproduced)."""
+    from ..report import write_report
+    click.echo(str(write_report(resdir, figdir, thesis_compare, out)))
+
+
+COMMANDS = [experiment_group]

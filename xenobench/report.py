@@ -1,0 +1,132 @@
+"""The run report: results/<testbed>/report.md, written at the end of `snakemake all`.
+
+It lists every figure, every invalid trial with its reasons, the wall time per experiment, the
+headline numbers of this testbed, and the published-vs-reproduced table (from the thesis's raw
+data, and from this testbed where the comparison is meaningful).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .aggregate import trial_results
+from .errors import DataError
+from .results import read_all
+
+HARDWARE_TESTBEDS = ("fips", "thesis")
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join("" if c is None else str(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _compare_rows(rows: list[dict]) -> list[list]:
+    return [[r["metric"], r["published"], r["reproduced"], r["unit"], f"{r['deviation_pct']:+.2f} %",
+             "yes" if r["ok"] else "**no**", r["source"]] for r in rows]
+
+
+def _headlines(tidy: dict) -> list[list]:
+    out = []
+    if "pps" in tidy:
+        x = tidy["pps"][tidy["pps"].metric == "rx_pps"]
+        for (lb, pl), g in x.groupby(["lb", "payload_bytes"]):
+            out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps", len(g)])
+    if "compare" in tidy:
+        for lb, g in tidy["compare"].groupby("lb"):
+            out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps", len(g)])
+    if "loss" in tidy:
+        x = tidy["loss"][tidy["loss"].metric == "loss_pct"]
+        for req, g in x.groupby(x.source.str.extract(r"rate_pps-(\d+)")[0].astype(float)):
+            out.append([f"loss at {int(req) / 1e3:g} kpps requested", f"{g.value.median():.3f} %", len(g)])
+    if "rtt_summary" in tidy:
+        m = tidy["rtt_summary"]
+        med = m[m.metric == "rtt_median_us"]
+        idle = med[med.split.isna()]
+        for (lb, srv), g in idle.groupby(["lb", "server"], dropna=False):
+            out.append([f"RTT median, {lb}, server {srv}", f"{g.value.median():.1f} µs", len(g)])
+        base = idle[idle.lb == "none"].value.median() if (idle.lb == "none").any() else None
+        if base is not None and not np.isnan(base):
+            for lb, g in idle[idle.lb != "none"].groupby("lb"):
+                out.append([f"added RTT, {lb} vs no LB", f"{g.value.median() - base:+.1f} µs", len(g)])
+        load = med[med.split.notna()]
+        for (sp, bg), g in load.groupby(["split", "background_pps"]):
+            out.append([f"RTT median under load, split {sp}, {bg / 1e3:g} kpps", f"{g.value.median():.1f} µs", len(g)])
+    return out
+
+
+def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | Path | None = None,
+                 out: str | Path | None = None) -> Path:
+    from .compare import compare
+    resdir, figdir = Path(resdir), Path(figdir)
+    testbed = resdir.name
+    out = Path(out) if out else resdir / "report.md"
+    L = [f"# xenobench run report — testbed `{testbed}`", ""]
+    if testbed not in HARDWARE_TESTBEDS:
+        L += ["Numbers from this testbed describe this machine (Linux namespaces, veth, trafgen, XDP; "
+              "XenoFlow on the DOCA Flow emulation), never a BlueField-3.", ""]
+    trials = trial_results(resdir)
+    n_valid = sum(1 for _, r in trials if r.get("valid"))
+    L += [f"Trials: {len(trials)} ({n_valid} valid, {len(trials) - n_valid} invalid).", ""]
+
+    L += ["## Figures", ""]
+    figs = sorted(figdir.glob("*.png"))
+    L += [f"- `{f}` (+ `.pdf`)" for f in figs] or ["- none"]
+    L.append("")
+
+    L += ["## Invalid trials", ""]
+    inv = [(t, r) for t, r in trials if not r.get("valid")]
+    if inv:
+        rows = []
+        for t, r in inv:
+            reasons = [x for a in r["attempts"] if a["attempt"] == r["chosen_attempt"] for x in a["reasons"]]
+            rows.append([str(t.relative_to(resdir)), len(r["attempts"]), "; ".join(reasons)])
+        L += _table(["trial", "attempts", "reasons"], rows)
+    else:
+        L.append("None.")
+    L.append("")
+
+    L += ["## Wall time per experiment", ""]
+    per: dict[str, list[float]] = {}
+    for t, r in trials:
+        per.setdefault(r["experiment"], []).append(
+            sum(json.loads((t / f"attempt-{a['attempt']}" / "outputs.json").read_text()).get("seconds", 0)
+                for a in r["attempts"] if (t / f"attempt-{a['attempt']}" / "outputs.json").exists()))
+    L += _table(["experiment", "trials", "seconds in procedures"],
+                [[e, len(v), f"{sum(v):.1f}"] for e, v in per.items()]) if per else ["No trials."]
+    L.append("")
+
+    try:
+        tidy = read_all(resdir)
+    except DataError as e:
+        tidy = {}
+        L += [f"Tidy results unreadable: {e}", ""]
+    L += ["## Headline numbers (medians over valid repetitions)", ""]
+    hl = _headlines(tidy)
+    L += _table(["quantity", "value", "trials"], hl) if hl else ["No valid results."]
+    L.append("")
+
+    L += ["## Published vs reproduced", ""]
+    if thesis_compare and Path(thesis_compare).exists():
+        L += ["From the thesis's raw measurements (`results/thesis`):", ""]
+        L += _table(["metric", "published", "reproduced", "unit", "deviation", "ok", "source"],
+                    _compare_rows(json.loads(Path(thesis_compare).read_text())))
+        L.append("")
+    try:
+        rows = compare(resdir)
+        note = ("" if testbed in HARDWARE_TESTBEDS else
+                " (absolute values describe this machine, not a BlueField: the comparison shows the "
+                "method, not a reproduction)")
+        L += [f"From this testbed (`{resdir}`){note}:", ""]
+        L += _table(["metric", "published", "measured", "unit", "deviation", "within 5 %", "source"],
+                    _compare_rows(rows))
+    except DataError as e:
+        L.append(f"This testbed: {e}")
+    L.append("")
+    out.write_text("\n".join(L))
+    return out
+
