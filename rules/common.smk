@@ -26,6 +26,9 @@ FIGURE_NAMES = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_l
 
 # every measurement point of this testbed: (experiment, point id); trials live below its directory
 POINTS = [(e, point_id(p)) for e in ORDER for p in points(CFG, e)]
+REPETITIONS = int(CFG.section("experiments").get("repetitions", 3))
+print(f"xenobench: testbed {TESTBED} ({CONFIG_PATH}): {len(POINTS)} measurement points x {REPETITIONS} "
+      f"repetitions = {len(POINTS) * REPETITIONS} trials", file=sys.stderr)
 
 
 wildcard_constraints:

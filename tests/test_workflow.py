@@ -1,5 +1,6 @@
 """The workflow plans for both testbeds without touching anything (snakemake -n)."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,11 @@ def test_dry_run_thesis_testbed_uses_only_its_own_config():
     p = dry_run("--configfile", "config/fips.yaml")
     assert p.returncode == 0, p.stderr
     assert "results/fips/testbed_check.txt" in p.stdout and "results/local" not in p.stdout
+    # the full thesis plan: 44 pps + 11 loss + 3 rtt + 28 rtt_load + 2 compare points, 3 repetitions
+    assert re.search(r"^experiment_point\s+88$", p.stdout, re.M), p.stdout
+    assert "config/fips.yaml): 88 measurement points x 3 repetitions = 264 trials" in p.stderr
+    assert "results/fips/trials/pps/lb-ebpf_payload-1024/point.json" in p.stdout
+    assert "results/fips/report.md" in p.stdout
 
 
 def test_bad_config_stops_the_workflow_with_the_error(tmp_path):
