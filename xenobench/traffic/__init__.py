@@ -1,0 +1,128 @@
+"""Traffic: TRex STL profiles (trex_profiles/) sent by trafgen on the namespace testbed or by a
+TRex server on the thesis testbed; the config's `traffic.generator` chooses.
+
+    res = run_traffic(testbed, "udp_payload", {"payload": 22, "flows": 256}, rate_pps=50_000, duration_s=2)
+    h = start_traffic(testbed, "background_split", {"split": "70/30"}, 50_000)   # background
+    res = h.stop()
+
+Both return {"requested_pps", "achieved_pps", "tx_packets", "valid", "reason", "generator",
+"duration_s", "queue_full", ...}. rate_pps 0: as fast as the generator can (the rate ratio is then
+not checked). The harness fills the tunables that describe the testbed — vip, dport, dst-mac
+(the LB's ingress port), src-mac (the loadgen's port), src-ip-base (traffic.src_ip_base) and, for
+background_split, class-bits and dns-classes from the backends file — unless the caller gives them.
+"""
+
+from __future__ import annotations
+
+from ..backends import load_backends
+from .profiles import (Compiled, TrafficError, compile_frames, resolve_profile,  # noqa: F401
+                       to_trafgen, tunables_argv, write_pcap)
+
+GENERATORS = ("trafgen", "trex")
+
+
+def traffic_config(cfg) -> dict:
+    t = dict(cfg.section("traffic"))
+    t.setdefault("generator", "trex" if cfg.transport == "ssh" else "trafgen")
+    return t
+
+
+def dns_classes(cfg, class_bits: int | None) -> tuple[int, list[int]]:
+    """(k, classes of the DNS backend in a 2^k table) from the backends file; k defaults to the
+    file's. A profile k larger than the LB's is fine (class c belongs where c & lb_mask goes)."""
+    if cfg.service.backends is None:
+        raise TrafficError(f"Failed to derive the DNS classes: service.backends is not set in {cfg.path}")
+    bs = load_backends(cfg.service.backends)
+    dns_node = cfg.role("dns_backend").name
+    lb_classes = set(bs.classes_of(dns_node))
+    k = bs.class_bits if class_bits is None else int(class_bits)
+    if k < bs.class_bits:
+        raise TrafficError(f"Failed to derive the DNS classes: class_bits {k} is below the load balancer's "
+                           f"{bs.class_bits} (from {cfg.service.backends}); the split could not be exact")
+    return k, [c for c in range(1 << k) if (c & bs.mask) in lb_classes]
+
+
+def fill_tunables(cfg, profile, tunables: dict | None) -> dict:
+    """The caller's tunables plus what the testbed defines (caller wins)."""
+    t = {str(k).replace("-", "_"): v for k, v in (tunables or {}).items()}
+    lg = cfg.role("loadgen").iface()
+    tc = traffic_config(cfg)
+    base = {"vip": cfg.service.vip, "dport": cfg.service.port, "dst_mac": cfg.lb_mac}
+    if lg.mac:
+        base["src_mac"] = lg.mac
+    if tc.get("src_ip_base"):
+        base["src_ip_base"] = tc["src_ip_base"]
+    if resolve_profile(profile).stem == "background_split" and "dns_classes" not in t:
+        k, classes = dns_classes(cfg, t.get("class_bits"))
+        base["class_bits"] = k
+        base["dns_classes"] = ",".join(map(str, classes))
+    return {**base, **t}
+
+
+def compile_for(testbed_or_cfg, profile, tunables: dict | None) -> Compiled:
+    cfg = getattr(testbed_or_cfg, "cfg", testbed_or_cfg)
+    return compile_frames(profile, fill_tunables(cfg, profile, tunables))
+
+
+class TrafficHandle:
+    """A running trial; stop() ends it (if still running) and returns the result dict."""
+
+    def __init__(self, run):
+        self._run = run
+
+    def stop(self) -> dict:
+        return self._run.stop()
+
+    def wait(self) -> dict:
+        return self._run.wait()
+
+
+def _check(rate_pps, duration_s, count, blocking):
+    try:
+        r = float(rate_pps)
+    except (TypeError, ValueError):
+        raise TrafficError(f"Failed to start traffic: rate {rate_pps!r} pps is not a number") from None
+    if r < 0:
+        raise TrafficError(f"Failed to start traffic: rate {rate_pps!r} pps must be >= 0 (0: as fast as possible)")
+    if blocking and duration_s is None and count is None:
+        raise TrafficError("Failed to run traffic: give duration_s or count")
+    if duration_s is not None and count is not None:
+        raise TrafficError("Failed to run traffic: give duration_s or count, not both")
+    return r
+
+
+def _generator(testbed) -> str:
+    g = traffic_config(testbed.cfg)["generator"]
+    if g not in GENERATORS:
+        raise TrafficError(f"Failed to start traffic: traffic.generator {g!r} in {testbed.cfg.path} "
+                           f"is not one of {', '.join(GENERATORS)}")
+    return g
+
+
+def start_traffic(testbed, profile, tunables: dict | None, rate_pps: float, duration_s: float | None = None,
+                  count: int | None = None, **opts) -> TrafficHandle:
+    """Start a trial in the background and return at once; h.stop() → the result dict."""
+    rate = _check(rate_pps, duration_s, count, blocking=False)
+    tun = fill_tunables(testbed.cfg, profile, tunables)
+    if _generator(testbed) == "trex":
+        from .trex import TrexDriver
+        return TrafficHandle(TrexDriver(traffic_config(testbed.cfg), **opts).start(profile, tun, rate, duration_s))
+    from .trafgen import TrafgenRun
+    tg = traffic_config(testbed.cfg).get("trafgen") or {}
+    run = TrafgenRun(testbed, compile_frames(profile, tun), rate, duration_s, count,
+                     cpus=opts.get("cpus", tg.get("cpus", 1)))
+    return TrafficHandle(run.start())
+
+
+def run_traffic(testbed, profile, tunables: dict | None, rate_pps: float, duration_s: float | None = None,
+                count: int | None = None, **opts) -> dict:
+    """Run one trial to completion (blocking) and return the result dict."""
+    rate = _check(rate_pps, duration_s, count, blocking=True)
+    tun = fill_tunables(testbed.cfg, profile, tunables)
+    if _generator(testbed) == "trex":
+        from .trex import TrexDriver
+        return TrexDriver(traffic_config(testbed.cfg), **opts).run(profile, tun, rate, duration_s, count)
+    from .trafgen import run
+    tg = traffic_config(testbed.cfg).get("trafgen") or {}
+    return run(testbed, compile_frames(profile, tun), rate, duration_s, count,
+               cpus=opts.get("cpus", tg.get("cpus", 1)))

@@ -1,0 +1,320 @@
+"""TRex STL profiles → frames → trafgen configuration.
+
+A profile (trex_profiles/*.py) is loaded by the TRex client library in a child process
+(stl_loader.py) and comes back as STLStream JSON: packet bytes plus field-engine instructions.
+compile_frames() runs the field engine in Python over one full stream cycle and returns the exact
+frames, in the order the generator sends them; to_trafgen() writes them as a trafgen
+configuration (one packet per frame, round robin: the cycle repeats exactly).
+
+Field-engine semantics implemented (TRex STLVmFlowVar docs): op inc/dec over [min, max] with step,
+first value init_value, wrapping to min (inc) / max (dec); value_list stepping through the list
+(dec: backwards from the end); write_flow_var (big/little endian, add_value);
+write_mask_flow_var; fix_checksum_ipv4; fix_checksum_hw (IPv4 header + UDP/TCP checksum).
+Random variables and next_var chains are refused (no exact cycle to compile).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import gcd, lcm
+from pathlib import Path
+
+from .. import REPO_ROOT
+from ..errors import XenobenchError
+
+PROFILE_DIR = REPO_ROOT / "trex_profiles"
+MAX_CYCLE_FRAMES = 65536        # frames in one compiled cycle (trafgen keeps each in memory)
+HEADERS = 42                    # Ethernet + IPv4 + UDP without FCS
+FCS = 4
+
+
+class TrafficError(XenobenchError):
+    """A profile, its tunables, the generator or a trial failed."""
+
+
+@dataclass
+class Compiled:
+    """One profile with its tunables, compiled: the frames of one full cycle, in send order."""
+    profile: Path
+    tunables: dict
+    argv: list[str]
+    frames: list[bytes]
+    streams: list[dict] = field(repr=False, default_factory=list)
+
+    @property
+    def cycle(self) -> int:
+        return len(self.frames)
+
+
+def resolve_profile(profile: str | Path) -> Path:
+    """A name ("udp_payload"), a path relative to the repo root or the cwd, or an absolute path."""
+    p = Path(profile)
+    cands = [p] if p.is_absolute() else [Path.cwd() / p, REPO_ROOT / p]
+    if p.suffix != ".py" and len(p.parts) == 1:
+        cands.append(PROFILE_DIR / f"{p.name}.py")
+    for c in cands:
+        if c.is_file():
+            return c.resolve()
+    raise TrafficError(f"Failed to load profile {profile}: no such file (looked in "
+                       f"{', '.join(str(c) for c in cands)}); profiles: "
+                       f"{', '.join(sorted(f.stem for f in PROFILE_DIR.glob('*.py') if not f.stem.startswith('xb_')))}")
+
+
+def tunables_argv(tunables: dict | None) -> list[str]:
+    """{"class_bits": 2, "split": "70/30"} → ["--class-bits", "2", "--split", "70/30"]."""
+    argv: list[str] = []
+    for k, v in (tunables or {}).items():
+        if v is None:
+            continue
+        argv += [f"--{str(k).replace('_', '-')}", str(v)]
+    return argv
+
+
+_cache: dict[str, list[dict]] = {}
+
+
+def load_streams(profile: str | Path, tunables: dict | None = None) -> tuple[Path, list[dict]]:
+    """Load a profile through STLProfile.load_py (in a child process) → STLStream JSON list."""
+    path = resolve_profile(profile)
+    argv = tunables_argv(tunables)
+    key = hashlib.sha256(json.dumps([str(path), path.stat().st_mtime_ns, argv,
+                                     [(f.name, f.stat().st_mtime_ns) for f in sorted(path.parent.glob("xb_*.py"))]
+                                     ]).encode()).hexdigest()
+    if key in _cache:
+        return path, _cache[key]
+    try:
+        p = subprocess.run([sys.executable, "-m", "xenobench.traffic.stl_loader", str(path), *argv],
+                           capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    except subprocess.TimeoutExpired:
+        raise TrafficError(f"Failed to load profile {path}: the TRex loader timed out after 120 s") from None
+    try:
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise TrafficError(f"Failed to load profile {path}: the TRex loader failed: "
+                           f"{(p.stderr.strip().splitlines() or ['no output'])[-1]}") from None
+    if not res["ok"]:
+        raise TrafficError(f"Failed to load profile {path} with tunables {' '.join(argv) or '(none)'}: {res['error']}")
+    if not res["streams"]:
+        raise TrafficError(f"Failed to load profile {path}: it yields no streams")
+    _cache[key] = res["streams"]
+    return path, res["streams"]
+
+
+# --- checksums ------------------------------------------------------------------------------
+def csum16(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def fix_ipv4(buf: bytearray, off: int) -> None:
+    ihl = (buf[off] & 0x0F) * 4
+    buf[off + 10:off + 12] = b"\0\0"
+    buf[off + 10:off + 12] = struct.pack("!H", csum16(bytes(buf[off:off + ihl])))
+
+
+def fix_l4(buf: bytearray, l3: int, l4: int, proto_csum_off: int) -> None:
+    total = struct.unpack_from("!H", buf, l3 + 2)[0]
+    ihl = (buf[l3] & 0x0F) * 4
+    l4len = total - ihl
+    seg = bytearray(buf[l4:l4 + l4len])
+    seg[proto_csum_off:proto_csum_off + 2] = b"\0\0"
+    pseudo = bytes(buf[l3 + 12:l3 + 20]) + struct.pack("!BBH", 0, buf[l3 + 9], l4len)
+    c = csum16(pseudo + bytes(seg))
+    if c == 0 and buf[l3 + 9] == 17:
+        c = 0xFFFF  # UDP: 0 means "no checksum"
+    buf[l4 + proto_csum_off:l4 + proto_csum_off + 2] = struct.pack("!H", c)
+
+
+# --- field engine -----------------------------------------------------------------------------
+class _Var:
+    def __init__(self, ins: dict, where: str):
+        self.name, self.size = ins["name"], ins["size"]
+        if ins.get("next_var"):
+            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} uses next_var, "
+                               "which the trafgen compiler does not support")
+        if ins["op"] not in ("inc", "dec"):
+            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has op {ins['op']!r}; "
+                               "only inc and dec have an exact cycle to compile")
+        self.op, self.step = ins["op"], ins.get("step", 1)
+        self.values = ins.get("value_list")
+        if self.values is not None:
+            seq = list(self.values)
+            self.seq = seq if self.op == "inc" else seq[::-1]
+        else:
+            lo, hi, v = ins["min_value"], ins["max_value"], ins["init_value"]
+            seq, start = [], v
+            while True:
+                seq.append(v)
+                if len(seq) > MAX_CYCLE_FRAMES:
+                    raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} cycles over "
+                                       f"more than {MAX_CYCLE_FRAMES} values")
+                if self.op == "inc":
+                    v = v + self.step if v + self.step <= hi else lo
+                else:
+                    v = v - self.step if v - self.step >= lo else hi
+                if v == start:
+                    break
+            self.seq = seq
+
+    def value(self, n: int) -> int:
+        return self.seq[n % len(self.seq)]
+
+
+def compile_stream(stream: dict, where: str) -> list[bytes]:
+    """Frames of one full cycle of one stream's field engine."""
+    base = base64.b64decode(stream["packet"]["binary"])
+    ins = (stream.get("vm") or {}).get("instructions", [])
+    vars_: dict[str, _Var] = {}
+    ops = []
+    for i in ins:
+        t = i["type"]
+        if t == "flow_var":
+            vars_[i["name"]] = _Var(i, where)
+        elif t in ("write_flow_var", "write_mask_flow_var", "fix_checksum_ipv4", "fix_checksum_hw"):
+            ops.append(i)
+        else:
+            raise TrafficError(f"Failed to compile {where}: field-engine instruction {t!r} is not "
+                               "supported by the trafgen compiler")
+    cycle = 1
+    for v in vars_.values():
+        cycle = lcm(cycle, len(v.seq))
+    if cycle > MAX_CYCLE_FRAMES:
+        raise TrafficError(f"Failed to compile {where}: a stream cycle of {cycle} frames exceeds {MAX_CYCLE_FRAMES}")
+    frames = []
+    for n in range(cycle):
+        buf = bytearray(base)
+        for o in ops:
+            t = o["type"]
+            if t == "write_flow_var":
+                v = vars_[o["name"]]
+                val = (v.value(n) + o.get("add_value", 0)) % (1 << (8 * v.size))
+                buf[o["pkt_offset"]:o["pkt_offset"] + v.size] = val.to_bytes(
+                    v.size, "big" if o.get("is_big_endian", True) else "little")
+            elif t == "write_mask_flow_var":
+                v = vars_[o["name"]]
+                sz, off = o["pkt_cast_size"], o["pkt_offset"]
+                order = "big" if o.get("is_big_endian", True) else "little"
+                val = v.value(n) + o.get("add_value", 0)
+                sh = o.get("shift", 0)
+                val = val << sh if sh >= 0 else val >> -sh
+                old = int.from_bytes(buf[off:off + sz], order)
+                new = (old & ~o["mask"]) | (val & o["mask"])
+                buf[off:off + sz] = (new % (1 << (8 * sz))).to_bytes(sz, order)
+            elif t == "fix_checksum_ipv4":
+                fix_ipv4(buf, o["pkt_offset"])
+            else:  # fix_checksum_hw
+                l3 = o["l2_len"]
+                l4 = l3 + o["l3_len"]
+                fix_ipv4(buf, l3)
+                if o["l4_type"] == 11:       # UDP
+                    fix_l4(buf, l3, l4, 6)
+                elif o["l4_type"] == 13:     # TCP
+                    fix_l4(buf, l3, l4, 16)
+        frames.append(bytes(buf))
+    return frames
+
+
+def compile_frames(profile: str | Path, tunables: dict | None = None) -> Compiled:
+    """Load and compile a profile: the frames of one full cycle in send order. Several continuous
+    streams are interleaved by smooth weighted round robin in proportion to their pps."""
+    path, streams = load_streams(profile, tunables)
+    per = []
+    for i, s in enumerate(streams):
+        where = f"stream {i} of profile {path}"
+        mode = s.get("mode", {})
+        if mode.get("type") != "continuous" or mode.get("rate", {}).get("type") != "pps":
+            raise TrafficError(f"Failed to compile {where}: mode {mode.get('type')!r} with rate "
+                               f"{mode.get('rate', {}).get('type')!r}; the trafgen compiler takes continuous "
+                               "streams with a pps rate")
+        if not s.get("enabled", True) or not s.get("self_start", True):
+            continue
+        per.append((Fraction(mode["rate"]["value"]).limit_denominator(1000), compile_stream(s, where)))
+    if len(per) == 1:
+        frames = per[0][1]
+    else:
+        den = lcm(*[r.denominator for r, _ in per])
+        w = [int(r * den) for r, _ in per]
+        g = gcd(*w)
+        w = [x // g for x in w]
+        total = sum(w)
+        rounds = 1
+        for (_, fr), wi in zip(per, w):
+            rounds = lcm(rounds, len(fr) // gcd(len(fr), wi))
+        if rounds * total > MAX_CYCLE_FRAMES:
+            raise TrafficError(f"Failed to compile profile {path}: interleaving {len(per)} streams needs "
+                               f"{rounds * total} frames, more than {MAX_CYCLE_FRAMES}")
+        cur, idx, frames = [0] * len(w), [0] * len(w), []
+        for _ in range(rounds * total):
+            for j, wj in enumerate(w):
+                cur[j] += wj
+            j = max(range(len(w)), key=lambda i: (cur[i], -i))
+            cur[j] -= total
+            frames.append(per[j][1][idx[j] % len(per[j][1])])
+            idx[j] += 1
+    return Compiled(path, dict(tunables or {}), tunables_argv(tunables), frames, streams)
+
+
+# --- outputs ----------------------------------------------------------------------------------
+def _trafgen_bytes(frame: bytes) -> str:
+    """Bytes as trafgen tokens; runs of 8 or more equal bytes as fill(byte, n)."""
+    out, i = [], 0
+    while i < len(frame):
+        j = i
+        while j < len(frame) and frame[j] == frame[i]:
+            j += 1
+        if j - i >= 8:
+            out.append(f"fill(0x{frame[i]:02x}, {j - i})")
+        else:
+            out.extend(f"0x{b:02x}" for b in frame[i:j])
+        i = j
+    return ", ".join(out)
+
+
+def to_trafgen(c: Compiled) -> str:
+    """trafgen configuration: one packet per frame of the cycle; trafgen sends them round robin,
+    so the emitted sequence is the cycle repeated (with one CPU)."""
+    head = (f"/* xenobench traffic compile: profile {c.profile.name}, tunables "
+            f"{' '.join(c.argv) or '(none)'}; {c.cycle} frames = one stream cycle, sent round robin; "
+            f"frame {len(c.frames[0])} B without FCS */\n")
+    return head + "".join(f"{{ {_trafgen_bytes(f)} }}\n" for f in c.frames)
+
+
+def write_pcap(frames, path: str | Path) -> None:
+    """Classic pcap (microsecond timestamps, Ethernet), timestamps 0."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        for fr in frames:
+            f.write(struct.pack("<IIII", 0, 0, len(fr), len(fr)))
+            f.write(fr)
+
+
+def read_pcap(path: str | Path) -> list[bytes]:
+    """Frames of a classic pcap file (either byte order, µs or ns timestamps)."""
+    data = Path(path).read_bytes()
+    if len(data) < 24:
+        raise TrafficError(f"Failed to read pcap {path}: {len(data)} bytes, shorter than a pcap header")
+    magic = data[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        e = "<"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        e = ">"
+    else:
+        raise TrafficError(f"Failed to read pcap {path}: magic {magic.hex()} is not a classic pcap file")
+    out, off = [], 24
+    while off + 16 <= len(data):
+        _, _, incl, _ = struct.unpack_from(e + "IIII", data, off)
+        off += 16
+        out.append(data[off:off + incl])
+        off += incl
+    return out

@@ -1,0 +1,216 @@
+"""Local executor: a compiled profile sent by trafgen (netsniff-ng) from the loadgen node.
+
+Why these trafgen options:
+- `-t 0`: sendto() per frame. The TX_RING path fails with EAGAIN when a veth peer backs up.
+- `-P N` (default 1): with one CPU the frames leave in exactly the compiled order.
+- `--no-sock-mem -Q`: do not retune global socket memory or IRQ affinity (a shared machine).
+- Rate: trafgen's own `-b NNpps` sends each second's packets back to back and then sleeps, and
+  `-t GAP` is bounded by nanosleep() latency; both are poor at 10–100 kpps. So the rate comes from
+  a tbf qdisc on the loadgen's interface (trafgen `-q`: through the qdisc layer), with a small
+  queue: when tbf is full sendto() returns ENOBUFS and trafgen retries the same frame, so the
+  order and the count are kept and the offered load is smooth. rate 0: no qdisc, as fast as
+  trafgen can.
+
+Achieved rate = the interface's tx_packets delta / trafgen's own send-loop time. A trial is
+invalid when the achieved rate is below 99 % of the requested rate, when frames were dropped on
+the interface's transmit side (tx_dropped: the veth peer could not take them, the analogue of
+TRex's queue_full), or when fewer frames left than asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+import time
+from pathlib import Path
+
+from ..counters import snapshot
+from ..errors import NodeError
+from .profiles import Compiled, TrafficError, to_trafgen
+
+logger = logging.getLogger(__name__)
+
+TAG = "trafgen"
+MIN_RATIO = 0.99
+_OUT = re.compile(r"^\s*(\d+) packets outgoing", re.M)
+_CPU = re.compile(r"^\s*(\d+) sec, (\d+) usec on CPU(\d+) \((\d+) packets\)", re.M)
+
+
+def write_config(testbed, c: Compiled) -> Path:
+    """The trafgen configuration in the state directory (content-addressed)."""
+    text = to_trafgen(c)
+    d = testbed.cfg.state_dir / "traffic"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"{c.profile.stem}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.cfg"
+    if not p.exists():
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(p)
+    return p
+
+
+def parse_output(text: str) -> dict:
+    """trafgen's exit summary: packets sent and the longest per-CPU send-loop time."""
+    m = _OUT.search(text)
+    cpus = [(int(s) + int(us) / 1e6, int(n)) for s, us, _, n in _CPU.findall(text)]
+    return {"tx_packets": int(m.group(1)) if m else None,
+            "loop_s": max((t for t, _ in cpus), default=None),
+            "cpus": len(cpus)}
+
+
+class TrafgenRun:
+    """One trafgen trial on the loadgen node: start() returns at once; stop()/wait() → result."""
+
+    def __init__(self, testbed, compiled: Compiled, rate_pps: float, duration_s: float | None = None,
+                 count: int | None = None, cpus: int = 1, iface: str | None = None):
+        if rate_pps is None or rate_pps < 0 or not math.isfinite(rate_pps):
+            raise TrafficError(f"Failed to start trafgen: rate {rate_pps!r} pps must be >= 0 (0: as fast as possible)")
+        if duration_s is not None and duration_s <= 0:
+            raise TrafficError(f"Failed to start trafgen: duration {duration_s!r} s must be > 0")
+        if count is not None and (int(count) != count or count <= 0):
+            raise TrafficError(f"Failed to start trafgen: count {count!r} must be a positive integer")
+        if duration_s is not None and count is not None:
+            raise TrafficError("Failed to start trafgen: give a duration or a count, not both")
+        self.tb = testbed
+        self.c = compiled
+        self.rate = float(rate_pps)
+        self.duration = duration_s
+        self.cpus = cpus
+        self.node = testbed.node_for_role("loadgen")
+        self.iface = iface or self.node.ncfg.iface().name
+        # with a rate and a duration the trial is count = rate x duration frames, cut off at a
+        # deadline if the rate cannot be reached; without a rate, trafgen runs until stopped
+        if count is None and duration_s is not None and self.rate > 0:
+            count = math.ceil(self.rate * duration_s)
+        self.count = int(count) if count is not None else None
+        self.deadline_s = None
+        if duration_s is not None:
+            self.deadline_s = duration_s if self.rate == 0 else duration_s * 1.25 + 1.0
+        self.qdisc = False
+        self.t0 = self.t1 = None
+        self.before = None
+        self._result = None
+
+    # --- qdisc ---------------------------------------------------------------------------------
+    def _frame_len(self) -> float:
+        return sum(len(f) for f in self.c.frames) / len(self.c.frames)
+
+    def _set_rate(self) -> None:
+        flen = self._frame_len()
+        bits = max(8, round(self.rate * flen * 8))
+        big = max(len(f) for f in self.c.frames)
+        burst = max(1600, 2 * big)
+        limit = max(3000, 4 * big)
+        self.node.run(["tc", "qdisc", "replace", "dev", self.iface, "root", "tbf", "rate", f"{bits}bit",
+                       "burst", str(burst), "limit", str(limit)])
+        self.qdisc = True
+
+    def _clear_rate(self) -> None:
+        if self.qdisc:
+            self.node.run(["tc", "qdisc", "del", "dev", self.iface, "root"], check=False)
+            self.qdisc = False
+
+    # --- run -------------------------------------------------------------------------------
+    def argv(self, cfg_path: str) -> list[str]:
+        a = ["trafgen", "-o", self.iface, "-i", cfg_path, "-P", str(self.cpus), "-t", "0", "--no-sock-mem", "-Q",
+             "-n", str(self.count or 0)]
+        if self.rate > 0:
+            a.append("-q")
+        return a
+
+    def start(self) -> "TrafgenRun":
+        cfg_path = write_config(self.tb, self.c)
+        remote = str(cfg_path)
+        if self.node.ncfg.transport == "ssh":
+            remote = f"/tmp/{cfg_path.name}"
+            self.node.put(cfg_path, remote)
+        try:
+            if self.rate > 0:
+                self._set_rate()
+            self.before = snapshot(self.node, self.iface)
+            self.t0 = time.monotonic()
+            log = self.node._default_log(TAG)
+            self.log_offset = len(self.node.read_text(log))
+            self.h = self.node.start(TAG, self.argv(remote), log=log, ready=0.0)
+        except Exception:
+            self._clear_rate()
+            raise
+        return self
+
+    def _wait(self, timeout: float | None) -> None:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.node.running(TAG):
+            if end is not None and time.monotonic() >= end:
+                return
+            time.sleep(0.02)
+
+    def wait(self) -> dict:
+        """Block until trafgen ends (count sent) or the deadline, then collect."""
+        if self.count is not None:
+            limit = self.deadline_s
+            if limit is None and self.rate > 0:
+                limit = self.count / self.rate * 1.25 + 2.0
+            self._wait(limit)
+        else:
+            self._wait(self.deadline_s)
+        return self.stop()
+
+    def stop(self) -> dict:
+        if self._result is not None:
+            return self._result
+        try:
+            self.node.stop(TAG)
+            self.t1 = time.monotonic()
+            after = snapshot(self.node, self.iface)
+            out = self.node.read_text(self.h.log)[self.log_offset:]
+        finally:
+            self._clear_rate()
+        self._result = self._collect(out, after)
+        return self._result
+
+    def _collect(self, out: str, after: dict) -> dict:
+        summary = parse_output(out)
+        v0, v1 = self.before["view"], after["view"]
+        tx = v1["tx_packets"] - v0["tx_packets"]
+        dropped = v1.get("tx_dropped", 0) - v0.get("tx_dropped", 0)
+        wall = self.t1 - self.t0
+        loop = summary["loop_s"] or wall
+        achieved = tx / loop if loop > 0 else 0.0
+        reasons = []
+        if summary["tx_packets"] is None:
+            tail = " | ".join(l.strip() for l in out.strip().splitlines()[-3:])
+            reasons.append(f"trafgen printed no summary (did it fail? log: {tail or 'empty'})")
+        if tx == 0:
+            reasons.append(f"no frames left {self.node.name}:{self.iface}")
+        if self.rate > 0 and achieved < MIN_RATIO * self.rate:
+            reasons.append(f"achieved {achieved:.0f} pps < 99 % of requested {self.rate:.0f} pps")
+        if dropped > 0:
+            reasons.append(f"queue full: {dropped} frames dropped on {self.node.name}:{self.iface} transmit")
+        if self.count is not None and tx < self.count:
+            reasons.append(f"only {tx} of {self.count} frames left the interface")
+        return {
+            "requested_pps": self.rate, "achieved_pps": achieved, "tx_packets": tx,
+            "valid": not reasons, "reason": "; ".join(reasons),
+            "generator": "trafgen", "duration_s": loop, "wall_s": wall, "queue_full": dropped > 0,
+            "tx_dropped": dropped, "trafgen_tx_packets": summary["tx_packets"], "cpus": self.cpus,
+            "count": self.count, "cycle": self.c.cycle, "frame_len": len(self.c.frames[0]),
+            "profile": str(self.c.profile), "tunables": self.c.tunables, "iface": self.iface,
+            "shaper": "tbf" if self.rate > 0 else None,
+        }
+
+
+def run(testbed, compiled: Compiled, rate_pps: float, duration_s=None, count=None, cpus: int = 1) -> dict:
+    if duration_s is None and count is None:
+        raise TrafficError("Failed to run trafgen: give a duration or a count")
+    r = TrafgenRun(testbed, compiled, rate_pps, duration_s, count, cpus)
+    r.start()
+    try:
+        return r.wait()
+    except BaseException:
+        try:
+            r.stop()
+        except NodeError:
+            pass
+        raise

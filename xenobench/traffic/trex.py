@@ -1,0 +1,194 @@
+"""TRex driver for the thesis testbed: the same profiles, sent by a TRex server through STLClient.
+
+Trial: connect → check the server version against traffic.trex.version → reset(ports) → load the
+profile (STLProfile.load_py with the tunables) → add_streams → clear_stats → start(mult="<N>pps"
+per port, or "100%" for rate 0, duration) → wait_on_traffic → get_stats/get_xstats per port →
+stop → disconnect. A trial is invalid when the achieved rate (sum of opackets over the ports /
+duration) is below 99 % of the requested rate, or the TRex queue was full (global queue_full > 0).
+
+The STLClient class is injectable (client_factory) so the driver is tested against a test double;
+the real one is imported lazily (it replaces scapy in sys.modules, see stl_loader.py).
+
+Starting and stopping the TRex server (t-rex-64 -i, interactive mode) over SSH on the loadgen node
+belongs to the deploy step: start_server()/stop_server(), path and arguments from the config.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from .profiles import TrafficError, resolve_profile, tunables_argv
+
+logger = logging.getLogger(__name__)
+
+MIN_RATIO = 0.99
+SERVER_TAG = "trex-server"
+
+
+def _stl_client_class():
+    import lbr_trex_client  # noqa: F401  (puts trex on sys.path)
+    from trex.stl.api import STLClient
+    return STLClient
+
+
+def _stl_profile_loader(path, tunables):
+    import lbr_trex_client  # noqa: F401
+    from trex.stl.api import STLProfile
+    prof = STLProfile.load_py(str(path), direction=0, port_id=0, tunables=tunables)
+    if prof is None:
+        raise TrafficError(f"Failed to load profile {path} with tunables {' '.join(tunables) or '(none)'}: "
+                           "bad tunables (see `xenobench traffic compile` for the message)")
+    return prof.get_streams()
+
+
+class TrexDriver:
+    def __init__(self, tcfg: dict, client_factory=None, profile_loader=None):
+        t = tcfg.get("trex") or {}
+        self.server = t.get("server", "localhost")
+        self.sync_port = int(t.get("sync_port", 4501))
+        self.async_port = int(t.get("async_port", 4500))
+        self.ports = list(t.get("ports", [0]))
+        self.version = t.get("version")
+        self.user = t.get("user", "xenobench")
+        self.client_factory = client_factory or _stl_client_class()
+        self.profile_loader = profile_loader or _stl_profile_loader
+
+    def _client(self):
+        return self.client_factory(username=self.user, server=self.server, sync_port=self.sync_port,
+                                   async_port=self.async_port)
+
+    def _connect(self, c) -> None:
+        where = f"TRex server {self.server}:{self.sync_port}"
+        try:
+            c.connect()
+        except Exception as e:  # STLError / TRexError / OSError
+            raise TrafficError(f"Failed to connect to {where}: {_reason(e)} "
+                               "(is the server running? `deploy` starts it: traffic.trex.daemon)") from None
+        if self.version:
+            try:
+                got = c.get_server_version()
+            except Exception as e:
+                raise TrafficError(f"Failed to read the version of {where}: {_reason(e)}") from None
+            have = str(got.get("version", "") if isinstance(got, dict) else got).strip()
+            if have != str(self.version):
+                raise TrafficError(f"Failed to connect to {where}: server version {have!r} does not match "
+                                   f"traffic.trex.version {self.version!r} in the config")
+
+    def start(self, profile, tunables: dict | None, rate_pps: float, duration_s: float | None) -> "TrexRun":
+        path = resolve_profile(profile)
+        argv = tunables_argv(tunables)
+        c = self._client()
+        self._connect(c)
+        try:
+            c.reset(ports=self.ports)
+            for port in self.ports:
+                streams = self.profile_loader(path, argv)
+                c.add_streams(streams, ports=[port])
+            c.clear_stats()
+            mult = f"{rate_pps / len(self.ports):.6g}pps" if rate_pps > 0 else "100%"
+            c.start(ports=self.ports, mult=mult, duration=duration_s if duration_s else -1, force=True)
+        except TrafficError:
+            _quiet_disconnect(c)
+            raise
+        except Exception as e:
+            _quiet_disconnect(c)
+            raise TrafficError(f"Failed to start traffic on TRex server {self.server} ports {self.ports}: "
+                               f"{_reason(e)}") from None
+        return TrexRun(self, c, rate_pps, duration_s, str(path), dict(tunables or {}))
+
+    def run(self, profile, tunables, rate_pps, duration_s=None, count=None) -> dict:
+        if count is not None:
+            if rate_pps <= 0:
+                raise TrafficError("Failed to run TRex: a count needs a rate (count / rate = duration)")
+            duration_s = count / rate_pps
+        if duration_s is None:
+            raise TrafficError("Failed to run TRex: give a duration or a count")
+        r = self.start(profile, tunables, rate_pps, duration_s)
+        return r.wait()
+
+
+class TrexRun:
+    def __init__(self, drv: TrexDriver, c, rate, duration, profile, tunables):
+        self.drv, self.c, self.rate, self.duration = drv, c, float(rate), duration
+        self.profile, self.tunables = profile, tunables
+        self.t0 = time.monotonic()
+        self._result = None
+
+    def wait(self) -> dict:
+        try:
+            self.c.wait_on_traffic(ports=self.drv.ports, timeout=(self.duration or 0) * 2 + 30)
+        except Exception as e:
+            logger.warning("TRex wait_on_traffic: %s", _reason(e))
+        return self.stop()
+
+    def stop(self) -> dict:
+        if self._result is not None:
+            return self._result
+        c, ports = self.c, self.drv.ports
+        try:
+            elapsed = time.monotonic() - self.t0
+            stats = c.get_stats(ports=ports)
+            xstats = {p: c.get_xstats(p) for p in ports}
+            c.stop(ports=ports)
+        except Exception as e:
+            _quiet_disconnect(c)
+            raise TrafficError(f"Failed to collect statistics from TRex server {self.drv.server}: {_reason(e)}") from None
+        _quiet_disconnect(c)
+        self._result = evaluate(stats, xstats, ports, self.rate,
+                                self.duration if self.duration else elapsed)
+        self._result.update(profile=self.profile, tunables=self.tunables, server=self.drv.server)
+        return self._result
+
+
+def evaluate(stats: dict, xstats: dict, ports: list, rate_pps: float, duration_s: float) -> dict:
+    """Validity from TRex statistics (pure: tested on recorded/fake stats)."""
+    opk = sum(int(stats.get(p, stats.get(str(p), {})).get("opackets", 0)) for p in ports)
+    ipk = sum(int(stats.get(p, stats.get(str(p), {})).get("ipackets", 0)) for p in ports)
+    qfull = int((stats.get("global") or {}).get("queue_full", 0))
+    achieved = opk / duration_s if duration_s > 0 else 0.0
+    reasons = []
+    if opk == 0:
+        reasons.append(f"TRex sent no frames on ports {ports}")
+    if rate_pps > 0 and achieved < MIN_RATIO * rate_pps:
+        reasons.append(f"achieved {achieved:.0f} pps < 99 % of requested {rate_pps:.0f} pps")
+    if qfull > 0:
+        reasons.append(f"queue full: TRex reported queue_full {qfull}")
+    return {"requested_pps": float(rate_pps), "achieved_pps": achieved, "tx_packets": opk,
+            "valid": not reasons, "reason": "; ".join(reasons), "generator": "trex",
+            "duration_s": duration_s, "queue_full": qfull > 0, "queue_full_count": qfull,
+            "rx_packets": ipk, "xstats": {str(p): x for p, x in xstats.items()},
+            "ports": {str(p): {k: stats.get(p, {}).get(k) for k in ("opackets", "ipackets", "obytes", "ibytes",
+                                                                   "oerrors", "ierrors")} for p in ports}}
+
+
+def _reason(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text or type(e).__name__
+
+
+def _quiet_disconnect(c) -> None:
+    try:
+        c.disconnect()
+    except Exception:
+        pass
+
+
+# --- deploy: the TRex server over SSH ----------------------------------------------------------
+def server_argv(tcfg: dict) -> list[str]:
+    d = (tcfg.get("trex") or {}).get("daemon") or {}
+    path = d.get("path")
+    if not path:
+        raise TrafficError("Failed to start the TRex server: traffic.trex.daemon.path is not set in the config")
+    args = [str(a) for a in d.get("args", ["-i"])]
+    # t-rex-64 must run from its install directory (it finds its libraries relative to it)
+    return ["sh", "-c", 'cd "$1" && shift && exec ./t-rex-64 "$@"', "t-rex", str(path), *args]
+
+
+def start_server(testbed, tcfg: dict, ready_s: float = 2.0):
+    node = testbed.node_for_role("loadgen")
+    return node.start(SERVER_TAG, server_argv(tcfg), ready=ready_s)
+
+
+def stop_server(testbed) -> bool:
+    return testbed.node_for_role("loadgen").stop(SERVER_TAG, timeout=15)
