@@ -49,13 +49,14 @@ def _trial(resdir, exp, pid, rep, point, outputs, valid=True, reasons=()):
 
 
 def _probes(d, rtts_ns, lost=0):
-    with open(d / "attempt-1" / "probes.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["id", "send_ns", "recv_ns", "rtt_ns", "status", "timestamps"])
+    """Raw records as xenobench.rtt writes them (JSON lines; fields used here)."""
+    with open(d / "attempt-1" / "probes.jsonl", "w") as f:
         for i, r in enumerate(rtts_ns):
-            w.writerow([i, 1000 * i, 1000 * i + r, r, "ok", "kernel"])
+            f.write(json.dumps({"i": i, "send_ns": 1000 * i, "recv_ns": 1000 * i + r, "rtt_ns": r,
+                                "status": "ok", "ts": "kernel"}) + "\n")
         for i in range(lost):
-            w.writerow([900 + i, 0, "", "", "timeout", "kernel"])
+            f.write(json.dumps({"i": 900 + i, "send_ns": 5, "recv_ns": None, "rtt_ns": None,
+                                "status": "timeout", "ts": None}) + "\n")
 
 
 @pytest.fixture
@@ -109,11 +110,17 @@ def test_aggregate_removes_a_stale_csv(resdir):
     assert not (resdir / "compare.csv").exists()
 
 
-def test_probe_records_need_rtt_column(tmp_path):
+def test_probe_records_errors_name_file_and_line(tmp_path):
     f = tmp_path / "p.csv"
     f.write_text("id,rtt\n1,2\n")
     with pytest.raises(DataError, match=r"Failed to read probe records .*p\.csv: no rtt_ns column"):
         read_probe_records(f)
+    j = tmp_path / "p.jsonl"
+    j.write_text('{"rtt_ns": 5, "status": "ok"}\n{"rtt_ns": \n')
+    with pytest.raises(DataError, match=r"p\.jsonl: line 2: Expecting value"):
+        read_probe_records(j)
+    j.write_text('{"rtt_ns": 5000, "status": "ok"}\n{"rtt_ns": null, "status": "timeout"}\n')
+    assert read_probe_records(j) == [5.0]
 
 
 def test_report_lists_figures_invalid_trials_and_headlines(resdir, tmp_path):

@@ -17,6 +17,7 @@ from .errors import DataError
 from .results import KINDS, row, write_tidy
 
 RTT_PERCENTILES = (1, 5, 25, 75, 95, 99)
+PROBE_RECORDS = "probes.jsonl"  # the prober's raw records in each RTT attempt directory
 
 
 def trial_results(resdir: Path) -> list[tuple[Path, dict]]:
@@ -31,16 +32,29 @@ def trial_results(resdir: Path) -> list[tuple[Path, dict]]:
 
 
 def read_probe_records(path: Path) -> list[float]:
-    """RTTs in µs of the answered probes in a prober's raw record file (CSV with rtt_ns, status)."""
+    """RTTs in µs of the answered probes (status ok) in a prober's raw records: JSON lines
+    (xenobench.rtt) or CSV, each with rtt_ns and status."""
+    path = Path(path)
     try:
-        with open(path, newline="") as f:
-            rd = csv.DictReader(f)
-            if rd.fieldnames is None or "rtt_ns" not in rd.fieldnames:
-                raise DataError(f"Failed to read probe records {path}: no rtt_ns column")
-            return [int(r["rtt_ns"]) / 1000.0 for r in rd
-                    if r.get("status", "ok") == "ok" and r["rtt_ns"] not in ("", None)]
+        text = path.read_text()
     except FileNotFoundError:
         raise DataError(f"Failed to read probe records {path}: no such file") from None
+    if path.suffix == ".jsonl":
+        recs = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise DataError(f"Failed to read probe records {path}: line {n}: {e.msg}") from None
+    else:
+        rd = csv.DictReader(text.splitlines())
+        if rd.fieldnames is None or "rtt_ns" not in rd.fieldnames:
+            raise DataError(f"Failed to read probe records {path}: no rtt_ns column")
+        recs = list(rd)
+    return [int(r["rtt_ns"]) / 1000.0 for r in recs
+            if r.get("status", "ok") == "ok" and r.get("rtt_ns") not in ("", None)]
 
 
 def _rtt_stats(v: np.ndarray) -> dict:
@@ -80,7 +94,7 @@ def rows_for_trial(testbed: str, tdir: Path, res: dict, resdir: Path) -> dict[st
         lb = pt.get("lb") or ("xenoflow" if exp == "rtt_load" else "none")
         common = dict(testbed=testbed, lb=lb, server=o.get("server"), repetition=rep, split=split,
                       background_pps=bg)
-        chosen = tdir / f"attempt-{res['chosen_attempt']}" / "probes.csv"
+        chosen = tdir / f"attempt-{res['chosen_attempt']}" / PROBE_RECORDS
         rtts = np.array(read_probe_records(chosen))
         rel = chosen.relative_to(resdir)
         for i, v in enumerate(rtts):

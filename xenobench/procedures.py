@@ -18,6 +18,7 @@ import logging
 import time
 from pathlib import Path
 
+from .aggregate import PROBE_RECORDS
 from .errors import ConfigError, XenobenchError
 from .experiments import definitions, points
 from .sampler import RateSampler, steady_rate
@@ -112,27 +113,27 @@ def _lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
 
 
 # --- tunables of the traffic profiles --------------------------------------------------------------
-def payload_tunables(cfg, payload: int, flows: int) -> dict:
-    from .traffic import harness_tunables
-    return harness_tunables(cfg, "udp_payload", {"payload": payload, "flows": flows})
+# Only what the experiment decides; xenobench.traffic.fill_tunables adds what the testbed defines
+# (VIP, MACs, source range, the DNS backend's classes) and the trial records the filled set.
+def payload_tunables(payload: int, flows: int) -> dict:
+    return {"payload": payload, "flows": flows}
 
 
-def background_tunables(cfg, split: str, payload: int) -> dict:
-    from .traffic import harness_tunables
-    return harness_tunables(cfg, "background_split", {"split": split, "payload": payload})
+def background_tunables(split: str, payload: int) -> dict:
+    return {"split": split, "payload": payload}
 
 
 # --- procedures ----------------------------------------------------------------------------------
 def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """pps, loss and compare: the udp_payload profile at a rate (0 = the generator's maximum) for a
     duration; the backends' rx counters sampled meanwhile; loss against the generator's tx."""
-    from .traffic import run_traffic
+    from .traffic import fill_tunables, run_traffic
     cfg, p = ctx.testbed.cfg, ctx.point
     ex = _ex(cfg, ctx.experiment)
     payload = int(p.get("payload", ex.get("payload", 22)))
     rate = float(p.get("rate_pps", ex.get("rate_pps", 0)))
     duration = float(ex.get("duration_s", 2))
-    tun = payload_tunables(cfg, payload, int(ex.get("flows", 256)))
+    tun = payload_tunables(payload, int(ex.get("flows", 256)))
     sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), float(ex.get("sample_interval_s", 0.25)))
     st0 = _lb_stats(lb)
     rx0 = sampler.read_total()
@@ -148,7 +149,8 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     tx = int(gen.get("tx_packets") or 0)
     steady = steady_rate(series["samples"])
     fwd = _lb_forwarded(st0, st1)
-    out = {"payload": payload, "requested_pps": rate, "generator": gen, "tunables": tun,
+    out = {"payload": payload, "requested_pps": rate, "generator": gen,
+           "tunables": fill_tunables(cfg, "udp_payload", tun),
            "rx_packets": rx, "tx_packets": tx, "rx_series": series, "rx_pps": steady["rate_pps"],
            "rx_cv_pct": steady["cv_pct"], "steady_intervals": steady["intervals"],
            "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
@@ -176,20 +178,20 @@ def rtt_probe(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """rtt_load: background load with the point's split at its level while the probes run."""
-    from .traffic import start_traffic
+    from .traffic import fill_tunables, start_traffic
     cfg, p = ctx.testbed.cfg, ctx.point
     ex = _ex(cfg, ctx.experiment)
     level = float(p["level_pps"])
     if level <= 0:
         return _probe(ctx, lb)
-    tun = background_tunables(cfg, p["split"], int(ex.get("payload", 22)))
+    tun = background_tunables(p["split"], int(ex.get("payload", 22)))
     h = start_traffic(ctx.testbed, "background_split", tun, level)
     try:
         time.sleep(float(ex.get("load_settle_s", 0.3)))
         out, v = _probe(ctx, lb)
     finally:
         bg = h.stop()
-    out["background"] = {"tunables": tun, **bg}
+    out["background"] = {"tunables": fill_tunables(cfg, "background_split", tun), **bg}
     v.require("background_ok", bool(bg.get("valid")), bg.get("reason") or "background load invalid")
     return out, v
 
@@ -202,7 +204,7 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     via = "direct" if point_lb(cfg, ctx.experiment, p) == "none" else "lb"
     st0 = _lb_stats(lb)
     s = probe(ctx.testbed, count=count, rate_qps=float(ex.get("rate_qps", 500)),
-              out=Path(ctx.attempt_dir) / "probes.csv", via=via, capture=True)
+              out=Path(ctx.attempt_dir) / PROBE_RECORDS, via=via, capture=True)
     st1 = _lb_stats(lb)
     out = {"probe": s, "server": point_server(cfg, ctx.experiment, p), "via": via,
            "lb_per_backend": _lb_per_backend(st0, st1)}
