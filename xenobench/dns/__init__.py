@@ -1,0 +1,209 @@
+"""The DNS backends on the testbed's dns_backend node: the Python server (xenobench.dns.pyserver),
+bind9 (named with a generated configuration, dns_server/*.tmpl) and the XDP responder
+(dns_server/xdp_responder.bpf.c, controller xenobench.dns.xdp). All answer on the service VIP
+(on the backend's loopback: direct server return), over either transport.
+
+    start_server(testbed, kind) -> dict   # what ran: server, node, pid, log, ...
+    stop_server(testbed, kind) -> bool    # False if it was not running
+
+Only one server runs at a time (python and bind9 would compete for vip:53, and the XDP responder
+would answer in front of either), so start_server refuses while another one runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import string
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import REPO_ROOT
+from ..errors import ConfigError, NodeError
+
+KINDS = ("python", "bind9", "xdp")
+TAGS = {"python": "dns-python", "bind9": "dns-bind9", "xdp": "dns-xdp"}
+READY = {"python": '"event": "listening"', "bind9": "running", "xdp": '"event": "started"'}
+TEMPLATES = REPO_ROOT / "dns_server"
+DEFAULTS = {"server": "xdp", "qname": "probe", "records": {"probe": "198.18.0.53"}, "ttl_s": 300}
+START_TIMEOUT_S = 15
+
+
+@dataclass(frozen=True)
+class DnsSettings:
+    """The config's dns section with defaults filled in, names made absolute."""
+    vip: str
+    port: int
+    zone: str                          # absolute, ends in '.'
+    qname: str                         # absolute
+    records: dict[str, list[str]]      # absolute name -> addresses
+    ttl: int
+    server: str
+    bind9_binary: str
+    bind9_threads: int
+    xdp_mode: str
+    xdp_generic: bool
+    timeout_s: float
+    tolerance_us: float
+
+    @property
+    def answer(self) -> str:
+        """The qname's (first) address: what a correct answer to the prober holds."""
+        return self.records[self.qname][0]
+
+
+def _absolute(name: str, zone: str) -> str:
+    import dns.name
+    z = dns.name.from_text(zone)
+    n = z if name == "@" else dns.name.from_text(name, origin=z)
+    return n.to_text()
+
+
+def settings(cfg) -> DnsSettings:
+    sec = cfg.section("dns")
+    zone = cfg.service.zone if cfg.service.zone.endswith(".") else cfg.service.zone + "."
+    records: dict[str, list[str]] = {}
+    for name, addr in (sec.get("records") or DEFAULTS["records"]).items():
+        n = _absolute(name, zone)
+        if not n.endswith(zone) and n != zone:
+            raise ConfigError(f"Failed to load config {cfg.path}: dns.records.{name}: {n} is outside the "
+                              f"zone {zone}")
+        records.setdefault(n, []).append(addr)
+    qname = _absolute(sec.get("qname", DEFAULTS["qname"]), zone)
+    if qname not in records:
+        raise ConfigError(f"Failed to load config {cfg.path}: dns.qname: {qname!r} has no record in dns.records "
+                          f"(have {', '.join(records)})")
+    b, x, p = sec.get("bind9") or {}, sec.get("xdp") or {}, sec.get("prober") or {}
+    return DnsSettings(cfg.service.vip, cfg.service.port, zone, qname, records, int(sec.get("ttl_s", 300)),
+                       sec.get("server", DEFAULTS["server"]), b.get("binary", "/usr/sbin/named"),
+                       int(b.get("threads", 1)), x.get("mode", "answer"), bool(x.get("generic", False)),
+                       float(p.get("timeout_s", 1.0)), float(p.get("tolerance_us", 20)))
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ConfigError(f"Failed to select DNS server: unknown kind {kind!r} (known: {', '.join(KINDS)})")
+
+
+def _node_dir(testbed, node, sub: str) -> str:
+    from ..nodes import SshNode
+    base = node.remote_dir if isinstance(node, SshNode) else str(testbed.cfg.state_dir)
+    return f"{base}/dns/{sub}"
+
+
+def render_bind9(s: DnsSettings, directory: str) -> tuple[str, str]:
+    """(named.conf, zone file) text from the templates in dns_server/."""
+    conf = string.Template((TEMPLATES / "named.conf.tmpl").read_text()).substitute(
+        dir=directory, port=s.port, vip=s.vip, zone=s.zone)
+    rel = []
+    for name, addrs in s.records.items():
+        owner = "@" if name == s.zone else name[: -len(s.zone) - 1]
+        rel += [f"{owner}\tIN\tA\t{a}" for a in addrs]
+    if f"ns.{s.zone}" not in s.records:
+        rel.append(f"ns\tIN\tA\t{s.vip}")
+    zone = string.Template((TEMPLATES / "zone.db.tmpl").read_text()).substitute(
+        zone=s.zone, ttl=s.ttl, records="\n".join(rel))
+    return conf, zone
+
+
+def server_argv(testbed, kind: str) -> list[str]:
+    """The command that runs the server (or its controller) on the DNS backend node."""
+    _check_kind(kind)
+    cfg, s = testbed.cfg, settings(testbed.cfg)
+    node = testbed.node_for_role("dns_backend")
+    if kind == "python":
+        recs = [f"{n}={a}" for n, addrs in s.records.items() for a in addrs]
+        return node.python_argv("xenobench.dns.pyserver", "--bind", s.vip, "--port", str(s.port), "--zone", s.zone,
+                                *sum((["--record", r] for r in recs), []), "--ttl", str(s.ttl))
+    if kind == "bind9":
+        d = _node_dir(testbed, node, "bind9")
+        return [s.bind9_binary, "-g", "-c", f"{d}/named.conf", *(["-n", str(s.bind9_threads)] if s.bind9_threads else [])]
+    ncfg = cfg.role("dns_backend")
+    peers = []
+    for n in cfg.nodes.values():
+        if n.name == ncfg.name:
+            continue
+        for i in n.interfaces:
+            if i.ip and i.mac:
+                peers += [f"{a.ip}={i.mac}" for a in (i.ip, *i.extra_ips)]
+    return node.python_argv(
+        "xenobench.dns.xdp", "run", "--iface", ncfg.iface().name, "--vip", s.vip, "--port", str(s.port),
+        "--zone", s.zone, "--answer", s.answer, "--ttl", str(s.ttl), "--mode", s.xdp_mode,
+        "--src-mac", ncfg.iface().mac, *sum((["--peer", p] for p in peers), []),
+        "--pin-dir", str(testbed.bpffs_dir / "dns-xdp"), *(["--generic"] if s.xdp_generic else []))
+
+
+def start_server(testbed, kind: str) -> dict:
+    """Start a DNS server on the dns_backend node and wait until it answers; returns what ran."""
+    _check_kind(kind)
+    s = settings(testbed.cfg)
+    node = testbed.node_for_role("dns_backend")
+    for other in KINDS:
+        if node.running(TAGS[other]):
+            raise NodeError(f"Failed to start DNS server {kind} on {node.name}: {other} is running; "
+                            f"stop it first (`xenobench dns stop --server {other}`)")
+    if kind == "xdp":
+        from .xdp import OBJ
+        if not OBJ.exists() and node.run(["test", "-f", str(OBJ)], check=False).returncode != 0:
+            raise NodeError(f"Failed to start DNS server xdp on {node.name}: {OBJ} not built "
+                            "(run `make -C dns_server`)")
+    if kind == "bind9":
+        d = _node_dir(testbed, node, "bind9")
+        conf, zone = render_bind9(s, d)
+        node.run(["mkdir", "-p", d])
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in (("named.conf", conf), ("zone.db", zone)):
+                (Path(tmp) / name).write_text(text)
+                node.put(Path(tmp) / name, f"{d}/{name}")
+        chk = node.run(["named-checkconf", "-z", f"{d}/named.conf"], check=False)
+        if not chk.ok:
+            raise NodeError(f"Failed to start DNS server bind9 on {node.name}: named-checkconf {d}/named.conf: "
+                            f"{(chk.stdout + chk.stderr).strip().splitlines()[-1:]}")
+    argv = server_argv(testbed, kind)
+    tag = TAGS[kind]
+    log = node._default_log(tag)
+    from ..nodes import SshNode
+    if isinstance(node, SshNode):
+        log = f"{node.remote_dir}/logs/{node.name}.{tag}.log"
+    offset = len(node.read_text(log))
+    h = node.start(tag, argv, log=log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        text = node.read_text(h.log)[offset:]
+        if READY[kind] in text:
+            return {"server": kind, "node": node.name, "pid": h.pid, "log": h.log, "argv": argv,
+                    "listen": f"{s.vip}:{s.port}", "zone": s.zone}
+        if not node.running(tag):
+            node.stop(tag)
+            last = text.strip().splitlines()[-1] if text.strip() else "exited without output"
+            raise NodeError(f"Failed to start DNS server {kind} on {node.name}: {last} (log {h.log})")
+        time.sleep(0.05)
+    node.stop(tag)
+    raise NodeError(f"Failed to start DNS server {kind} on {node.name}: not ready within {START_TIMEOUT_S} s "
+                    f"(log {h.log})")
+
+
+def stop_server(testbed, kind: str) -> bool:
+    """Stop the server (the XDP controller detaches and unpins on SIGTERM); False if not running."""
+    _check_kind(kind)
+    return testbed.node_for_role("dns_backend").stop(TAGS[kind], timeout=10)
+
+
+def last_counts(testbed, kind: str) -> dict:
+    """The counts the python server or the XDP controller printed last (the 'stopped' line after
+    stop_server); {} for bind9 or when none was printed."""
+    node = testbed.node_for_role("dns_backend")
+    from ..nodes import SshNode
+    tag = TAGS[kind]
+    log = (f"{node.remote_dir}/logs/{node.name}.{tag}.log" if isinstance(node, SshNode) else node._default_log(tag))
+    for line in reversed(node.read_text(log).splitlines()):
+        if line.startswith("{"):
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if d.get("event") in ("stopped", None):
+                return d
+    return {}

@@ -1,0 +1,174 @@
+"""The XDP DNS responder's loader/controller (dns_server/xdp_responder.bpf.c), run on the DNS
+backend node as `python -m xenobench.dns.xdp run ...`, like the eBPF LB's controller: load and pin
+with bpftool, write the config and peers maps, attach (native unless --generic), print a JSON line
+when attached and one with the counts on SIGTERM/SIGINT, detach and unpin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dns.name
+
+from .. import REPO_ROOT
+from ..config import mac_bytes
+from ..errors import XenobenchError
+from ..lb.ebpf import _percpu_sum, attached_prog, bpftool, map_update
+
+OBJ = REPO_ROOT / "dns_server" / "build" / "xdp_responder.bpf.o"
+PROG = "xdns_responder"
+# enum xdns_stat order (dns_common.h)
+STATS_NAMES = ("answered", "refused", "passed", "not_a", "malformed", "response", "peer_miss", "tx_error")
+MODES = {"answer": 0, "reflect": 1}
+EGRESS = {"tx": 0, "redirect": 1}
+MAX_ZONE = 64
+CONFIG_SIZE = 88  # sizeof(struct xdns_config)
+
+
+def zone_wire(zone: str) -> bytes:
+    """The zone in lower-case wire format, as the program compares it."""
+    w = dns.name.from_text(zone).canonicalize().to_wire()
+    if len(w) > MAX_ZONE:
+        raise XenobenchError(f"Failed to configure the XDP responder: zone {zone!r} is {len(w)} bytes in "
+                             f"wire format, at most {MAX_ZONE}")
+    return w
+
+
+def config_bytes(vip: str, port: int, mode: str, zone: str, answer: str, ttl: int, src_mac: str,
+                 egress: str = "tx") -> bytes:
+    """struct xdns_config (dns_common.h)."""
+    z = zone_wire(zone)
+    b = (ipaddress.IPv4Address(vip).packed + struct.pack("!H", port) + struct.pack("BB", MODES[mode], len(z))
+         + ipaddress.IPv4Address(answer).packed + struct.pack("!I", ttl) + mac_bytes(src_mac)
+         + struct.pack("BB", EGRESS[egress], 0)
+         + z.ljust(MAX_ZONE, b"\0"))
+    assert len(b) == CONFIG_SIZE
+    return b
+
+
+def load(pindir: Path, obj: Path = OBJ) -> None:
+    if not obj.exists():
+        raise XenobenchError(f"Failed to load {obj}: not built (run `make -C dns_server`)")
+    if pindir.exists():
+        shutil.rmtree(pindir)
+    (pindir / "maps").mkdir(parents=True)
+    bpftool("prog", "loadall", str(obj), str(pindir / "progs"), "type", "xdp", "pinmaps", str(pindir / "maps"))
+
+
+def fill_maps(pindir: Path, *, vip: str, port: int, mode: str, zone: str, answer: str, ttl: int,
+              src_mac: str, peers: dict[str, str], egress: str = "tx") -> None:
+    m = pindir / "maps"
+    map_update(m / "config", struct.pack("<I", 0), config_bytes(vip, port, mode, zone, answer, ttl, src_mac, egress))
+    for ip, mac in peers.items():
+        map_update(m / "peers", ipaddress.IPv4Address(ip).packed, mac_bytes(mac) + b"\0\0")
+
+
+def read_stats(pindir: Path, run=None) -> dict:
+    st = _percpu_sum(pindir / "maps" / "stats", "<Q", *( [run] if run else []))
+    return {name: st.get(i, (0,))[0] for i, name in enumerate(STATS_NAMES)}
+
+
+def parse_peers(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        ip, sep, mac = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError("expected address=MAC")
+            ipaddress.IPv4Address(ip)
+            mac_bytes(mac)
+        except ValueError as e:
+            raise XenobenchError(f"Failed to parse peer {item!r}: {e}") from None
+        out[ip] = mac
+    return out
+
+
+def driver(iface: str) -> str:
+    """The interface's driver (ethtool -i), '' if unknown."""
+    p = subprocess.run(["ethtool", "-i", iface], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("driver:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def run(a) -> int:
+    pindir = Path(a.pin_dir)
+    egress = a.egress if a.egress != "auto" else ("redirect" if driver(a.iface) == "veth" else "tx")
+    if (pid := attached_prog(a.iface)) is not None:
+        print(f"Failed to start the XDP responder on {a.iface}: an XDP program (id {pid}) is already attached",
+              file=sys.stderr)
+        return 3
+    try:
+        peers = parse_peers(a.peer)
+        config_bytes(a.vip, a.port, a.mode, a.zone, a.answer, a.ttl, a.src_mac)  # validate first
+        load(pindir)
+        fill_maps(pindir, vip=a.vip, port=a.port, mode=a.mode, zone=a.zone, answer=a.answer, ttl=a.ttl,
+                  src_mac=a.src_mac, peers=peers, egress=egress)
+    except (XenobenchError, ValueError) as e:
+        shutil.rmtree(pindir, ignore_errors=True)
+        print(str(e), file=sys.stderr)
+        return 2
+    mode = "xdpgeneric" if a.generic else "xdpdrv"
+    p = subprocess.run(["ip", "link", "set", "dev", a.iface, mode, "pinned", str(pindir / "progs" / PROG)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        shutil.rmtree(pindir, ignore_errors=True)
+        print(f"Failed to attach the XDP responder ({mode}) to {a.iface}: {p.stderr.strip()}", file=sys.stderr)
+        return 4
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    try:
+        print(json.dumps({"event": "started", "iface": a.iface, "attach": "generic" if a.generic else "native",
+                          "mode": a.mode, "egress": egress,
+                          "peers": len(peers)}), flush=True)
+        next_t = time.monotonic() + a.interval
+        while not stop:
+            time.sleep(0.05)
+            if a.interval > 0 and time.monotonic() >= next_t:
+                next_t += a.interval
+                print(json.dumps({"time": time.time(), **read_stats(pindir)}), flush=True)
+    finally:
+        subprocess.run(["ip", "link", "set", "dev", a.iface, mode, "off"], capture_output=True)
+        try:
+            final = read_stats(pindir)
+        except XenobenchError:
+            final = {}
+        shutil.rmtree(pindir, ignore_errors=True)
+        print(json.dumps({"event": "stopped", **final}), flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m xenobench.dns.xdp", description="XDP DNS responder controller")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="load, attach, print counts as JSON lines until SIGINT/SIGTERM")
+    r.add_argument("--iface", required=True)
+    r.add_argument("--vip", required=True)
+    r.add_argument("--port", type=int, default=53)
+    r.add_argument("--zone", required=True)
+    r.add_argument("--answer", required=True, help="the A record's address")
+    r.add_argument("--ttl", type=int, default=300)
+    r.add_argument("--mode", choices=sorted(MODES), default="answer")
+    r.add_argument("--src-mac", required=True, help="this node's MAC: source of every reply")
+    r.add_argument("--peer", action="append", default=[], help="client address=MAC (repeatable)")
+    r.add_argument("--pin-dir", required=True)
+    r.add_argument("--interval", type=float, default=0, help="seconds between count lines (0: only at exit)")
+    r.add_argument("--egress", choices=["auto", *EGRESS], default="auto",
+                   help="tx: XDP_TX; redirect: to the ingress port (veth); auto: redirect on veth")
+    r.add_argument("--generic", action="store_true")
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
