@@ -1,13 +1,82 @@
-"""`xenobench rtt pcap` (the DNS servers and the live prober join this module with issue 6)."""
+"""`xenobench dns start|stop --server python|bind9|xdp`, `xenobench rtt probe|pcap`."""
 
 import json
 
 import click
 
+SERVERS = ("python", "bind9", "xdp")
+
+
+@click.group("dns")
+def dns_group():
+    """Run a DNS server on the testbed's dns_backend node (answers on the service VIP)."""
+
+
+def _server(obj, server):
+    if server:
+        return server
+    from ..dns import settings
+    return settings(obj.config).server
+
+
+@dns_group.command("start")
+@click.option("--server", type=click.Choice(SERVERS), help="Which server (default: dns.server in the config).")
+@click.pass_obj
+def dns_start(obj, server):
+    """Start the server and wait until it listens (refused while another one runs)."""
+    from ..dns import start_server
+    res = start_server(obj.testbed(), _server(obj, server))
+    click.echo(json.dumps(res))
+
+
+@dns_group.command("stop")
+@click.option("--server", type=click.Choice(SERVERS), help="Which server (default: dns.server in the config).")
+@click.pass_obj
+def dns_stop(obj, server):
+    """Stop the server (the XDP responder is detached); prints its final counts."""
+    from ..dns import last_counts, stop_server
+    kind = _server(obj, server)
+    was = stop_server(obj.testbed(), kind)
+    counts = last_counts(obj.testbed(), kind) if was else {}
+    click.echo(f"{kind}: {'stopped' if was else 'was not running'}" + (f" {json.dumps(counts)}" if counts else ""))
+
 
 @click.group("rtt")
 def rtt_group():
     """Measure and analyse DNS round-trip times."""
+
+
+@rtt_group.command("probe")
+@click.option("--count", type=click.IntRange(min=1), required=True, help="Number of queries.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), required=True, help="Queries per second.")
+@click.option("--out", type=click.Path(dir_okay=False), default="rtt-probe.jsonl", show_default=True,
+              help="Raw records (one JSON object per query); the capture goes beside it (.pcap).")
+@click.option("--via", type=click.Choice(["lb", "direct"]), default="lb", show_default=True,
+              help="lb: to the LB's ingress MAC; direct: to the DNS backend's MAC (no LB).")
+@click.option("--no-capture", is_flag=True, help="No tcpdump capture (one measurement only).")
+@click.option("--enable-hw", is_flag=True, help="Turn on NIC hardware timestamping (SIOCSHWTSTAMP) first.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+@click.pass_obj
+def probe_cmd(obj, count, rate, out, via, no_capture, enable_hw, as_json):
+    """Send DNS queries from the client node and measure their RTTs (kernel timestamps + pcap)."""
+    from pathlib import Path
+
+    from ..rtt import probe
+    s = probe(obj.testbed(), count=count, rate_qps=rate, out=Path(out), via=via, capture=not no_capture,
+              enable_hw=enable_hw)
+    if as_json:
+        click.echo(json.dumps(s))
+        return
+    click.echo(f"prober ({s['timestamps']} timestamps, via {via}): n={s['n']} lost={s['lost']} "
+               f"mismatched={s['mismatched']}  median {s['median_us']} µs  mean {s['mean_us']}  std {s['std_us']}  "
+               f"p99 {s['p99_us']}  (user-space clock: median {s['user_median_us']})")
+    if s.get("pcap"):
+        p = s["pcap"]
+        click.echo(f"pcap   {s['pcap_file']}: n={p['n']} lost={p['lost']}  median {p['median_us']} µs  "
+                   f"std {p['std_us']}  p99 {p['p99_us']}  (prober − pcap median: {s['pcap_median_diff_us']} µs)")
+    elif s.get("pcap_error"):
+        click.echo(f"pcap: {s['pcap_error']}")
+    click.echo(f"raw records: {s['raw']}")
 
 
 @rtt_group.command("pcap")
@@ -33,4 +102,4 @@ def pcap(file, client_mac, port, as_json):
                    f"(sample {s['median_raw_us']})  mean {s['mean_us']}  std {s['std_us']}  p99 {s['p99_us']}")
 
 
-COMMANDS = [rtt_group]
+COMMANDS = [dns_group, rtt_group]
