@@ -213,7 +213,7 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     v.require("probes_answered", s.get("n", 0) > 0, "no probe was answered")
     v.require("loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
               f"{lost} of {count} probes lost (> {MAX_LOST_PCT:g} %)")
-    tol = float(ex.get("pcap_tolerance_us", 50))
+    tol = float(ex.get("pcap_tolerance_us", s.get("tolerance_us", 20)))
     d = s.get("pcap_median_diff_us")
     v.require("prober_pcap_agree", d is not None and abs(d) <= tol,
               f"prober and pcap medians differ by {d} us (tolerance {tol:g} us)")
