@@ -1,0 +1,27 @@
+/* Emulation-only extras (not part of DOCA): what tests and benchmarks need to look inside the
+ * emulated datapath. Applications built against the real SDK must not include this. */
+#ifndef DOCA_FLOW_EMU_H_
+#define DOCA_FLOW_EMU_H_
+#include <stddef.h>
+#include <stdint.h>
+#include <doca_flow.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bind DPDK/DOCA port `port_id` to a Linux interface (what rte_eal_init does for "-a IFNAME"). */
+doca_error_t doca_flow_emu_bind_port(uint16_t port_id, const char *ifname);
+/* fd of the loaded XDP program (after the first doca_flow_entries_process), -1 before. */
+int doca_flow_emu_prog_fd(void);
+/* Run a frame through the datapath as if it arrived on `port_id` (BPF_PROG_TEST_RUN):
+ * *verdict is the XDP action, out/out_len the frame after actions. */
+doca_error_t doca_flow_emu_test_run(uint16_t port_id, const void *frame, uint32_t len, int *verdict, void *out,
+				    uint32_t *out_len);
+/* The interface a port is bound to ("" if none). */
+const char *doca_flow_emu_port_ifname(uint16_t port_id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

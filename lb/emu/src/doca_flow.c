@@ -1,0 +1,1143 @@
+/* DOCA Flow 2.9 on XDP: pipes and entries are kept here and compiled, at
+ * doca_flow_entries_process, into the maps of the table-driven datapath (bpf/emu.bpf.c).
+ * Ports are Linux interfaces (bound by rte_eal_init's "-a IFNAME" or doca_flow_emu_bind_port).
+ * Anything outside the emulated subset returns DOCA_ERROR_NOT_SUPPORTED and logs the feature. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/if_link.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <doca_flow.h>
+#include <doca_flow_emu.h>
+#include <doca_log.h>
+
+#include "emu_common.h"
+#include "emu.skel.h"
+
+DOCA_LOG_REGISTER(DOCA_FLOW_EMU);
+
+#define NOT_SUPPORTED(...) (DOCA_LOG_ERR("not supported by the DOCA Flow emulation: " __VA_ARGS__), \
+			    DOCA_ERROR_NOT_SUPPORTED)
+#define INVALID(...) (DOCA_LOG_ERR(__VA_ARGS__), DOCA_ERROR_INVALID_VALUE)
+#define CHANGEABLE_ID 0xffffffffu
+#define MAX_ACTIONS 8
+
+struct doca_flow_cfg {
+	uint16_t pipe_queues;
+	uint32_t nr_counters;
+	uint32_t nr_shared_counters;
+	char mode_args[64];
+	doca_flow_entry_process_cb cb;
+};
+
+struct doca_flow_port_cfg {
+	int port_id;
+};
+
+struct doca_flow_pipe_cfg {
+	struct doca_flow_port *port;
+	char name[64];
+	enum doca_flow_pipe_type type;
+	bool is_root;
+	enum doca_flow_pipe_domain domain;
+	uint32_t nr_entries;
+	bool miss_counter;
+	bool has_match;
+	struct doca_flow_match match, match_mask;
+	bool has_mask;
+	size_t nr_actions;
+	struct doca_flow_actions actions[MAX_ACTIONS];
+	bool has_monitor;
+	struct doca_flow_monitor monitor;
+	doca_error_t deferred; /* a setter saw something unsupported: pipe_create returns it */
+};
+
+struct emu_field_map {
+	const char *name;
+	size_t moff;  /* offset in struct doca_flow_match */
+	size_t koff;  /* offset in struct emu_key */
+	size_t size;
+	bool ip4, l4;
+};
+
+#define MF(n, m, k, s, ip, l4) {n, offsetof(struct doca_flow_match, m), offsetof(struct emu_key, k), s, ip, l4}
+static const struct emu_field_map FIELDS[] = {
+	MF("outer.eth.dst_mac", outer.eth.dst_mac, dst_mac, 6, false, false),
+	MF("outer.eth.src_mac", outer.eth.src_mac, src_mac, 6, false, false),
+	MF("outer.eth.type", outer.eth.type, eth_type, 2, false, false),
+	MF("outer.ip4.src_ip", outer.ip4.src_ip, src_ip, 4, true, false),
+	MF("outer.ip4.dst_ip", outer.ip4.dst_ip, dst_ip, 4, true, false),
+	MF("outer.ip4.next_proto", outer.ip4.next_proto, next_proto, 1, true, false),
+	MF("outer.l4 src_port", outer.transport.src_port, src_port, 2, false, true),
+	MF("outer.l4 dst_port", outer.transport.dst_port, dst_port, 2, false, true),
+};
+#define NFIELDS (sizeof(FIELDS) / sizeof(FIELDS[0]))
+
+struct region {
+	const char *name;
+	size_t off, size;
+};
+#define MR(n, m) {n, offsetof(struct doca_flow_match, m), sizeof(((struct doca_flow_match *)0)->m)}
+static const struct region MATCH_REGIONS[] = {
+	MR("match.flags", flags),
+	MR("meta", meta),
+	MR("parser_meta", parser_meta),
+	MR("outer.l2_valid_headers (VLAN)", outer.l2_valid_headers),
+	MR("outer.eth_vlan", outer.eth_vlan),
+	MR("outer.ip4/ip6 fields other than ip4.src_ip, ip4.dst_ip, ip4.next_proto", outer.ip6),
+	MR("outer L4 fields other than src_port, dst_port (tcp.flags, icmp, ...)", outer.tcp),
+	MR("tun", tun),
+	MR("inner", inner),
+};
+#define AR(n, m) {n, offsetof(struct doca_flow_actions, m), sizeof(((struct doca_flow_actions *)0)->m)}
+static const struct region ACTION_REGIONS[] = {
+	AR("actions.flags", flags),
+	AR("decap", decap_type),
+	AR("meta modification", meta),
+	AR("outer header modification other than eth.dst_mac, eth.src_mac", outer),
+	AR("tunnel modification", tun),
+	AR("encap", has_encap),
+};
+
+struct emu_pipe_state;
+
+struct doca_flow_port {
+	int id;
+	bool started;
+	char ifname[IF_NAMESIZE];
+	int ifindex;
+	bool attached;
+	struct doca_flow_pipe *root;
+};
+
+struct doca_flow_pipe {
+	struct doca_flow_port *port;
+	char name[64];
+	struct emu_key mask, const_key;
+	bool changeable[NFIELDS];
+	uint32_t nr_actions;
+	struct emu_action act_tmpl[MAX_ACTIONS];
+	bool act_dst_changeable[MAX_ACTIONS], act_src_changeable[MAX_ACTIONS];
+	enum doca_flow_resource_type counter_type;
+	uint32_t shared_id; /* CHANGEABLE_ID: per entry */
+	struct emu_pipe miss;
+	bool pushed;
+	uint32_t nr_entries;
+};
+
+struct doca_flow_pipe_entry {
+	struct doca_flow_pipe *pipe;
+	struct emu_key key;
+	struct emu_action act;
+	enum doca_flow_entry_status status;
+	bool pending, pushed;
+	void *usr_ctx;
+	struct doca_flow_pipe_entry *next_pending;
+};
+
+static struct {
+	bool initialized;
+	struct doca_flow_cfg cfg;
+	struct doca_flow_port ports[EMU_MAX_PORTS];
+	char bound[EMU_MAX_PORTS][IF_NAMESIZE];
+	struct emu_bpf *skel;
+	bool entry_ids[EMU_MAX_ENTRIES];
+	bool shared_cfg[EMU_MAX_SHARED_CNT], shared_bound[EMU_MAX_SHARED_CNT];
+	struct doca_flow_pipe_entry *pending_head, **pending_tail;
+	uint32_t xdp_flags;
+} g = {.pending_tail = &g.pending_head};
+
+static bool all_zero(const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (c[i])
+			return false;
+	return true;
+}
+
+static bool all_ones(const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (c[i] != 0xff)
+			return false;
+	return true;
+}
+
+/* ---------------------------------------------------------------- global */
+doca_error_t doca_flow_cfg_create(struct doca_flow_cfg **cfg)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	*cfg = calloc(1, sizeof(**cfg));
+	return *cfg ? DOCA_SUCCESS : DOCA_ERROR_NO_MEMORY;
+}
+
+doca_error_t doca_flow_cfg_destroy(struct doca_flow_cfg *cfg)
+{
+	free(cfg);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_cfg_set_pipe_queues(struct doca_flow_cfg *cfg, uint16_t pipe_queues)
+{
+	if (!cfg || !pipe_queues)
+		return DOCA_ERROR_INVALID_VALUE;
+	cfg->pipe_queues = pipe_queues;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_cfg_set_nr_counters(struct doca_flow_cfg *cfg, uint32_t nr_counters)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (nr_counters > EMU_MAX_ENTRIES)
+		return NOT_SUPPORTED("%u counters (at most %u)", nr_counters, EMU_MAX_ENTRIES);
+	cfg->nr_counters = nr_counters;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_cfg_set_nr_meters(struct doca_flow_cfg *cfg, uint32_t nr_meters)
+{
+	(void)cfg;
+	if (nr_meters)
+		return NOT_SUPPORTED("meters (doca_flow_cfg_set_nr_meters %u)", nr_meters);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_cfg_set_queue_depth(struct doca_flow_cfg *cfg, uint32_t queue_depth)
+{
+	(void)queue_depth;
+	return cfg ? DOCA_SUCCESS : DOCA_ERROR_INVALID_VALUE;
+}
+
+doca_error_t doca_flow_cfg_set_mode_args(struct doca_flow_cfg *cfg, const char *mode_args)
+{
+	if (!cfg || !mode_args)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (strcmp(mode_args, "vnf,hws") && strcmp(mode_args, "vnf,hws,isolated"))
+		return NOT_SUPPORTED("mode_args '%s' (only \"vnf,hws\")", mode_args);
+	snprintf(cfg->mode_args, sizeof(cfg->mode_args), "%s", mode_args);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_cfg_set_nr_shared_resource(struct doca_flow_cfg *cfg, uint32_t nr_shared_resource,
+						  enum doca_flow_shared_resource_type type)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (type != DOCA_FLOW_SHARED_RESOURCE_COUNTER) {
+		if (!nr_shared_resource)
+			return DOCA_SUCCESS;
+		return NOT_SUPPORTED("shared resource type %d (only DOCA_FLOW_SHARED_RESOURCE_COUNTER)", type);
+	}
+	if (nr_shared_resource > EMU_MAX_SHARED_CNT)
+		return NOT_SUPPORTED("%u shared counters (at most %u)", nr_shared_resource, EMU_MAX_SHARED_CNT);
+	cfg->nr_shared_counters = nr_shared_resource;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_cfg_set_cb_entry_process(struct doca_flow_cfg *cfg, doca_flow_entry_process_cb cb)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	cfg->cb = cb;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_init(const struct doca_flow_cfg *cfg)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (g.initialized)
+		return INVALID("Failed to init DOCA Flow: already initialized");
+	if (!cfg->mode_args[0])
+		return INVALID("Failed to init DOCA Flow: no mode_args (doca_flow_cfg_set_mode_args)");
+	g.cfg = *cfg;
+	for (int i = 0; i < EMU_MAX_PORTS; i++)
+		g.ports[i].id = i;
+	const char *mode = getenv("DOCA_FLOW_EMU_XDP_MODE");
+	g.xdp_flags = XDP_FLAGS_UPDATE_IF_NOEXIST |
+		      (mode && !strcmp(mode, "generic") ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE);
+	g.initialized = true;
+	return DOCA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- ports */
+doca_error_t doca_flow_emu_bind_port(uint16_t port_id, const char *ifname)
+{
+	if (port_id >= EMU_MAX_PORTS || !ifname || strlen(ifname) >= IF_NAMESIZE)
+		return DOCA_ERROR_INVALID_VALUE;
+	snprintf(g.bound[port_id], IF_NAMESIZE, "%s", ifname);
+	return DOCA_SUCCESS;
+}
+
+const char *doca_flow_emu_port_ifname(uint16_t port_id)
+{
+	return port_id < EMU_MAX_PORTS ? g.bound[port_id] : "";
+}
+
+doca_error_t doca_flow_port_cfg_create(struct doca_flow_port_cfg **cfg)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	*cfg = calloc(1, sizeof(**cfg));
+	if (!*cfg)
+		return DOCA_ERROR_NO_MEMORY;
+	(*cfg)->port_id = -1;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_port_cfg_destroy(struct doca_flow_port_cfg *cfg)
+{
+	free(cfg);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_port_cfg_set_devargs(struct doca_flow_port_cfg *cfg, const char *devargs)
+{
+	char *end;
+	long id;
+
+	if (!cfg || !devargs)
+		return DOCA_ERROR_INVALID_VALUE;
+	id = strtol(devargs, &end, 10);
+	if (end == devargs || *end || id < 0 || id >= EMU_MAX_PORTS)
+		return NOT_SUPPORTED("port devargs '%s' (only a DPDK port id 0..%d)", devargs, EMU_MAX_PORTS - 1);
+	cfg->port_id = (int)id;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_port_cfg_set_port_id(struct doca_flow_port_cfg *cfg, uint16_t port_id)
+{
+	if (!cfg || port_id >= EMU_MAX_PORTS)
+		return DOCA_ERROR_INVALID_VALUE;
+	cfg->port_id = port_id;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_port_cfg_set_dev(struct doca_flow_port_cfg *cfg, struct doca_dev *dev)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (dev)
+		return NOT_SUPPORTED("doca_dev ports (bind ports with the EAL: -a IFNAME)");
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_port_start(const struct doca_flow_port_cfg *cfg, struct doca_flow_port **port)
+{
+	struct doca_flow_port *p;
+
+	if (!g.initialized)
+		return INVALID("Failed to start port: DOCA Flow not initialized");
+	if (!cfg || !port || cfg->port_id < 0)
+		return INVALID("Failed to start port: no port id (doca_flow_port_cfg_set_devargs)");
+	p = &g.ports[cfg->port_id];
+	if (p->started)
+		return INVALID("Failed to start port %d: already started", p->id);
+	if (!g.bound[p->id][0])
+		return INVALID("Failed to start port %d: not bound to an interface (EAL -a IFNAME)", p->id);
+	p->ifindex = (int)if_nametoindex(g.bound[p->id]);
+	if (!p->ifindex)
+		return INVALID("Failed to start port %d: interface %s: %s", p->id, g.bound[p->id], strerror(errno));
+	memcpy(p->ifname, g.bound[p->id], IF_NAMESIZE);
+	p->started = true;
+	p->attached = false;
+	p->root = NULL;
+	*port = p;
+	DOCA_LOG_INFO("port %d started on %s (ifindex %d)", p->id, p->ifname, p->ifindex);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_port_pair(struct doca_flow_port *port, struct doca_flow_port *pair_port)
+{
+	(void)port;
+	(void)pair_port;
+	return NOT_SUPPORTED("doca_flow_port_pair (switch/representor pairing)");
+}
+
+static void detach(struct doca_flow_port *p)
+{
+	if (!p->attached)
+		return;
+	int err = bpf_xdp_detach(p->ifindex, g.xdp_flags & ~XDP_FLAGS_UPDATE_IF_NOEXIST, NULL);
+
+	if (err)
+		DOCA_LOG_ERR("Failed to detach XDP from %s: %s", p->ifname, strerror(-err));
+	else
+		DOCA_LOG_INFO("port %d: XDP detached from %s", p->id, p->ifname);
+	p->attached = false;
+}
+
+doca_error_t doca_flow_port_stop(struct doca_flow_port *port)
+{
+	if (!port || !port->started)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (port->root)
+		doca_flow_pipe_destroy(port->root);
+	detach(port);
+	if (g.skel) {
+		uint32_t k = port->ifindex, id = port->id;
+
+		bpf_map_delete_elem(bpf_map__fd(g.skel->maps.port_of_ifindex), &k);
+		bpf_map_delete_elem(bpf_map__fd(g.skel->maps.tx_ports), &id);
+	}
+	port->started = false;
+	return DOCA_SUCCESS;
+}
+
+void doca_flow_destroy(void)
+{
+	for (int i = 0; i < EMU_MAX_PORTS; i++)
+		if (g.ports[i].started)
+			doca_flow_port_stop(&g.ports[i]);
+	if (g.skel)
+		emu_bpf__destroy(g.skel);
+	g.skel = NULL;
+	memset(g.shared_cfg, 0, sizeof(g.shared_cfg));
+	memset(g.shared_bound, 0, sizeof(g.shared_bound));
+	memset(g.entry_ids, 0, sizeof(g.entry_ids));
+	g.initialized = false;
+}
+
+/* ---------------------------------------------------------------- pipe cfg */
+doca_error_t doca_flow_pipe_cfg_create(struct doca_flow_pipe_cfg **cfg, struct doca_flow_port *port)
+{
+	if (!cfg || !port)
+		return DOCA_ERROR_INVALID_VALUE;
+	*cfg = calloc(1, sizeof(**cfg));
+	if (!*cfg)
+		return DOCA_ERROR_NO_MEMORY;
+	(*cfg)->port = port;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_cfg_destroy(struct doca_flow_pipe_cfg *cfg)
+{
+	free(cfg);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_cfg_set_name(struct doca_flow_pipe_cfg *cfg, const char *name)
+{
+	if (!cfg || !name)
+		return DOCA_ERROR_INVALID_VALUE;
+	snprintf(cfg->name, sizeof(cfg->name), "%s", name);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_cfg_set_type(struct doca_flow_pipe_cfg *cfg, enum doca_flow_pipe_type type)
+{
+	static const char *names[] = {"BASIC", "CONTROL", "LPM", "CT", "ACL", "ORDERED_LIST", "HASH"};
+
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (type != DOCA_FLOW_PIPE_BASIC)
+		return NOT_SUPPORTED("pipe type DOCA_FLOW_PIPE_%s (only BASIC)",
+				     (unsigned)type < 7 ? names[type] : "?");
+	cfg->type = type;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_cfg_set_is_root(struct doca_flow_pipe_cfg *cfg, bool is_root)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	cfg->is_root = is_root;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_cfg_set_domain(struct doca_flow_pipe_cfg *cfg, enum doca_flow_pipe_domain domain)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (domain != DOCA_FLOW_PIPE_DOMAIN_DEFAULT)
+		return NOT_SUPPORTED("pipe domain %d (only DOCA_FLOW_PIPE_DOMAIN_DEFAULT)", domain);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_cfg_set_nr_entries(struct doca_flow_pipe_cfg *cfg, uint32_t nr_entries)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (nr_entries > EMU_MAX_ENTRIES)
+		return NOT_SUPPORTED("%u entries in a pipe (at most %u)", nr_entries, EMU_MAX_ENTRIES);
+	cfg->nr_entries = nr_entries;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_cfg_set_miss_counter(struct doca_flow_pipe_cfg *cfg, bool miss_counter)
+{
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	cfg->miss_counter = miss_counter;
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t check_regions(const void *obj, const struct region *r, size_t n, const void *skip_obj,
+				  const char *what)
+{
+	const unsigned char *o = obj, *s = skip_obj;
+
+	for (size_t i = 0; i < n; i++) {
+		for (size_t b = r[i].off; b < r[i].off + r[i].size; b++) {
+			if (o[b] && !(s && s[b]))
+				return NOT_SUPPORTED("%s: %s", what, r[i].name);
+		}
+	}
+	return DOCA_SUCCESS;
+}
+
+/* supported match bytes: set to 0xff in a "skip" image so check_regions ignores them */
+static void match_skip_image(struct doca_flow_match *skip)
+{
+	memset(skip, 0, sizeof(*skip));
+	for (size_t f = 0; f < NFIELDS; f++)
+		memset((unsigned char *)skip + FIELDS[f].moff, 0xff, FIELDS[f].size);
+}
+
+static doca_error_t check_match(const struct doca_flow_match *m, const char *what)
+{
+	struct doca_flow_match skip;
+
+	if (!m)
+		return DOCA_SUCCESS;
+	if (m->outer.l3_type != DOCA_FLOW_L3_TYPE_NONE && m->outer.l3_type != DOCA_FLOW_L3_TYPE_IP4)
+		return NOT_SUPPORTED("%s: outer.l3_type %d (only IP4)", what, m->outer.l3_type);
+	if (m->outer.l4_type_ext != DOCA_FLOW_L4_TYPE_EXT_NONE && m->outer.l4_type_ext != DOCA_FLOW_L4_TYPE_EXT_UDP &&
+	    m->outer.l4_type_ext != DOCA_FLOW_L4_TYPE_EXT_TCP)
+		return NOT_SUPPORTED("%s: outer.l4_type_ext %d (only UDP, TCP)", what, m->outer.l4_type_ext);
+	match_skip_image(&skip);
+	return check_regions(m, MATCH_REGIONS, sizeof(MATCH_REGIONS) / sizeof(MATCH_REGIONS[0]), &skip, what);
+}
+
+doca_error_t doca_flow_pipe_cfg_set_match(struct doca_flow_pipe_cfg *cfg, const struct doca_flow_match *match,
+					  const struct doca_flow_match *match_mask)
+{
+	doca_error_t r;
+
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if ((r = check_match(match, "pipe match")) || (r = check_match(match_mask, "pipe match_mask"))) {
+		cfg->deferred = r;
+		return r;
+	}
+	memset(&cfg->match, 0, sizeof(cfg->match));
+	memset(&cfg->match_mask, 0, sizeof(cfg->match_mask));
+	if (match)
+		cfg->match = *match;
+	cfg->has_mask = match_mask != NULL;
+	if (match_mask)
+		cfg->match_mask = *match_mask;
+	cfg->has_match = match != NULL;
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t check_actions(const struct doca_flow_actions *a, const char *what)
+{
+	struct doca_flow_actions skip;
+
+	memset(&skip, 0, sizeof(skip));
+	memset(skip.outer.eth.dst_mac, 0xff, 6);
+	memset(skip.outer.eth.src_mac, 0xff, 6);
+	return check_regions(a, ACTION_REGIONS, sizeof(ACTION_REGIONS) / sizeof(ACTION_REGIONS[0]), &skip, what);
+}
+
+doca_error_t doca_flow_pipe_cfg_set_actions(struct doca_flow_pipe_cfg *cfg, struct doca_flow_actions *const *actions,
+					    struct doca_flow_actions *const *actions_masks,
+					    struct doca_flow_action_descs *const *action_descs, size_t nr_actions)
+{
+	doca_error_t r;
+
+	if (!cfg || (nr_actions && !actions))
+		return DOCA_ERROR_INVALID_VALUE;
+	if (actions_masks)
+		return cfg->deferred = NOT_SUPPORTED("action masks (pass NULL: fields set to all-ones are changeable)");
+	if (action_descs)
+		return cfg->deferred = NOT_SUPPORTED("action descriptors (doca_flow_action_descs)");
+	if (nr_actions > MAX_ACTIONS)
+		return cfg->deferred = NOT_SUPPORTED("%zu action templates (at most %d)", nr_actions, MAX_ACTIONS);
+	for (size_t i = 0; i < nr_actions; i++) {
+		if (!actions[i])
+			return DOCA_ERROR_INVALID_VALUE;
+		if ((r = check_actions(actions[i], "pipe actions")))
+			return cfg->deferred = r;
+		cfg->actions[i] = *actions[i];
+	}
+	cfg->nr_actions = nr_actions;
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t check_monitor(const struct doca_flow_monitor *m, const char *what)
+{
+	if (m->meter_type != DOCA_FLOW_RESOURCE_TYPE_NONE)
+		return NOT_SUPPORTED("%s: meters", what);
+	if (m->shared_mirror_id)
+		return NOT_SUPPORTED("%s: shared mirror %u", what, m->shared_mirror_id);
+	if (m->aging_enabled)
+		return NOT_SUPPORTED("%s: aging", what);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_cfg_set_monitor(struct doca_flow_pipe_cfg *cfg, const struct doca_flow_monitor *monitor)
+{
+	doca_error_t r;
+
+	if (!cfg || !monitor)
+		return DOCA_ERROR_INVALID_VALUE;
+	if ((r = check_monitor(monitor, "pipe monitor")))
+		return cfg->deferred = r;
+	cfg->monitor = *monitor;
+	cfg->has_monitor = true;
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t fwd_to_emu(const struct doca_flow_fwd *fwd, bool miss, uint32_t *kind, uint32_t *port)
+{
+	if (!fwd || fwd->type == DOCA_FLOW_FWD_NONE || fwd->type == DOCA_FLOW_FWD_DROP) {
+		if (!miss && (!fwd || fwd->type == DOCA_FLOW_FWD_NONE))
+			return INVALID("pipe fwd: none given (DOCA_FLOW_FWD_PORT or DOCA_FLOW_FWD_DROP)");
+		*kind = EMU_FWD_DROP;
+		*port = 0;
+		return DOCA_SUCCESS;
+	}
+	if (fwd->type == DOCA_FLOW_FWD_PORT) {
+		if (fwd->port_id >= EMU_MAX_PORTS || !g.ports[fwd->port_id].started)
+			return INVALID("fwd: port %u is not started", fwd->port_id);
+		*kind = EMU_FWD_PORT;
+		*port = fwd->port_id;
+		return DOCA_SUCCESS;
+	}
+	return NOT_SUPPORTED("%s type %d (only DOCA_FLOW_FWD_PORT, DOCA_FLOW_FWD_DROP)", miss ? "fwd_miss" : "fwd",
+			     fwd->type);
+}
+
+doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const struct doca_flow_fwd *fwd,
+				   const struct doca_flow_fwd *fwd_miss, struct doca_flow_pipe **pipe)
+{
+	struct doca_flow_pipe *p;
+	uint32_t kind, port;
+	doca_error_t r;
+
+	if (!cfg || !pipe)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (cfg->deferred)
+		return cfg->deferred;
+	if (!cfg->port->started)
+		return INVALID("Failed to create pipe %s: port %d not started", cfg->name, cfg->port->id);
+	if (!cfg->is_root)
+		return NOT_SUPPORTED("non-root pipes (pipe %s; chaining with DOCA_FLOW_FWD_PIPE)", cfg->name);
+	if (cfg->port->root)
+		return NOT_SUPPORTED("a second root pipe on port %d (pipe %s)", cfg->port->id, cfg->name);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return DOCA_ERROR_NO_MEMORY;
+	p->port = cfg->port;
+	snprintf(p->name, sizeof(p->name), "%s", cfg->name);
+
+	/* match: per field a mask (the match_mask's bytes, or all-ones where the match is non-zero),
+	 * and either a constant (the pipe's value) or "changeable" (all-ones: the entry's value) */
+	bool any_ip4 = false, any_l4 = false;
+
+	for (size_t f = 0; f < NFIELDS; f++) {
+		const unsigned char *v = (const unsigned char *)&cfg->match + FIELDS[f].moff;
+		const unsigned char *mk = (const unsigned char *)&cfg->match_mask + FIELDS[f].moff;
+		unsigned char *m = (unsigned char *)&p->mask + FIELDS[f].koff;
+		unsigned char *c = (unsigned char *)&p->const_key + FIELDS[f].koff;
+
+		for (size_t b = 0; b < FIELDS[f].size; b++)
+			m[b] = cfg->has_mask ? mk[b] : (all_zero(v, FIELDS[f].size) ? 0 : 0xff);
+		p->changeable[f] = all_ones(v, FIELDS[f].size);
+		if (!p->changeable[f])
+			memcpy(c, v, FIELDS[f].size);
+		if (!all_zero(m, FIELDS[f].size)) {
+			any_ip4 |= FIELDS[f].ip4;
+			any_l4 |= FIELDS[f].l4;
+		}
+	}
+	/* l3_type / l4_type_ext select the header: always matched when given; IPv4 fields imply IP4 */
+	if (cfg->match.outer.l3_type == DOCA_FLOW_L3_TYPE_IP4 || any_ip4) {
+		p->mask.l3_type = 0xff;
+		p->const_key.l3_type = EMU_L3_IP4;
+	}
+	if (cfg->match.outer.l4_type_ext != DOCA_FLOW_L4_TYPE_EXT_NONE) {
+		p->mask.l4_type = 0xff;
+		p->const_key.l4_type = cfg->match.outer.l4_type_ext == DOCA_FLOW_L4_TYPE_EXT_UDP ? EMU_L4_UDP : EMU_L4_TCP;
+		p->mask.l3_type = 0xff;
+		p->const_key.l3_type = EMU_L3_IP4;
+	} else if (any_l4) {
+		free(p);
+		return INVALID("Failed to create pipe %s: L4 ports matched without outer.l4_type_ext", cfg->name);
+	}
+	p->mask.port = 0xffff;
+
+	/* actions: all-ones fields are set per entry, other non-zero fields are constants */
+	p->nr_actions = (uint32_t)cfg->nr_actions;
+	for (size_t i = 0; i < cfg->nr_actions; i++) {
+		const struct doca_flow_actions *a = &cfg->actions[i];
+		struct emu_action *t = &p->act_tmpl[i];
+
+		if (!all_zero(a->outer.eth.dst_mac, 6)) {
+			t->flags |= EMU_ACT_DST_MAC;
+			p->act_dst_changeable[i] = all_ones(a->outer.eth.dst_mac, 6);
+			memcpy(t->dst_mac, a->outer.eth.dst_mac, 6);
+		}
+		if (!all_zero(a->outer.eth.src_mac, 6)) {
+			t->flags |= EMU_ACT_SRC_MAC;
+			p->act_src_changeable[i] = all_ones(a->outer.eth.src_mac, 6);
+			memcpy(t->src_mac, a->outer.eth.src_mac, 6);
+		}
+	}
+	p->counter_type = cfg->has_monitor ? cfg->monitor.counter_type : DOCA_FLOW_RESOURCE_TYPE_NONE;
+	if (p->counter_type == DOCA_FLOW_RESOURCE_TYPE_SHARED)
+		p->shared_id = cfg->monitor.shared_counter.shared_counter_id;
+	if ((r = fwd_to_emu(fwd, false, &kind, &port))) {
+		free(p);
+		return r;
+	}
+	for (size_t i = 0; i < MAX_ACTIONS; i++) {
+		p->act_tmpl[i].fwd = kind;
+		p->act_tmpl[i].fwd_port = port;
+	}
+	if (p->nr_actions == 0) {
+		p->act_tmpl[0].fwd = kind;
+		p->act_tmpl[0].fwd_port = port;
+	}
+	if ((r = fwd_to_emu(fwd_miss, true, &kind, &port))) {
+		free(p);
+		return r;
+	}
+	p->miss.mask = p->mask;
+	p->miss.miss_fwd = kind;
+	p->miss.miss_port = port;
+	p->miss.valid = 1;
+	cfg->port->root = p;
+	*pipe = p;
+	DOCA_LOG_INFO("pipe %s created on port %d (compiled at doca_flow_entries_process)", p->name, p->port->id);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_update_miss(struct doca_flow_pipe *pipe, const struct doca_flow_fwd *fwd_miss)
+{
+	(void)pipe;
+	(void)fwd_miss;
+	return NOT_SUPPORTED("doca_flow_pipe_update_miss");
+}
+
+/* ---------------------------------------------------------------- entries */
+doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe,
+				      const struct doca_flow_match *match, const struct doca_flow_actions *actions,
+				      const struct doca_flow_monitor *monitor, const struct doca_flow_fwd *fwd,
+				      uint32_t flags, void *usr_ctx, struct doca_flow_pipe_entry **entry)
+{
+	struct doca_flow_pipe_entry *e;
+	doca_error_t r;
+	uint32_t idx = actions ? actions->action_idx : 0;
+	uint32_t id;
+
+	(void)flags;
+	if (!pipe || !entry)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (pipe_queue >= (g.cfg.pipe_queues ? g.cfg.pipe_queues : 1))
+		return INVALID("Failed to add entry to pipe %s: queue %u (have %u)", pipe->name, pipe_queue,
+			       g.cfg.pipe_queues);
+	if (fwd)
+		return NOT_SUPPORTED("per-entry fwd (pipe %s: give fwd at doca_flow_pipe_create)", pipe->name);
+	if ((r = check_match(match, "entry match")))
+		return r;
+	if (actions && (r = check_actions(actions, "entry actions")))
+		return r;
+	if (monitor && (r = check_monitor(monitor, "entry monitor")))
+		return r;
+	if (pipe->nr_actions && idx >= pipe->nr_actions)
+		return INVALID("Failed to add entry to pipe %s: action_idx %u (pipe has %u)", pipe->name, idx,
+			       pipe->nr_actions);
+	for (id = 0; id < EMU_MAX_ENTRIES && g.entry_ids[id]; id++)
+		;
+	if (id == EMU_MAX_ENTRIES)
+		return DOCA_ERROR_FULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return DOCA_ERROR_NO_MEMORY;
+	e->pipe = pipe;
+	e->usr_ctx = usr_ctx;
+	/* key: the pipe's constants, the entry's values for changeable fields, masked */
+	e->key = pipe->const_key;
+	for (size_t f = 0; f < NFIELDS; f++)
+		if (pipe->changeable[f] && match)
+			memcpy((unsigned char *)&e->key + FIELDS[f].koff,
+			       (const unsigned char *)match + FIELDS[f].moff, FIELDS[f].size);
+	for (size_t b = 0; b < sizeof(e->key); b++)
+		((unsigned char *)&e->key)[b] &= ((unsigned char *)&pipe->mask)[b];
+	e->key.port = (uint16_t)pipe->port->id;
+	/* actions */
+	e->act = pipe->act_tmpl[idx];
+	if (pipe->act_dst_changeable[idx]) {
+		if (!actions)
+			goto no_actions;
+		memcpy(e->act.dst_mac, actions->outer.eth.dst_mac, 6);
+	}
+	if (pipe->act_src_changeable[idx]) {
+		if (!actions)
+			goto no_actions;
+		memcpy(e->act.src_mac, actions->outer.eth.src_mac, 6);
+	}
+	/* counters */
+	if (pipe->counter_type == DOCA_FLOW_RESOURCE_TYPE_NON_SHARED) {
+		e->act.flags |= EMU_CNT_ENTRY;
+	} else if (pipe->counter_type == DOCA_FLOW_RESOURCE_TYPE_SHARED) {
+		uint32_t sid = pipe->shared_id;
+
+		if (sid == CHANGEABLE_ID) {
+			if (!monitor) {
+				free(e);
+				return INVALID("Failed to add entry to pipe %s: the pipe's shared counter is changeable "
+					       "but the entry has no monitor", pipe->name);
+			}
+			sid = monitor->shared_counter.shared_counter_id;
+		}
+		if (sid >= EMU_MAX_SHARED_CNT || !g.shared_cfg[sid] || !g.shared_bound[sid]) {
+			free(e);
+			return INVALID("Failed to add entry to pipe %s: shared counter %u is not configured and bound "
+				       "(doca_flow_shared_resource_set_cfg, doca_flow_shared_resources_bind)",
+				       pipe->name, sid);
+		}
+		e->act.flags |= EMU_CNT_SHARED;
+		e->act.shared_id = sid;
+	}
+	g.entry_ids[id] = true;
+	e->act.entry_id = id;
+	e->status = DOCA_FLOW_ENTRY_STATUS_IN_PROCESS;
+	e->pending = true;
+	*g.pending_tail = e;
+	g.pending_tail = &e->next_pending;
+	pipe->nr_entries++;
+	*entry = e;
+	return DOCA_SUCCESS;
+no_actions:
+	free(e);
+	return INVALID("Failed to add entry to pipe %s: the pipe's actions are changeable but the entry has none",
+		       pipe->name);
+}
+
+static doca_error_t load_datapath(void)
+{
+	int err;
+
+	if (g.skel)
+		return DOCA_SUCCESS;
+	g.skel = emu_bpf__open_and_load();
+	if (!g.skel) {
+		err = errno;
+		DOCA_LOG_ERR("Failed to load the emulated datapath (emu.bpf.o): %s", strerror(err));
+		return DOCA_ERROR_DRIVER;
+	}
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t push_port(struct doca_flow_port *p)
+{
+	uint32_t k, v;
+	int err;
+	struct doca_flow_pipe *pipe = p->root;
+
+	/* every started port is a forwarding target */
+	for (int i = 0; i < EMU_MAX_PORTS; i++) {
+		if (!g.ports[i].started)
+			continue;
+		k = i;
+		v = g.ports[i].ifindex;
+		if ((err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.tx_ports), &k, &v, BPF_ANY))) {
+			DOCA_LOG_ERR("Failed to add %s to the devmap: %s", g.ports[i].ifname, strerror(-err));
+			return DOCA_ERROR_DRIVER;
+		}
+	}
+	k = p->ifindex;
+	v = p->id;
+	bpf_map_update_elem(bpf_map__fd(g.skel->maps.port_of_ifindex), &k, &v, BPF_ANY);
+	if (pipe && !pipe->pushed) {
+		k = p->id;
+		if ((err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.pipes), &k, &pipe->miss, BPF_ANY))) {
+			DOCA_LOG_ERR("Failed to write pipe %s: %s", pipe->name, strerror(-err));
+			return DOCA_ERROR_DRIVER;
+		}
+		pipe->pushed = true;
+	}
+	return DOCA_SUCCESS;
+}
+
+static void zero_counter(struct bpf_map *map, uint32_t idx)
+{
+	int n = libbpf_num_possible_cpus();
+	struct emu_counter *z = calloc((size_t)n, sizeof(*z));
+
+	if (z) {
+		bpf_map_update_elem(bpf_map__fd(map), &idx, z, BPF_ANY);
+		free(z);
+	}
+}
+
+doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pipe_queue, uint64_t timeout,
+				       uint32_t max_processed_entries)
+{
+	struct doca_flow_pipe_entry **pp, *e;
+	uint32_t done = 0;
+	doca_error_t r;
+	int err;
+
+	(void)pipe_queue;
+	(void)timeout;
+	if (!port || !port->started)
+		return DOCA_ERROR_INVALID_VALUE;
+	if ((r = load_datapath()) || (r = push_port(port)))
+		return r;
+	for (pp = &g.pending_head; (e = *pp);) {
+		if (e->pipe->port != port || (max_processed_entries && done >= max_processed_entries)) {
+			pp = &e->next_pending;
+			continue;
+		}
+		*pp = e->next_pending;
+		e->pending = false;
+		e->next_pending = NULL;
+		if (e->act.flags & EMU_CNT_ENTRY)
+			zero_counter(g.skel->maps.entry_counters, e->act.entry_id);
+		err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.entries), &e->key, &e->act, BPF_NOEXIST);
+		if (err) {
+			DOCA_LOG_ERR("Failed to add entry to pipe %s: %s", e->pipe->name,
+				     err == -EEXIST ? "another entry has the same match" : strerror(-err));
+			e->status = DOCA_FLOW_ENTRY_STATUS_ERROR;
+		} else {
+			e->pushed = true;
+			e->status = DOCA_FLOW_ENTRY_STATUS_SUCCESS;
+		}
+		if (g.cfg.cb)
+			g.cfg.cb(e, pipe_queue, e->status, DOCA_FLOW_ENTRY_OP_ADD, e->usr_ctx);
+		done++;
+	}
+	g.pending_tail = &g.pending_head;
+	for (e = g.pending_head; e; e = e->next_pending)
+		g.pending_tail = &e->next_pending;
+	if (port->root && !port->attached) {
+		int fd = bpf_program__fd(g.skel->progs.xb_emu);
+
+		err = bpf_xdp_attach(port->ifindex, fd, g.xdp_flags, NULL);
+		if (err) {
+			DOCA_LOG_ERR("Failed to attach XDP to %s: %s%s", port->ifname, strerror(-err),
+				     err == -EBUSY || err == -EEXIST ? " (an XDP program is already attached)" : "");
+			return DOCA_ERROR_DRIVER;
+		}
+		port->attached = true;
+		DOCA_LOG_INFO("port %d: datapath attached to %s (%s mode)", port->id, port->ifname,
+			      g.xdp_flags & XDP_FLAGS_SKB_MODE ? "generic" : "native");
+	}
+	return DOCA_SUCCESS;
+}
+
+enum doca_flow_entry_status doca_flow_pipe_entry_get_status(struct doca_flow_pipe_entry *entry)
+{
+	return entry ? entry->status : DOCA_FLOW_ENTRY_STATUS_ERROR;
+}
+
+static void unlink_pending(struct doca_flow_pipe_entry *entry)
+{
+	struct doca_flow_pipe_entry **pp;
+
+	for (pp = &g.pending_head; *pp; pp = &(*pp)->next_pending) {
+		if (*pp == entry) {
+			*pp = entry->next_pending;
+			break;
+		}
+	}
+	g.pending_tail = &g.pending_head;
+	for (struct doca_flow_pipe_entry *e = g.pending_head; e; e = e->next_pending)
+		g.pending_tail = &e->next_pending;
+}
+
+doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, struct doca_flow_pipe_entry *entry)
+{
+	(void)pipe_queue;
+	(void)flags;
+	if (!entry)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (entry->pending)
+		unlink_pending(entry);
+	if (entry->pushed && g.skel)
+		bpf_map_delete_elem(bpf_map__fd(g.skel->maps.entries), &entry->key);
+	g.entry_ids[entry->act.entry_id] = false;
+	entry->pipe->nr_entries--;
+	if (g.cfg.cb)
+		g.cfg.cb(entry, pipe_queue, DOCA_FLOW_ENTRY_STATUS_SUCCESS, DOCA_FLOW_ENTRY_OP_DEL, entry->usr_ctx);
+	free(entry);
+	return DOCA_SUCCESS;
+}
+
+void doca_flow_pipe_destroy(struct doca_flow_pipe *pipe)
+{
+	struct doca_flow_pipe_entry *e, *next;
+	uint32_t k;
+
+	if (!pipe)
+		return;
+	/* entries: the pending ones are in the list; pushed ones are found in the map by pipe port */
+	for (e = g.pending_head; e; e = next) {
+		next = e->next_pending;
+		if (e->pipe == pipe) {
+			unlink_pending(e);
+			g.entry_ids[e->act.entry_id] = false;
+			free(e);
+		}
+	}
+	detach(pipe->port);
+	if (g.skel) {
+		struct emu_key key, nkey;
+		int fd = bpf_map__fd(g.skel->maps.entries);
+		bool have = bpf_map_get_next_key(fd, NULL, &key) == 0;
+
+		while (have) {
+			have = bpf_map_get_next_key(fd, &key, &nkey) == 0;
+			if (key.port == pipe->port->id)
+				bpf_map_delete_elem(fd, &key);
+			key = nkey;
+		}
+		struct emu_pipe off = {0};
+
+		k = pipe->port->id;
+		bpf_map_update_elem(bpf_map__fd(g.skel->maps.pipes), &k, &off, BPF_ANY);
+	}
+	/* pushed entries' handles stay owned by the application until doca_flow_destroy in DOCA;
+	 * the emulation releases their ids here (their memory leaks only if never removed) */
+	pipe->port->root = NULL;
+	free(pipe);
+}
+
+/* ---------------------------------------------------------------- shared resources */
+doca_error_t doca_flow_shared_resource_set_cfg(enum doca_flow_shared_resource_type type, uint32_t id,
+					       struct doca_flow_shared_resource_cfg *cfg)
+{
+	if (type != DOCA_FLOW_SHARED_RESOURCE_COUNTER)
+		return NOT_SUPPORTED("shared resource type %d (only DOCA_FLOW_SHARED_RESOURCE_COUNTER)", type);
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (cfg->domain != DOCA_FLOW_PIPE_DOMAIN_DEFAULT)
+		return NOT_SUPPORTED("shared counter domain %d", cfg->domain);
+	if (id >= g.cfg.nr_shared_counters)
+		return INVALID("Failed to configure shared counter %u: only %u configured "
+			       "(doca_flow_cfg_set_nr_shared_resource)", id, g.cfg.nr_shared_counters);
+	g.shared_cfg[id] = true;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_shared_resources_bind(enum doca_flow_shared_resource_type type, uint32_t *res_array,
+					     uint32_t res_array_len, void *bindable_obj)
+{
+	if (type != DOCA_FLOW_SHARED_RESOURCE_COUNTER)
+		return NOT_SUPPORTED("binding shared resource type %d", type);
+	if (!res_array || !bindable_obj)
+		return DOCA_ERROR_INVALID_VALUE;
+	for (uint32_t i = 0; i < res_array_len; i++) {
+		if (res_array[i] >= EMU_MAX_SHARED_CNT || !g.shared_cfg[res_array[i]])
+			return INVALID("Failed to bind shared counter %u: not configured "
+				       "(doca_flow_shared_resource_set_cfg)", res_array[i]);
+	}
+	for (uint32_t i = 0; i < res_array_len; i++)
+		g.shared_bound[res_array[i]] = true;
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t read_counter(struct bpf_map *map, uint32_t idx, struct doca_flow_resource_query *q)
+{
+	int n = libbpf_num_possible_cpus();
+	struct emu_counter *v;
+
+	memset(q, 0, sizeof(*q));
+	if (!g.skel)
+		return DOCA_SUCCESS; /* nothing processed yet: nothing counted */
+	v = calloc((size_t)n, sizeof(*v));
+	if (!v)
+		return DOCA_ERROR_NO_MEMORY;
+	if (bpf_map_lookup_elem(bpf_map__fd(map), &idx, v)) {
+		free(v);
+		return DOCA_ERROR_DRIVER;
+	}
+	for (int c = 0; c < n; c++) {
+		q->counter.total_pkts += v[c].packets;
+		q->counter.total_bytes += v[c].bytes;
+	}
+	free(v);
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_shared_resources_query(enum doca_flow_shared_resource_type type, uint32_t *res_array,
+					      struct doca_flow_resource_query *query_results_array, uint32_t array_len)
+{
+	doca_error_t r;
+
+	if (type != DOCA_FLOW_SHARED_RESOURCE_COUNTER)
+		return NOT_SUPPORTED("querying shared resource type %d", type);
+	if (!res_array || !query_results_array)
+		return DOCA_ERROR_INVALID_VALUE;
+	for (uint32_t i = 0; i < array_len; i++) {
+		if (res_array[i] >= EMU_MAX_SHARED_CNT || !g.shared_bound[res_array[i]])
+			return INVALID("Failed to query shared counter %u: not bound", res_array[i]);
+		if ((r = read_counter(g.skel ? g.skel->maps.shared_counters : NULL, res_array[i],
+				      &query_results_array[i])))
+			return r;
+	}
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_resource_query_entry(struct doca_flow_pipe_entry *entry,
+					    struct doca_flow_resource_query *query_stats)
+{
+	if (!entry || !query_stats)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (!(entry->act.flags & EMU_CNT_ENTRY))
+		return INVALID("Failed to query entry of pipe %s: it has no non-shared counter", entry->pipe->name);
+	return read_counter(g.skel ? g.skel->maps.entry_counters : NULL, entry->act.entry_id, query_stats);
+}
+
+doca_error_t doca_flow_resource_query_pipe_miss(struct doca_flow_pipe *pipe,
+						struct doca_flow_resource_query *query_stats)
+{
+	if (!pipe || !query_stats)
+		return DOCA_ERROR_INVALID_VALUE;
+	return read_counter(g.skel ? g.skel->maps.miss_counters : NULL, (uint32_t)pipe->port->id, query_stats);
+}
+
+/* ---------------------------------------------------------------- emulation extras */
+int doca_flow_emu_prog_fd(void)
+{
+	return g.skel ? bpf_program__fd(g.skel->progs.xb_emu) : -1;
+}
+
+doca_error_t doca_flow_emu_test_run(uint16_t port_id, const void *frame, uint32_t len, int *verdict, void *out,
+				    uint32_t *out_len)
+{
+	struct xdp_md ctx = {0};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame, .data_size_in = len, .data_out = out,
+		    .data_size_out = out_len ? *out_len : 0, .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = 1);
+	int err;
+
+	if (!g.skel || port_id >= EMU_MAX_PORTS || !g.ports[port_id].started)
+		return DOCA_ERROR_BAD_STATE;
+	ctx.data_end = len;
+	ctx.ingress_ifindex = (uint32_t)g.ports[port_id].ifindex;
+	err = bpf_prog_test_run_opts(bpf_program__fd(g.skel->progs.xb_emu), &opts);
+	if (err) {
+		DOCA_LOG_ERR("Failed to test-run the datapath: %s", strerror(-err));
+		return DOCA_ERROR_DRIVER;
+	}
+	*verdict = (int)opts.retval;
+	if (out_len)
+		*out_len = opts.data_size_out;
+	return DOCA_SUCCESS;
+}

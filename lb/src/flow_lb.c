@@ -1,0 +1,104 @@
+#include <arpa/inet.h>
+#include <string.h>
+
+#include <doca_log.h>
+
+#include "flow_lb.h"
+
+DOCA_LOG_REGISTER(XENOFLOW_PIPE);
+
+void xf_check_for_valid_entry(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue,
+			      enum doca_flow_entry_status status, enum doca_flow_entry_op op, void *user_ctx)
+{
+	struct xf_entries_status *st = user_ctx;
+
+	(void)entry;
+	(void)pipe_queue;
+	if (!st || op != DOCA_FLOW_ENTRY_OP_ADD)
+		return;
+	if (status != DOCA_FLOW_ENTRY_STATUS_SUCCESS)
+		st->failure = true;
+	st->nb_processed++;
+}
+
+doca_error_t xf_create_root_pipe(struct doca_flow_port *port, uint16_t egress_port_id, uint32_t class_mask,
+				 struct doca_flow_pipe **pipe)
+{
+	struct doca_flow_match match, match_mask;
+	struct doca_flow_monitor monitor;
+	struct doca_flow_actions actions0, *actions_arr[1];
+	struct doca_flow_fwd fwd, fwd_miss;
+	struct doca_flow_pipe_cfg *cfg;
+	doca_error_t r;
+
+	memset(&match, 0, sizeof(match));
+	memset(&match_mask, 0, sizeof(match_mask));
+	memset(&monitor, 0, sizeof(monitor));
+	memset(&actions0, 0, sizeof(actions0));
+	memset(&fwd, 0, sizeof(fwd));
+	memset(&fwd_miss, 0, sizeof(fwd_miss));
+
+	/* IPv4 only; src_ip all-ones = changeable (each entry gives its class), masked to the class bits */
+	match.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
+	match.outer.ip4.src_ip = 0xffffffff;
+	match_mask.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
+	match_mask.outer.ip4.src_ip = htonl(class_mask);
+	/* both MACs changeable per entry */
+	memset(actions0.outer.eth.dst_mac, 0xff, 6);
+	memset(actions0.outer.eth.src_mac, 0xff, 6);
+	actions_arr[0] = &actions0;
+	/* a shared counter per entry: id changeable */
+	monitor.counter_type = DOCA_FLOW_RESOURCE_TYPE_SHARED;
+	monitor.shared_counter.shared_counter_id = 0xffffffff;
+
+	fwd.type = DOCA_FLOW_FWD_PORT;
+	fwd.port_id = egress_port_id;
+	fwd_miss.type = DOCA_FLOW_FWD_DROP;
+
+	r = doca_flow_pipe_cfg_create(&cfg, port);
+	if (r != DOCA_SUCCESS) {
+		DOCA_LOG_ERR("Failed to create pipe cfg: %s", doca_error_get_descr(r));
+		return r;
+	}
+	if ((r = doca_flow_pipe_cfg_set_name(cfg, "XENOFLOW_LB_PIPE")) ||
+	    (r = doca_flow_pipe_cfg_set_type(cfg, DOCA_FLOW_PIPE_BASIC)) ||
+	    (r = doca_flow_pipe_cfg_set_is_root(cfg, true)) ||
+	    (r = doca_flow_pipe_cfg_set_nr_entries(cfg, class_mask + 1)) ||
+	    (r = doca_flow_pipe_cfg_set_miss_counter(cfg, true)) ||
+	    (r = doca_flow_pipe_cfg_set_match(cfg, &match, &match_mask)) ||
+	    (r = doca_flow_pipe_cfg_set_actions(cfg, actions_arr, NULL, NULL, 1)) ||
+	    (r = doca_flow_pipe_cfg_set_monitor(cfg, &monitor))) {
+		DOCA_LOG_ERR("Failed to configure the root pipe: %s", doca_error_get_descr(r));
+		goto out;
+	}
+	r = doca_flow_pipe_create(cfg, &fwd, &fwd_miss, pipe);
+	if (r != DOCA_SUCCESS)
+		DOCA_LOG_ERR("Failed to create the root pipe: %s", doca_error_get_descr(r));
+out:
+	doca_flow_pipe_cfg_destroy(cfg);
+	return r;
+}
+
+doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const uint8_t dst_mac[6],
+				const uint8_t src_mac[6], uint32_t counter_id, struct xf_entries_status *status,
+				struct doca_flow_pipe_entry **entry)
+{
+	struct doca_flow_match match;
+	struct doca_flow_actions actions;
+	struct doca_flow_monitor monitor;
+	doca_error_t r;
+
+	memset(&match, 0, sizeof(match));
+	memset(&actions, 0, sizeof(actions));
+	memset(&monitor, 0, sizeof(monitor));
+	match.outer.ip4.src_ip = htonl(cls);
+	actions.action_idx = 0;
+	memcpy(actions.outer.eth.dst_mac, dst_mac, 6);
+	memcpy(actions.outer.eth.src_mac, src_mac, 6);
+	monitor.counter_type = DOCA_FLOW_RESOURCE_TYPE_SHARED;
+	monitor.shared_counter.shared_counter_id = counter_id;
+	r = doca_flow_pipe_add_entry(0, pipe, &match, &actions, &monitor, NULL, DOCA_FLOW_NO_WAIT, status, entry);
+	if (r != DOCA_SUCCESS)
+		DOCA_LOG_ERR("Failed to add the entry for class %u: %s", cls, doca_error_get_descr(r));
+	return r;
+}
