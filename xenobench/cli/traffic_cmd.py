@@ -1,3 +1,87 @@
-"""CLI commands of this concern (see xenobench/cli/__init__.py). Filled in by its issue."""
+"""`xenobench traffic compile|run`: TRex profiles compiled to trafgen, and one trial."""
 
-COMMANDS: list = []
+import json
+from pathlib import Path
+
+import click
+
+from ..errors import XenobenchError
+
+tunable_option = click.option("-t", "--tunable", "tunables", multiple=True, metavar="KEY=VALUE",
+                              help="Profile tunable (repeatable), e.g. -t payload=64 -t split=70/30.")
+
+
+def parse_tunables(items) -> dict:
+    out = {}
+    for it in items:
+        k, sep, v = it.partition("=")
+        if not sep or not k.strip():
+            raise XenobenchError(f"Failed to parse tunable {it!r}: expected KEY=VALUE (like payload=64)")
+        out[k.strip().replace("-", "_")] = v.strip()
+    return out
+
+
+@click.group("traffic")
+def traffic_group():
+    """TRex STL profiles (trex_profiles/): compile them to trafgen, run a trial."""
+
+
+@traffic_group.command("compile")
+@click.argument("profile")
+@tunable_option
+@click.option("--out", type=click.Path(dir_okay=False), help="FILE.cfg: trafgen configuration; FILE.pcap: "
+              "the first --count frames as the local executor emits them. Default: the configuration on stdout.")
+@click.option("--count", type=click.IntRange(min=1), help="Frames written to a .pcap (default: one stream cycle).")
+@click.pass_obj
+def compile_cmd(obj, profile, tunables, out, count):
+    """Load PROFILE (a name like udp_payload or a path) with the testbed's tunables and compile it."""
+    from ..traffic import compile_for, to_trafgen, write_pcap
+    c = compile_for(obj.config, profile, parse_tunables(tunables))
+    if out is None or out.endswith(".cfg"):
+        text = to_trafgen(c)
+        if out is None:
+            click.echo(text, nl=False)
+            return
+        try:
+            Path(out).write_text(text)
+        except OSError as e:
+            raise XenobenchError(f"Failed to write {out}: {e.strerror}") from None
+        click.echo(f"{out}: {c.cycle} frames (one stream cycle), {len(c.frames[0])} B each without FCS", err=True)
+    elif out.endswith(".pcap"):
+        n = count or c.cycle
+        frames = [c.frames[i % c.cycle] for i in range(n)]
+        try:
+            write_pcap(frames, out)
+        except OSError as e:
+            raise XenobenchError(f"Failed to write {out}: {e.strerror}") from None
+        click.echo(f"{out}: {n} frames (cycle {c.cycle})", err=True)
+    else:
+        raise XenobenchError(f"Failed to compile {profile}: --out {out!r} must end in .cfg or .pcap")
+
+
+@traffic_group.command("run")
+@click.argument("profile")
+@tunable_option
+@click.option("--rate", type=click.FloatRange(min=0), required=True, help="Packets per second (0: as fast as possible).")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Seconds.")
+@click.option("--count", type=click.IntRange(min=1), help="Frames.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def run_cmd(obj, profile, tunables, rate, duration, count, as_json):
+    """Run one trial on the configured generator and print the achieved rate."""
+    from ..traffic import run_traffic
+    if (duration is None) == (count is None):
+        raise XenobenchError("Failed to run traffic: give exactly one of --duration and --count")
+    res = run_traffic(obj.testbed(), profile, parse_tunables(tunables), rate, duration_s=duration, count=count)
+    if as_json:
+        keys = ("requested_pps", "achieved_pps", "tx_packets", "valid", "reason")
+        click.echo(json.dumps({**{k: res[k] for k in keys}, **{k: v for k, v in res.items() if k not in keys}}))
+    else:
+        click.echo(f"{res['generator']}: requested {res['requested_pps']:.0f} pps, achieved "
+                   f"{res['achieved_pps']:.0f} pps, {res['tx_packets']} frames, "
+                   f"{'valid' if res['valid'] else 'INVALID: ' + res['reason']}")
+    if not res["valid"]:
+        raise SystemExit(3)
+
+
+COMMANDS = [traffic_group]

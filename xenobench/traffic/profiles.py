@@ -80,10 +80,11 @@ def tunables_argv(tunables: dict | None) -> list[str]:
 _cache: dict[str, list[dict]] = {}
 
 
-def load_streams(profile: str | Path, tunables: dict | None = None) -> tuple[Path, list[dict]]:
-    """Load a profile through STLProfile.load_py (in a child process) → STLStream JSON list."""
+def load_streams(profile: str | Path, tunables: dict | list | None = None) -> tuple[Path, list[dict]]:
+    """Load a profile through STLProfile.load_py (in a child process) → STLStream JSON list.
+    tunables: a dict, or an argv list as TRex passes it (["--payload", "22"])."""
     path = resolve_profile(profile)
-    argv = tunables_argv(tunables)
+    argv = [str(a) for a in tunables] if isinstance(tunables, (list, tuple)) else tunables_argv(tunables)
     key = hashlib.sha256(json.dumps([str(path), path.stat().st_mtime_ns, argv,
                                      [(f.name, f.stat().st_mtime_ns) for f in sorted(path.parent.glob("xb_*.py"))]
                                      ]).encode()).hexdigest()

@@ -1,0 +1,380 @@
+"""Traffic: the TRex profiles, their compilation to trafgen, trafgen on the namespace testbed
+(byte identity via tcpdump, rate accuracy), the CLI, and the TRex driver against a test double
+of STLClient (no TRex server on this machine).
+
+Profiles are loaded by the real TRex client library (lbr-trex-client, STLProfile.load_py) in a
+child process; checksums are re-computed with scapy here, independently of the compiler."""
+
+import ipaddress
+import json
+import os
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from xenobench.cli import main as cli
+from xenobench.config import load_config
+from xenobench.traffic import TrafficError, compile_for, run_traffic, start_traffic, to_trafgen
+from xenobench.traffic.profiles import compile_frames, load_streams, read_pcap
+from xenobench.traffic.trex import TrexDriver, evaluate
+
+from .conftest import needs_root
+
+LOCAL = {"vip": "198.18.0.100", "dst_mac": "02:00:00:00:05:00", "src_mac": "02:00:00:00:04:00",
+         "src_ip_base": "198.19.0.0"}
+
+
+def cls_hist(frames, k):
+    return Counter(int(ipaddress.IPv4Address(Ether(f)[IP].src)) & ((1 << k) - 1) for f in frames)
+
+
+def check_frame(f, payload, vip="198.18.0.100", dst_mac="02:00:00:00:05:00"):
+    e = Ether(f)
+    assert len(f) == payload + 42, f"frame {len(f)} B, payload {payload}: expected {payload + 42} (+4 FCS on the wire)"
+    assert e.dst == dst_mac and e[IP].dst == vip and e[UDP].dport == 53 and len(e[UDP].payload) == payload
+    # recompute both checksums with scapy and compare with what the compiler wrote
+    ip_c, udp_c = e[IP].chksum, e[UDP].chksum
+    e[IP].chksum = None
+    e[UDP].chksum = None
+    r = Ether(bytes(e))
+    assert (ip_c, udp_c) == (r[IP].chksum, r[UDP].chksum), f"bad checksums in {f.hex()}"
+    assert udp_c != 0
+
+
+# --- profiles ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("profile,tun,payload,cycle", [
+    ("udp_payload", {"payload": 2, "flows": 4}, 2, 4),
+    ("udp_payload", {"payload": 22, "flows": 256}, 22, 256),
+    ("udp_payload", {"payload": 1472, "flows": 1}, 1472, 1),
+    ("trex_profiles/udp_payload.py", {"payload": 64}, 64, 256),
+    ("background_split", {"split": "single", "payload": 22}, 22, 1),
+    ("background_split", {"split": "worst", "class_bits": 2, "dns_classes": "0,2", "payload": 100}, 100, 2),
+    ("background_split", {"split": "70/30", "hosts": 3, "payload": 1000}, 1000, 30),
+])
+def test_profile_loads_and_yields_valid_frames(profile, tun, payload, cycle):
+    c = compile_frames(profile, {**LOCAL, **tun})
+    assert c.cycle == cycle
+    assert c.streams and c.streams[0]["mode"]["type"] == "continuous"
+    for f in c.frames:
+        check_frame(f, payload)
+    if c.profile.stem == "udp_payload":
+        assert len(set(c.frames)) == len(c.frames), "every frame of a cycle has its own source"
+
+
+@pytest.mark.parametrize("k,dns,split,expected", [
+    (1, "0", "single", {0: 1}),
+    (1, "0", "worst", {1: 1}),
+    (1, "0", "50/50", {0: 1, 1: 1}),
+    (1, "0", "70/30", {0: 7, 1: 3}),
+    (1, "1", "70/30", {1: 7, 0: 3}),
+    (2, "0,2", "70/30", {0: 7, 2: 7, 1: 3, 3: 3}),
+    (2, "0,2", "single", {0: 1, 2: 1}),
+    (2, "0", "70/30", {0: 7, 1: 1, 2: 1, 3: 1}),  # 7 : (1+1+1)
+    (2, "0,2", "1:2:3:4", {0: 1, 1: 2, 2: 3, 3: 4}),
+])
+def test_split_is_exact_over_one_cycle(k, dns, split, expected):
+    c = compile_frames("background_split", {**LOCAL, "split": split, "class_bits": k, "dns_classes": dns})
+    assert dict(cls_hist(c.frames, k)) == expected
+    assert c.cycle == sum(expected.values())
+
+
+def test_split_exact_with_hosts_and_interleaved():
+    c = compile_frames("background_split", {**LOCAL, "split": "70/30", "hosts": 4})
+    assert dict(cls_hist(c.frames, 1)) == {0: 28, 1: 12}
+    # every window of one split cycle (10 frames, aligned) is already 7:3
+    for i in range(0, 40, 10):
+        assert dict(cls_hist(c.frames[i:i + 10], 1)) == {0: 7, 1: 3}
+    srcs = Counter(Ether(f)[IP].src for f in c.frames)
+    assert len(srcs) == 8 and set(srcs.values()) == {7, 3}
+
+
+def test_dns_classes_derived_from_backends_file(local_cfg):
+    c = compile_for(local_cfg, "background_split", {"split": "70/30", "class_bits": 2})
+    assert c.tunables["dns_classes"] == "0,2"  # fips2 is backend 0: class & 1 == 0
+    assert dict(cls_hist(c.frames, 2)) == {0: 7, 2: 7, 1: 3, 3: 3}
+    assert Ether(c.frames[0]).dst == "02:00:00:00:05:00" and Ether(c.frames[0])[IP].src.startswith("198.19.")
+
+
+@pytest.mark.parametrize("tun,msg", [
+    ({"payload": 1473}, "argument --payload: 1473 is outside 2..1472 (UDP payload bytes)"),
+    ({"payload": "abc"}, "argument --payload: 'abc' is not an integer (UDP payload bytes)"),
+    ({"flows": 0}, "argument --flows: 0 is outside 1..65535 (number of source addresses)"),
+    ({"vip": "1.2.3"}, "argument --vip: '1.2.3' is not an IPv4 address"),
+    ({"nonsense": 1}, "unrecognized arguments: --nonsense 1"),
+])
+def test_bad_tunable_is_named(tun, msg):
+    with pytest.raises(TrafficError) as e:
+        compile_frames("udp_payload", tun)
+    assert str(e.value).startswith("Failed to load profile ") and "udp_payload.py" in str(e.value)
+    assert str(e.value).endswith(msg)
+
+
+@pytest.mark.parametrize("tun,msg", [
+    ({"split": "60-40"}, "argument --split: '60-40' is not single, worst, X/Y (like 70/30) or w0:w1:... weights"),
+    ({"split": "1:2:3", "class_bits": 2}, "argument --split: '1:2:3' has 3 weights, class-bits 2 needs 4"),
+    ({"split": "70/30", "dns_classes": "0,1"},
+     "argument --split: '70/30' sends load to the other backend but every class is a DNS class"),
+    ({"split": "50/50", "src_ip_base": "198.19.0.1"},
+     "argument --src-ip-base: 198.19.0.1 has class bits set (its low 1 bits must be 0)"),
+])
+def test_bad_split_is_named(tun, msg):
+    with pytest.raises(TrafficError) as e:
+        compile_frames("background_split", tun)
+    assert str(e.value).endswith(msg)
+
+
+def test_unknown_profile():
+    with pytest.raises(TrafficError, match=r"^Failed to load profile nope: no such file .*profiles: background_split, udp_payload$"):
+        compile_frames("nope", {})
+
+
+def test_trafgen_config_round_trips_through_trafgen(tmp_path):
+    """trafgen itself parses the compiled configuration and writes the same frames to a pcap."""
+    c = compile_frames("background_split", {**LOCAL, "split": "70/30", "class_bits": 2, "dns_classes": "0,2",
+                                            "payload": 40})
+    cfg = tmp_path / "c.cfg"
+    cfg.write_text(to_trafgen(c))
+    out = tmp_path / "o.pcap"
+    p = subprocess.run(["trafgen", "-i", str(cfg), "-o", str(out), "-n", str(c.cycle), "-P", "1"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert read_pcap(out) == c.frames
+
+
+# --- CLI -----------------------------------------------------------------------------------------
+def test_cli_compile_cfg_and_pcap(tmp_path):
+    r = CliRunner()
+    res = r.invoke(cli, ["traffic", "compile", "background_split", "-t", "split=70/30", "--out", str(tmp_path / "a.cfg")])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "a.cfg").read_text()
+    assert text.count("{ ") == 10 and "--split 70/30" in text
+    res = r.invoke(cli, ["traffic", "compile", "background_split", "-t", "split=70/30", "--out",
+                         str(tmp_path / "a.pcap"), "--count", "25"])
+    assert res.exit_code == 0, res.output
+    frames = read_pcap(tmp_path / "a.pcap")
+    c = compile_for(load_config(), "background_split", {"split": "70/30"})
+    assert frames == [c.frames[i % 10] for i in range(25)]
+    res = r.invoke(cli, ["traffic", "compile", "udp_payload", "-t", "payload=3000"])
+    assert res.exit_code == 1
+    assert res.output.strip().endswith("argument --payload: 3000 is outside 2..1472 (UDP payload bytes)")
+    res = r.invoke(cli, ["traffic", "compile", "udp_payload", "-t", "payload"])
+    assert res.output.strip() == "xenobench: Failed to parse tunable 'payload': expected KEY=VALUE (like payload=64)"
+    res = r.invoke(cli, ["traffic", "compile", "udp_payload", "--out", str(tmp_path / "x.txt")])
+    assert "must end in .cfg or .pcap" in res.output and res.exit_code == 1
+
+
+# --- namespace testbed -------------------------------------------------------------------------------
+def _capture(testbed, n, path):
+    port = testbed.switch_port("fips4", "eth0")
+    p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{testbed.switch_ns}", "tcpdump", "-i", port, "-Q", "in",
+                          "-n", "-U", "-s", "0", "-c", str(n), "-w", str(path)],
+                         stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()  # "tcpdump: listening on ..." once the capture is open
+    assert "listening on" in line, line
+    return p
+
+
+def _no_leftovers(testbed):
+    lg = testbed.node("fips4")
+    assert not lg.running("trafgen")
+    q = lg.run(["tc", "qdisc", "show", "dev", "eth0"]).stdout
+    assert "tbf" not in q, q
+
+
+@needs_root
+@pytest.mark.parametrize("profile,tun,n,rate", [
+    ("udp_payload", {"payload": 22, "flows": 8}, 20, 0),
+    ("udp_payload", {"payload": 300, "flows": 5}, 13, 5000),
+    ("background_split", {"split": "70/30", "class_bits": 2, "payload": 2}, 45, 0),
+])
+def test_trafgen_emits_the_compiled_frames_in_order(testbed, tmp_path, profile, tun, n, rate):
+    cap = tmp_path / "cap.pcap"
+    p = _capture(testbed, n, cap)
+    try:
+        res = run_traffic(testbed, profile, tun, rate, count=n)
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert res["tx_packets"] == n and res["valid"], res
+    got = read_pcap(cap)
+    # the CLI's pcap is "exactly as the local executor emits them"
+    want_file = tmp_path / "want.pcap"
+    r = CliRunner().invoke(cli, ["traffic", "compile", profile, *[f"-t{k}={v}" for k, v in tun.items()],
+                                 "--out", str(want_file), "--count", str(n)])
+    assert r.exit_code == 0, r.output
+    want = read_pcap(want_file)
+    assert len(got) == n
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"frame {i}: captured {g.hex()} expected {w.hex()}"
+    _no_leftovers(testbed)
+
+
+@needs_root
+def test_rate_ladder_is_reached(testbed):
+    for rate in (5_000, 20_000, 40_000):
+        res = run_traffic(testbed, "udp_payload", {"payload": 22}, rate, duration_s=1.0)
+        ratio = res["achieved_pps"] / rate
+        assert res["valid"], res
+        assert 0.99 <= ratio <= 1.02, f"{rate} pps: achieved {res['achieved_pps']:.0f} ({ratio:.4f})"
+        assert res["tx_packets"] == rate  # count = rate x duration
+    _no_leftovers(testbed)
+
+
+@needs_root
+def test_unreachable_rate_is_flagged_invalid(testbed):
+    res = run_traffic(testbed, "udp_payload", {"payload": 22}, 50_000_000, count=100_000)
+    assert not res["valid"]
+    assert res["reason"].startswith(f"achieved {res['achieved_pps']:.0f} pps < 99 % of requested 50000000 pps")
+    assert res["tx_packets"] == 100_000
+    _no_leftovers(testbed)
+
+
+@needs_root
+def test_max_rate_run_and_background_start_stop(testbed):
+    res = run_traffic(testbed, "udp_payload", {}, 0, duration_s=0.5)
+    assert res["valid"] and res["achieved_pps"] > 10_000 and res["requested_pps"] == 0
+    h = start_traffic(testbed, "background_split", {"split": "70/30"}, 10_000)
+    assert testbed.node("fips4").running("trafgen")
+    time.sleep(0.8)
+    r = h.stop()
+    assert r["valid"], r
+    assert r["generator"] == "trafgen" and 0.99 <= r["achieved_pps"] / 10_000 <= 1.05
+    assert h.stop() is r  # idempotent
+    _no_leftovers(testbed)
+
+
+@needs_root
+def test_bad_input_raises_and_leaves_nothing(testbed):
+    with pytest.raises(TrafficError, match=r"argument --split: 'x' is not single"):
+        start_traffic(testbed, "background_split", {"split": "x"}, 1000)
+    with pytest.raises(TrafficError, match=r"^Failed to start traffic: rate -5 pps must be >= 0"):
+        run_traffic(testbed, "udp_payload", {}, -5, count=10)
+    with pytest.raises(TrafficError, match=r"^Failed to run traffic: give duration_s or count$"):
+        run_traffic(testbed, "udp_payload", {}, 1000)
+    _no_leftovers(testbed)
+
+
+@needs_root
+def test_cli_run_json(testbed):
+    env = {"XENOBENCH_NS_PREFIX": os.environ["XENOBENCH_NS_PREFIX"]}
+    res = CliRunner().invoke(cli, ["traffic", "run", "udp_payload", "-t", "payload=64", "--rate", "8000",
+                                   "--count", "4000", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert list(d)[:5] == ["requested_pps", "achieved_pps", "tx_packets", "valid", "reason"]
+    assert d["tx_packets"] == 4000 and d["valid"] and d["frame_len"] == 106
+
+
+# --- TRex driver against a test double of STLClient -------------------------------------------------
+class FakeSTLClient:
+    """Test double of trex.stl.api.STLClient: records calls, returns canned statistics."""
+
+    def __init__(self, log, version="v3.04", opackets=1000, queue_full=0, fail_connect=None, **kw):
+        self.log, self.kw = log, kw
+        self.version, self.opackets, self.queue_full, self.fail_connect = version, opackets, queue_full, fail_connect
+
+    def connect(self):
+        self.log.append(("connect", self.kw["server"], self.kw["sync_port"]))
+        if self.fail_connect:
+            raise ConnectionRefusedError(self.fail_connect)
+
+    def get_server_version(self):
+        self.log.append(("get_server_version",))
+        return {"version": self.version, "mode": "STL"}
+
+    def reset(self, ports=None):
+        self.log.append(("reset", ports))
+
+    def add_streams(self, streams, ports=None):
+        self.log.append(("add_streams", len(streams), ports))
+        self.streams = streams
+
+    def clear_stats(self):
+        self.log.append(("clear_stats",))
+
+    def start(self, ports=None, mult="1", force=False, duration=-1):
+        self.log.append(("start", ports, mult, duration))
+
+    def wait_on_traffic(self, ports=None, timeout=None):
+        self.log.append(("wait_on_traffic", ports))
+
+    def get_stats(self, ports=None):
+        self.log.append(("get_stats", ports))
+        return {0: {"opackets": self.opackets, "ipackets": 0, "obytes": self.opackets * 64},
+                "global": {"queue_full": self.queue_full}}
+
+    def get_xstats(self, port):
+        self.log.append(("get_xstats", port))
+        return {"tx_good_packets": self.opackets}
+
+    def stop(self, ports=None):
+        self.log.append(("stop", ports))
+
+    def disconnect(self):
+        self.log.append(("disconnect",))
+
+
+def _fake(log, **behaviour):
+    return lambda **kw: FakeSTLClient(log, **behaviour, **kw)
+
+
+def _json_loader(path, argv):
+    return load_streams(path, argv)[1]
+
+
+FIPS_TRAFFIC = {"generator": "trex", "trex": {"server": "fips4", "ports": [0], "version": "v3.04"}}
+
+
+def test_trex_driver_test_double_call_order_and_valid_trial():
+    log = []
+    d = TrexDriver(FIPS_TRAFFIC, client_factory=_fake(log, opackets=2000), profile_loader=_json_loader)
+    res = d.run("udp_payload", {"payload": 22}, 1000, duration_s=2)
+    assert [c[0] for c in log] == ["connect", "get_server_version", "reset", "add_streams", "clear_stats", "start",
+                                   "wait_on_traffic", "get_stats", "get_xstats", "stop", "disconnect"]
+    assert ("start", [0], "1000pps", 2) in log and ("add_streams", 1, [0]) in log and ("connect", "fips4", 4501) in log
+    assert res["valid"] and res["achieved_pps"] == 1000 and res["tx_packets"] == 2000 and res["generator"] == "trex"
+    assert res["xstats"] == {"0": {"tx_good_packets": 2000}}
+
+
+def test_trex_driver_test_double_flags_low_rate_and_queue_full():
+    log = []
+    d = TrexDriver(FIPS_TRAFFIC, client_factory=_fake(log, opackets=1979, queue_full=7), profile_loader=_json_loader)
+    res = d.run("udp_payload", {}, 1000, duration_s=2)
+    assert not res["valid"] and res["queue_full"]
+    assert res["reason"] == "achieved 990 pps < 99 % of requested 1000 pps; queue full: TRex reported queue_full 7"
+    assert evaluate({0: {"opackets": 1980}, "global": {"queue_full": 0}}, {}, [0], 1000, 2)["valid"]
+    assert evaluate({0: {"opackets": 5}, "global": {}}, {}, [0], 0, 2)["valid"]  # rate 0: no ratio check
+
+
+def test_trex_driver_test_double_connection_refused_and_version_mismatch():
+    log = []
+    d = TrexDriver(FIPS_TRAFFIC, client_factory=_fake(log, fail_connect="[Errno 111] Connection refused"),
+                   profile_loader=_json_loader)
+    with pytest.raises(TrafficError) as e:
+        d.run("udp_payload", {}, 1000, duration_s=1)
+    assert str(e.value).startswith("Failed to connect to TRex server fips4:4501: [Errno 111] Connection refused")
+    log = []
+    d = TrexDriver(FIPS_TRAFFIC, client_factory=_fake(log, version="v2.99"), profile_loader=_json_loader)
+    with pytest.raises(TrafficError) as e:
+        d.run("udp_payload", {}, 1000, duration_s=1)
+    assert str(e.value) == ("Failed to connect to TRex server fips4:4501: server version 'v2.99' does not match "
+                            "traffic.trex.version 'v3.04' in the config")
+    assert "start" not in [c[0] for c in log]
+
+
+def test_run_traffic_dispatches_to_trex_on_fips_config_test_double():
+    from xenobench.testbed import get_testbed
+    tb = get_testbed(load_config("config/fips.yaml"))
+    log = []
+    res = run_traffic(tb, "background_split", {"split": "70/30"}, 2000, duration_s=1,
+                      client_factory=_fake(log, opackets=2000), profile_loader=_json_loader)
+    assert res["generator"] == "trex" and res["valid"]
+    assert res["tunables"]["dst_mac"] == "c4:70:bd:a0:56:ac" and res["tunables"]["vip"] == "10.3.10.45"
+    assert res["tunables"]["dns_classes"] == "0"
