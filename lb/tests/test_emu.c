@@ -1,1 +1,473 @@
-int main(void){return 0;}
+/* Emulation semantics, through the DOCA Flow API and BPF_PROG_TEST_RUN on the generated datapath:
+ * entry matching under the pipe mask, miss → drop (and the miss counter), action bytes, shared and
+ * per-entry counters, entries pending until doca_flow_entries_process, removal, attach/detach,
+ * and DOCA_ERROR_NOT_SUPPORTED for features outside the subset.
+ * Runs as root in a private network namespace (unshare) with two veth pairs for ports 0 and 1,
+ * so nothing is left behind. Frames are built by build_udp() below. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/if_link.h>
+#include <bpf/libbpf.h>
+#include <cmocka.h>
+
+#include <doca_flow.h>
+#include <doca_flow_emu.h>
+#include <doca_log.h>
+
+#define XDP_DROP 1
+#define XDP_PASS 2
+#define XDP_REDIRECT 4
+
+static const uint8_t LB_IN[6] = {0x02, 0, 0, 0, 0x05, 0x00}, LB_OUT[6] = {0x02, 0, 0, 0, 0x05, 0x01},
+		     CLIENT[6] = {0x02, 0, 0, 0, 0x04, 0x00};
+static const uint8_t BMAC[4][6] = {{0x02, 0, 0, 0, 0x0a, 0}, {0x02, 0, 0, 0, 0x0a, 1},
+				   {0x02, 0, 0, 0, 0x0a, 2}, {0x02, 0, 0, 0, 0x0a, 3}};
+
+static struct doca_flow_port *ports[2];
+static int processed, failed;
+
+/* Ethernet / IPv4 (no options) / UDP / payload: 42 + plen bytes */
+static uint32_t build_udp(uint8_t *f, const char *src, const char *dst, uint16_t sport, uint16_t dport, int plen)
+{
+	memset(f, 0, 42 + (size_t)plen);
+	memcpy(f, LB_IN, 6);
+	memcpy(f + 6, CLIENT, 6);
+	f[12] = 0x08;
+	f[13] = 0x00;
+	f[14] = 0x45;
+	f[16] = (uint8_t)((20 + 8 + plen) >> 8);
+	f[17] = (uint8_t)(20 + 8 + plen);
+	f[22] = 64;
+	f[23] = 17;
+	inet_pton(AF_INET, src, f + 26);
+	inet_pton(AF_INET, dst, f + 30);
+	f[34] = (uint8_t)(sport >> 8);
+	f[35] = (uint8_t)sport;
+	f[36] = (uint8_t)(dport >> 8);
+	f[37] = (uint8_t)dport;
+	f[38] = (uint8_t)((8 + plen) >> 8);
+	f[39] = (uint8_t)(8 + plen);
+	for (int i = 0; i < plen; i++)
+		f[42 + i] = 'q';
+	return 42 + (uint32_t)plen;
+}
+
+static int run(uint16_t port, const uint8_t *in, uint32_t len, uint8_t *out)
+{
+	int verdict = -1;
+	uint32_t olen = 2048;
+
+	assert_int_equal(doca_flow_emu_test_run(port, in, len, &verdict, out, &olen), DOCA_SUCCESS);
+	assert_int_equal(olen, len);
+	return verdict;
+}
+
+static void cb(struct doca_flow_pipe_entry *e, uint16_t q, enum doca_flow_entry_status st, enum doca_flow_entry_op op,
+	       void *ctx)
+{
+	(void)e, (void)q, (void)ctx;
+	if (op == DOCA_FLOW_ENTRY_OP_ADD) {
+		processed++;
+		if (st != DOCA_FLOW_ENTRY_STATUS_SUCCESS)
+			failed++;
+	}
+}
+
+static int setup(void **state)
+{
+	struct doca_flow_cfg *cfg;
+	(void)state;
+	processed = failed = 0;
+	assert_int_equal(doca_flow_cfg_create(&cfg), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_cfg_set_pipe_queues(cfg, 1), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_cfg_set_mode_args(cfg, "vnf,hws"), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_cfg_set_nr_shared_resource(cfg, 8, DOCA_FLOW_SHARED_RESOURCE_COUNTER), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_cfg_set_cb_entry_process(cfg, cb), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_init(cfg), DOCA_SUCCESS);
+	doca_flow_cfg_destroy(cfg);
+	for (int p = 0; p < 2; p++) {
+		struct doca_flow_port_cfg *pc;
+		char id[4];
+
+		snprintf(id, sizeof(id), "%d", p);
+		assert_int_equal(doca_flow_port_cfg_create(&pc), DOCA_SUCCESS);
+		assert_int_equal(doca_flow_port_cfg_set_devargs(pc, id), DOCA_SUCCESS);
+		assert_int_equal(doca_flow_port_start(pc, &ports[p]), DOCA_SUCCESS);
+		doca_flow_port_cfg_destroy(pc);
+	}
+	for (uint32_t id = 0; id < 8; id++) {
+		struct doca_flow_shared_resource_cfg sc = {.domain = DOCA_FLOW_PIPE_DOMAIN_DEFAULT};
+
+		assert_int_equal(doca_flow_shared_resource_set_cfg(DOCA_FLOW_SHARED_RESOURCE_COUNTER, id, &sc), DOCA_SUCCESS);
+	}
+	uint32_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+
+	assert_int_equal(doca_flow_shared_resources_bind(DOCA_FLOW_SHARED_RESOURCE_COUNTER, ids, 8, ports[0]),
+			 DOCA_SUCCESS);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	doca_flow_destroy();
+	return 0;
+}
+
+/* XenoFlow's pipe: IPv4, src_ip changeable under `mask`, both MACs changeable, counter kind as
+ * given (shared id changeable, or per entry), fwd port 1, miss drop */
+static struct doca_flow_pipe *lb_pipe(uint32_t mask, enum doca_flow_resource_type counter)
+{
+	struct doca_flow_match m, mm;
+	struct doca_flow_actions a, *aa[1] = {&a};
+	struct doca_flow_monitor mon;
+	struct doca_flow_fwd fwd = {.type = DOCA_FLOW_FWD_PORT, .port_id = 1}, miss = {.type = DOCA_FLOW_FWD_DROP};
+	struct doca_flow_pipe_cfg *pc;
+	struct doca_flow_pipe *pipe = NULL;
+
+	memset(&m, 0, sizeof(m));
+	memset(&mm, 0, sizeof(mm));
+	memset(&a, 0, sizeof(a));
+	memset(&mon, 0, sizeof(mon));
+	m.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
+	m.outer.ip4.src_ip = 0xffffffff;
+	mm.outer.ip4.src_ip = htonl(mask);
+	memset(a.outer.eth.dst_mac, 0xff, 6);
+	memset(a.outer.eth.src_mac, 0xff, 6);
+	mon.counter_type = counter;
+	mon.shared_counter.shared_counter_id = 0xffffffff;
+	assert_int_equal(doca_flow_pipe_cfg_create(&pc, ports[0]), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_name(pc, "LB"), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_type(pc, DOCA_FLOW_PIPE_BASIC), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_is_root(pc, true), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_match(pc, &m, &mm), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_actions(pc, aa, NULL, NULL, 1), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_monitor(pc, &mon), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_create(pc, &fwd, &miss, &pipe), DOCA_SUCCESS);
+	doca_flow_pipe_cfg_destroy(pc);
+	return pipe;
+}
+
+static struct doca_flow_pipe_entry *add(struct doca_flow_pipe *pipe, uint32_t cls, const uint8_t *mac, uint32_t cid)
+{
+	struct doca_flow_match m;
+	struct doca_flow_actions a;
+	struct doca_flow_monitor mon;
+	struct doca_flow_pipe_entry *e = NULL;
+
+	memset(&m, 0, sizeof(m));
+	memset(&a, 0, sizeof(a));
+	memset(&mon, 0, sizeof(mon));
+	m.outer.ip4.src_ip = htonl(cls);
+	memcpy(a.outer.eth.dst_mac, mac, 6);
+	memcpy(a.outer.eth.src_mac, LB_OUT, 6);
+	mon.shared_counter.shared_counter_id = cid;
+	assert_int_equal(doca_flow_pipe_add_entry(0, pipe, &m, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, NULL, &e), DOCA_SUCCESS);
+	return e;
+}
+
+static void expect_rewritten(const uint8_t *in, const uint8_t *out, uint32_t len, const uint8_t *dst)
+{
+	uint8_t want[2048];
+
+	memcpy(want, in, len);
+	memcpy(want, dst, 6);
+	memcpy(want + 6, LB_OUT, 6);
+	assert_memory_equal(out, want, len);
+}
+
+static void test_entries_match_under_pipe_mask_and_rewrite_macs(void **state)
+{
+	uint8_t in[128], out[2048];
+	struct doca_flow_pipe *pipe = lb_pipe(0x3, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	(void)state;
+
+	for (uint32_t c = 0; c < 4; c++)
+		add(pipe, c, BMAC[c], c);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 4), DOCA_SUCCESS);
+	assert_int_equal(processed, 4);
+	assert_int_equal(failed, 0);
+	/* class = low 2 bits of the source: .16→0 .17→1 .18→2 .19→3 .20→0, 10.0.0.255→3 */
+	const char *srcs[] = {"198.18.0.16", "198.18.0.17", "198.18.0.18", "198.18.0.19", "198.18.0.20", "10.0.0.255"};
+	const int cls[] = {0, 1, 2, 3, 0, 3};
+
+	for (int i = 0; i < 6; i++) {
+		uint32_t len = build_udp(in, srcs[i], "198.18.0.100", 1024, 53, 22);
+
+		assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+		expect_rewritten(in, out, len, BMAC[cls[i]]);
+	}
+	/* shared counters: one per entry, exact packets and bytes (64-byte frames) */
+	uint32_t ids[4] = {0, 1, 2, 3};
+	struct doca_flow_resource_query q[4];
+
+	assert_int_equal(doca_flow_shared_resources_query(DOCA_FLOW_SHARED_RESOURCE_COUNTER, ids, q, 4), DOCA_SUCCESS);
+	assert_int_equal(q[0].counter.total_pkts, 2);
+	assert_int_equal(q[0].counter.total_bytes, 128);
+	assert_int_equal(q[1].counter.total_pkts, 1);
+	assert_int_equal(q[2].counter.total_pkts, 1);
+	assert_int_equal(q[3].counter.total_pkts, 2);
+	assert_int_equal(q[3].counter.total_bytes, 128);
+}
+
+static void test_miss_drops_and_is_counted(void **state)
+{
+	uint8_t in[128], out[2048], arp[60] = {0};
+	struct doca_flow_pipe *pipe = lb_pipe(0x3, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	struct doca_flow_resource_query q;
+	(void)state;
+
+	add(pipe, 0, BMAC[0], 0);
+	add(pipe, 1, BMAC[1], 1); /* classes 2 and 3 have no entry */
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	uint32_t len = build_udp(in, "198.18.0.18", "198.18.0.100", 1024, 53, 22);
+
+	assert_int_equal(run(0, in, len, out), XDP_DROP);
+	assert_memory_equal(out, in, len); /* no action on a miss */
+	/* not IPv4: the pipe matches l3_type IP4, so an ARP frame whose bytes at the IPv4 source
+	 * offset would match class 0 still misses */
+	memcpy(arp, LB_IN, 6);
+	arp[12] = 0x08;
+	arp[13] = 0x06;
+	assert_int_equal(run(0, arp, 60, out), XDP_DROP);
+	/* IPv4 header cut short: not parsed as IPv4 → miss */
+	assert_int_equal(run(0, in, 30, out), XDP_DROP);
+	assert_int_equal(doca_flow_resource_query_pipe_miss(pipe, &q), DOCA_SUCCESS);
+	assert_int_equal(q.counter.total_pkts, 3);
+	assert_int_equal(q.counter.total_bytes, 64 + 60 + 30);
+}
+
+static void test_shared_counter_shared_by_two_entries_and_per_entry_counters(void **state)
+{
+	uint8_t in[256], out[2048];
+	struct doca_flow_pipe *pipe = lb_pipe(0x1, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	(void)state;
+
+	add(pipe, 0, BMAC[0], 5);
+	add(pipe, 1, BMAC[1], 5); /* both count in shared counter 5 */
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	uint32_t l0 = build_udp(in, "198.18.0.16", "198.18.0.100", 1024, 53, 10);
+
+	run(0, in, l0, out);
+	uint32_t l1 = build_udp(in, "198.18.0.17", "198.18.0.100", 1024, 53, 100);
+
+	run(0, in, l1, out);
+	run(0, in, l1, out);
+	uint32_t id = 5;
+	struct doca_flow_resource_query q;
+
+	assert_int_equal(doca_flow_shared_resources_query(DOCA_FLOW_SHARED_RESOURCE_COUNTER, &id, &q, 1), DOCA_SUCCESS);
+	assert_int_equal(q.counter.total_pkts, 3);
+	assert_int_equal(q.counter.total_bytes, l0 + 2 * l1);
+	/* entries of a shared-counter pipe have no counter of their own */
+	struct doca_flow_pipe_entry *e = add(pipe, 0, BMAC[2], 5);
+
+	assert_int_equal(doca_flow_resource_query_entry(e, &q), DOCA_ERROR_INVALID_VALUE);
+	doca_flow_pipe_remove_entry(0, 0, e);
+
+	/* per-entry (non-shared) counters on a fresh pipe */
+	doca_flow_pipe_destroy(pipe);
+	pipe = lb_pipe(0x1, DOCA_FLOW_RESOURCE_TYPE_NON_SHARED);
+	struct doca_flow_pipe_entry *e0 = add(pipe, 0, BMAC[0], 0), *e1 = add(pipe, 1, BMAC[1], 0);
+
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	l0 = build_udp(in, "198.18.0.16", "198.18.0.100", 1024, 53, 22);
+	for (int i = 0; i < 7; i++)
+		run(0, in, l0, out);
+	assert_int_equal(doca_flow_resource_query_entry(e0, &q), DOCA_SUCCESS);
+	assert_int_equal(q.counter.total_pkts, 7);
+	assert_int_equal(q.counter.total_bytes, 7 * 64);
+	assert_int_equal(doca_flow_resource_query_entry(e1, &q), DOCA_SUCCESS);
+	assert_int_equal(q.counter.total_pkts, 0);
+}
+
+static void test_entries_pending_until_process_and_removal(void **state)
+{
+	uint8_t in[128], out[2048];
+	struct doca_flow_pipe *pipe = lb_pipe(0x1, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	(void)state;
+
+	add(pipe, 0, BMAC[0], 0);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	struct doca_flow_pipe_entry *e = add(pipe, 1, BMAC[1], 1);
+
+	assert_int_equal(doca_flow_pipe_entry_get_status(e), DOCA_FLOW_ENTRY_STATUS_IN_PROCESS);
+	uint32_t len = build_udp(in, "198.18.0.17", "198.18.0.100", 1024, 53, 22);
+
+	assert_int_equal(run(0, in, len, out), XDP_DROP); /* added, not processed: not in the datapath */
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_entry_get_status(e), DOCA_FLOW_ENTRY_STATUS_SUCCESS);
+	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+	expect_rewritten(in, out, len, BMAC[1]);
+	assert_int_equal(doca_flow_pipe_remove_entry(0, 0, e), DOCA_SUCCESS);
+	assert_int_equal(run(0, in, len, out), XDP_DROP);
+	/* a second entry with the same match is refused at processing (status ERROR) */
+	add(pipe, 0, BMAC[3], 0);
+	failed = 0;
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(failed, 1);
+}
+
+static void test_constant_fields_and_udp_port_match(void **state)
+{
+	uint8_t in[128], out[2048];
+	struct doca_flow_match m, mm;
+	struct doca_flow_actions a, *aa[1] = {&a};
+	struct doca_flow_fwd fwd = {.type = DOCA_FLOW_FWD_PORT, .port_id = 1}, miss = {.type = DOCA_FLOW_FWD_DROP};
+	struct doca_flow_pipe_cfg *pc;
+	struct doca_flow_pipe *pipe;
+	struct doca_flow_pipe_entry *e;
+	(void)state;
+
+	/* no match_mask: non-zero fields are matched exactly; dst_ip and UDP dst_port constant,
+	 * src_ip changeable; dst_mac constant action (all entries), no counters */
+	memset(&m, 0, sizeof(m));
+	memset(&a, 0, sizeof(a));
+	m.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
+	m.outer.ip4.dst_ip = htonl(0xc6120064); /* 198.18.0.100 */
+	m.outer.ip4.src_ip = 0xffffffff;
+	m.outer.l4_type_ext = DOCA_FLOW_L4_TYPE_EXT_UDP;
+	m.outer.udp.l4_port.dst_port = htons(53);
+	memcpy(a.outer.eth.dst_mac, BMAC[2], 6);
+	assert_int_equal(doca_flow_pipe_cfg_create(&pc, ports[0]), DOCA_SUCCESS);
+	doca_flow_pipe_cfg_set_is_root(pc, true);
+	assert_int_equal(doca_flow_pipe_cfg_set_match(pc, &m, NULL), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_actions(pc, aa, NULL, NULL, 1), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_create(pc, &fwd, &miss, &pipe), DOCA_SUCCESS);
+	doca_flow_pipe_cfg_destroy(pc);
+	memset(&mm, 0, sizeof(mm));
+	mm.outer.ip4.src_ip = htonl(0xc6120010); /* 198.18.0.16 exactly */
+	assert_int_equal(doca_flow_pipe_add_entry(0, pipe, &mm, NULL, NULL, NULL, 0, NULL, &e), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	uint32_t len = build_udp(in, "198.18.0.16", "198.18.0.100", 1024, 53, 22);
+
+	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+	uint8_t want[128];
+
+	memcpy(want, in, len);
+	memcpy(want, BMAC[2], 6); /* only dst_mac rewritten */
+	assert_memory_equal(out, want, len);
+	len = build_udp(in, "198.18.0.16", "198.18.0.100", 1024, 54, 22); /* other port */
+	assert_int_equal(run(0, in, len, out), XDP_DROP);
+	len = build_udp(in, "198.18.0.16", "198.18.0.101", 1024, 53, 22); /* other dst */
+	assert_int_equal(run(0, in, len, out), XDP_DROP);
+	len = build_udp(in, "198.18.0.17", "198.18.0.100", 1024, 53, 22); /* other src */
+	assert_int_equal(run(0, in, len, out), XDP_DROP);
+}
+
+static void test_datapath_attached_on_process_detached_on_port_stop(void **state)
+{
+	uint32_t id = 0;
+	int ifindex = (int)if_nametoindex(doca_flow_emu_port_ifname(0));
+	struct doca_flow_pipe *pipe = lb_pipe(0x1, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	(void)state;
+
+	assert_int_equal(bpf_xdp_query_id(ifindex, 0, &id), 0);
+	assert_int_equal(id, 0); /* created, not processed: nothing attached yet */
+	add(pipe, 0, BMAC[0], 0);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(bpf_xdp_query_id(ifindex, XDP_FLAGS_DRV_MODE, &id), 0);
+	assert_int_not_equal(id, 0);
+	assert_int_equal(doca_flow_port_stop(ports[0]), DOCA_SUCCESS);
+	assert_int_equal(bpf_xdp_query_id(ifindex, 0, &id), 0);
+	assert_int_equal(id, 0);
+	assert_int_equal(doca_flow_port_stop(ports[1]), DOCA_SUCCESS);
+}
+
+static void test_unsupported_features_return_not_supported(void **state)
+{
+	struct doca_flow_pipe_cfg *pc;
+	struct doca_flow_match m;
+	struct doca_flow_monitor mon;
+	struct doca_flow_fwd rss = {.type = DOCA_FLOW_FWD_RSS};
+	struct doca_flow_pipe *pipe = NULL;
+	struct doca_flow_shared_resource_cfg sc = {0};
+	struct doca_flow_actions a, *aa[1] = {&a};
+	(void)state;
+
+	assert_int_equal(doca_flow_pipe_cfg_create(&pc, ports[0]), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_type(pc, DOCA_FLOW_PIPE_CONTROL), DOCA_ERROR_NOT_SUPPORTED);
+	assert_int_equal(doca_flow_pipe_cfg_set_type(pc, DOCA_FLOW_PIPE_LPM), DOCA_ERROR_NOT_SUPPORTED);
+	memset(&m, 0, sizeof(m));
+	m.outer.l3_type = DOCA_FLOW_L3_TYPE_IP6;
+	assert_int_equal(doca_flow_pipe_cfg_set_match(pc, &m, NULL), DOCA_ERROR_NOT_SUPPORTED);
+	memset(&m, 0, sizeof(m));
+	m.outer.ip4.ttl = 64;
+	assert_int_equal(doca_flow_pipe_cfg_set_match(pc, &m, NULL), DOCA_ERROR_NOT_SUPPORTED);
+	memset(&m, 0, sizeof(m));
+	m.tun.type = DOCA_FLOW_TUN_VXLAN;
+	assert_int_equal(doca_flow_pipe_cfg_set_match(pc, &m, NULL), DOCA_ERROR_NOT_SUPPORTED);
+	memset(&m, 0, sizeof(m));
+	m.meta.pkt_meta = 1;
+	assert_int_equal(doca_flow_pipe_cfg_set_match(pc, &m, NULL), DOCA_ERROR_NOT_SUPPORTED);
+	memset(&a, 0, sizeof(a));
+	a.outer.ip4.dst_ip = 1; /* NAT-style rewrite */
+	assert_int_equal(doca_flow_pipe_cfg_set_actions(pc, aa, NULL, NULL, 1), DOCA_ERROR_NOT_SUPPORTED);
+	memset(&mon, 0, sizeof(mon));
+	mon.meter_type = DOCA_FLOW_RESOURCE_TYPE_SHARED;
+	assert_int_equal(doca_flow_pipe_cfg_set_monitor(pc, &mon), DOCA_ERROR_NOT_SUPPORTED);
+	doca_flow_pipe_cfg_destroy(pc);
+
+	/* an unsupported fwd fails the create, and a non-root pipe is refused */
+	assert_int_equal(doca_flow_pipe_cfg_create(&pc, ports[0]), DOCA_SUCCESS);
+	doca_flow_pipe_cfg_set_is_root(pc, true);
+	assert_int_equal(doca_flow_pipe_create(pc, &rss, NULL, &pipe), DOCA_ERROR_NOT_SUPPORTED);
+	doca_flow_pipe_cfg_set_is_root(pc, false);
+	struct doca_flow_fwd drop = {.type = DOCA_FLOW_FWD_DROP};
+
+	assert_int_equal(doca_flow_pipe_create(pc, &drop, NULL, &pipe), DOCA_ERROR_NOT_SUPPORTED);
+	doca_flow_pipe_cfg_destroy(pc);
+	assert_null(pipe);
+
+	assert_int_equal(doca_flow_port_pair(ports[0], ports[1]), DOCA_ERROR_NOT_SUPPORTED);
+	assert_int_equal(doca_flow_shared_resource_set_cfg(DOCA_FLOW_SHARED_RESOURCE_METER, 0, &sc),
+			 DOCA_ERROR_NOT_SUPPORTED);
+	struct doca_flow_cfg *cfg;
+
+	doca_flow_cfg_create(&cfg);
+	assert_int_equal(doca_flow_cfg_set_mode_args(cfg, "switch,hws"), DOCA_ERROR_NOT_SUPPORTED);
+	doca_flow_cfg_destroy(cfg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_entries_match_under_pipe_mask_and_rewrite_macs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_miss_drops_and_is_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_counter_shared_by_two_entries_and_per_entry_counters, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_entries_pending_until_process_and_removal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_constant_fields_and_udp_port_match, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_datapath_attached_on_process_detached_on_port_stop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsupported_features_return_not_supported, setup, teardown),
+	};
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_emu needs root (network namespace, XDP)\n");
+		return 77; /* meson: skipped */
+	}
+	/* a private network namespace with two veth pairs: ports 0 and 1 */
+	if (unshare(CLONE_NEWNET)) {
+		perror("Failed to unshare the network namespace");
+		return 1;
+	}
+	if (system("ip link set lo up && ip link add xe0 type veth peer name xe0p && ip link add xe1 type veth peer "
+		   "name xe1p && for d in xe0 xe0p xe1 xe1p; do ip link set $d up; done")) {
+		fprintf(stderr, "Failed to create veth pairs\n");
+		return 1;
+	}
+	doca_flow_emu_bind_port(0, "xe0");
+	doca_flow_emu_bind_port(1, "xe1");
+	doca_log_level_set_global_lower_limit(getenv("EMU_TEST_VERBOSE") ? DOCA_LOG_LEVEL_DEBUG : DOCA_LOG_LEVEL_CRIT);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
