@@ -185,7 +185,7 @@ def _no_leftovers(testbed):
 
 
 @needs_root
-@pytest.mark.parametrize("kind", ["python", "xdp"])
+@pytest.mark.parametrize("kind", ["python", "bind9", "xdp"])
 def test_probe_direct_and_through_the_ebpf_lb_agrees_with_pcap(testbed, tmp_path, kind):
     from xenobench.lb import get_lb
     from xenobench.lb.ebpf import OBJ as LB_OBJ
@@ -233,3 +233,75 @@ def test_probe_without_a_running_lb_counts_every_query_lost(testbed, tmp_path):
     assert s["pcap"] is None and "no probe from 02:00:00:00:01:00 was answered" in s["pcap_error"]
     assert [r["status"] for r in read_records(tmp_path / "r.jsonl")] == ["timeout"] * 4
     _no_leftovers(testbed)
+
+
+@needs_root
+def test_server_and_prober_over_the_ssh_transport(testbed, tmp_path):
+    """bind9 on fips2 and the prober on fips1, both reached over SSH (real sshd in their
+    namespaces): configuration files go up by SFTP, raw records and the capture come back."""
+    import dataclasses
+
+    from xenobench.config import SshConfig
+    from xenobench.nodes import SshNode
+
+    from .conftest import start_sshd
+
+    (tmp_path / "s2").mkdir()
+    (tmp_path / "s1").mkdir()
+    k2, kh2, a2 = start_sshd(testbed, "fips2", tmp_path / "s2", 2224)
+    try:
+        k1, kh1, a1 = start_sshd(testbed, "fips1", tmp_path / "s1", 2225)
+        try:
+            nodes = dict(testbed.cfg.nodes)
+            nodes["fips2"] = dataclasses.replace(nodes["fips2"], transport="ssh", ssh=SshConfig(
+                host=a2, port=2224, key=str(k2), known_hosts=str(kh2), netns=f"{testbed.cfg.prefix}fips1",
+                python=sys.executable))
+            nodes["fips1"] = dataclasses.replace(nodes["fips1"], transport="ssh", ssh=SshConfig(
+                host=a1, port=2225, key=str(k1), known_hosts=str(kh1), netns=f"{testbed.cfg.prefix}fips3",
+                python=sys.executable))
+            tb = get_testbed(dataclasses.replace(testbed.cfg, nodes=nodes))
+            assert isinstance(tb.node("fips2"), SshNode) and isinstance(tb.node("fips1"), SshNode)
+            res = start_server(tb, "bind9")
+            try:
+                assert res["argv"][-4:-2] == ["-c", f"{tb.node('fips2').remote_dir}/dns/bind9/named.conf"]
+                s = probe(tb, count=20, rate_qps=200, out=tmp_path / "ssh.jsonl", via="direct")
+            finally:
+                assert stop_server(tb, "bind9") is True
+                tb.node("fips2").close()
+                tb.node("fips1").close()
+            assert (s["n"], s["lost"], s["timestamps"]) == (20, 0, "kernel")
+            assert len(read_records(tmp_path / "ssh.jsonl")) == 20
+            assert s["pcap"]["n"] == 20 and Path(s["pcap_file"]) == tmp_path / "ssh.pcap"
+        finally:
+            testbed.node("fips1").stop("sshd-test")
+    finally:
+        testbed.node("fips2").stop("sshd-test")
+
+
+@needs_root
+def test_cli_dns_start_probe_json_stop(testbed, tmp_path):
+    import os
+    env = {**os.environ, "XENOBENCH_NS_PREFIX": testbed.cfg.prefix}
+    x = [sys.executable, "-m", "xenobench"]
+
+    def cli(*args):
+        return subprocess.run(x + list(args), capture_output=True, text=True, env=env, timeout=120)
+    p = cli("dns", "start", "--server", "python")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["server"] == "python"
+    try:
+        p = cli("dns", "start", "--server", "xdp")
+        assert p.returncode != 0 and "Failed to start DNS server xdp on fips2: python is running" in p.stderr
+        p = cli("rtt", "probe", "--count", "10", "--rate", "100", "--via", "direct", "--json",
+                "--out", str(tmp_path / "cli.jsonl"))
+        assert p.returncode == 0, p.stderr
+        s = json.loads(p.stdout)
+        assert {"n", "lost", "mismatched", "median_us", "mean_us", "std_us", "p99_us", "timestamps", "pcap",
+                "pcap_median_diff_us", "raw", "pcap_file"} <= set(s)
+        assert (s["n"], s["lost"], s["timestamps"], s["raw"]) == (10, 0, "kernel", str(tmp_path / "cli.jsonl"))
+        p = cli("rtt", "probe", "--count", "0", "--rate", "100")
+        assert p.returncode == 2 and "Invalid value for '--count'" in p.stderr
+    finally:
+        p = cli("dns", "stop", "--server", "python")
+    assert p.returncode == 0 and p.stdout.startswith("python: stopped ")
+    assert json.loads(p.stdout.split(" ", 2)[2])["answered"] == 10
