@@ -213,19 +213,20 @@ class XenoFlowLB(LoadBalancer):
         h = node.handle(TAG)
         if h is None:
             return False
+        was = node.running(TAG)
         # SIGINT first, like Ctrl-C: XenoFlow destroys its pipe and ports (the emulation detaches XDP)
         node._signal(h, signal.SIGINT)
         deadline = time.monotonic() + 5
         while node.running(TAG) and time.monotonic() < deadline:
             time.sleep(0.05)
-        was = node.stop(TAG)  # SIGTERM/SIGKILL only if still alive; forgets the handle
+        node.stop(TAG)  # SIGTERM/SIGKILL only if still alive; forgets the handle
         if self.mode == "emulation":
             left = self._xdp_attached()
             if left:
                 node.run(["ip", "link", "set", "dev", self.ing.name, "xdp", "off"], check=False)
                 raise NodeError(f"Failed to stop xenoflow cleanly on {node.name}: XDP program {left} was left "
                                 f"attached to {self.ing.name} (detached it now)")
-        return was or True
+        return was
 
     def _xdp_attached(self) -> int | None:
         r = self.node.run(["ip", "-j", "link", "show", "dev", self.ing.name], check=False)

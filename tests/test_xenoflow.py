@@ -1,0 +1,287 @@
+"""XenoFlow (lb/) and the DOCA Flow emulation (lb/emu).
+
+- the C unit tests (cmocka, `meson test -C lb/build`): emulation semantics through
+  BPF_PROG_TEST_RUN on the generated datapath, and the C backends parser against the vectors;
+- the C parser's messages equal the Python parser's for tests/vectors/backends/cases.yaml;
+- end to end on the namespace testbed through `xenobench lb start|stats|stop --lb xenoflow`:
+  sources with known classes reach each backend in the exact expected share, with the rewritten
+  MACs (frame bytes compared between the client's and the backend's tcpdump captures), XenoFlow's
+  counters equal the backends' UDP counters, SIGINT leaves no XDP program attached;
+- the deploy sequence for the thesis testbed (config/fips.yaml): the dry run prints the OVS rule,
+  the build and the start command with the thesis's interfaces; a recording node double (no DPU
+  here) checks the order of what start() runs.
+"""
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from scapy.utils import rdpcap
+
+from xenobench import REPO_ROOT
+from xenobench.backends import load_backends
+from xenobench.errors import BackendsError, NodeError
+from xenobench.lb import get_lb
+from xenobench.lb.xenoflow import BINARY, TAG, parse_lines
+
+from .conftest import needs_root
+
+BUILD = REPO_ROOT / "lb" / "build"
+CHECK = BUILD / "xenoflow-check-backends"
+CASES = yaml.safe_load((REPO_ROOT / "tests" / "vectors" / "backends" / "cases.yaml").read_text())
+built = pytest.mark.skipif(not BINARY.exists(), reason="lb not built (make -C lb)")
+LB_IN, LB_OUT = "02:00:00:00:05:00", "02:00:00:00:05:01"
+VIP = "198.18.0.100"
+
+
+# --- C unit tests ------------------------------------------------------------------------------------
+@needs_root
+@built
+def test_meson_unit_tests_pass():
+    p = subprocess.run(["meson", "test", "-C", str(BUILD), "--print-errorlogs", "--no-rebuild"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Ok:                 2" in p.stdout and "Skipped:            0" in p.stdout, p.stdout
+    log = (BUILD / "meson-logs" / "testlog.txt").read_text()
+    assert "[  PASSED  ] 7 test(s)." in log and "[  PASSED  ] 3 test(s)." in log, log[-3000:]
+
+
+# --- backends file: C == Python -------------------------------------------------------------------
+@built
+@pytest.mark.parametrize("case", CASES["bad"], ids=[c["id"] for c in CASES["bad"]])
+def test_c_parser_rejects_bad_files_with_the_python_message(tmp_path, case):
+    f = tmp_path / f"b.{case['ext']}"
+    f.write_text(case["text"])
+    want = f"Failed to load backends {f}: {case['expect']}"
+    with pytest.raises(BackendsError) as e:
+        load_backends(f)
+    assert str(e.value) == want
+    p = subprocess.run([str(CHECK), str(f)], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip() == want, p.stderr
+
+
+@built
+@pytest.mark.parametrize("case", CASES["good"], ids=[c["id"] for c in CASES["good"]])
+def test_c_parser_builds_the_python_slot_table(tmp_path, case):
+    f = tmp_path / f"b.{case['ext']}"
+    f.write_text(case["text"])
+    p = subprocess.run([str(CHECK), str(f)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    bs = load_backends(f)
+    assert (got["class_bits"], got["slots"]) == (case["class_bits"], case["slots"]) == (bs.class_bits, list(bs.slots))
+    assert [b["mac"] for b in got["backends"]] == [b.mac for b in bs.backends]
+
+
+BAD = [(c["id"], c["ext"], c["text"], c["expect"]) for c in CASES["bad"]
+       if c["id"] in ("bad-mac", "no-backends", "too-many-backends", "unknown-backend-key", "yaml-bad-mac")]
+
+
+@needs_root
+@built
+@pytest.mark.parametrize("cid,ext,text,expect", BAD, ids=[b[0] for b in BAD])
+def test_bad_backends_file_attaches_nothing(testbed, tmp_path, cid, ext, text, expect):
+    f = tmp_path / f"bad.{ext}"
+    f.write_text(text)
+    lb = get_lb("xenoflow", testbed)
+    with pytest.raises(BackendsError) as e:
+        lb.start(f)
+    assert str(e.value) == f"Failed to load backends {f}: {expect}"
+    assert not lb.running()
+    # the binary itself, started in the LB namespace past the harness's check: exit 2, same message
+    node = testbed.node("fips5")
+    r = node.run([str(BINARY), "-a", "p0", "-a", "p1", "--", "-b", str(f), "-s", LB_OUT], check=False)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"Failed to load backends {f}: {expect}" in (r.stdout + r.stderr)
+    assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
+
+
+@needs_root
+@built
+def test_bad_arguments_and_unknown_interface_exit_cleanly(testbed):
+    node = testbed.node("fips5")
+    b = str(REPO_ROOT / "config" / "backends.json")
+    r = node.run([str(BINARY), "-a", "p0", "-a", "p1", "--", "-b", b, "-s", "02:zz:00:00:05:01"], check=False)
+    assert r.returncode == 1 and "Failed to parse --src-mac: '02:zz:00:00:05:01' is not a MAC address" in r.stdout + r.stderr
+    r = node.run([str(BINARY), "-a", "p0", "-a", "nosuch9", "--", "-b", b, "-s", LB_OUT], check=False)
+    assert r.returncode == 3 and "Failed to init EAL: interface nosuch9" in r.stdout + r.stderr
+    assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
+
+
+# --- end to end on the namespace testbed ------------------------------------------------------------
+def udp_in(node) -> int:
+    lines = [ln.split() for ln in node.run(["cat", "/proc/net/snmp"]).stdout.splitlines() if ln.startswith("Udp:")]
+    row = dict(zip(lines[0][1:], map(int, lines[1][1:])))
+    return row["InDatagrams"] + row["NoPorts"]
+
+
+def send(testbed, src: str, n: int, payload="x"):
+    c = testbed.node("fips1")
+    c.run(c.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
+                        "--dst-mac", LB_IN, "--src-ip", src, "--dst-ip", VIP, "--port", "53",
+                        "--payload", payload, "--count", str(n)))
+
+
+def capture(testbed, node: str, direction: str, n: int, path: Path) -> subprocess.Popen:
+    p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{testbed.cfg.prefix}{node}", "tcpdump", "-i", "eth0",
+                          "-Q", direction, "-n", "-U", "-s", "0", "-c", str(n), "-w", str(path), "udp port 53"],
+                         stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    assert "listening on" in line, line
+    return p
+
+
+@needs_root
+@built
+def test_live_split_rewritten_macs_counters_and_clean_sigint(testbed, tmp_path):
+    lb = get_lb("xenoflow", testbed)
+    b2, b3 = testbed.node("fips2"), testbed.node("fips3")
+    res = lb.start()
+    try:
+        assert res["mode"] == "emulation" and res["slots"] == [0, 1]
+        with pytest.raises(NodeError, match="already running"):
+            lb.start()
+        sent = {"198.18.0.16": 70, "198.18.0.17": 30, "198.18.0.18": 40}  # even → fips2, odd → fips3
+        before = (udp_in(b2), udp_in(b3))
+        cap_tx = capture(testbed, "fips1", "out", 140, tmp_path / "tx.pcap")
+        cap_b3 = capture(testbed, "fips3", "in", 30, tmp_path / "b3.pcap")
+        cap_b2 = capture(testbed, "fips2", "in", 110, tmp_path / "b2.pcap")
+        for src, n in sent.items():
+            send(testbed, src, n, payload=f"xenoflow-{src}")
+        for p in (cap_tx, cap_b3, cap_b2):
+            p.wait(timeout=10)
+        time.sleep(0.2)
+        after = (udp_in(b2), udp_in(b3))
+        st = lb.stats()
+        assert {b["name"]: b["packets"] for b in st["backends"]} == {"fips2": 110, "fips3": 30}
+        assert (after[0] - before[0], after[1] - before[1]) == (110, 30)
+        assert st["mode"] == "emulation" and st["classes"] == [110, 30]
+        # frames are forwarded unchanged except for the two MACs: byte comparison of captures
+        tx = {bytes(p)[26:30]: bytes(p) for p in rdpcap(str(tmp_path / "tx.pcap"))}
+        for pcap, mac in (("b2.pcap", "02:00:00:00:02:00"), ("b3.pcap", "02:00:00:00:03:00")):
+            frames = [bytes(p) for p in rdpcap(str(tmp_path / pcap))]
+            for f in frames:
+                want = bytes.fromhex(mac.replace(":", "")) + bytes.fromhex(LB_OUT.replace(":", "")) + tx[f[26:30]][12:]
+                assert f == want, f"{pcap}: got {f.hex()} want {want.hex()}"
+        size = {s: len(tx[bytes(map(int, s.split(".")))]) for s in sent}  # frame bytes without FCS
+        assert {b["name"]: b["bytes"] for b in st["backends"]} == {
+            "fips2": 70 * size["198.18.0.16"] + 40 * size["198.18.0.18"], "fips3": 30 * size["198.18.0.17"]}
+        # traffic to a class's source from another subnet lands by the class bits alone
+        send(testbed, "10.9.8.7", 5)
+        assert {b["name"]: b["packets"] for b in lb.stats()["backends"]} == {"fips2": 110, "fips3": 35}
+    finally:
+        assert lb.stop() is True
+    # SIGINT → XenoFlow tore its pipe and ports down itself (stop() raises if XDP was left)
+    assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
+    events = [d.get("event") for d in parse_lines(testbed.node("fips5").read_text(res["log"]))]
+    assert events[0] == "started" and events[-2:] == ["final", "stopped"]
+    with pytest.raises(NodeError, match="not running"):
+        lb.stats()
+
+
+@needs_root
+@built
+def test_live_weighted_split_from_a_yaml_file_via_cli(testbed, tmp_path):
+    from xenobench.cli import main as cli
+    f = tmp_path / "w.yaml"
+    f.write_text("class_bits: 2\nbackends:\n  - {name: fips2, mac_address: '02:00:00:00:02:00', weight: 3}\n"
+                 "  - {name: fips3, mac_address: '02:00:00:00:03:00', weight: 1}\n")
+    r = CliRunner()
+    res = r.invoke(cli, ["lb", "start", "--lb", "xenoflow", "--backends", str(f)])
+    assert res.exit_code == 0, res.output
+    try:
+        assert json.loads(res.output)["slots"] == [0, 0, 0, 1]
+        for last in range(16, 24):  # classes 0,1,2,3,0,1,2,3 → 3:1
+            send(testbed, f"198.18.0.{last}", 10)
+        time.sleep(0.2)
+        res = r.invoke(cli, ["lb", "stats", "--lb", "xenoflow", "--json"])
+        st = json.loads(res.output)
+        assert {b["name"]: b["packets"] for b in st["backends"]} == {"fips2": 60, "fips3": 20}
+        assert set(st) >= {"backends", "miss", "non_ipv4", "malformed", "mode"} and st["mode"] == "emulation"
+    finally:
+        res = r.invoke(cli, ["lb", "stop", "--lb", "xenoflow"])
+        assert res.output.strip() == "xenoflow: stopped"
+    assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
+
+
+# --- the thesis testbed: deploy sequence ----------------------------------------------------------
+def _fips_lb():
+    from xenobench.config import load_config
+    from xenobench.testbed import get_testbed
+    return get_lb("xenoflow", get_testbed(load_config(REPO_ROOT / "config" / "fips.yaml")))
+
+
+def test_doca_deploy_dry_run_for_fips_prints_ovs_build_and_start():
+    from xenobench.cli import main as cli
+    res = CliRunner().invoke(cli, ["--config", str(REPO_ROOT / "config" / "fips.yaml"), "lb", "start", "--lb",
+                                   "xenoflow", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.strip().splitlines()
+    cmds = [ln for ln in lines if not ln.startswith("#")]
+    assert lines[0] == "# xenoflow (doca) on fips5-dpu"
+    assert "sudo ovs-ofctl add-flow br0 in_port=1,actions=output:2" in cmds
+    build = [c for c in cmds if "meson setup" in c or c.startswith("ninja")]
+    assert build == ["sh -c 'test -f /tmp/xenobench-xenoflow/build/build.ninja || meson setup "
+                     "/tmp/xenobench-xenoflow/build /tmp/xenobench-xenoflow/src/lb -Demulation=false'",
+                     "ninja -C /tmp/xenobench-xenoflow/build"]
+    start = cmds[-1]
+    assert start.startswith("sudo /tmp/xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
+                            "-a 03:00.1,dv_flow_en=2 -- -b ")
+    assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4" in start  # the thesis's source MAC: BF3 p1
+    order = [next(i for i, c in enumerate(cmds) if key in c)
+             for key in ("tar -xzf", "meson setup", "ninja", "ovs-ofctl", "nr_hugepages", "hugetlbfs", "xenoflow -a")]
+    assert order == sorted(order)
+
+
+class RecordingNodeDouble:
+    """Test double for the DPU reached over SSH (there is no BlueField here): records every call;
+    start() writes the line XenoFlow prints once its entries are processed."""
+
+    def __init__(self, name):
+        self.name, self.calls, self.log = name, [], ""
+        self.remote_dir = "/tmp/xenobench-xbt"
+
+    def run(self, argv, **kw):
+        self.calls.append(("run", list(argv)))
+        return type("R", (), {"ok": True, "stdout": "", "returncode": 0})()
+
+    def put(self, local, remote):
+        self.calls.append(("put", Path(local).name, remote))
+
+    def read_text(self, path):
+        return self.log
+
+    def running(self, tag):
+        return False
+
+    def start(self, tag, argv, log=None, env=None):
+        self.calls.append(("start", list(argv)))
+        self.log = '{"event": "started", "mode": "doca", "class_bits": 1, "slots": [0, 1]}\n'
+        return type("H", (), {"pid": 4242, "log": log})()
+
+
+def test_doca_deploy_sequence_on_recording_node_double(monkeypatch):
+    lb = _fips_lb()
+    dbl = RecordingNodeDouble("fips5-dpu")
+    from xenobench.nodes import SshNode
+    monkeypatch.setattr(type(lb), "node", property(lambda self: dbl))
+    monkeypatch.setattr("xenobench.lb.xenoflow.SshNode", RecordingNodeDouble)
+    assert SshNode is not RecordingNodeDouble
+    res = lb.start()
+    assert res["mode"] == "doca" and res["node"] == "fips5-dpu"
+    kinds = [(c[0], c[1][0] if c[0] in ("run", "start") else c[1]) for c in dbl.calls]
+    assert kinds == [("run", "mkdir"), ("put", "xenoflow-src.tar.gz"), ("run", "tar"), ("put", "backends.fips.json"),
+                     ("run", "sh"), ("run", "ninja"), ("run", "sudo"), ("run", "sudo"), ("run", "sudo"),
+                     ("start", "sudo")]
+    assert dbl.calls[6][1] == ["sudo", "ovs-ofctl", "add-flow", "br0", "in_port=1,actions=output:2"]
+    assert dbl.calls[3][2] == "/tmp/xenobench-xbt/xenoflow-backends.json"
+    assert dbl.calls[-1][1][1:6] == ["/tmp/xenobench-xenoflow/build/xenoflow", "-a", "03:00.0,dv_flow_en=2", "-a",
+                                     "03:00.1,dv_flow_en=2"]
+    # the tarball holds the sources, not a build directory
+    import tarfile
+    names = tarfile.open(lb._tarball()).getnames()
+    assert "lb/src/main.c" in names and "lb/emu/bpf/emu.bpf.c" in names and not any("/build" in n for n in names)
