@@ -25,7 +25,7 @@ enum xdns_stat {
 	XDNS_STAT_PASSED,        /* not IPv4/UDP to vip:port: XDP_PASS to the kernel */
 	XDNS_STAT_NOT_A,         /* query for another type or class: XDP_PASS (no record) */
 	XDNS_STAT_MALFORMED,     /* truncated header/question, pointer in the question, bad counts: dropped */
-	XDNS_STAT_RESPONSE,      /* QR already set or opcode != QUERY: dropped (never answer answers) */
+	XDNS_STAT_NOT_QUERY,     /* QR already set or opcode != QUERY: dropped (never answer answers) */
 	XDNS_STAT_PEER_MISS,     /* answered, but the client MAC came from the frame (no peer entry) */
 	XDNS_STAT_TX_ERROR,      /* bpf_xdp_adjust_tail failed: dropped */
 	XDNS_STAT_MAX,

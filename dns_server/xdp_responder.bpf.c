@@ -178,7 +178,7 @@ int xdns_responder(struct xdp_md *ctx)
 		return count(XDNS_STAT_MALFORMED, XDP_DROP);
 	__u32 dns_len = udp_len - sizeof(*udp);
 	if ((dns[2] & 0x80) || (dns[2] & 0x78))  /* QR set, or opcode != QUERY */
-		return count(XDNS_STAT_RESPONSE, XDP_DROP);
+		return count(XDNS_STAT_NOT_QUERY, XDP_DROP);
 
 	__u32 new_len = dns_len;  /* DNS bytes of the reply */
 	int stat = XDNS_STAT_ANSWERED;

@@ -350,7 +350,7 @@ def test_live_fuzz_never_stops_the_server(testbed, direct, server):
         assert counts["answered"] == 1 and "internal_errors" not in counts
     else:
         assert counts["malformed"] == sum(m[3] == "malformed" for m in MALFORMED)
-        assert counts["response"] == sum(m[3] == "response" for m in MALFORMED)
+        assert counts["not_query"] == sum(m[3] == "not_query" for m in MALFORMED)
         assert counts["answered"] == 1
         assert testbed.status()["nodes"]["fips2"]["interfaces"]["eth0"]["xdp"] is None
 

@@ -305,3 +305,24 @@ def test_cli_dns_start_probe_json_stop(testbed, tmp_path):
         p = cli("dns", "stop", "--server", "python")
     assert p.returncode == 0 and p.stdout.startswith("python: stopped ")
     assert json.loads(p.stdout.split(" ", 2)[2])["answered"] == 10
+
+
+@needs_root
+def test_xdp_reflector_replies_pair_in_prober_and_pcap(testbed, tmp_path, monkeypatch):
+    """Reflect mode: the query comes back with swapped addresses and QR set, no record; the prober
+    accepts it without an answer check, pcap_rtt pairs it as a reply."""
+    import dataclasses
+
+    import xenobench.dns as d
+    if not OBJ.exists():
+        pytest.skip("dns_server not built")
+    real = d.settings
+    monkeypatch.setattr(d, "settings", lambda cfg: dataclasses.replace(real(cfg), xdp_mode="reflect"))
+    start_server(testbed, "xdp")
+    try:
+        s = probe(testbed, count=30, rate_qps=200, out=tmp_path / "r.jsonl", via="direct")
+    finally:
+        stop_server(testbed, "xdp")
+    assert (s["server"], s["n"], s["lost"], s["bad_answer"], s["pcap"]["n"]) == ("xdp", 30, 0, 0, 30)
+    assert all(r["rcode"] == 0 for r in read_records(tmp_path / "r.jsonl"))
+    assert d.last_counts(testbed, "xdp")["answered"] == 30

@@ -335,8 +335,11 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
         mac = cfg.role("dns_backend").iface().mac
     else:
         raise ConfigError(f"Failed to probe: via must be 'lb' or 'direct', got {via!r}")
-    if expect == "config":
-        expect = s.answer if s.xdp_mode == "answer" or s.server != "xdp" else None
+    from .dns import KINDS, TAGS
+    dnode = testbed.node(cfg.role("dns_backend").name)
+    running = next((k for k in KINDS if dnode.running(TAGS[k])), None)
+    if expect == "config":  # a reflector's answer holds no record
+        expect = None if running == "xdp" and s.xdp_mode == "reflect" else s.answer
     out = Path(out)
     cn = cfg.role("client")
     ci = cn.iface()
@@ -385,7 +388,7 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
         raise NodeError(f"Failed to read the prober's summary on {cn.name}: {res.stdout[-300:]!r}") from None
     if remote:
         node.get(r_out, out)
-    summary |= {"via": via, "src": src, "dst_mac": mac, "raw": str(out), "pcap_file": None, "pcap": None,
+    summary |= {"server": running, "via": via, "src": src, "dst_mac": mac, "raw": str(out), "pcap_file": None, "pcap": None,
                 "pcap_median_diff_us": None, "tolerance_us": s.tolerance_us}
     if capture:
         if remote:

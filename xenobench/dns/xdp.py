@@ -27,7 +27,7 @@ from ..lb.ebpf import _percpu_sum, attached_prog, bpftool, map_update
 OBJ = REPO_ROOT / "dns_server" / "build" / "xdp_responder.bpf.o"
 PROG = "xdns_responder"
 # enum xdns_stat order (dns_common.h)
-STATS_NAMES = ("answered", "refused", "passed", "not_a", "malformed", "response", "peer_miss", "tx_error")
+STATS_NAMES = ("answered", "refused", "passed", "not_a", "malformed", "not_query", "peer_miss", "tx_error")
 MODES = {"answer": 0, "reflect": 1}
 EGRESS = {"tx": 0, "redirect": 1}
 MAX_ZONE = 64
