@@ -326,3 +326,13 @@ def test_xdp_reflector_replies_pair_in_prober_and_pcap(testbed, tmp_path, monkey
     assert (s["server"], s["n"], s["lost"], s["bad_answer"], s["pcap"]["n"]) == ("xdp", 30, 0, 0, 30)
     assert all(r["rcode"] == 0 for r in read_records(tmp_path / "r.jsonl"))
     assert d.last_counts(testbed, "xdp")["answered"] == 30
+
+
+def test_hardware_timestamping_request_on_a_device_without_it_falls_back_to_kernel():
+    resp = Responder(["ok"] * 2)
+    resp.start()
+    p = Prober(src="127.0.0.1", dst="127.0.0.1", port=resp.port, qname=QNAME, expect="198.18.0.53",
+               count=2, rate=100, timeout=0.5, iface="lo", enable_hw=True)
+    recs = p.run()
+    assert p.hw_note is not None  # lo refuses SIOCSHWTSTAMP; the reason is recorded
+    assert [r["ts"] for r in recs] == ["kernel", "kernel"]

@@ -113,7 +113,9 @@ class Prober:
                     if origin == SO_EE_ORIGIN_TIMESTAMPING:
                         key = ee_data
             if ts is not None and key is not None and key < len(self.records):
-                self.records[key]["_tx"] = ts
+                # software and hardware stamps of one send may come as two messages: merge them
+                sw, hw = self.records[key]["_tx"]
+                self.records[key]["_tx"] = (ts[0] or sw, ts[1] or hw)
 
     def _drain_replies(self, now_user) -> None:
         import dns.exception
@@ -316,11 +318,12 @@ def choose_source(cfg, backend_name: str) -> str:
 
 
 def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", capture: bool = True,
-          expect: str | None = "config", enable_hw: bool = False) -> dict:
+          expect: str | None = "config", enable_hw: bool | None = None) -> dict:
     """Send `count` queries at `rate_qps` from the client node to the VIP, via the LB (dst MAC =
     cfg.lb_mac) or directly to the DNS backend (via="direct"); raw records to `out` (JSONL), a
     pcap beside it (capture=True) analysed with pcap_rtt. expect: the A record a correct answer
-    holds ("config": the config's qname record; None: any reply counts, e.g. a reflector)."""
+    holds ("config": the config's qname record; None: any reply counts, e.g. a reflector).
+    enable_hw: turn on the NIC's hardware timestamping first (None: dns.prober.hardware_timestamps)."""
     from .dns import settings
     from .errors import ConfigError, DataError, NodeError
     from .nodes import SshNode
@@ -340,6 +343,8 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
     running = next((k for k in KINDS if dnode.running(TAGS[k])), None)
     if expect == "config":  # a reflector's answer holds no record
         expect = None if running == "xdp" and s.xdp_mode == "reflect" else s.answer
+    if enable_hw is None:
+        enable_hw = s.hardware_timestamps
     out = Path(out)
     cn = cfg.role("client")
     ci = cn.iface()

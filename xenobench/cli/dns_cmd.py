@@ -54,7 +54,8 @@ def rtt_group():
 @click.option("--via", type=click.Choice(["lb", "direct"]), default="lb", show_default=True,
               help="lb: to the LB's ingress MAC; direct: to the DNS backend's MAC (no LB).")
 @click.option("--no-capture", is_flag=True, help="No tcpdump capture (one measurement only).")
-@click.option("--enable-hw", is_flag=True, help="Turn on NIC hardware timestamping (SIOCSHWTSTAMP) first.")
+@click.option("--enable-hw/--no-enable-hw", default=None,
+              help="Turn on NIC hardware timestamping (SIOCSHWTSTAMP) first (default: dns.prober.hardware_timestamps).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @click.pass_obj
 def probe_cmd(obj, count, rate, out, via, no_capture, enable_hw, as_json):

@@ -46,6 +46,7 @@ class DnsSettings:
     xdp_generic: bool
     timeout_s: float
     tolerance_us: float
+    hardware_timestamps: bool = False
 
     @property
     def answer(self) -> str:
@@ -78,7 +79,8 @@ def settings(cfg) -> DnsSettings:
     return DnsSettings(cfg.service.vip, cfg.service.port, zone, qname, records, int(sec.get("ttl_s", 300)),
                        sec.get("server", DEFAULTS["server"]), b.get("binary", "/usr/sbin/named"),
                        int(b.get("threads", 1)), x.get("mode", "answer"), bool(x.get("generic", False)),
-                       float(p.get("timeout_s", 1.0)), float(p.get("tolerance_us", 20)))
+                       float(p.get("timeout_s", 1.0)), float(p.get("tolerance_us", 20)),
+                       bool(p.get("hardware_timestamps", False)))
 
 
 def _check_kind(kind: str) -> None:
