@@ -378,3 +378,58 @@ def test_bind9_missing_binary_leaves_nothing_running(testbed, tmp_path, monkeypa
     with pytest.raises(NodeError, match=r"Failed to start DNS server bind9 on fips2: .*nonexistent/named"):
         start_server(testbed, "bind9")
     assert not testbed.node("fips2").running(TAGS["bind9"])
+
+
+def _mutations(n=150, seed=6):
+    """Deterministic fuzz corpus: a valid query with bit flips, truncations, label-length and
+    pointer bytes written at random places, random tails and pure random bytes."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        b = bytearray(QUERY)
+        kind = i % 5
+        if kind == 0:
+            for _ in range(rng.randint(1, 4)):
+                pos = rng.randrange(len(b))
+                b[pos] ^= 1 << rng.randrange(8)
+        elif kind == 1:
+            b = b[:rng.randrange(len(b))]
+        elif kind == 2:
+            b[rng.randrange(12, len(b))] = rng.choice([0xC0, 0x3F, 0x40, 0x80, 0xFF, 0x00])
+        elif kind == 3:
+            b += bytes(rng.randrange(256) for _ in range(rng.randint(1, 40)))
+        else:
+            b = bytearray(rng.randrange(256) for _ in range(rng.randint(0, 80)))
+        b[2:3] = bytes([b[2] & 0x7F]) if len(b) > 2 else b[2:3]  # keep QR clear: these are queries
+        out.append(bytes(b))
+    return out
+
+
+def test_fuzzed_queries_never_raise_in_the_python_server():
+    outcomes = {}
+    for wire in _mutations():
+        out, outcome = respond(wire, ZONE, RECORDS, 300)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if out is not None:
+            assert out[2] & 0x80 and out[:2] == wire[:2]  # an answer, same id
+    assert "internal_errors" not in outcomes and sum(outcomes.values()) == 150
+    assert outcomes.get("formerr", 0) > 10 and outcomes.get("answered", 0) > 0
+
+
+@needs_root
+@needs_xdp_obj
+def test_fuzzed_queries_through_the_xdp_responder(xdp):
+    configure, run, pindir = xdp
+    configure()
+    verdicts = {}
+    for wire in _mutations():
+        verdict, out = run(frame(wire))
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        assert verdict in ("XDP_TX", "XDP_DROP", "XDP_PASS"), wire.hex()
+        if verdict == "XDP_TX":  # whatever it sends is a well-formed reply to the same id
+            m = dns.message.from_wire(bytes(Ether(out)[UDP].payload))
+            assert m.flags & dns.flags.QR and m.id == struct.unpack_from("!H", wire)[0], wire.hex()
+    st = read_stats(pindir)
+    assert st["answered"] + st["refused"] + st["not_a"] + st["malformed"] + st["not_query"] == 150
+    assert verdicts.get("XDP_TX", 0) == st["answered"] + st["refused"]
