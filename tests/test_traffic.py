@@ -378,3 +378,24 @@ def test_run_traffic_dispatches_to_trex_on_fips_config_test_double():
     assert res["generator"] == "trex" and res["valid"]
     assert res["tunables"]["dst_mac"] == "c4:70:bd:a0:56:ac" and res["tunables"]["vip"] == "10.3.10.45"
     assert res["tunables"]["dns_classes"] == "0"
+
+
+@needs_root
+def test_trex_server_start_stop_with_a_test_double_binary(testbed, tmp_path):
+    """Deploy step: a stand-in t-rex-64 (test double: a shell script) started from the configured
+    directory on the loadgen node and stopped again; the real one needs DPDK NICs."""
+    from xenobench.traffic.trex import start_server, stop_server
+    (tmp_path / "t-rex-64").write_text('#!/bin/sh\necho "fake t-rex-64 $* in $(pwd)"\nexec sleep 30\n')
+    (tmp_path / "t-rex-64").chmod(0o755)
+    tcfg = {"trex": {"server": "fips4", "version": "v3.04",
+                     "daemon": {"path": str(tmp_path), "args": ["-i", "-c", 2], "ready_s": 0.3, "wait_rpc_s": 0}}}
+    lg = testbed.node("fips4")
+    h = start_server(testbed, tcfg)
+    try:
+        assert lg.running("trex-server")
+        assert f"fake t-rex-64 -i -c 2 in {tmp_path}" in lg.read_text(h.log)
+    finally:
+        assert stop_server(testbed) is True
+    assert not lg.running("trex-server") and stop_server(testbed) is False
+    with pytest.raises(TrafficError, match=r"^Failed to start the TRex server: traffic.trex.daemon.path is not set"):
+        start_server(testbed, {"trex": {"server": "fips4", "version": "v3.04"}})

@@ -84,4 +84,27 @@ def run_cmd(obj, profile, tunables, rate, duration, count, as_json):
         raise SystemExit(3)
 
 
+@traffic_group.group("server")
+def server_group():
+    """The TRex server on the loadgen node (deploy step of the thesis testbed)."""
+
+
+@server_group.command("start")
+@click.pass_obj
+def server_start(obj):
+    """Start t-rex-64 -i from traffic.trex.daemon.path on the loadgen node and wait for its RPC port."""
+    from ..traffic import traffic_config
+    from ..traffic.trex import start_server
+    h = start_server(obj.testbed(), traffic_config(obj.config))
+    click.echo(f"trex server: started on {h.node} as pid {h.pid} (log {h.log})")
+
+
+@server_group.command("stop")
+@click.pass_obj
+def server_stop(obj):
+    """Stop the TRex server started by `traffic server start`."""
+    from ..traffic.trex import stop_server
+    click.echo(f"trex server: {'stopped' if stop_server(obj.testbed()) else 'was not running'}")
+
+
 COMMANDS = [traffic_group]

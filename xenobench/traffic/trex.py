@@ -185,9 +185,30 @@ def server_argv(tcfg: dict) -> list[str]:
     return ["sh", "-c", 'cd "$1" && shift && exec ./t-rex-64 "$@"', "t-rex", str(path), *args]
 
 
-def start_server(testbed, tcfg: dict, ready_s: float = 2.0):
+def start_server(testbed, tcfg: dict):
+    """Start t-rex-64 on the loadgen node (over SSH on the thesis testbed); refused if it runs.
+    Waits daemon.ready_s (default 2 s) and checks it is still alive, then, unless
+    daemon.wait_rpc_s is 0, until the RPC port (trex.server:sync_port) accepts connections."""
+    import socket
+    t = tcfg.get("trex") or {}
+    d = t.get("daemon") or {}
     node = testbed.node_for_role("loadgen")
-    return node.start(SERVER_TAG, server_argv(tcfg), ready=ready_s)
+    h = node.start(SERVER_TAG, server_argv(tcfg), ready=float(d.get("ready_s", 2.0)))
+    wait = float(d.get("wait_rpc_s", 60))
+    if wait > 0:
+        addr = (t.get("server", "localhost"), int(t.get("sync_port", 4501)))
+        end = time.monotonic() + wait
+        while True:
+            try:
+                socket.create_connection(addr, timeout=1).close()
+                break
+            except OSError as e:
+                if time.monotonic() >= end:
+                    node.stop(SERVER_TAG)
+                    raise TrafficError(f"Failed to start the TRex server on {node.name}: RPC port "
+                                       f"{addr[0]}:{addr[1]} not open after {wait:g} s ({e}); log {h.log}") from None
+                time.sleep(0.5)
+    return h
 
 
 def stop_server(testbed) -> bool:
