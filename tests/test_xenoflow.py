@@ -285,3 +285,61 @@ def test_doca_deploy_sequence_on_recording_node_double(monkeypatch):
     import tarfile
     names = tarfile.open(lb._tarball()).getnames()
     assert "lb/src/main.c" in names and "lb/emu/bpf/emu.bpf.c" in names and not any("/build" in n for n in names)
+
+
+def start_sshd_loopback(testbed, node_name: str, d: Path, port: int):
+    """An OpenSSH server on 127.0.0.1 in a node's namespace (tests/conftest.py's start_sshd
+    listens on the node's first address); returns the client key, known_hosts and address."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True)
+    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "UsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\n")
+    subprocess.run(["mkdir", "-p", "/run/sshd"], check=True)
+    testbed.node(node_name).start("sshd-test", ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+                                  ready=0.5)
+    host_pub = (d / "host_key.pub").read_text().split()
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    return d / "client_key", d / "known_hosts", "127.0.0.1"
+
+
+@needs_root
+@built
+def test_emulation_over_ssh_transport_start_stats_stop(testbed, tmp_path):
+    """The same start/stats/stop over the ssh transport (what the DPU deploy uses): a real sshd in
+    the LB's namespace on its loopback, standing in for the DPU's out-of-band management port
+    (XenoFlow load-balances every IPv4 frame entering port 0, so SSH cannot go through p0); the
+    backends file is put on the node, SIGUSR1/SIGINT and the log travel over SSH."""
+    import dataclasses
+    import sys
+
+    from xenobench.config import SshConfig
+    from xenobench.nodes import SshNode
+    from xenobench.testbed import get_testbed
+
+    key, known, addr = start_sshd_loopback(testbed, "fips5", tmp_path, 2224)
+    try:
+        sc = SshConfig(host=addr, port=2224, key=str(key), known_hosts=str(known),
+                       netns=f"{testbed.cfg.prefix}fips5", python=sys.executable)
+        nodes = dict(testbed.cfg.nodes)
+        nodes["fips5"] = dataclasses.replace(nodes["fips5"], transport="ssh", ssh=sc)
+        tb = get_testbed(dataclasses.replace(testbed.cfg, nodes=nodes))
+        lb = get_lb("xenoflow", tb)
+        assert isinstance(lb.node, SshNode)
+        res = lb.start()
+        try:
+            assert res["mode"] == "emulation" and res["log"].startswith(lb.node.remote_dir)
+            send(testbed, "198.18.0.17", 25)
+            send(testbed, "198.18.0.20", 5)
+            time.sleep(0.2)
+            st = lb.stats()
+            assert {b["name"]: b["packets"] for b in st["backends"]} == {"fips2": 5, "fips3": 25}
+        finally:
+            assert lb.stop() is True
+            lb.node.close()
+        assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
+    finally:
+        testbed.node("fips5").stop("sshd-test")

@@ -178,6 +178,8 @@ class XenoFlowLB(LoadBalancer):
                 continue
             node.run(argv, timeout=600)
         argv = steps[-1][1]
+        if self.mode == "emulation" and self._remote_backends(bfile) != str(Path(bfile).resolve()):
+            node.put(bfile, self._remote_backends(bfile))  # the LB node reads it over there
         ran.append(shlex.join(argv))
         log_path = self._log_path()
         offset = len(node.read_text(log_path))
@@ -208,6 +210,15 @@ class XenoFlowLB(LoadBalancer):
             tf.add(LB_DIR, arcname="lb", filter=lambda ti: None if "/build" in ti.name else ti)
         return out
 
+    def _kill(self, h, sig: int) -> None:
+        """Signal XenoFlow's process group; with `sudo` (DPU as a non-root user) through sudo,
+        since the process runs as root."""
+        node = self.node
+        if isinstance(node, SshNode) and self.sec["sudo"]:
+            node.run(["sudo", "kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
+        else:
+            node._signal(h, sig)
+
     def stop(self) -> bool:
         node = self.node
         h = node.handle(TAG)
@@ -215,7 +226,7 @@ class XenoFlowLB(LoadBalancer):
             return False
         was = node.running(TAG)
         # SIGINT first, like Ctrl-C: XenoFlow destroys its pipe and ports (the emulation detaches XDP)
-        node._signal(h, signal.SIGINT)
+        self._kill(h, signal.SIGINT)
         deadline = time.monotonic() + 5
         while node.running(TAG) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -248,7 +259,7 @@ class XenoFlowLB(LoadBalancer):
             raise NodeError(f"Failed to read xenoflow stats on {node.name}: not running")
         before = [d for d in parse_lines(node.read_text(h.log)) if "seq" in d]
         last = before[-1]["seq"] if before else 0
-        node._signal(h, signal.SIGUSR1)
+        self._kill(h, signal.SIGUSR1)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             fresh = [d for d in parse_lines(node.read_text(h.log)) if d.get("seq", 0) > last]
