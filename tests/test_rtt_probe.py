@@ -175,6 +175,8 @@ def test_probe_refuses_bad_arguments(tmp_path):
         probe(tb, count=1, rate_qps=1, out=tmp_path / "r.jsonl", via="switch")
     with pytest.raises(ConfigError, match=r"Failed to probe: count must be >= 1 and rate > 0 \(got count=0"):
         probe(tb, count=0, rate_qps=1, out=tmp_path / "r.jsonl")
+    with pytest.raises(ConfigError, match=r"Failed to probe: out .*/r\.pcap ends in \.pcap"):
+        probe(tb, count=1, rate_qps=1, out=tmp_path / "r.pcap")
 
 
 # --- live ---------------------------------------------------------------------------------------

@@ -347,6 +347,9 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
     if enable_hw is None:
         enable_hw = s.hardware_timestamps
     out = Path(out)
+    if out.suffix == ".pcap":
+        raise ConfigError(f"Failed to probe: out {out} ends in .pcap, the name the capture beside it takes; "
+                          "use .jsonl for the raw records")
     cn = cfg.role("client")
     ci = cn.iface()
     node = testbed.node(cn.name)
