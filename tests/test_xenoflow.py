@@ -343,3 +343,45 @@ def test_emulation_over_ssh_transport_start_stats_stop(testbed, tmp_path):
         assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
     finally:
         testbed.node("fips5").stop("sshd-test")
+
+
+@needs_root
+@built
+def test_doca_build_branch_against_sdk_double_compiles_and_runs(testbed, tmp_path):
+    """The DOCA branch of lb/meson.build (-Demulation=false: pkg-config doca-flow, doca-common,
+    doca-argp, libdpdk) built against an SDK double: .pc files that publish lb/emu's headers and
+    library under the SDK's names (there is no DOCA SDK here). The same sources must configure,
+    compile and run, reporting mode "doca"."""
+    emu = REPO_ROOT / "lb" / "emu"
+    lib = BUILD / "emu"
+    pc = tmp_path / "pc"
+    pc.mkdir()
+    for name in ("doca-flow", "doca-common", "doca-argp", "libdpdk"):
+        libs = f"Libs: -L{lib} -ldoca_emu -lbpf -lelf -lz\n" if name == "doca-flow" else "Libs:\n"
+        (pc / f"{name}.pc").write_text(f"Name: {name}\nDescription: SDK double (lb/emu)\nVersion: 2.9.0\n"
+                                       f"Cflags: -I{emu / 'include'}\n{libs}")
+    env = {**__import__("os").environ, "PKG_CONFIG_PATH": str(pc)}
+    b = tmp_path / "build"
+    p = subprocess.run(["meson", "setup", str(b), str(REPO_ROOT / "lb"), "-Demulation=false"], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Run-time dependency doca-flow found: YES 2.9.0" in p.stdout
+    p = subprocess.run(["ninja", "-C", str(b)], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    node = testbed.node("fips5")
+    h = node.start("xenoflow-sdk-double", [str(b / "xenoflow"), "-a", "p0", "-a", "p1", "--", "-b",
+                                           str(REPO_ROOT / "config" / "backends.json"), "-s", LB_OUT, "-i", "0"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(d.get("event") == "started" for d in parse_lines(node.read_log(h))):
+            time.sleep(0.05)
+        started = [d for d in parse_lines(node.read_log(h)) if d.get("event") == "started"]
+        assert started and started[0]["mode"] == "doca", node.read_log(h)
+    finally:
+        node._signal(h, __import__("signal").SIGINT)
+        deadline = time.monotonic() + 5
+        while node.running("xenoflow-sdk-double") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        node.stop("xenoflow-sdk-double")
+    assert [d.get("event") for d in parse_lines(node.read_log(h))][-1] == "stopped"
+    assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
