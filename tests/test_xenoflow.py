@@ -26,7 +26,7 @@ from xenobench import REPO_ROOT
 from xenobench.backends import load_backends
 from xenobench.errors import BackendsError, NodeError
 from xenobench.lb import get_lb
-from xenobench.lb.xenoflow import BINARY, TAG, parse_lines
+from xenobench.lb.xenoflow import BINARY, parse_lines
 
 from .conftest import needs_root
 
@@ -385,3 +385,35 @@ def test_doca_build_branch_against_sdk_double_compiles_and_runs(testbed, tmp_pat
         node.stop("xenoflow-sdk-double")
     assert [d.get("event") for d in parse_lines(node.read_log(h))][-1] == "stopped"
     assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
+
+
+@needs_root
+@built
+def test_periodic_stats_lines_and_pps(testbed):
+    """Stats lines every interval (100 ms here); pps is the packet delta over the time between
+    lines, so pps × Δt over the lines adds up to the packets counted."""
+    node = testbed.node("fips5")
+    h = node.start("xenoflow-interval", [str(BINARY), "-a", "p0", "-a", "p1", "--", "-b",
+                                         str(REPO_ROOT / "config" / "backends.json"), "-s", LB_OUT, "-i", "100"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not parse_lines(node.read_log(h)):
+            time.sleep(0.05)
+        time.sleep(0.25)
+        send(testbed, "198.18.0.17", 200)
+        time.sleep(0.6)
+    finally:
+        node._signal(h, __import__("signal").SIGINT)
+        deadline = time.monotonic() + 5
+        while node.running("xenoflow-interval") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        node.stop("xenoflow-interval")
+    lines = [d for d in parse_lines(node.read_log(h)) if d.get("event") in ("stats", "final")]
+    assert len(lines) >= 8, lines
+    gaps = [b["time"] - a["time"] for a, b in zip(lines, lines[1:-1])]
+    assert all(0.08 < g < 0.2 for g in gaps), gaps
+    assert lines[-1]["backends"][1]["packets"] == 200 and lines[-1]["backends"][0]["packets"] == 0
+    total = lines[0]["backends"][1]["packets"] + sum(
+        b["backends"][1]["pps"] * (b["time"] - a["time"]) for a, b in zip(lines, lines[1:]))
+    assert abs(total - 200) < 10, total
+    assert [d["seq"] for d in lines] == list(range(1, len(lines) + 1))

@@ -18,7 +18,6 @@ both modes (DOCA's hardware counters can only be read by the process that owns t
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
 import signal
