@@ -417,3 +417,33 @@ def test_periodic_stats_lines_and_pps(testbed):
         b["backends"][1]["pps"] * (b["time"] - a["time"]) for a, b in zip(lines, lines[1:]))
     assert abs(total - 200) < 10, total
     assert [d["seq"] for d in lines] == list(range(1, len(lines) + 1))
+
+
+@needs_root
+@built
+def test_sigkill_leaves_no_xdp_and_an_occupied_port_is_refused(testbed):
+    """The emulation attaches through a BPF link, so even a killed XenoFlow leaves nothing on p0;
+    and with another XDP program on p0 (the eBPF baseline) XenoFlow refuses to start (the root cause first in the error) and
+    leaves that program in place."""
+    lb = get_lb("xenoflow", testbed)
+    lb.start()
+    h = testbed.node("fips5").handle("lb-xenoflow")
+    assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is not None
+    testbed.node("fips5")._signal(h, __import__("signal").SIGKILL)
+    deadline = time.monotonic() + 5
+    while lb.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not lb.running()
+    assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
+    assert lb.stop() is False  # nothing was running any more, nothing was left
+    eb = get_lb("ebpf", testbed)
+    eb.start()
+    try:
+        prog = testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"]
+        with pytest.raises(NodeError, match=r"Failed to start xenoflow on fips5: .*Failed to attach XDP to p0: "
+                                            r"Device or resource busy \(an XDP program is already attached\)"):
+            lb.start()
+        assert not lb.running()
+        assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] == prog
+    finally:
+        eb.stop()

@@ -58,6 +58,18 @@ def parse_lines(text: str) -> list[dict]:
     return out
 
 
+def failure_reason(log: str) -> str:
+    """The "Failed to ..." messages of a failed start, root cause first, without the DOCA log
+    prefixes ("[12:00:00:000][ERR][SOURCE] "); the last line if there is none."""
+    msgs: list[str] = []
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in lines:
+        i = ln.find("Failed to")
+        if i >= 0 and ln[i:] not in msgs:
+            msgs.append(ln[i:])
+    return "; ".join(msgs) if msgs else (lines[-1] if lines else "exited")
+
+
 def stats_from_line(d: dict) -> dict:
     """A XenoFlow stats line → the LoadBalancer stats shape (as the eBPF baseline's)."""
     out = {"backends": [{k: b[k] for k in ("name", "mac", "packets", "bytes", "pps")} for b in d["backends"]],
@@ -194,8 +206,7 @@ class XenoFlowLB(LoadBalancer):
                         "log": h.log, "commands": ran}
             if not node.running(TAG):
                 node.stop(TAG)
-                lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-                why = next((ln for ln in reversed(lines) if ln.startswith("Failed")), lines[-1] if lines else "exited")
+                why = failure_reason(text)
                 raise NodeError(f"Failed to start xenoflow on {node.name}: {why} (log {h.log})")
             time.sleep(0.05)
         node.stop(TAG)

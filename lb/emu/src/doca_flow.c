@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <linux/if_link.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -112,6 +113,7 @@ struct doca_flow_port {
 	char ifname[IF_NAMESIZE];
 	int ifindex;
 	bool attached;
+	int link_fd; /* BPF link of the XDP attachment: closed on detach, or by the kernel on exit */
 	struct doca_flow_pipe *root;
 };
 
@@ -369,12 +371,11 @@ static void detach(struct doca_flow_port *p)
 {
 	if (!p->attached)
 		return;
-	int err = bpf_xdp_detach(p->ifindex, g.xdp_flags & ~XDP_FLAGS_UPDATE_IF_NOEXIST, NULL);
-
-	if (err)
-		DOCA_LOG_ERR("Failed to detach XDP from %s: %s", p->ifname, strerror(-err));
-	else
-		DOCA_LOG_INFO("port %d: XDP detached from %s", p->id, p->ifname);
+	/* a BPF link: closing it detaches; if the process dies instead, the kernel closes it, so a
+	 * crashed application never leaves the datapath attached */
+	close(p->link_fd);
+	p->link_fd = -1;
+	DOCA_LOG_INFO("port %d: XDP detached from %s", p->id, p->ifname);
 	p->attached = false;
 }
 
@@ -927,14 +928,17 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 	for (e = g.pending_head; e; e = e->next_pending)
 		g.pending_tail = &e->next_pending;
 	if (port->root && !port->attached) {
-		int fd = bpf_program__fd(g.skel->progs.xb_emu);
+		LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = g.xdp_flags & XDP_FLAGS_SKB_MODE ? XDP_FLAGS_SKB_MODE
+											     : XDP_FLAGS_DRV_MODE);
+		int fd = bpf_link_create(bpf_program__fd(g.skel->progs.xb_emu), port->ifindex, BPF_XDP, &lo);
 
-		err = bpf_xdp_attach(port->ifindex, fd, g.xdp_flags, NULL);
-		if (err) {
+		if (fd < 0) {
+			err = -errno;
 			DOCA_LOG_ERR("Failed to attach XDP to %s: %s%s", port->ifname, strerror(-err),
 				     err == -EBUSY || err == -EEXIST ? " (an XDP program is already attached)" : "");
 			return DOCA_ERROR_DRIVER;
 		}
+		port->link_fd = fd;
 		port->attached = true;
 		DOCA_LOG_INFO("port %d: datapath attached to %s (%s mode)", port->id, port->ifname,
 			      g.xdp_flags & XDP_FLAGS_SKB_MODE ? "generic" : "native");
