@@ -8,6 +8,11 @@ LB's p0 XDP-redirect counter delta over trafgen's wall time. The switch port of 
 baseline's xb_sink XDP program (loaded once for the whole run) so forwarded frames are dropped
 there instead of costing the backends' kernels. Both LBs are started and stopped through
 xenobench.lb (`lb start/stop`), so start-up is outside the timed window.
+
+On this machine both are bound by veth and trafgen, so the script also prints the datapath's own
+cost per frame, without NIC or veth: BPF_PROG_TEST_RUN with repeat on one 64-byte service frame,
+XenoFlow's pipe on the emulation (lb/build/tests/bench_datapath, 2 classes, shared counters,
+redirect) vs the baseline's xb_lb (same backends, XDP_TX).
 Usage (root): XENOBENCH_NS_PREFIX=xbx- .venv/bin/python scripts/bench_xenoflow_forwarding.py [COUNT] [ROUNDS]"""
 
 import os
@@ -70,6 +75,31 @@ try:
     print(f"forwarding, {count} frames x {rounds} rounds (median): XenoFlow (emulation) {med['xenoflow'] / 1e3:.0f} kpps, "
           f"eBPF baseline {med['ebpf'] / 1e3:.0f} kpps, ratio {med['xenoflow'] / med['ebpf']:.3f} (target >= 0.85)")
     print("  per round kpps: " + "; ".join(f"{k} " + ", ".join(f"{x / 1e3:.0f}" for x in v) for k, v in rates.items()))
+    # datapath cost per frame (BPF_PROG_TEST_RUN, repeat)
+    import re
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from xenobench.lb.ebpf import fill_maps, load
+    repeat = 2_000_000
+    dp = Path("/sys/fs/bpf") / f"{cfg.prefix}bench-dp"
+    load(dp)
+    fill_maps(dp, cfg.service.backends, vip=cfg.service.vip, port=cfg.service.port, policy="pass", egress="tx",
+              src_mac="02:00:00:00:05:01", egress_ifindex=None)
+    fr = Path(tempfile.mkdtemp()) / "frame.bin"
+    fr.write_bytes(bytes(Ether(src="02:00:00:00:04:00", dst="02:00:00:00:05:00") / IP(src="198.18.0.17", dst=cfg.service.vip)
+                         / UDP(sport=1024, dport=53) / (b"q" * 22)))
+    ns = {"ebpf": [], "xenoflow": []}
+    emu = Path(__file__).resolve().parent.parent / "lb" / "build" / "tests" / "bench_datapath"
+    for _ in range(5):
+        out = bpftool("prog", "run", "pinned", str(dp / "progs" / "xb_lb"), "data_in", str(fr), "repeat", str(repeat))
+        ns["ebpf"].append(int(re.search(r"duration \(average\): (\d+)ns", out.stdout + out.stderr).group(1)))
+        out = subprocess.run([str(emu), "1", str(repeat)], capture_output=True, text=True, check=True).stdout
+        ns["xenoflow"].append(int(re.search(r"ns_per_frame=(\d+)", out).group(1)))
+    shutil.rmtree(dp, ignore_errors=True)
+    dmed = {k: sorted(v)[len(v) // 2] for k, v in ns.items()}
+    print(f"datapath cost per frame, BPF_PROG_TEST_RUN x {repeat} (median of 5): XenoFlow on the emulation "
+          f"{dmed['xenoflow']} ns, eBPF baseline {dmed['ebpf']} ns -> {1e3 / dmed['xenoflow']:.1f} vs "
+          f"{1e3 / dmed['ebpf']:.1f} Mpps per core, ratio {dmed['ebpf'] / dmed['xenoflow']:.3f}")
 finally:
     for lb in lbs.values():
         if lb.running():

@@ -47,7 +47,7 @@ def test_meson_unit_tests_pass():
     assert p.returncode == 0, p.stdout + p.stderr
     assert "Ok:                 2" in p.stdout and "Skipped:            0" in p.stdout, p.stdout
     log = (BUILD / "meson-logs" / "testlog.txt").read_text()
-    assert "[  PASSED  ] 7 test(s)." in log and "[  PASSED  ] 3 test(s)." in log, log[-3000:]
+    assert "[  PASSED  ] 8 test(s)." in log and "[  PASSED  ] 3 test(s)." in log, log[-3000:]
 
 
 # --- backends file: C == Python -------------------------------------------------------------------

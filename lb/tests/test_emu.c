@@ -192,6 +192,7 @@ static void test_entries_match_under_pipe_mask_and_rewrite_macs(void **state)
 	struct doca_flow_pipe *pipe = lb_pipe(0x3, DOCA_FLOW_RESOURCE_TYPE_SHARED);
 	(void)state;
 
+	assert_true(doca_flow_emu_pipe_is_direct(pipe)); /* the class mask compiles into a direct table */
 	for (uint32_t c = 0; c < 4; c++)
 		add(pipe, c, BMAC[c], c);
 	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 4), DOCA_SUCCESS);
@@ -345,6 +346,7 @@ static void test_constant_fields_and_udp_port_match(void **state)
 	assert_int_equal(doca_flow_pipe_cfg_set_actions(pc, aa, NULL, NULL, 1), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_create(pc, &fwd, &miss, &pipe), DOCA_SUCCESS);
 	doca_flow_pipe_cfg_destroy(pc);
+	assert_false(doca_flow_emu_pipe_is_direct(pipe)); /* several fields masked: hash lookup */
 	memset(&mm, 0, sizeof(mm));
 	mm.outer.ip4.src_ip = htonl(0xc6120010); /* 198.18.0.16 exactly */
 	assert_int_equal(doca_flow_pipe_add_entry(0, pipe, &mm, NULL, NULL, NULL, 0, NULL, &e), DOCA_SUCCESS);
@@ -363,6 +365,47 @@ static void test_constant_fields_and_udp_port_match(void **state)
 	assert_int_equal(run(0, in, len, out), XDP_DROP);
 	len = build_udp(in, "198.18.0.17", "198.18.0.100", 1024, 53, 22); /* other src */
 	assert_int_equal(run(0, in, len, out), XDP_DROP);
+}
+
+/* masks the direct table cannot index (non-contiguous bits) fall back to the hash lookup, and
+ * shifted contiguous masks index by the shifted bits; the matching is the same either way */
+static void test_direct_and_hash_compilation_match_alike(void **state)
+{
+	uint8_t in[128], out[2048];
+	char src[32];
+	const struct {
+		uint32_t mask;
+		int direct;
+	} cases[] = {{0x5, 0}, {0xc, 1}, {0xff, 1}, {0xfff0, 1}, {0x1fff, 0}};
+	(void)state;
+
+	for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+		struct doca_flow_pipe *pipe = lb_pipe(cases[t].mask, DOCA_FLOW_RESOURCE_TYPE_NONE);
+		uint32_t vals[2] = {0, cases[t].mask & 0x5}; /* two classes: masked value 0 and bits of 0b101 */
+
+		if (!vals[1])
+			vals[1] = cases[t].mask & (cases[t].mask << 1) ? cases[t].mask & ~(cases[t].mask << 1) : cases[t].mask;
+		assert_int_equal(doca_flow_emu_pipe_is_direct(pipe), cases[t].direct);
+		add(pipe, vals[0], BMAC[0], 0);
+		add(pipe, vals[1], BMAC[1], 0);
+		assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+		for (uint32_t x = 0; x < 64; x++) {
+			uint32_t ip = 0xc6120000u | (x * 0x111u & 0xffffu), cls = ip & cases[t].mask;
+			int want = cls == vals[0] ? 0 : cls == vals[1] ? 1 : -1;
+
+			snprintf(src, sizeof(src), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+			uint32_t len = build_udp(in, src, "198.18.0.100", 1024, 53, 22);
+			int v = run(0, in, len, out);
+
+			if (want < 0) {
+				assert_int_equal(v, XDP_DROP);
+			} else {
+				assert_int_equal(v, XDP_REDIRECT);
+				expect_rewritten(in, out, len, BMAC[want]);
+			}
+		}
+		doca_flow_pipe_destroy(pipe);
+	}
 }
 
 static void test_datapath_attached_on_process_detached_on_port_stop(void **state)
@@ -448,6 +491,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_entries_pending_until_process_and_removal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_constant_fields_and_udp_port_match, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_and_hash_compilation_match_alike, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_datapath_attached_on_process_detached_on_port_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsupported_features_return_not_supported, setup, teardown),
 	};

@@ -11,10 +11,10 @@
 
 #include "emu_common.h"
 
-/* ingress ifindex → DOCA port id (ports with a root pipe) */
+/* ingress ifindex → DOCA port id + 1 (0: not a port); an array, not a hash: ~35 ns cheaper */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, EMU_MAX_PORTS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, EMU_MAX_IFINDEX);
 	__type(key, __u32);
 	__type(value, __u32);
 } port_of_ifindex SEC(".maps");
@@ -34,6 +34,14 @@ struct {
 	__type(key, struct emu_key);
 	__type(value, struct emu_action);
 } entries SEC(".maps");
+
+/* direct tables: port * EMU_DIRECT_SLOTS + index → the entry's actions (flags & EMU_VALID) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, EMU_MAX_PORTS * EMU_DIRECT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct emu_action);
+} direct SEC(".maps");
 
 /* DOCA port id → its interface, for DOCA_FLOW_FWD_PORT */
 struct {
@@ -96,7 +104,9 @@ int xb_emu(struct xdp_md *ctx)
 	struct emu_action *act;
 
 	portp = bpf_map_lookup_elem(&port_of_ifindex, &ifindex);
-	port = portp ? *portp : 0; /* BPF_PROG_TEST_RUN without an ifindex: port 0 */
+	if (!portp || !*portp)
+		return XDP_PASS;
+	port = *portp - 1;
 	pipe = bpf_map_lookup_elem(&pipes, &port);
 	if (!pipe || !pipe->valid)
 		return XDP_PASS;
@@ -133,9 +143,27 @@ int xb_emu(struct xdp_md *ctx)
 		kv[2] &= mv[2];
 		kv[3] &= mv[3];
 	}
-	act = bpf_map_lookup_elem(&entries, &k);
-	if (!act)
-		goto miss;
+	if (pipe->direct != EMU_DIRECT_NONE) {
+		__u64 *kv = (__u64 *)&k, *sv = (__u64 *)&pipe->sel;
+		__u32 v, idx;
+
+		switch (pipe->direct) {
+		case EMU_DIRECT_SRC_IP: v = bpf_ntohl(k.src_ip); k.src_ip = 0; break;
+		case EMU_DIRECT_DST_IP: v = bpf_ntohl(k.dst_ip); k.dst_ip = 0; break;
+		case EMU_DIRECT_SRC_PORT: v = bpf_ntohs(k.src_port); k.src_port = 0; break;
+		default: v = bpf_ntohs(k.dst_port); k.dst_port = 0; break;
+		}
+		if (kv[0] != sv[0] || kv[1] != sv[1] || kv[2] != sv[2] || kv[3] != sv[3])
+			goto miss;
+		idx = port * EMU_DIRECT_SLOTS + ((v >> pipe->direct_shift) & pipe->direct_mask & (EMU_DIRECT_SLOTS - 1));
+		act = bpf_map_lookup_elem(&direct, &idx);
+		if (!act || !(act->flags & EMU_VALID))
+			goto miss;
+	} else {
+		act = bpf_map_lookup_elem(&entries, &k);
+		if (!act)
+			goto miss;
+	}
 	if (act->flags & EMU_ACT_DST_MAC)
 		__builtin_memcpy(eth->h_dest, act->dst_mac, 6);
 	if (act->flags & EMU_ACT_SRC_MAC)

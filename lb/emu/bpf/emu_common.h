@@ -6,6 +6,9 @@
 #define EMU_MAX_PORTS      8     /* DOCA ports (one XDP attachment each) */
 #define EMU_MAX_ENTRIES    4096  /* entries over all pipes (hash map size, entry counters) */
 #define EMU_MAX_SHARED_CNT 1024  /* shared counter ids 0..1023 */
+#define EMU_MAX_IFINDEX    4096  /* ports must be interfaces with ifindex < 4096 */
+#define EMU_DIRECT_BITS    12    /* direct tables: masks of up to 12 contiguous bits */
+#define EMU_DIRECT_SLOTS   (1 << EMU_DIRECT_BITS)
 
 /* classified header fields; l3/l4 values are those of enum doca_flow_l3_type / l4_type_ext */
 #define EMU_L3_NONE 0
@@ -39,14 +42,28 @@ struct emu_key {
 #define EMU_ACT_SRC_MAC   (1u << 1)
 #define EMU_CNT_ENTRY     (1u << 2)  /* count in entry_counters[entry_id] */
 #define EMU_CNT_SHARED    (1u << 3)  /* count in shared_counters[shared_id] */
+#define EMU_VALID         (1u << 4)  /* a direct table slot holds an entry */
 
-/* per port: the root pipe's mask and miss behaviour */
+/* which field indexes a direct table */
+#define EMU_DIRECT_NONE     0  /* general case: hash lookup of the masked key in `entries` */
+#define EMU_DIRECT_SRC_IP   1
+#define EMU_DIRECT_DST_IP   2
+#define EMU_DIRECT_SRC_PORT 3
+#define EMU_DIRECT_DST_PORT 4
+
+/* per port: the root pipe's mask and miss behaviour. A pipe whose mask is one contiguous run of
+ * at most EMU_DIRECT_BITS bits of one field (plus the l3/l4 selectors and the port) is compiled
+ * into a direct table: index = (field in host order >> direct_shift) & direct_mask, the other
+ * masked fields must equal `sel`. */
 struct emu_pipe {
 	struct emu_key mask;
+	struct emu_key sel;   /* direct: masked key with the indexed field zeroed must equal this */
 	__u32 valid;
-	__u32 miss_fwd;     /* EMU_FWD_* */
-	__u32 miss_port;    /* devmap index when miss_fwd is PORT */
-	__u32 pad;
+	__u32 miss_fwd;       /* EMU_FWD_* */
+	__u32 miss_port;      /* devmap index when miss_fwd is PORT */
+	__u32 direct;         /* EMU_DIRECT_* */
+	__u32 direct_shift;
+	__u32 direct_mask;
 };
 
 /* value of `entries`: what a hit does */

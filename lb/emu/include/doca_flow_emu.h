@@ -18,6 +18,9 @@ int doca_flow_emu_prog_fd(void);
  * *verdict is the XDP action, out/out_len the frame after actions. */
 doca_error_t doca_flow_emu_test_run(uint16_t port_id, const void *frame, uint32_t len, int *verdict, void *out,
 				    uint32_t *out_len);
+/* 1 if the pipe was compiled into a direct table (one contiguous mask of <= 12 bits on one IP
+ * address or L4 port), 0 if its entries are looked up by hash. */
+int doca_flow_emu_pipe_is_direct(const struct doca_flow_pipe *pipe);
 /* The interface a port is bound to ("" if none). */
 const char *doca_flow_emu_port_ifname(uint16_t port_id);
 

@@ -128,6 +128,7 @@ struct doca_flow_pipe {
 	enum doca_flow_resource_type counter_type;
 	uint32_t shared_id; /* CHANGEABLE_ID: per entry */
 	struct emu_pipe miss;
+	size_t direct_koff, direct_size;
 	bool pushed;
 	uint32_t nr_entries;
 };
@@ -136,6 +137,7 @@ struct doca_flow_pipe_entry {
 	struct doca_flow_pipe *pipe;
 	struct emu_key key;
 	struct emu_action act;
+	uint32_t direct_idx; /* slot in the direct table, if the pipe has one */
 	enum doca_flow_entry_status status;
 	bool pending, pushed;
 	void *usr_ctx;
@@ -351,6 +353,9 @@ doca_error_t doca_flow_port_start(const struct doca_flow_port_cfg *cfg, struct d
 	p->ifindex = (int)if_nametoindex(g.bound[p->id]);
 	if (!p->ifindex)
 		return INVALID("Failed to start port %d: interface %s: %s", p->id, g.bound[p->id], strerror(errno));
+	if (p->ifindex >= EMU_MAX_IFINDEX)
+		return NOT_SUPPORTED("port %d: interface %s has ifindex %d (at most %d)", p->id, g.bound[p->id],
+				     p->ifindex, EMU_MAX_IFINDEX - 1);
 	memcpy(p->ifname, g.bound[p->id], IF_NAMESIZE);
 	p->started = true;
 	p->attached = false;
@@ -387,9 +392,9 @@ doca_error_t doca_flow_port_stop(struct doca_flow_port *port)
 		doca_flow_pipe_destroy(port->root);
 	detach(port);
 	if (g.skel) {
-		uint32_t k = port->ifindex, id = port->id;
+		uint32_t k = port->ifindex, id = port->id, none = 0;
 
-		bpf_map_delete_elem(bpf_map__fd(g.skel->maps.port_of_ifindex), &k);
+		bpf_map_update_elem(bpf_map__fd(g.skel->maps.port_of_ifindex), &k, &none, BPF_ANY);
 		bpf_map_delete_elem(bpf_map__fd(g.skel->maps.tx_ports), &id);
 	}
 	port->started = false;
@@ -622,6 +627,70 @@ static doca_error_t fwd_to_emu(const struct doca_flow_fwd *fwd, bool miss, uint3
 			     fwd->type);
 }
 
+/* A mask that is one contiguous run of <= EMU_DIRECT_BITS bits of one IP address or L4 port
+ * (besides the l3/l4 selectors and the port) compiles into a direct table instead of a hash
+ * lookup: XenoFlow's class mask is the case this is for. */
+static void compile_direct(struct doca_flow_pipe *p)
+{
+	static const struct {
+		size_t koff, size;
+		uint32_t kind;
+	} D[] = {{offsetof(struct emu_key, src_ip), 4, EMU_DIRECT_SRC_IP},
+		 {offsetof(struct emu_key, dst_ip), 4, EMU_DIRECT_DST_IP},
+		 {offsetof(struct emu_key, src_port), 2, EMU_DIRECT_SRC_PORT},
+		 {offsetof(struct emu_key, dst_port), 2, EMU_DIRECT_DST_PORT}};
+	int nmasked = 0, which = -1;
+	uint32_t m = 0, shift = 0, w;
+
+	p->miss.direct = EMU_DIRECT_NONE;
+	for (size_t f = 0; f < NFIELDS; f++)
+		if (!all_zero((unsigned char *)&p->mask + FIELDS[f].koff, FIELDS[f].size))
+			nmasked++;
+	if (nmasked != 1)
+		return;
+	for (int d = 0; d < 4; d++) {
+		unsigned char *b = (unsigned char *)&p->mask + D[d].koff;
+
+		if (!all_zero(b, D[d].size)) {
+			which = d;
+			for (size_t i = 0; i < D[d].size; i++)
+				m = (m << 8) | b[i]; /* network → host order */
+		}
+	}
+	if (which < 0)
+		return;
+	while (!((m >> shift) & 1))
+		shift++;
+	w = m >> shift;
+	if ((w & (w + 1)) || __builtin_popcount(w) > EMU_DIRECT_BITS)
+		return;
+	p->miss.direct = D[which].kind;
+	p->miss.direct_shift = shift;
+	p->miss.direct_mask = w;
+	p->direct_koff = D[which].koff;
+	p->direct_size = D[which].size;
+	p->miss.sel = p->const_key;
+	for (size_t b = 0; b < sizeof(p->miss.sel); b++)
+		((unsigned char *)&p->miss.sel)[b] &= ((unsigned char *)&p->mask)[b];
+	memset((unsigned char *)&p->miss.sel + D[which].koff, 0, D[which].size);
+	p->miss.sel.port = (uint16_t)p->port->id;
+}
+
+static uint32_t direct_index(const struct doca_flow_pipe *p, const struct emu_key *key)
+{
+	const unsigned char *b = (const unsigned char *)key + p->direct_koff;
+	uint32_t v = 0;
+
+	for (size_t i = 0; i < p->direct_size; i++)
+		v = (v << 8) | b[i];
+	return (uint32_t)p->port->id * EMU_DIRECT_SLOTS + ((v >> p->miss.direct_shift) & p->miss.direct_mask);
+}
+
+int doca_flow_emu_pipe_is_direct(const struct doca_flow_pipe *pipe)
+{
+	return pipe && pipe->miss.direct != EMU_DIRECT_NONE;
+}
+
 doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const struct doca_flow_fwd *fwd,
 				   const struct doca_flow_fwd *fwd_miss, struct doca_flow_pipe **pipe)
 {
@@ -680,6 +749,7 @@ doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const s
 		return INVALID("Failed to create pipe %s: L4 ports matched without outer.l4_type_ext", cfg->name);
 	}
 	p->mask.port = 0xffff;
+	compile_direct(p);
 
 	/* actions: all-ones fields are set per entry, other non-zero fields are constants */
 	p->nr_actions = (uint32_t)cfg->nr_actions;
@@ -780,6 +850,8 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 	for (size_t b = 0; b < sizeof(e->key); b++)
 		((unsigned char *)&e->key)[b] &= ((unsigned char *)&pipe->mask)[b];
 	e->key.port = (uint16_t)pipe->port->id;
+	if (pipe->miss.direct != EMU_DIRECT_NONE)
+		e->direct_idx = direct_index(pipe, &e->key);
 	/* actions */
 	e->act = pipe->act_tmpl[idx];
 	if (pipe->act_dst_changeable[idx]) {
@@ -863,7 +935,7 @@ static doca_error_t push_port(struct doca_flow_port *p)
 		}
 	}
 	k = p->ifindex;
-	v = p->id;
+	v = p->id + 1;
 	bpf_map_update_elem(bpf_map__fd(g.skel->maps.port_of_ifindex), &k, &v, BPF_ANY);
 	if (pipe && !pipe->pushed) {
 		k = p->id;
@@ -911,7 +983,19 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 		e->next_pending = NULL;
 		if (e->act.flags & EMU_CNT_ENTRY)
 			zero_counter(g.skel->maps.entry_counters, e->act.entry_id);
-		err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.entries), &e->key, &e->act, BPF_NOEXIST);
+		if (e->pipe->miss.direct != EMU_DIRECT_NONE) {
+			struct emu_action cur = {0}, a = e->act;
+			int fd = bpf_map__fd(g.skel->maps.direct);
+
+			a.flags |= EMU_VALID;
+			err = bpf_map_lookup_elem(fd, &e->direct_idx, &cur);
+			if (!err && (cur.flags & EMU_VALID))
+				err = -EEXIST;
+			else
+				err = bpf_map_update_elem(fd, &e->direct_idx, &a, BPF_ANY);
+		} else {
+			err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.entries), &e->key, &e->act, BPF_NOEXIST);
+		}
 		if (err) {
 			DOCA_LOG_ERR("Failed to add entry to pipe %s: %s", e->pipe->name,
 				     err == -EEXIST ? "another entry has the same match" : strerror(-err));
@@ -974,8 +1058,15 @@ doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, st
 		return DOCA_ERROR_INVALID_VALUE;
 	if (entry->pending)
 		unlink_pending(entry);
-	if (entry->pushed && g.skel)
-		bpf_map_delete_elem(bpf_map__fd(g.skel->maps.entries), &entry->key);
+	if (entry->pushed && g.skel) {
+		if (entry->pipe->miss.direct != EMU_DIRECT_NONE) {
+			struct emu_action none = {0};
+
+			bpf_map_update_elem(bpf_map__fd(g.skel->maps.direct), &entry->direct_idx, &none, BPF_ANY);
+		} else {
+			bpf_map_delete_elem(bpf_map__fd(g.skel->maps.entries), &entry->key);
+		}
+	}
 	g.entry_ids[entry->act.entry_id] = false;
 	entry->pipe->nr_entries--;
 	if (g.cfg.cb)
@@ -1013,6 +1104,17 @@ void doca_flow_pipe_destroy(struct doca_flow_pipe *pipe)
 			key = nkey;
 		}
 		struct emu_pipe off = {0};
+
+		if (pipe->miss.direct != EMU_DIRECT_NONE) {
+			struct emu_action none = {0};
+			int dfd = bpf_map__fd(g.skel->maps.direct);
+
+			for (uint32_t i = 0; i < EMU_DIRECT_SLOTS; i++) {
+				uint32_t idx = (uint32_t)pipe->port->id * EMU_DIRECT_SLOTS + i;
+
+				bpf_map_update_elem(dfd, &idx, &none, BPF_ANY);
+			}
+		}
 
 		k = pipe->port->id;
 		bpf_map_update_elem(bpf_map__fd(g.skel->maps.pipes), &k, &off, BPF_ANY);
