@@ -12,7 +12,7 @@ xenobench.lb (`lb start/stop`), so start-up is outside the timed window.
 On this machine both are bound by veth and trafgen, so the script also prints the datapath's own
 cost per frame, without NIC or veth: BPF_PROG_TEST_RUN with repeat on one 64-byte service frame,
 XenoFlow's pipe on the emulation (lb/build/tests/bench_datapath, 2 classes, shared counters,
-redirect) vs the baseline's xb_lb (same backends, XDP_TX).
+redirect) vs the baseline's xb_lb (same backends, redirect).
 Usage (root): XENOBENCH_NS_PREFIX=xbx- .venv/bin/python scripts/bench_xenoflow_forwarding.py [COUNT] [ROUNDS]"""
 
 import os
@@ -83,8 +83,9 @@ try:
     repeat = 2_000_000
     dp = Path("/sys/fs/bpf") / f"{cfg.prefix}bench-dp"
     load(dp)
-    fill_maps(dp, cfg.service.backends, vip=cfg.service.vip, port=cfg.service.port, policy="pass", egress="tx",
-              src_mac="02:00:00:00:05:01", egress_ifindex=None)
+    # both redirect (the devmap entry is lo: under test-run only the verdict is computed, nothing is sent)
+    fill_maps(dp, cfg.service.backends, vip=cfg.service.vip, port=cfg.service.port, policy="pass", egress="redirect",
+              src_mac="02:00:00:00:05:01", egress_ifindex=1)
     fr = Path(tempfile.mkdtemp()) / "frame.bin"
     fr.write_bytes(bytes(Ether(src="02:00:00:00:04:00", dst="02:00:00:00:05:00") / IP(src="198.18.0.17", dst=cfg.service.vip)
                          / UDP(sport=1024, dport=53) / (b"q" * 22)))

@@ -64,6 +64,8 @@ struct emu_pipe {
 	__u32 direct;         /* EMU_DIRECT_* */
 	__u32 direct_shift;
 	__u32 direct_mask;
+	__u32 port;           /* the DOCA port this pipe is the root of */
+	__u32 need_macs;      /* the mask covers a MAC: copy them into the key */
 };
 
 /* value of `entries`: what a hit does */

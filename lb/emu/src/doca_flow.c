@@ -392,9 +392,10 @@ doca_error_t doca_flow_port_stop(struct doca_flow_port *port)
 		doca_flow_pipe_destroy(port->root);
 	detach(port);
 	if (g.skel) {
-		uint32_t k = port->ifindex, id = port->id, none = 0;
+		uint32_t k = port->ifindex, id = port->id;
+		struct emu_pipe off = {0};
 
-		bpf_map_update_elem(bpf_map__fd(g.skel->maps.port_of_ifindex), &k, &none, BPF_ANY);
+		bpf_map_update_elem(bpf_map__fd(g.skel->maps.pipes), &k, &off, BPF_ANY);
 		bpf_map_delete_elem(bpf_map__fd(g.skel->maps.tx_ports), &id);
 	}
 	port->started = false;
@@ -749,6 +750,8 @@ doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const s
 		return INVALID("Failed to create pipe %s: L4 ports matched without outer.l4_type_ext", cfg->name);
 	}
 	p->mask.port = 0xffff;
+	p->miss.port = (uint32_t)cfg->port->id;
+	p->miss.need_macs = !all_zero(p->mask.dst_mac, 6) || !all_zero(p->mask.src_mac, 6);
 	compile_direct(p);
 
 	/* actions: all-ones fields are set per entry, other non-zero fields are constants */
@@ -934,11 +937,8 @@ static doca_error_t push_port(struct doca_flow_port *p)
 			return DOCA_ERROR_DRIVER;
 		}
 	}
-	k = p->ifindex;
-	v = p->id + 1;
-	bpf_map_update_elem(bpf_map__fd(g.skel->maps.port_of_ifindex), &k, &v, BPF_ANY);
 	if (pipe && !pipe->pushed) {
-		k = p->id;
+		k = p->ifindex;
 		if ((err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.pipes), &k, &pipe->miss, BPF_ANY))) {
 			DOCA_LOG_ERR("Failed to write pipe %s: %s", pipe->name, strerror(-err));
 			return DOCA_ERROR_DRIVER;
@@ -1116,7 +1116,7 @@ void doca_flow_pipe_destroy(struct doca_flow_pipe *pipe)
 			}
 		}
 
-		k = pipe->port->id;
+		k = pipe->port->ifindex;
 		bpf_map_update_elem(bpf_map__fd(g.skel->maps.pipes), &k, &off, BPF_ANY);
 	}
 	/* pushed entries' handles stay owned by the application until doca_flow_destroy in DOCA;
