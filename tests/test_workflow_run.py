@@ -1,0 +1,115 @@
+"""`snakemake --cores 1 all` end to end on the CI-sized study (config/ci.yaml: the namespace
+testbed with every measurement, fewer points): every figure, the tidy CSVs, the report, nothing
+left behind, a second run does nothing; and an interrupted run leaves a clean machine and resumes
+from the completed trials. Runs under its own namespace prefix (xbw-) so it never touches the
+session testbed of the other tests."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import needs_root
+from xenobench.experiments import ORDER, points
+from xenobench.config import load_config
+from xenobench.results import read_tidy
+
+ROOT = Path(__file__).resolve().parent.parent
+CFG = "config/ci.yaml"
+PREFIX = "xbw-"
+ENV = {**os.environ, "XENOBENCH_NS_PREFIX": PREFIX}
+FIGS = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
+        "lb_comparison"]
+pytestmark = [needs_root, pytest.mark.slow]
+
+
+def snakemake(*args, timeout=1200):
+    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args, "--configfile", CFG],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def leftovers() -> list[str]:
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    out = [l.split()[0] for l in ns.splitlines() if l.startswith(PREFIX)]
+    out += [str(p) for p in Path("/sys/fs/bpf").glob(f"{PREFIX}*")]
+    ps = subprocess.run(["pgrep", "-af", f"{PREFIX}|xenobench --config {CFG}"], capture_output=True, text=True).stdout
+    out += [l for l in ps.splitlines() if "pytest" not in l and "pgrep" not in l]
+    return out
+
+
+@pytest.fixture(scope="module")
+def clean_ci():
+    for d in ("results/ci", "figures/ci"):
+        shutil.rmtree(ROOT / d, ignore_errors=True)
+    yield
+    subprocess.run([sys.executable, "-m", "xenobench", "--config", CFG, "testbed", "down"], cwd=ROOT, env=ENV,
+                   capture_output=True)
+
+
+def test_interrupted_run_is_clean_and_resumes(clean_ci):
+    """SIGINT (Ctrl-C: the whole process group) in the middle of a point with 2 repetitions."""
+    target = "results/ci/trials/rtt/lb-xenoflow_server-xdp/point.json"
+    rep1 = ROOT / "results/ci/trials/rtt/lb-xenoflow_server-xdp/rep-1/result.json"
+    p = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", target, "--configfile", CFG],
+                         cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not rep1.exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.1)
+    assert rep1.exists(), p.communicate()[0][-3000:]
+    os.killpg(p.pid, signal.SIGINT)
+    out = p.communicate(timeout=120)[0]
+    assert p.returncode != 0, out[-2000:]
+    assert not (ROOT / target).exists()
+    assert leftovers() == [], out[-2000:]
+    before = rep1.stat().st_mtime_ns
+    r = snakemake(target)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert rep1.stat().st_mtime_ns == before            # the completed repetition was not re-run
+    assert json.loads((ROOT / target).read_text())["repetitions"][0]["repetition"] == 1
+    assert leftovers() == []
+
+
+def test_full_ci_run(clean_ci):
+    t0 = time.monotonic()
+    r = snakemake("all")
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr[-5000:]
+    print(f"snakemake --cores 1 all (config/ci.yaml): {took:.0f} s")
+    assert "measurement points x 2 repetitions" in r.stderr
+    assert re.search(r"\[pps\] lb=xenoflow payload=22 rep 1 attempt 1: ", r.stderr)  # per-trial progress
+    for n in FIGS:
+        for ext in ("png", "pdf"):
+            assert (ROOT / f"figures/ci/{n}.{ext}").stat().st_size > 1000, n
+    cfg = load_config(ROOT / CFG)
+    reps = cfg.section("experiments")["repetitions"]
+    results = {e: [json.loads(f.read_text()) for f in (ROOT / "results/ci/trials" / e).glob("*/rep-*/result.json")]
+               for e in ORDER}
+    for e in ORDER:
+        assert len(results[e]) == len(points(cfg, e)) * reps, e
+    valid = {e: sum(r["valid"] for r in results[e]) for e in ORDER}
+    n_invalid = sum(len(results[e]) - valid[e] for e in ORDER)
+    inv = (ROOT / "results/ci/invalid.csv").read_text().splitlines()
+    assert len(inv) == 1 + n_invalid
+    pps = read_tidy(ROOT / "results/ci", "pps")
+    assert len(pps[pps.metric == "rx_pps"]) == valid["pps"]
+    summ = read_tidy(ROOT / "results/ci", "rtt_summary")
+    med = summ[summ.metric == "rtt_median_us"]
+    assert len(med) == valid["rtt"] + valid["rtt_load"]
+    samples = read_tidy(ROOT / "results/ci", "rtt_samples")
+    n = summ[summ.metric == "n"]
+    assert len(samples) == n.value.sum()
+    report = (ROOT / "results/ci/report.md").read_text()
+    for n in FIGS:
+        assert f"figures/ci/{n}.png" in report
+    assert f"({sum(valid.values())} valid, {n_invalid} invalid)" in report
+    assert leftovers() == []
+    again = snakemake("all", "-n")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]
