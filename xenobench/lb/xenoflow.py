@@ -87,10 +87,10 @@ class XenoFlowLB(LoadBalancer):
         self.sec = {**DEFAULTS, **sec}
         default_mode = "emulation" if self.cfg.transport == "netns" else "doca"
         self.mode = self.sec.get("mode", default_mode)
-        try:
-            self.ncfg = self.cfg.role("dpu") if self.mode == "doca" else self.cfg.role("lb")
-        except Exception:
-            self.ncfg = self.cfg.role("lb")
+        # DOCA: the BlueField's ARM side (role dpu); the emulation (or a testbed without a dpu
+        # node): the LB node
+        self.ncfg = (self.cfg.nodes_with_role("dpu") or [None])[0] if self.mode == "doca" else None
+        self.ncfg = self.ncfg or self.cfg.role("lb")
         self.ing = self.ncfg.lb_port("ingress")
         self.eg = self.ncfg.lb_port("egress")
         if self.ing is None or self.eg is None:
