@@ -399,3 +399,79 @@ def test_trex_server_start_stop_with_a_test_double_binary(testbed, tmp_path):
     assert not lg.running("trex-server") and stop_server(testbed) is False
     with pytest.raises(TrafficError, match=r"^Failed to start the TRex server: traffic.trex.daemon.path is not set"):
         start_server(testbed, {"trex": {"server": "fips4", "version": "v3.04"}})
+
+
+# --- compiler details ------------------------------------------------------------------------------
+GOLDEN_TUN = {"split": "70/30", "class_bits": "2", "dns_classes": "0,2", "payload": "22", "vip": "198.18.0.100",
+              "dst_mac": "02:00:00:00:05:00", "src_mac": "02:00:00:00:04:00", "src_ip_base": "198.19.0.0"}
+
+
+def test_trafgen_config_matches_golden_fixture(local_cfg):
+    from pathlib import Path
+    golden = (Path(__file__).parent / "fixtures/traffic/background_split_70_30_k2.cfg").read_text()
+    text = to_trafgen(compile_for(local_cfg, "background_split", GOLDEN_TUN))
+    assert text == golden.split("\n", 1)[1]
+    assert text.count("fill(0x78, 22)") == 20
+
+
+def test_streams_interleaved_by_rate_and_random_refused():
+    c = compile_frames("tests/fixtures/traffic/two_streams.py", {})
+    assert [Ether(f)[IP].src for f in c.frames] == ["10.0.0.1", "10.9.0.1", "10.0.0.2"]
+    with pytest.raises(TrafficError) as e:
+        compile_frames("tests/fixtures/traffic/two_streams.py", {"random": 1})
+    assert str(e.value).endswith("two_streams.py: flow variable 's' has op 'random'; "
+                                 "only inc and dec have an exact cycle to compile")
+
+
+def test_steady_rate_leaves_out_start_burst_and_drain():
+    from xenobench.traffic.trafgen import steady_rate
+    # 1000 pps from t=1.0 s, a start burst of 50 frames, sampled every 20 ms, drained at the end
+    s = [(0.98, 0), (1.0, 0)] + [(1.0 + i * 0.02, 50 + i * 20) for i in range(1, 101)] + [(3.1, 2100)]
+    r = steady_rate(s)
+    assert r["pps"] == pytest.approx(1000) and r["seconds"] == pytest.approx(1.9 - 0.02)
+    assert steady_rate([(0, 0), (0.02, 10), (0.04, 20)]) is None  # too short: caller falls back
+
+
+@needs_root
+def test_stalled_trafgen_is_stopped_and_flagged(testbed):
+    """With the switch-side peer down the device refuses frames and trafgen retries forever
+    (ignoring SIGTERM); the run ends after STALL_S, invalid, and leaves nothing behind."""
+    port = testbed.switch_port("fips4", "eth0")
+    sw = ["nsenter", f"--net=/var/run/netns/{testbed.switch_ns}", "ip", "link", "set", port]
+    subprocess.run(sw + ["down"], check=True)
+    t = time.monotonic()
+    try:
+        res = run_traffic(testbed, "udp_payload", {}, 0, count=500)
+    finally:
+        subprocess.run(sw + ["up"], check=True)
+    assert time.monotonic() - t < 6
+    assert not res["valid"] and res["tx_packets"] < 500
+    assert res["reason"].startswith("trafgen stalled: no frame left fips4:eth0 for 2 s")
+    _no_leftovers(testbed)
+    time.sleep(0.5)
+    ok = run_traffic(testbed, "udp_payload", {}, 0, count=500)
+    assert ok["valid"] and ok["tx_packets"] == 500, ok
+
+
+def test_trafgen_validity_from_counters(local_cfg):
+    """Validity of a trafgen trial from recorded counters and trafgen output (no testbed needed)."""
+    from xenobench.testbed import get_testbed
+    from xenobench.traffic.trafgen import TrafgenRun
+    c = compile_frames("udp_payload", {**LOCAL, "flows": 2})
+    out = "      1000 packets outgoing\n     64000 bytes outgoing\n   1 sec, 0 usec on CPU0 (1000 packets)\n"
+
+    def collect(rate, count, tx, dropped, text=out):
+        r = TrafgenRun(get_testbed(local_cfg), c, rate, count=count)
+        r.before, r.t0, r.t1 = {"view": {"tx_packets": 5, "tx_dropped": 1}}, 0.0, 1.01
+        return r._collect(text, {"view": {"tx_packets": 5 + tx, "tx_dropped": 1 + dropped}}, [])
+
+    ok = collect(1000, 1000, 1000, 0)
+    assert ok["valid"] and ok["achieved_pps"] == 1000 and ok["rate_method"] == "tx / trafgen loop time"
+    slow = collect(1011, 1000, 1000, 0)
+    assert slow["reason"] == "achieved 1000 pps < 99 % of requested 1011 pps"
+    full = collect(0, 1000, 990, 10)
+    assert not full["valid"] and full["queue_full"]
+    assert full["reason"] == ("queue full: 10 frames dropped on fips4:eth0 transmit; "
+                              "only 990 of 1000 frames left the interface")
+    failed = collect(1000, 1000, 0, 0, "trafgen: invalid option -- 'A'\n")
+    assert failed["reason"].startswith("trafgen printed no summary (did it fail? log: trafgen: invalid option -- 'A')")

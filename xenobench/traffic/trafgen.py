@@ -42,6 +42,7 @@ MIN_RATIO = 0.99
 SHAPER_WINDOW_S = 0.010  # tbf bucket and queue, in seconds of traffic at the requested rate
 SAMPLE_S = 0.02          # tx counter sampling period
 SKIP_S = 0.1             # start of the trial left out of the steady-state rate
+STALL_S = 2.0            # no frame left for this long: the trial is stopped as stalled
 _OUT = re.compile(r"^\s*(\d+) packets outgoing", re.M)
 _CPU = re.compile(r"^\s*(\d+) sec, (\d+) usec on CPU(\d+) \((\d+) packets\)", re.M)
 
@@ -97,6 +98,8 @@ class TrafgenRun:
         if duration_s is not None:
             self.deadline_s = duration_s if self.rate == 0 else duration_s * 1.25 + 1.0
         self.qdisc = False
+        self.stalled = False
+        self.sampler = None
         self.t0 = self.t1 = None
         self.before = None
         self._result = None
@@ -154,9 +157,16 @@ class TrafgenRun:
         return self
 
     def _wait(self, timeout: float | None) -> None:
+        """Until trafgen exits, the timeout passes, or no frame has left for STALL_S (trafgen
+        retries a frame forever when the device refuses it, e.g. with the peer down, and does not
+        look at SIGTERM meanwhile)."""
         end = None if timeout is None else time.monotonic() + timeout
         while self.node.running(TAG):
-            if end is not None and time.monotonic() >= end:
+            now = time.monotonic()
+            if end is not None and now >= end:
+                return
+            if self.sampler is not None and self.sampler.idle_s() >= STALL_S:
+                self.stalled = True
                 return
             time.sleep(0.02)
 
@@ -175,7 +185,7 @@ class TrafgenRun:
         if self._result is not None:
             return self._result
         try:
-            self.node.stop(TAG)
+            self.node.stop(TAG, timeout=1.0 if self.stalled else 5.0)
             self.t1 = time.monotonic()
             samples = self.sampler.stop() if self.sampler else []
             after = snapshot(self.node, self.iface)
@@ -197,6 +207,9 @@ class TrafgenRun:
         if steady is not None:
             achieved = steady["pps"]
         reasons = []
+        if self.stalled:
+            reasons.append(f"trafgen stalled: no frame left {self.node.name}:{self.iface} for {STALL_S:g} s "
+                           "(link down or peer backed up?)")
         if summary["tx_packets"] is None:
             tail = " | ".join(l.strip() for l in out.strip().splitlines()[-3:])
             reasons.append(f"trafgen printed no summary (did it fail? log: {tail or 'empty'})")
@@ -252,6 +265,19 @@ class TxSampler:
                 return
             self.samples.append((time.monotonic(), v))
             self._stop.wait(SAMPLE_S)
+
+    def idle_s(self) -> float:
+        """Seconds since the counter last moved (since the first sample if it never did)."""
+        smp = self.samples
+        if not smp:
+            return 0.0
+        last_t, last_v = smp[-1]
+        t_moved = smp[0][0]
+        for t, v in reversed(smp):
+            if v != last_v:
+                break
+            t_moved = t
+        return last_t - t_moved
 
     def stop(self) -> list[tuple[float, int]]:
         self._stop.set()
