@@ -475,3 +475,14 @@ def test_trafgen_validity_from_counters(local_cfg):
                               "only 990 of 1000 frames left the interface")
     failed = collect(1000, 1000, 0, 0, "trafgen: invalid option -- 'A'\n")
     assert failed["reason"].startswith("trafgen printed no summary (did it fail? log: trafgen: invalid option -- 'A')")
+
+
+def test_trex_driver_real_client_without_server_reports_connection_failure():
+    """The real STLClient (in the worker process) against a port where no TRex server listens."""
+    d = TrexDriver({"trex": {"server": "127.0.0.1", "sync_port": 45999, "async_port": 45998, "version": "v3.04"}})
+    with pytest.raises(TrafficError) as e:
+        d.run("udp_payload", {"payload": 22}, 1000, duration_s=1)
+    assert str(e.value).startswith("Failed to connect to TRex server 127.0.0.1:45999: "
+                                   "*** [RPC] - Failed to get server response from tcp://127.0.0.1:45999")
+    import sys
+    assert "trex" not in sys.modules  # the TRex client never entered the harness process

@@ -6,8 +6,9 @@ per port, or "100%" for rate 0, duration) → wait_on_traffic → get_stats/get_
 stop → disconnect. A trial is invalid when the achieved rate (sum of opackets over the ports /
 duration) is below 99 % of the requested rate, or the TRex queue was full (global queue_full > 0).
 
-The STLClient class is injectable (client_factory) so the driver is tested against a test double;
-the real one is imported lazily (it replaces scapy in sys.modules, see stl_loader.py).
+The STLClient class is injectable (client_factory) so the driver is tested against a test double.
+Without one, the trial runs in a child process (trex_worker.py) with the real STLClient: importing
+the TRex client evicts the harness's scapy and yaml from sys.modules.
 
 Starting and stopping the TRex server (t-rex-64 -i, interactive mode) over SSH on the loadgen node
 belongs to the deploy step: start_server()/stop_server(), path and arguments from the config.
@@ -44,6 +45,8 @@ def _stl_profile_loader(path, tunables):
 
 class TrexDriver:
     def __init__(self, tcfg: dict, client_factory=None, profile_loader=None):
+        self.tcfg = tcfg
+        self.in_process = client_factory is not None
         t = tcfg.get("trex") or {}
         self.server = t.get("server", "localhost")
         self.sync_port = int(t.get("sync_port", 4501))
@@ -51,7 +54,7 @@ class TrexDriver:
         self.ports = list(t.get("ports", [0]))
         self.version = t.get("version")
         self.user = t.get("user", "xenobench")
-        self.client_factory = client_factory or _stl_client_class()
+        self.client_factory = client_factory
         self.profile_loader = profile_loader or _stl_profile_loader
 
     def _client(self):
@@ -75,8 +78,10 @@ class TrexDriver:
                 raise TrafficError(f"Failed to connect to {where}: server version {have!r} does not match "
                                    f"traffic.trex.version {self.version!r} in the config")
 
-    def start(self, profile, tunables: dict | None, rate_pps: float, duration_s: float | None) -> "TrexRun":
+    def start(self, profile, tunables: dict | None, rate_pps: float, duration_s: float | None):
         path = resolve_profile(profile)
+        if not self.in_process:
+            return TrexProcessRun(self.tcfg, str(path), dict(tunables or {}), rate_pps, duration_s)
         argv = tunables_argv(tunables)
         c = self._client()
         self._connect(c)
@@ -139,6 +144,71 @@ class TrexRun:
                                 self.duration if self.duration else elapsed)
         self._result.update(profile=self.profile, tunables=self.tunables, server=self.drv.server)
         return self._result
+
+
+class TrexProcessRun:
+    """A trial run by trex_worker.py in a child process; same wait()/stop() as TrexRun."""
+
+    def __init__(self, tcfg, profile, tunables, rate, duration):
+        import json
+        import subprocess
+        import sys
+        from .. import REPO_ROOT
+        self.duration = duration
+        self.p = subprocess.Popen([sys.executable, "-m", "xenobench.traffic.trex_worker"], cwd=REPO_ROOT,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p.stdin.write(json.dumps({"tcfg": tcfg, "profile": profile, "tunables": tunables,
+                                       "rate_pps": rate, "duration_s": duration}) + "\n")
+        self.p.stdin.flush()
+        self._result = None
+        ev = self._read()
+        if ev["event"] != "started":
+            self._finish()
+            raise TrafficError(ev.get("error", f"Failed to start traffic on TRex: worker said {ev}"))
+
+    def _read(self) -> dict:
+        import json
+        line = self.p.stdout.readline()
+        if not line:
+            self._finish()
+            return {"event": "error", "error": f"Failed to run the TRex worker: it exited with status {self.p.returncode}"}
+        return json.loads(line)
+
+    def _finish(self) -> None:
+        try:
+            self.p.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.p.wait(timeout=30)
+        except Exception:
+            self.p.kill()
+            self.p.wait()
+
+    def _collect(self) -> dict:
+        ev = self._read()
+        self._finish()
+        if ev["event"] != "result":
+            raise TrafficError(ev.get("error", f"Failed to collect the TRex trial: worker said {ev}"))
+        self._result = ev["result"]
+        return self._result
+
+    def wait(self) -> dict:
+        if self._result is not None:
+            return self._result
+        if not self.duration:
+            raise TrafficError("Failed to wait for the TRex trial: it has no duration; call stop()")
+        return self._collect()
+
+    def stop(self) -> dict:
+        if self._result is not None:
+            return self._result
+        try:
+            self.p.stdin.write("stop\n")
+            self.p.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        return self._collect()
 
 
 def evaluate(stats: dict, xstats: dict, ports: list, rate_pps: float, duration_s: float) -> dict:
