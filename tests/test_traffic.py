@@ -269,7 +269,8 @@ def test_cli_run_json(testbed):
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert list(d)[:5] == ["requested_pps", "achieved_pps", "tx_packets", "valid", "reason"]
-    assert d["tx_packets"] == 4000 and d["valid"] and d["frame_len"] == 106
+    assert d["tx_packets"] == 4000 and d["valid"] and d["frame_len"] == 106 and d["frame_len_fcs"] == 110
+    assert d["trafgen_version"].startswith("trafgen 0.6.")
 
 
 # --- TRex driver against a test double of STLClient -------------------------------------------------
@@ -341,6 +342,7 @@ def test_trex_driver_test_double_call_order_and_valid_trial():
     assert ("start", [0], "1000pps", 2) in log and ("add_streams", 1, [0]) in log and ("connect", "fips4", 4501) in log
     assert res["valid"] and res["achieved_pps"] == 1000 and res["tx_packets"] == 2000 and res["generator"] == "trex"
     assert res["xstats"] == {"0": {"tx_good_packets": 2000}}
+    assert res["server_version"] == "v3.04" and res["client_version"] == "lbr-trex-client 3.4.0"
 
 
 def test_trex_driver_test_double_flags_low_rate_and_queue_full():

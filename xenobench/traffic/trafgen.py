@@ -60,6 +60,21 @@ def write_config(testbed, c: Compiled) -> Path:
     return p
 
 
+_version: list[str] = []
+
+
+def trafgen_version() -> str:
+    """`trafgen -v`'s first line, e.g. "trafgen 0.6.8 (Flutternozzle), Git id: (none)"."""
+    if not _version:
+        import subprocess
+        try:
+            out = subprocess.run(["trafgen", "-v"], capture_output=True, text=True, timeout=10).stdout
+            _version.append(out.strip().splitlines()[0] if out.strip() else "unknown")
+        except (OSError, subprocess.SubprocessError):
+            _version.append("unknown")
+    return _version[0]
+
+
 def parse_output(text: str) -> dict:
     """trafgen's exit summary: packets sent and the longest per-CPU send-loop time."""
     m = _OUT.search(text)
@@ -227,6 +242,7 @@ class TrafgenRun:
             "generator": "trafgen", "duration_s": loop, "wall_s": wall, "queue_full": dropped > 0,
             "tx_dropped": dropped, "trafgen_tx_packets": summary["tx_packets"], "cpus": self.cpus,
             "count": self.count, "cycle": self.c.cycle, "frame_len": len(self.c.frames[0]),
+            "frame_len_fcs": len(self.c.frames[0]) + 4, "trafgen_version": trafgen_version(),
             "profile": str(self.c.profile), "tunables": self.c.tunables, "iface": self.iface,
             "shaper": "tbf" if self.rate > 0 else None,
             "rate_method": "steady tx counter" if steady is not None else "tx / trafgen loop time",

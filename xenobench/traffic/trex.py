@@ -55,6 +55,7 @@ class TrexDriver:
         self.version = t.get("version")
         self.user = t.get("user", "xenobench")
         self.client_factory = client_factory
+        self.server_version = None
         self.profile_loader = profile_loader or _stl_profile_loader
 
     def _client(self):
@@ -74,6 +75,7 @@ class TrexDriver:
             except Exception as e:
                 raise TrafficError(f"Failed to read the version of {where}: {_reason(e)}") from None
             have = str(got.get("version", "") if isinstance(got, dict) else got).strip()
+            self.server_version = have
             if have != str(self.version):
                 raise TrafficError(f"Failed to connect to {where}: server version {have!r} does not match "
                                    f"traffic.trex.version {self.version!r} in the config")
@@ -142,7 +144,8 @@ class TrexRun:
         _quiet_disconnect(c)
         self._result = evaluate(stats, xstats, ports, self.rate,
                                 self.duration if self.duration else elapsed)
-        self._result.update(profile=self.profile, tunables=self.tunables, server=self.drv.server)
+        self._result.update(profile=self.profile, tunables=self.tunables, server=self.drv.server,
+                            server_version=self.drv.server_version, client_version=client_version())
         return self._result
 
 
@@ -230,6 +233,15 @@ def evaluate(stats: dict, xstats: dict, ports: list, rate_pps: float, duration_s
             "rx_packets": ipk, "xstats": {str(p): x for p, x in xstats.items()},
             "ports": {str(p): {k: stats.get(p, {}).get(k) for k in ("opackets", "ipackets", "obytes", "ibytes",
                                                                    "oerrors", "ierrors")} for p in ports}}
+
+
+def client_version() -> str:
+    """The STL client library in use (pinned in pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return f"lbr-trex-client {version('lbr-trex-client')}"
+    except PackageNotFoundError:
+        return "lbr-trex-client (not installed)"
 
 
 def _reason(e: BaseException) -> str:
