@@ -43,6 +43,7 @@ SHAPER_WINDOW_S = 0.010  # tbf bucket and queue, in seconds of traffic at the re
 SAMPLE_S = 0.02          # tx counter sampling period
 SKIP_S = 0.1             # start of the trial left out of the steady-state rate
 STALL_S = 2.0            # no frame left for this long: the trial is stopped as stalled
+STARTUP_S = 30.0         # no first frame within this long: stalled too (configuration parse, fork)
 _OUT = re.compile(r"^\s*(\d+) packets outgoing", re.M)
 _CPU = re.compile(r"^\s*(\d+) sec, (\d+) usec on CPU(\d+) \((\d+) packets\)", re.M)
 
@@ -114,6 +115,7 @@ class TrafgenRun:
             self.deadline_s = duration_s if self.rate == 0 else duration_s * 1.25 + 1.0
         self.qdisc = False
         self.stalled = False
+        self.running_since = None
         self.sampler = None
         self.t0 = self.t1 = None
         self.before = None
@@ -172,15 +174,25 @@ class TrafgenRun:
         return self
 
     def _wait(self, timeout: float | None) -> None:
-        """Until trafgen exits, the timeout passes, or no frame has left for STALL_S (trafgen
-        retries a frame forever when the device refuses it, e.g. with the peer down, and does not
+        """Until trafgen exits, the timeout passes (counted from the first frame on the wire when
+        the counter is sampled: parsing a 65535-frame configuration takes seconds), or no frame
+        has left for STALL_S after the first one or after trafgen said "Running!", or none within
+        STARTUP_S (trafgen retries a refused frame forever, e.g. with the peer down, and does not
         look at SIGTERM meanwhile)."""
-        end = None if timeout is None else time.monotonic() + timeout
+        t_enter = time.monotonic()
         while self.node.running(TAG):
             now = time.monotonic()
-            if end is not None and now >= end:
+            moved = self.sampler.first_move() if self.sampler is not None else t_enter
+            if timeout is not None and now >= (moved or t_enter) + timeout \
+                    and (moved is not None or now >= t_enter + timeout + STARTUP_S):
                 return
-            if self.sampler is not None and self.sampler.idle_s() >= STALL_S:
+            if self.sampler is not None and moved is None and self.running_since is None \
+                    and "Running!" in self.node.read_text(self.h.log)[self.log_offset:]:
+                self.running_since = now  # configuration parsed, sending begins
+            if self.sampler is not None and (
+                    (moved is not None and self.sampler.idle_s() >= STALL_S)
+                    or (moved is None and self.running_since is not None and now - self.running_since >= STALL_S)
+                    or (moved is None and now - t_enter >= STARTUP_S)):
                 self.stalled = True
                 return
             time.sleep(0.02)
@@ -224,7 +236,7 @@ class TrafgenRun:
         reasons = []
         if self.stalled:
             reasons.append(f"trafgen stalled: no frame left {self.node.name}:{self.iface} for {STALL_S:g} s "
-                           "(link down or peer backed up?)")
+                           f"(or none within {STARTUP_S:g} s of the start; link down or peer backed up?)")
         if summary["tx_packets"] is None:
             tail = " | ".join(l.strip() for l in out.strip().splitlines()[-3:])
             reasons.append(f"trafgen printed no summary (did it fail? log: {tail or 'empty'})")
@@ -281,6 +293,14 @@ class TxSampler:
                 return
             self.samples.append((time.monotonic(), v))
             self._stop.wait(SAMPLE_S)
+
+    def first_move(self) -> float | None:
+        """Time of the first sample at which the counter had moved (None: not yet)."""
+        smp = self.samples
+        if not smp:
+            return None
+        v0 = smp[0][1]
+        return next((t for t, v in smp if v != v0), None)
 
     def idle_s(self) -> float:
         """Seconds since the counter last moved (since the first sample if it never did)."""
