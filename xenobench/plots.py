@@ -73,7 +73,8 @@ def _save(fig, outdir: Path, name: str) -> None:
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     for ext in ("png", "pdf"):
-        fig.savefig(outdir / f"{name}.{ext}")
+        # no creation date in PDFs: re-drawing the same data gives the same bytes (clean git tree)
+        fig.savefig(outdir / f"{name}.{ext}", metadata={"CreationDate": None} if ext == "pdf" else None)
     plt.close(fig)
 
 
