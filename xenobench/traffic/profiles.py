@@ -77,7 +77,15 @@ def tunables_argv(tunables: dict | None) -> list[str]:
     return argv
 
 
-_cache: dict[str, list[dict]] = {}
+_cache: dict[str, list[dict]] = {}      # load key → stream JSON
+_compiled: dict[str, "Compiled"] = {}   # load key → compiled frames (the last 16)
+
+
+def _key(path: Path, argv: list[str]) -> str:
+    """Profile file, its helpers' and its tunables' identity (a changed file is reloaded)."""
+    return hashlib.sha256(json.dumps([str(path), path.stat().st_mtime_ns, argv,
+                                      [(f.name, f.stat().st_mtime_ns) for f in sorted(path.parent.glob("xb_*.py"))]
+                                      ]).encode()).hexdigest()
 
 
 def load_streams(profile: str | Path, tunables: dict | list | None = None) -> tuple[Path, list[dict]]:
@@ -85,9 +93,7 @@ def load_streams(profile: str | Path, tunables: dict | list | None = None) -> tu
     tunables: a dict, or an argv list as TRex passes it (["--payload", "22"])."""
     path = resolve_profile(profile)
     argv = [str(a) for a in tunables] if isinstance(tunables, (list, tuple)) else tunables_argv(tunables)
-    key = hashlib.sha256(json.dumps([str(path), path.stat().st_mtime_ns, argv,
-                                     [(f.name, f.stat().st_mtime_ns) for f in sorted(path.parent.glob("xb_*.py"))]
-                                     ]).encode()).hexdigest()
+    key = _key(path, argv)
     if key in _cache:
         return path, _cache[key]
     try:
@@ -229,6 +235,11 @@ def compile_stream(stream: dict, where: str) -> list[bytes]:
 def compile_frames(profile: str | Path, tunables: dict | None = None) -> Compiled:
     """Load and compile a profile: the frames of one full cycle in send order. Several continuous
     streams are interleaved by smooth weighted round robin in proportion to their pps."""
+    path = resolve_profile(profile)
+    key = _key(path, tunables_argv(tunables))
+    if key in _compiled:
+        hit = _compiled[key]
+        return Compiled(hit.profile, dict(tunables or {}), list(hit.argv), hit.frames, hit.streams)
     path, streams = load_streams(profile, tunables)
     per = []
     for i, s in enumerate(streams):
@@ -263,7 +274,11 @@ def compile_frames(profile: str | Path, tunables: dict | None = None) -> Compile
             cur[j] -= total
             frames.append(per[j][1][idx[j] % len(per[j][1])])
             idx[j] += 1
-    return Compiled(path, dict(tunables or {}), tunables_argv(tunables), frames, streams)
+    c = Compiled(path, dict(tunables or {}), tunables_argv(tunables), frames, streams)
+    if len(_compiled) >= 16:
+        _compiled.pop(next(iter(_compiled)))
+    _compiled[key] = c
+    return c
 
 
 # --- outputs ----------------------------------------------------------------------------------
