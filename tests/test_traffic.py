@@ -462,19 +462,22 @@ def test_trafgen_validity_from_counters(local_cfg):
     c = compile_frames("udp_payload", {**LOCAL, "flows": 2})
     out = "      1000 packets outgoing\n     64000 bytes outgoing\n   1 sec, 0 usec on CPU0 (1000 packets)\n"
 
-    def collect(rate, count, tx, dropped, text=out):
+    def collect(rate, count, link, dropped, text=out):
         r = TrafgenRun(get_testbed(local_cfg), c, rate, count=count)
         r.before, r.t0, r.t1 = {"view": {"tx_packets": 5, "tx_dropped": 1}}, 0.0, 1.01
-        return r._collect(text, {"view": {"tx_packets": 5 + tx, "tx_dropped": 1 + dropped}}, [])
+        return r._collect(text, {"view": {"tx_packets": 5 + link, "tx_dropped": 1 + dropped}}, [])
 
     ok = collect(1000, 1000, 1000, 0)
     assert ok["valid"] and ok["achieved_pps"] == 1000 and ok["rate_method"] == "tx / trafgen loop time"
     slow = collect(1011, 1000, 1000, 0)
     assert slow["reason"] == "achieved 1000 pps < 99 % of requested 1011 pps"
-    full = collect(0, 1000, 990, 10)
-    assert not full["valid"] and full["queue_full"]
-    assert full["reason"] == ("queue full: 10 frames dropped on fips4:eth0 transmit; "
-                              "only 990 of 1000 frames left the interface")
+    # trafgen sent 1000 frames, the link took 990: the peer refused 10 (loss at the receiving end,
+    # still offered load); tx_dropped (here 25, with the refused retries) is reported, not used
+    peer = collect(0, 1000, 990, 25)
+    assert peer["valid"] and peer["tx_packets"] == 1000 and peer["peer_dropped"] == 10 and not peer["queue_full"]
+    assert peer["tx_dropped"] == 25 and peer["tx_link_packets"] == 990
+    short = collect(0, 1200, 1000, 0)
+    assert not short["valid"] and short["reason"] == "only 1000 of 1200 frames were sent"
     failed = collect(1000, 1000, 0, 0, "trafgen: invalid option -- 'A'\n")
     assert failed["reason"].startswith("trafgen printed no summary (did it fail? log: trafgen: invalid option -- 'A')")
 

@@ -11,15 +11,23 @@ Why these trafgen options:
   order and the count are kept and the offered load is smooth. rate 0: no qdisc, as fast as
   trafgen can.
 
-Achieved rate: the loadgen's tx_packets counter sampled every SAMPLE_S from /proc/<trafgen pid>/net/dev
+Frames sent (tx_packets) = the frames the device accepted: trafgen's own count (a sendto() that
+failed with ENOBUFS is retried and counted once). Of those, the link counts in tx_packets what
+the peer took; the rest the peer refused (the switch's backlog or an XDP ring full: loss at the
+receiving end, which TRex would count as sent, too) and is reported as peer_dropped. The
+interface's tx_dropped is not used for accounting: it also counts every refused retry.
+
+Achieved rate: the interface's tx_packets sampled every SAMPLE_S from /proc/<trafgen pid>/net/dev
 (the namespace's counters, read without spawning a process, so the timestamps are exact to
 microseconds), over the steady part of the trial: from SKIP_S after the first frame left to the last
 sample before the counter stopped. This leaves out the tbf start burst and the queue drained after
 trafgen's last sendto(). Trials too short for that (< 2 x SKIP_S of sending) fall back to the
-tx_packets delta / trafgen's own send-loop time. A trial is
-invalid when the achieved rate is below 99 % of the requested rate, when frames were dropped on
-the interface's transmit side (tx_dropped: the veth peer could not take them, the analogue of
-TRex's queue_full), or when fewer frames left than asked for.
+frames sent / trafgen's own send-loop time. With peer drops the sampled rate is scaled by
+sent / transmitted (drops assumed spread over the trial). A trial is invalid when the achieved
+rate is below 99 % of the requested rate, when fewer frames were sent than asked for, or when
+trafgen stalled or failed. queue_full is always False for
+trafgen: it has no queue that can overflow unseen (tbf's full queue is how the rate is kept;
+ENOBUFS is retried), unlike TRex's.
 """
 
 from __future__ import annotations
@@ -215,6 +223,8 @@ class TrafgenRun:
             self.node.stop(TAG, timeout=1.0 if self.stalled else 5.0)
             self.t1 = time.monotonic()
             samples = self.sampler.stop() if self.sampler else []
+            if self.qdisc:
+                time.sleep(2 * SHAPER_WINDOW_S)  # the tbf queue drains onto the link
             after = snapshot(self.node, self.iface)
             out = self.node.read_text(self.h.log)[self.log_offset:]
         finally:
@@ -225,14 +235,17 @@ class TrafgenRun:
     def _collect(self, out: str, after: dict, samples: list) -> dict:
         summary = parse_output(out)
         v0, v1 = self.before["view"], after["view"]
-        tx = v1["tx_packets"] - v0["tx_packets"]
         dropped = v1.get("tx_dropped", 0) - v0.get("tx_dropped", 0)
+        link = v1["tx_packets"] - v0["tx_packets"]
+        gen = summary["tx_packets"]
+        tx = max(link, gen) if gen is not None else link
+        peer_dropped = tx - link
         wall = self.t1 - self.t0
         loop = summary["loop_s"] or wall
         achieved = tx / loop if loop > 0 else 0.0
         steady = steady_rate(samples)
         if steady is not None:
-            achieved = steady["pps"]
+            achieved = steady["pps"] * (tx / link if link else 1.0)
         reasons = []
         if self.stalled:
             reasons.append(f"trafgen stalled: no frame left {self.node.name}:{self.iface} for {STALL_S:g} s "
@@ -244,15 +257,14 @@ class TrafgenRun:
             reasons.append(f"no frames left {self.node.name}:{self.iface}")
         if self.rate > 0 and achieved < MIN_RATIO * self.rate:
             reasons.append(f"achieved {achieved:.0f} pps < 99 % of requested {self.rate:.0f} pps")
-        if dropped > 0:
-            reasons.append(f"queue full: {dropped} frames dropped on {self.node.name}:{self.iface} transmit")
         if self.count is not None and tx < self.count:
-            reasons.append(f"only {tx} of {self.count} frames left the interface")
+            reasons.append(f"only {tx} of {self.count} frames were sent")
         return {
             "requested_pps": self.rate, "achieved_pps": achieved, "tx_packets": tx,
             "valid": not reasons, "reason": "; ".join(reasons),
-            "generator": "trafgen", "duration_s": loop, "wall_s": wall, "queue_full": dropped > 0,
-            "tx_dropped": dropped, "trafgen_tx_packets": summary["tx_packets"], "cpus": self.cpus,
+            "generator": "trafgen", "duration_s": loop, "wall_s": wall, "queue_full": False,
+            "tx_link_packets": link, "peer_dropped": peer_dropped, "tx_dropped": dropped,
+            "trafgen_tx_packets": summary["tx_packets"], "cpus": self.cpus,
             "count": self.count, "cycle": self.c.cycle, "frame_len": len(self.c.frames[0]),
             "frame_len_fcs": len(self.c.frames[0]) + 4, "trafgen_version": trafgen_version(),
             "profile": str(self.c.profile), "tunables": self.c.tunables, "iface": self.iface,
