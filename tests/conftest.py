@@ -33,14 +33,15 @@ def testbed(local_cfg):
     tb.down()
 
 
-def start_sshd(testbed, node_name: str, d, port: int = 2222):
-    """A real OpenSSH server in a node's namespace, on its first address; returns the client key,
-    known_hosts and address. Stop it with testbed.node(node_name).stop("sshd-test")."""
+def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None = None):
+    """A real OpenSSH server in a node's namespace, on its first address (or `listen`, e.g.
+    127.0.0.1 for an out-of-band port); returns the client key, known_hosts and address. Stop it
+    with testbed.node(node_name).stop("sshd-test")."""
     import subprocess
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True)
     (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
-    addr = testbed.cfg.nodes[node_name].iface().addr
+    addr = listen or testbed.cfg.nodes[node_name].iface().addr
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress {addr}\nHostKey {d / 'host_key'}\n"
         f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"

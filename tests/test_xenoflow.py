@@ -28,7 +28,7 @@ from xenobench.errors import BackendsError, NodeError
 from xenobench.lb import get_lb
 from xenobench.lb.xenoflow import BINARY, parse_lines
 
-from .conftest import needs_root
+from .conftest import needs_root, start_sshd
 
 BUILD = REPO_ROOT / "lb" / "build"
 CHECK = BUILD / "xenoflow-check-backends"
@@ -287,25 +287,6 @@ def test_doca_deploy_sequence_on_recording_node_double(monkeypatch):
     assert "lb/src/main.c" in names and "lb/emu/bpf/emu.bpf.c" in names and not any("/build" in n for n in names)
 
 
-def start_sshd_loopback(testbed, node_name: str, d: Path, port: int):
-    """An OpenSSH server on 127.0.0.1 in a node's namespace (tests/conftest.py's start_sshd
-    listens on the node's first address); returns the client key, known_hosts and address."""
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True)
-    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "UsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\n")
-    subprocess.run(["mkdir", "-p", "/run/sshd"], check=True)
-    testbed.node(node_name).start("sshd-test", ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
-                                  ready=0.5)
-    host_pub = (d / "host_key.pub").read_text().split()
-    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
-    return d / "client_key", d / "known_hosts", "127.0.0.1"
-
-
 @needs_root
 @built
 def test_emulation_over_ssh_transport_start_stats_stop(testbed, tmp_path):
@@ -320,7 +301,7 @@ def test_emulation_over_ssh_transport_start_stats_stop(testbed, tmp_path):
     from xenobench.nodes import SshNode
     from xenobench.testbed import get_testbed
 
-    key, known, addr = start_sshd_loopback(testbed, "fips5", tmp_path, 2224)
+    key, known, addr = start_sshd(testbed, "fips5", tmp_path, 2224, listen="127.0.0.1")
     try:
         sc = SshConfig(host=addr, port=2224, key=str(key), known_hosts=str(known),
                        netns=f"{testbed.cfg.prefix}fips5", python=sys.executable)
