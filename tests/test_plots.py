@@ -95,6 +95,29 @@ def test_local_testbed_figures_carry_no_published_overlay(tmp_path):
     assert s["pps_vs_payload"]["xenoflow"][22] == pytest.approx(96.9)  # the measurements stay
 
 
+def test_small_rates_keep_their_levels_and_labels_inside_the_figure(tmp_path):
+    """A namespace testbed's sweep lies below 0.2 Mpps: its loss levels must not collapse into
+    0.1 Mpps bins, and bar labels must not stretch the figure (they were placed 1 Mpps above)."""
+    import matplotlib.image as mpimg
+    import pandas as pd
+    from xenobench.results import read_tidy, write_tidy
+    d = tmp_path / "local"
+    for kind, scale in (("loss", 1e-3), ("pps", 1e-3)):
+        df = read_tidy(FIXTURES, kind)
+        for c in ("offered_pps", "measured_pps"):
+            df[c] = df[c] * scale
+        if kind == "pps":
+            df.loc[df.metric == "rx_pps", "value"] *= scale
+        write_tidy(kind, df, d)
+    s = plot_all(d, tmp_path / "f", "local", progress=lambda m: None)
+    loss_fixture = read_tidy(FIXTURES, "loss")
+    levels = loss_fixture[loss_fixture.metric == "loss_pct"].offered_pps.mul(1e-3 / 1e6).round(4).nunique()
+    assert len(s["loss_vs_load"]["xenoflow"]) == levels > 2
+    h, w = mpimg.imread(tmp_path / "f" / "lb_comparison.png").shape[:2]
+    assert h < 1.2 * w, (h, w)
+    assert pd.notna(s["lb_comparison"]["measured"]["xenoflow"])
+
+
 def test_placeholder_names_the_missing_data(tmp_path):
     d = tmp_path / "only_pps"
     d.mkdir()
