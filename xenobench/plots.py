@@ -175,7 +175,7 @@ def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
         else:
             ax.set_ylim(bottom=0)
             _caption(fig, LOCAL_NOTE)
-        ax.legend(loc="lower right")
+        ax.legend(loc="lower right" if reference(testbed) else "upper left")
         _title(ax, "Bandwidth vs payload", testbed)
         _save(fig, outdir, "bandwidth_vs_payload")
     return series
