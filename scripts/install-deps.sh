@@ -10,7 +10,7 @@ APT_PACKAGES=(
     clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev gcc-multilib pkg-config
     meson ninja-build libcmocka-dev libjson-c-dev libyaml-dev
     netsniff-ng tcpdump
-    bind9 bind9-dnsutils
+    bind9 bind9-utils bind9-dnsutils
     openssh-server openssh-client
     python3-venv
 )
