@@ -33,6 +33,10 @@ def plan_cmd(obj, only, as_json):
     click.echo(f"{'total':9} {len(rows):4} points, {len(rows) * reps} trials (testbed {cfg.name})")
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @experiment_group.command("run")
 @click.argument("experiment")
 @click.argument("point")
@@ -49,7 +53,7 @@ def run_cmd(obj, experiment, point, results_root):
     tb = obj.testbed()
     pt = find_point(obj.config, experiment, point)
     # SIGTERM (Snakemake stopping a job) unwinds like Ctrl-C: the LB, servers and load are stopped
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     s = run_point(tb, experiment, pt, Path(results_root), progress=lambda m: click.echo(m, err=True))
     click.echo(json.dumps(s))
 
