@@ -98,14 +98,8 @@ def _lb_stats(lb) -> dict | None:
         return {"error": str(e)}
 
 
-def _lb_forwarded(before: dict | None, after: dict | None) -> int | None:
-    if not before or not after or "error" in before or "error" in after:
-        return None
-    b = {x["name"]: x["packets"] for x in before.get("backends", [])}
-    return sum(x["packets"] - b.get(x["name"], 0) for x in after.get("backends", []))
-
-
 def _lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
+    """Packets the LB sent to each backend between two stats reads (None if either failed)."""
     if not before or not after or "error" in before or "error" in after:
         return None
     b = {x["name"]: x["packets"] for x in before.get("backends", [])}
@@ -148,13 +142,14 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     rx = rx1 - rx0
     tx = int(gen.get("tx_packets") or 0)
     steady = steady_rate(series["samples"])
-    fwd = _lb_forwarded(st0, st1)
+    per_backend = _lb_per_backend(st0, st1)
+    fwd = sum(per_backend.values()) if per_backend is not None else None
     out = {"payload": payload, "requested_pps": rate, "generator": gen,
            "tunables": fill_tunables(cfg, "udp_payload", tun),
            "rx_packets": rx, "tx_packets": tx, "rx_series": series, "rx_pps": steady["rate_pps"],
            "rx_cv_pct": steady["cv_pct"], "steady_intervals": steady["intervals"],
            "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
-           "lb_forwarded": fwd, "lb_per_backend": _lb_per_backend(st0, st1), "lb_stats_after": st1}
+           "lb_forwarded": fwd, "lb_per_backend": per_backend, "lb_stats_after": st1}
     v = Validity()
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "generator reported invalid")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")

@@ -172,6 +172,26 @@ static struct xv *from_json(struct json_object *o)
 }
 
 /* ---- YAML (YAML 1.1 scalar resolution, as PyYAML's safe_load) */
+/* digits of `base` (8 or 10) with '_' separators (YAML 1.1) → *out; false on anything else */
+static bool underscored_digits(const char *c, int base, long long *out)
+{
+	char clean[64];
+	size_t o = 0;
+
+	for (; *c; c++) {
+		if (*c == '_')
+			continue;
+		if (*c < '0' || *c >= '0' + base)
+			return false;
+		clean[o++] = *c;
+		if (o >= sizeof(clean) - 1)
+			return false;
+	}
+	clean[o] = 0;
+	*out = strtoll(clean, NULL, base);
+	return true;
+}
+
 static bool is_int_text(const char *s, long long *out)
 {
 	const char *p = s;
@@ -232,32 +252,11 @@ static bool is_int_text(const char *s, long long *out)
 		return true;
 	}
 	if (p[0] == '0' && p[1]) { /* octal 0[0-7_]+ */
-		for (const char *c = p + 1; *c; c++) {
-			if (*c == '_')
-				continue;
-			if (*c < '0' || *c > '7')
-				return false;
-			clean[o++] = *c;
-			if (o >= sizeof(clean) - 1)
-				return false;
-		}
-		clean[o] = 0;
-		*out = strtoll(clean, NULL, 8);
-		if (neg)
-			*out = -*out;
-		return true;
-	}
-	for (const char *c = p; *c; c++) {
-		if (*c == '_')
-			continue;
-		if (!isdigit((unsigned char)*c))
+		if (!underscored_digits(p + 1, 8, out))
 			return false;
-		clean[o++] = *c;
-		if (o >= sizeof(clean) - 1)
-			return false;
+	} else if (!underscored_digits(p, 10, out)) {
+		return false;
 	}
-	clean[o] = 0;
-	*out = strtoll(clean, NULL, 10);
 	if (neg)
 		*out = -*out;
 	return true;
