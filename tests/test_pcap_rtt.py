@@ -99,7 +99,7 @@ def test_grouped_median_interpolates_inside_the_middle_bin():
 @pytest.mark.parametrize("content,msg", [
     (b"", "the file is empty"),
     (b"\x0a\x0d\x0d\x0a" + b"\0" * 40, "bad pcapng byte-order magic 00000000 at byte 0"),
-    (b"hello world, not a capture at all", r"not a pcap or pcapng file \(magic 68656c6c\)"),
+    (b"hello world, not a capture at all", r"not a pcap, pcapng or tcpdump -e text file \(magic 68656c6c\)"),
     (b"\xd4\xc3\xb2\xa1" + b"\0" * 10, r"truncated file header \(14 of 24 bytes\)"),
 ])
 def test_malformed_files_name_the_file(tmp_path, content, msg):
