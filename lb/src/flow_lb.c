@@ -7,6 +7,8 @@
 
 DOCA_LOG_REGISTER(XENOFLOW_PIPE);
 
+#define XF_PROCESS_TIMEOUT_US 10000 /* doca_flow_entries_process timeout (the samples' DEFAULT_TIMEOUT_US) */
+
 void xf_check_for_valid_entry(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue,
 			      enum doca_flow_entry_status status, enum doca_flow_entry_op op, void *user_ctx)
 {
@@ -51,6 +53,8 @@ doca_error_t xf_create_root_pipe(struct doca_flow_port *port, uint16_t egress_po
 	monitor.counter_type = DOCA_FLOW_RESOURCE_TYPE_SHARED;
 	monitor.shared_counter.shared_counter_id = 0xffffffff;
 
+	/* VNF mode: the egress port must be the ingress port's pair (doca_flow_port_pair), the
+	 * forward becomes a queue action to its hairpin queues */
 	fwd.type = DOCA_FLOW_FWD_PORT;
 	fwd.port_id = egress_port_id;
 	fwd_miss.type = DOCA_FLOW_FWD_DROP;
@@ -64,6 +68,7 @@ doca_error_t xf_create_root_pipe(struct doca_flow_port *port, uint16_t egress_po
 	    (r = doca_flow_pipe_cfg_set_type(cfg, DOCA_FLOW_PIPE_BASIC)) ||
 	    (r = doca_flow_pipe_cfg_set_is_root(cfg, true)) ||
 	    (r = doca_flow_pipe_cfg_set_nr_entries(cfg, class_mask + 1)) ||
+	    /* one counter of the nr_counters pool: XF_NR_COUNTERS */
 	    (r = doca_flow_pipe_cfg_set_miss_counter(cfg, true)) ||
 	    (r = doca_flow_pipe_cfg_set_match(cfg, &match, &match_mask)) ||
 	    (r = doca_flow_pipe_cfg_set_actions(cfg, actions_arr, NULL, NULL, 1)) ||
@@ -101,4 +106,44 @@ doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const
 	if (r != DOCA_SUCCESS)
 		DOCA_LOG_ERR("Failed to add the entry for class %u: %s", cls, doca_error_get_descr(r));
 	return r;
+}
+
+doca_error_t xf_setup_class_counters(struct doca_flow_port *port, int n, uint32_t *ids)
+{
+	struct doca_flow_shared_resource_cfg scfg = {.domain = DOCA_FLOW_PIPE_DOMAIN_DEFAULT};
+	doca_error_t r;
+
+	for (int c = 0; c < n; c++) {
+		ids[c] = (uint32_t)c;
+		if ((r = doca_flow_shared_resource_set_cfg(DOCA_FLOW_SHARED_RESOURCE_COUNTER, ids[c], &scfg))) {
+			DOCA_LOG_ERR("Failed to configure shared counter %d: %s", c, doca_error_get_descr(r));
+			return r;
+		}
+	}
+	if ((r = doca_flow_shared_resources_bind(DOCA_FLOW_SHARED_RESOURCE_COUNTER, ids, (uint32_t)n, port)))
+		DOCA_LOG_ERR("Failed to bind %d shared counters to the ingress port: %s", n, doca_error_get_descr(r));
+	return r;
+}
+
+doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
+				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
+				struct doca_flow_pipe **pipe)
+{
+	struct xf_entries_status status = {0};
+	struct doca_flow_pipe_entry *entry;
+	doca_error_t r;
+
+	*pipe = NULL;
+	if ((r = xf_create_root_pipe(ingress, egress_port_id, (uint32_t)nslots - 1, pipe)))
+		return r;
+	for (int c = 0; c < nslots; c++)
+		if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status, &entry)))
+			return r;
+	r = doca_flow_entries_process(ingress, 0, XF_PROCESS_TIMEOUT_US, (uint32_t)nslots);
+	if (r != DOCA_SUCCESS || status.failure || status.nb_processed != nslots) {
+		DOCA_LOG_ERR("Failed to process entries: %s (%d of %d processed%s)", doca_error_get_descr(r),
+			     status.nb_processed, nslots, status.failure ? ", some failed" : "");
+		return r != DOCA_SUCCESS ? r : DOCA_ERROR_BAD_STATE;
+	}
+	return DOCA_SUCCESS;
 }

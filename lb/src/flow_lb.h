@@ -1,12 +1,21 @@
 /* XenoFlow's pipe and entries (thesis §6.2.3, generalised): one root BASIC pipe on the ingress
  * port matching outer.l3_type IP4 and outer.ip4.src_ip under the class mask; one entry per class
  * rewriting outer.eth.dst_mac/src_mac and counting with its own shared counter; forward to the
- * egress port; miss → drop. */
+ * egress port (the ingress port's pair: doca_flow_port_pair); miss → drop, counted by the pipe's
+ * miss counter. */
 #ifndef XF_FLOW_LB_H
 #define XF_FLOW_LB_H
 #include <stdbool.h>
 #include <stdint.h>
 #include <doca_flow.h>
+
+/* Counters XenoFlow takes from the nr_counters pool (doca_flow_cfg_set_nr_counters): the root
+ * pipe's miss counter, and nothing else — the per-class counters are shared counters, a separate
+ * pool (doca_flow_cfg_set_nr_shared_resource). DOCA 2.9's fwd_miss sample sizes nr_counters to
+ * exactly its miss counters (4 = 2 ports x 2 pipes); with 0, as before, the pipe cannot get its
+ * miss counter. Kept rather than dropped as the thesis code did (it set no miss counter): the
+ * stats line's "miss" is what tells a bad class mask or a wrong destination from a lost frame. */
+#define XF_NR_COUNTERS 1
 
 struct xf_entries_status {
 	bool failure;
@@ -24,5 +33,14 @@ doca_error_t xf_create_root_pipe(struct doca_flow_port *port, uint16_t egress_po
 doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const uint8_t dst_mac[6],
 				const uint8_t src_mac[6], uint32_t counter_id, struct xf_entries_status *status,
 				struct doca_flow_pipe_entry **entry);
+
+/* shared counters 0..n-1 (ids[c] = c), configured and bound to `port` */
+doca_error_t xf_setup_class_counters(struct doca_flow_port *port, int n, uint32_t *ids);
+
+/* the root pipe on `ingress` and one entry per class c → dst_macs[c], counted in ids[c], processed
+ * and checked (every entry added). nslots is a power of two (the class mask is nslots - 1). */
+doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
+				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
+				struct doca_flow_pipe **pipe);
 
 #endif

@@ -37,7 +37,6 @@ DOCA_LOG_REGISTER(XENOFLOW);
 #define NB_PORTS 2
 #define INGRESS_PORT 0
 #define EGRESS_PORT 1
-#define DEFAULT_TIMEOUT_US 10000
 
 enum { EXIT_ARGS = 1, EXIT_BACKENDS = 2, EXIT_DPDK = 3, EXIT_FLOW = 4, EXIT_PIPE = 5 };
 
@@ -234,11 +233,9 @@ int main(int argc, char **argv)
 	struct xf_dpdk_config dpdk = {.nb_ports = NB_PORTS, .nb_queues = 4, .nb_hairpin_q = 2};
 	struct doca_flow_port *ports[NB_PORTS] = {0};
 	struct doca_flow_pipe *pipe = NULL;
-	struct doca_flow_pipe_entry *entries[XF_MAX_SLOTS];
-	struct doca_flow_shared_resource_cfg scfg = {.domain = DOCA_FLOW_PIPE_DOMAIN_DEFAULT};
-	struct xf_entries_status status = {0};
 	struct doca_log_backend *sdk_log;
 	uint32_t ids[XF_MAX_SLOTS];
+	uint8_t macs[XF_MAX_SLOTS][6];
 	bool dpdk_up = false, flow_up = false, ports_up = false;
 	char err[1024];
 	int rc = EXIT_ARGS;
@@ -277,39 +274,21 @@ int main(int argc, char **argv)
 		goto out;
 	dpdk_up = true;
 	rc = EXIT_FLOW;
-	if (xf_init_doca_flow(cfg.nb_queues, "vnf,hws", (uint32_t)bs.nslots, xf_check_for_valid_entry) != DOCA_SUCCESS)
+	if (xf_init_doca_flow(cfg.nb_queues, "vnf,hws", XF_NR_COUNTERS, (uint32_t)bs.nslots, xf_check_for_valid_entry) !=
+	    DOCA_SUCCESS)
 		goto out;
 	flow_up = true;
 	if (xf_init_doca_flow_ports(NB_PORTS, ports) != DOCA_SUCCESS)
 		goto out;
 	ports_up = true;
-	for (int c = 0; c < bs.nslots; c++) {
-		ids[c] = (uint32_t)c;
-		if ((r = doca_flow_shared_resource_set_cfg(DOCA_FLOW_SHARED_RESOURCE_COUNTER, ids[c], &scfg))) {
-			DOCA_LOG_ERR("Failed to configure shared counter %d: %s", c, doca_error_get_descr(r));
-			goto out;
-		}
-	}
-	if ((r = doca_flow_shared_resources_bind(DOCA_FLOW_SHARED_RESOURCE_COUNTER, ids, (uint32_t)bs.nslots,
-						 ports[INGRESS_PORT]))) {
-		DOCA_LOG_ERR("Failed to bind shared counters to port %d: %s", INGRESS_PORT, doca_error_get_descr(r));
+	if (xf_setup_class_counters(ports[INGRESS_PORT], bs.nslots, ids) != DOCA_SUCCESS)
 		goto out;
-	}
 	rc = EXIT_PIPE;
-	if (xf_create_root_pipe(ports[INGRESS_PORT], EGRESS_PORT, (uint32_t)bs.nslots - 1, &pipe) != DOCA_SUCCESS)
+	for (int c = 0; c < bs.nslots; c++)
+		memcpy(macs[c], bs.b[bs.slots[c]].mac, 6);
+	if (xf_install_classes(ports[INGRESS_PORT], EGRESS_PORT, bs.nslots, (const uint8_t(*)[6])macs, cfg.src_mac, ids,
+			       &pipe) != DOCA_SUCCESS)
 		goto out;
-	for (int c = 0; c < bs.nslots; c++) {
-		const struct xf_backend *b = &bs.b[bs.slots[c]];
-
-		if (xf_add_class_entry(pipe, (uint32_t)c, b->mac, cfg.src_mac, ids[c], &status, &entries[c]))
-			goto out;
-	}
-	r = doca_flow_entries_process(ports[INGRESS_PORT], 0, DEFAULT_TIMEOUT_US, (uint32_t)bs.nslots);
-	if (r != DOCA_SUCCESS || status.failure || status.nb_processed != bs.nslots) {
-		DOCA_LOG_ERR("Failed to process entries: %s (%d of %d processed%s)", doca_error_get_descr(r),
-			     status.nb_processed, bs.nslots, status.failure ? ", some failed" : "");
-		goto out;
-	}
 	printf("{\"event\": \"started\", \"mode\": \"%s\", \"pid\": %d, \"class_bits\": %d, \"slots\": [", XF_MODE,
 	       (int)getpid(), bs.class_bits);
 	for (int c = 0; c < bs.nslots; c++)

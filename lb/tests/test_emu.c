@@ -1,11 +1,15 @@
 /* Emulation semantics, through the DOCA Flow API and BPF_PROG_TEST_RUN on the generated datapath:
  * entry matching under the pipe mask, miss → drop (and the miss counter), action bytes, shared and
  * per-entry counters, entries pending until doca_flow_entries_process, removal, attach/detach,
- * and DOCA_ERROR_NOT_SUPPORTED for features outside the subset.
+ * and DOCA_ERROR_NOT_SUPPORTED for features outside the subset. Then the constraints the real
+ * stack enforces (lb/README.md, "Enforced constraints"): mlx5's hairpin queue checks and binding,
+ * DPDK port before DOCA Flow port, the default RSS queues, VNF forwarding only to the pair, the
+ * nr_counters pool, the pipe cfg contract.
  * Runs as root in a private network namespace (unshare) with two veth pairs for ports 0 and 1,
  * so nothing is left behind. Frames are built by build_udp() below. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
 #include <net/if.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -23,6 +27,9 @@
 #include <doca_flow.h>
 #include <doca_flow_emu.h>
 #include <doca_log.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
 
 #define XDP_DROP 1
 #define XDP_PASS 2
@@ -35,6 +42,51 @@ static const uint8_t BMAC[4][6] = {{0x02, 0, 0, 0, 0x0a, 0}, {0x02, 0, 0, 0, 0x0
 
 static struct doca_flow_port *ports[2];
 static int processed, failed;
+static struct rte_mempool *pool;
+
+/* what setup() brings up; tests of a constraint start from a setup that leaves a step out */
+struct opts {
+	uint32_t nr_counters; /* doca_flow_cfg_set_nr_counters */
+	bool no_bind;         /* hairpin queues set up, rte_eth_hairpin_bind not called */
+	bool no_pair;         /* DOCA Flow ports not paired */
+	bool no_flow;         /* DPDK ports only: no DOCA Flow */
+};
+static const struct opts DEFAULT_OPTS = {.nr_counters = 8};
+
+/* DPDK ports 0 and 1 as lb/src/ports.c sets them up: queue 0 regular, queue 1 a hairpin queue to
+ * the other port (manual_bind, tx_explicit), started, then bound both ways unless no_bind */
+static void dpdk_up(bool bind)
+{
+	struct rte_eth_conf conf = {0};
+	struct rte_eth_hairpin_conf hc = {.peer_count = 1, .manual_bind = 1, .tx_explicit = 1};
+
+	pool = rte_pktmbuf_pool_create("t", 64, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+	for (uint16_t p = 0; p < 2; p++) {
+		hc.peers[0].port = (uint16_t)(p ^ 1);
+		hc.peers[0].queue = 1;
+		assert_int_equal(rte_eth_dev_configure(p, 2, 2, &conf), 0);
+		assert_int_equal(rte_eth_rx_queue_setup(p, 0, 64, 0, NULL, pool), 0);
+		assert_int_equal(rte_eth_tx_queue_setup(p, 0, 64, 0, NULL), 0);
+		assert_int_equal(rte_eth_tx_hairpin_queue_setup(p, 1, 64, &hc), 0);
+		assert_int_equal(rte_eth_rx_hairpin_queue_setup(p, 1, 64, &hc), 0);
+		assert_int_equal(rte_eth_dev_start(p), 0);
+	}
+	if (bind) {
+		assert_int_equal(rte_eth_hairpin_bind(0, 1), 0);
+		assert_int_equal(rte_eth_hairpin_bind(1, 0), 0);
+	}
+}
+
+static void dpdk_down(void)
+{
+	for (uint16_t p = 0; p < 2; p++) {
+		rte_eth_hairpin_unbind(p, (uint16_t)(p ^ 1));
+		rte_eth_dev_stop(p);
+		rte_eth_dev_close(p);
+	}
+	rte_mempool_free(pool);
+	pool = NULL;
+}
 
 /* Ethernet / IPv4 (no options) / UDP / payload: 42 + plen bytes */
 static uint32_t build_udp(uint8_t *f, const char *src, const char *dst, uint16_t sport, uint16_t dport, int plen)
@@ -85,10 +137,16 @@ static void cb(struct doca_flow_pipe_entry *e, uint16_t q, enum doca_flow_entry_
 
 static int setup(void **state)
 {
+	const struct opts *o = *state ? *state : &DEFAULT_OPTS;
 	struct doca_flow_cfg *cfg;
-	(void)state;
+
 	processed = failed = 0;
+	ports[0] = ports[1] = NULL;
+	dpdk_up(!o->no_bind);
+	if (o->no_flow)
+		return 0;
 	assert_int_equal(doca_flow_cfg_create(&cfg), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_cfg_set_nr_counters(cfg, o->nr_counters), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_cfg_set_pipe_queues(cfg, 1), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_cfg_set_mode_args(cfg, "vnf,hws"), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_cfg_set_nr_shared_resource(cfg, 8, DOCA_FLOW_SHARED_RESOURCE_COUNTER), DOCA_SUCCESS);
@@ -105,6 +163,8 @@ static int setup(void **state)
 		assert_int_equal(doca_flow_port_start(pc, &ports[p]), DOCA_SUCCESS);
 		doca_flow_port_cfg_destroy(pc);
 	}
+	if (!o->no_pair)
+		assert_int_equal(doca_flow_port_pair(ports[1], ports[0]), DOCA_SUCCESS);
 	for (uint32_t id = 0; id < 8; id++) {
 		struct doca_flow_shared_resource_cfg sc = {.domain = DOCA_FLOW_PIPE_DOMAIN_DEFAULT};
 
@@ -119,21 +179,34 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	(void)state;
-	doca_flow_destroy();
+	const struct opts *o = *state ? *state : &DEFAULT_OPTS;
+
+	if (!o->no_flow)
+		doca_flow_destroy();
+	dpdk_down();
 	return 0;
 }
 
 /* XenoFlow's pipe: IPv4, src_ip changeable under `mask`, both MACs changeable, counter kind as
- * given (shared id changeable, or per entry), fwd port 1, miss drop */
+ * given (shared id changeable, or per entry), fwd port 1, miss drop with a miss counter */
+static doca_error_t lb_pipe_r(uint32_t mask, enum doca_flow_resource_type counter, struct doca_flow_pipe **pipe);
+
 static struct doca_flow_pipe *lb_pipe(uint32_t mask, enum doca_flow_resource_type counter)
+{
+	struct doca_flow_pipe *pipe = NULL;
+
+	assert_int_equal(lb_pipe_r(mask, counter, &pipe), DOCA_SUCCESS);
+	return pipe;
+}
+
+static doca_error_t lb_pipe_r(uint32_t mask, enum doca_flow_resource_type counter, struct doca_flow_pipe **pipe)
 {
 	struct doca_flow_match m, mm;
 	struct doca_flow_actions a, *aa[1] = {&a};
 	struct doca_flow_monitor mon;
 	struct doca_flow_fwd fwd = {.type = DOCA_FLOW_FWD_PORT, .port_id = 1}, miss = {.type = DOCA_FLOW_FWD_DROP};
 	struct doca_flow_pipe_cfg *pc;
-	struct doca_flow_pipe *pipe = NULL;
+	doca_error_t r;
 
 	memset(&m, 0, sizeof(m));
 	memset(&mm, 0, sizeof(mm));
@@ -150,12 +223,13 @@ static struct doca_flow_pipe *lb_pipe(uint32_t mask, enum doca_flow_resource_typ
 	assert_int_equal(doca_flow_pipe_cfg_set_name(pc, "LB"), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_cfg_set_type(pc, DOCA_FLOW_PIPE_BASIC), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_cfg_set_is_root(pc, true), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_miss_counter(pc, true), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_cfg_set_match(pc, &m, &mm), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_cfg_set_actions(pc, aa, NULL, NULL, 1), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_cfg_set_monitor(pc, &mon), DOCA_SUCCESS);
-	assert_int_equal(doca_flow_pipe_create(pc, &fwd, &miss, &pipe), DOCA_SUCCESS);
+	r = doca_flow_pipe_create(pc, &fwd, &miss, pipe);
 	doca_flow_pipe_cfg_destroy(pc);
-	return pipe;
+	return r;
 }
 
 static struct doca_flow_pipe_entry *add(struct doca_flow_pipe *pipe, uint32_t cls, const uint8_t *mac, uint32_t cid)
@@ -472,7 +546,6 @@ static void test_unsupported_features_return_not_supported(void **state)
 	doca_flow_pipe_cfg_destroy(pc);
 	assert_null(pipe);
 
-	assert_int_equal(doca_flow_port_pair(ports[0], ports[1]), DOCA_ERROR_NOT_SUPPORTED);
 	assert_int_equal(doca_flow_shared_resource_set_cfg(DOCA_FLOW_SHARED_RESOURCE_METER, 0, &sc),
 			 DOCA_ERROR_NOT_SUPPORTED);
 	struct doca_flow_cfg *cfg;
@@ -480,6 +553,234 @@ static void test_unsupported_features_return_not_supported(void **state)
 	doca_flow_cfg_create(&cfg);
 	assert_int_equal(doca_flow_cfg_set_mode_args(cfg, "switch,hws"), DOCA_ERROR_NOT_SUPPORTED);
 	doca_flow_cfg_destroy(cfg);
+}
+
+/* ---------------------------------------------------------------- what the real stack refuses */
+
+/* mlx5_rxq.c mlx5_rx_hairpin_queue_setup, mlx5_txq.c mlx5_tx_hairpin_queue_setup: a hairpin queue
+ * whose peer is another port needs manual_bind and tx_explicit (lb/src/ports.c before the fix set
+ * neither: -EINVAL, rte_errno EINVAL); one peer exactly; a same-port hairpin needs neither;
+ * rte_ethdev.c: queue ids within what rte_eth_dev_configure asked, nothing set up on a started port */
+static void test_hairpin_queue_setup_refused_as_mlx5_does(void **state)
+{
+	struct rte_eth_hairpin_conf zero, hc;
+	(void)state;
+
+	dpdk_down(); /* setup started them: start from unconfigured ports */
+	pool = rte_pktmbuf_pool_create("t", 64, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+	assert_int_equal(rte_eth_dev_configure(0, 3, 3, &(struct rte_eth_conf){0}), 0);
+	memset(&zero, 0, sizeof(zero));
+	zero.peer_count = 1;
+	zero.peers[0].port = 1; /* the old ports.c: peer port 1, attributes 0 0 */
+	zero.peers[0].queue = 1;
+	errno = 0;
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 1, 1024, &zero), -EINVAL);
+	assert_int_equal(rte_errno, EINVAL);
+	errno = 0;
+	assert_int_equal(rte_eth_tx_hairpin_queue_setup(0, 1, 1024, &zero), -EINVAL);
+	assert_int_equal(rte_errno, EINVAL);
+	hc = zero;
+	hc.manual_bind = 1; /* one of the two is not enough */
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 1, 1024, &hc), -EINVAL);
+	hc.manual_bind = 0;
+	hc.tx_explicit = 1;
+	assert_int_equal(rte_eth_tx_hairpin_queue_setup(0, 1, 1024, &hc), -EINVAL);
+	hc.manual_bind = 1;
+	assert_int_equal(rte_eth_tx_hairpin_queue_setup(0, 1, 1024, &hc), 0);
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 1, 1024, &hc), 0);
+	hc.peer_count = 2;
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 2, 1024, &hc), -EINVAL);
+	hc.peer_count = 0;
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 2, 1024, &hc), -EINVAL);
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 2, 1024, NULL), -EINVAL);
+	/* a hairpin to the same port: attributes 0 0 are fine (bound at start), the peer queue must exist */
+	memset(&hc, 0, sizeof(hc));
+	hc.peer_count = 1;
+	hc.peers[0].port = 0;
+	hc.peers[0].queue = 3;
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 2, 1024, &hc), -EINVAL);
+	hc.peers[0].queue = 2;
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 2, 1024, &hc), 0);
+	assert_int_equal(rte_eth_tx_hairpin_queue_setup(0, 2, 1024, &hc), 0);
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 3, 1024, &hc), -EINVAL); /* beyond configure */
+	assert_int_equal(rte_eth_rx_queue_setup(0, 0, 64, 0, NULL, pool), 0);
+	assert_int_equal(rte_eth_tx_queue_setup(0, 0, 64, 0, NULL), 0);
+	assert_int_equal(rte_eth_dev_start(0), 0);
+	assert_int_equal(rte_eth_rx_queue_setup(0, 0, 64, 0, NULL, pool), -EBUSY);
+	assert_int_equal(rte_eth_dev_close(0), -EINVAL); /* "Cannot close started device" */
+	assert_int_equal(rte_eth_dev_start(1), -EINVAL); /* not configured */
+	/* rte_eth_hairpin_bind: Tx port started (-EBUSY), peer port started (rte_errno EBUSY) */
+	assert_int_equal(rte_eth_hairpin_bind(1, 0), -EBUSY);
+	errno = 0;
+	assert_int_equal(rte_eth_hairpin_bind(0, 1), -EBUSY);
+	assert_int_equal(rte_errno, EBUSY);
+	assert_false(doca_flow_emu_hairpin_ready(1, 0));
+}
+
+/* DOCA 2.9's dpdk_utils.c binds the manual_bind queues after rte_eth_dev_start; mlx5 binds only
+ * same-port queues at start (mlx5_hairpin_auto_bind), so without rte_eth_hairpin_bind nothing
+ * crosses: the pipe is created and the entries processed, the frames forwarded to port 1 are not
+ * transmitted */
+static const struct opts NO_BIND = {.nr_counters = 8, .no_bind = true};
+
+static void test_forward_over_an_unbound_hairpin_is_dropped(void **state)
+{
+	uint8_t in[128], out[2048];
+	struct doca_flow_pipe *pipe = lb_pipe(0x1, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	uint32_t len = build_udp(in, "198.18.0.16", "198.18.0.100", 1024, 53, 22);
+	(void)state;
+
+	assert_false(doca_flow_emu_hairpin_ready(0, 1));
+	add(pipe, 0, BMAC[0], 0);
+	add(pipe, 1, BMAC[1], 1);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(failed, 0);
+	assert_int_equal(run(0, in, len, out), XDP_DROP);
+	/* bound, a new entry's frames cross */
+	assert_int_equal(rte_eth_hairpin_bind(1, 0), 0);
+	assert_true(doca_flow_emu_hairpin_ready(0, 1));
+	assert_false(doca_flow_emu_hairpin_ready(1, 0)); /* one direction per bind */
+	doca_flow_pipe_destroy(pipe);
+	pipe = lb_pipe(0x1, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	add(pipe, 0, BMAC[0], 0);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+}
+
+/* doca_flow.h (2.9) doca_flow_port_pair: in VNF mode the pair is how a port forwards to another
+ * port; FWD_PORT (or a PORT miss) to another port without it is refused */
+static const struct opts NO_PAIR = {.nr_counters = 8, .no_pair = true};
+
+static void test_forward_to_another_port_needs_the_pair(void **state)
+{
+	struct doca_flow_pipe *pipe = NULL;
+	struct doca_flow_pipe_cfg *pc;
+	struct doca_flow_fwd drop = {.type = DOCA_FLOW_FWD_DROP}, to1 = {.type = DOCA_FLOW_FWD_PORT, .port_id = 1},
+			     to0 = {.type = DOCA_FLOW_FWD_PORT, .port_id = 0};
+	(void)state;
+
+	assert_int_equal(lb_pipe_r(0x1, DOCA_FLOW_RESOURCE_TYPE_SHARED, &pipe), DOCA_ERROR_INVALID_VALUE);
+	assert_null(pipe);
+	assert_int_equal(doca_flow_pipe_cfg_create(&pc, ports[0]), DOCA_SUCCESS);
+	doca_flow_pipe_cfg_set_is_root(pc, true);
+	assert_int_equal(doca_flow_pipe_create(pc, &drop, &to1, &pipe), DOCA_ERROR_INVALID_VALUE); /* miss too */
+	assert_int_equal(doca_flow_pipe_create(pc, &to0, &drop, &pipe), DOCA_SUCCESS); /* its own port: no pair */
+	doca_flow_pipe_destroy(pipe);
+	/* the pair: not with itself, not with NULL, no order */
+	assert_int_equal(doca_flow_port_pair(ports[0], ports[0]), DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(doca_flow_port_pair(ports[0], NULL), DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(doca_flow_port_pair(ports[1], ports[0]), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_create(pc, &to1, &drop, &pipe), DOCA_SUCCESS);
+	doca_flow_pipe_cfg_destroy(pc);
+	doca_flow_pipe_destroy(pipe);
+	pipe = lb_pipe(0x1, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	assert_non_null(pipe);
+}
+
+/* pipe miss counters and per-entry counters come from the nr_counters pool (the 2.9 fwd_miss
+ * sample sizes nr_counters to its miss counters): with 0 (lb/src/ports.c before the fix) the pipe
+ * with a miss counter is refused; the pool is shared, released on removal and destroy */
+static const struct opts NO_COUNTERS = {.nr_counters = 0};
+static const struct opts TWO_COUNTERS = {.nr_counters = 2};
+
+static void test_miss_counter_needs_a_counter_of_the_pool(void **state)
+{
+	struct doca_flow_pipe *pipe = NULL;
+	(void)state;
+
+	assert_int_equal(lb_pipe_r(0x1, DOCA_FLOW_RESOURCE_TYPE_SHARED, &pipe), DOCA_ERROR_DRIVER);
+	assert_null(pipe);
+}
+
+static void test_per_entry_counters_beyond_nr_counters_are_refused(void **state)
+{
+	struct doca_flow_pipe *pipe = lb_pipe(0x3, DOCA_FLOW_RESOURCE_TYPE_NON_SHARED); /* miss: 1 of 2 */
+	struct doca_flow_pipe_entry *e = add(pipe, 0, BMAC[0], 0), *e2 = NULL;                  /* 2 of 2 */
+	struct doca_flow_match m = {0};
+	struct doca_flow_actions a = {0};
+	(void)state;
+
+	m.outer.ip4.src_ip = htonl(1);
+	memcpy(a.outer.eth.dst_mac, BMAC[1], 6);
+	memcpy(a.outer.eth.src_mac, LB_OUT, 6);
+	assert_int_equal(doca_flow_pipe_add_entry(0, pipe, &m, &a, NULL, NULL, 0, NULL, &e2), DOCA_ERROR_DRIVER);
+	assert_int_equal(doca_flow_pipe_remove_entry(0, 0, e), DOCA_SUCCESS); /* back to the pool */
+	assert_int_equal(doca_flow_pipe_add_entry(0, pipe, &m, &a, NULL, NULL, 0, NULL, &e2), DOCA_SUCCESS);
+	doca_flow_pipe_destroy(pipe); /* all of them back */
+	pipe = lb_pipe(0x3, DOCA_FLOW_RESOURCE_TYPE_NON_SHARED);
+	add(pipe, 0, BMAC[0], 0);
+}
+
+/* DOCA Flow ports after the DPDK ports are started (the 2.9 samples' order); the default RSS
+ * queues must be regular Rx queues of the port (mlx5_flow.c: "queue index out of range",
+ * "combining hairpin and regular RSS queues is not supported"); doca_flow.h contracts: default
+ * RSS with queues, pipe actions with nr_actions > 0, the miss counter queried only if enabled */
+static const struct opts DPDK_ONLY = {.no_flow = true};
+
+static doca_error_t flow_init_rss(const uint16_t *queues, int n)
+{
+	struct doca_flow_cfg *cfg;
+	struct doca_flow_resource_rss_cfg rss = {.queues_array = (uint16_t *)queues, .nr_queues = n};
+	doca_error_t r;
+
+	assert_int_equal(doca_flow_cfg_create(&cfg), DOCA_SUCCESS);
+	doca_flow_cfg_set_pipe_queues(cfg, 1);
+	doca_flow_cfg_set_mode_args(cfg, "vnf,hws");
+	doca_flow_cfg_set_nr_counters(cfg, 1);
+	r = doca_flow_cfg_set_default_rss(cfg, &rss);
+	if (r == DOCA_SUCCESS)
+		assert_int_equal(doca_flow_init(cfg), DOCA_SUCCESS);
+	doca_flow_cfg_destroy(cfg);
+	return r;
+}
+
+static doca_error_t start_port(uint16_t id, struct doca_flow_port **port)
+{
+	struct doca_flow_port_cfg *pc;
+	doca_error_t r;
+
+	assert_int_equal(doca_flow_port_cfg_create(&pc), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_port_cfg_set_port_id(pc, id), DOCA_SUCCESS);
+	r = doca_flow_port_start(pc, port);
+	doca_flow_port_cfg_destroy(pc);
+	return r;
+}
+
+static void test_port_start_order_rss_queues_and_cfg_contracts(void **state)
+{
+	const uint16_t regular[1] = {0}, hairpin[2] = {0, 1}, beyond[1] = {2};
+	struct doca_flow_port *p0 = NULL, *p1 = NULL;
+	struct doca_flow_pipe_cfg *pc;
+	struct doca_flow_pipe *pipe = NULL;
+	struct doca_flow_fwd drop = {.type = DOCA_FLOW_FWD_DROP};
+	struct doca_flow_resource_query q;
+	struct doca_flow_actions a = {0}, *aa[1] = {&a};
+	(void)state;
+
+	assert_int_equal(flow_init_rss(regular, 0), DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(flow_init_rss(NULL, 1), DOCA_ERROR_INVALID_VALUE);
+	/* RSS on a hairpin queue, then beyond the configured queues */
+	assert_int_equal(flow_init_rss(hairpin, 2), DOCA_SUCCESS);
+	assert_int_equal(start_port(0, &p0), DOCA_ERROR_INVALID_VALUE);
+	doca_flow_destroy();
+	assert_int_equal(flow_init_rss(beyond, 1), DOCA_SUCCESS);
+	assert_int_equal(start_port(0, &p0), DOCA_ERROR_INVALID_VALUE);
+	doca_flow_destroy();
+	/* the DPDK port stopped: no DOCA Flow port on it */
+	assert_int_equal(flow_init_rss(regular, 1), DOCA_SUCCESS);
+	assert_int_equal(rte_eth_dev_stop(1), 0);
+	assert_int_equal(start_port(1, &p1), DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(start_port(0, &p0), DOCA_SUCCESS);
+	/* pipe cfg: no actions array or 0 of them */
+	assert_int_equal(doca_flow_pipe_cfg_create(&pc, p0), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_actions(pc, aa, NULL, NULL, 0), DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(doca_flow_pipe_cfg_set_actions(pc, NULL, NULL, NULL, 1), DOCA_ERROR_INVALID_VALUE);
+	/* no miss counter: nothing to query */
+	doca_flow_pipe_cfg_set_is_root(pc, true);
+	assert_int_equal(doca_flow_pipe_create(pc, &drop, &drop, &pipe), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_resource_query_pipe_miss(pipe, &q), DOCA_ERROR_INVALID_VALUE);
+	doca_flow_pipe_cfg_destroy(pc);
+	doca_flow_destroy();
 }
 
 int main(void)
@@ -494,6 +795,18 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_direct_and_hash_compilation_match_alike, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_datapath_attached_on_process_detached_on_port_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsupported_features_return_not_supported, setup, teardown),
+		cmocka_unit_test_prestate_setup_teardown(test_hairpin_queue_setup_refused_as_mlx5_does, setup, teardown,
+							 (void *)&DPDK_ONLY),
+		cmocka_unit_test_prestate_setup_teardown(test_forward_over_an_unbound_hairpin_is_dropped, setup, teardown,
+							 (void *)&NO_BIND),
+		cmocka_unit_test_prestate_setup_teardown(test_forward_to_another_port_needs_the_pair, setup, teardown,
+							 (void *)&NO_PAIR),
+		cmocka_unit_test_prestate_setup_teardown(test_miss_counter_needs_a_counter_of_the_pool, setup, teardown,
+							 (void *)&NO_COUNTERS),
+		cmocka_unit_test_prestate_setup_teardown(test_per_entry_counters_beyond_nr_counters_are_refused, setup,
+							 teardown, (void *)&TWO_COUNTERS),
+		cmocka_unit_test_prestate_setup_teardown(test_port_start_order_rss_queues_and_cfg_contracts, setup,
+							 teardown, (void *)&DPDK_ONLY),
 	};
 
 	if (geteuid() != 0) {

@@ -5,7 +5,11 @@
  * datapath on Linux interfaces. What is emulated (everything else returns
  * DOCA_ERROR_NOT_SUPPORTED and logs the feature):
  *   - mode "vnf,hws"; ports 0..7 bound to the Linux interfaces given to the EAL (-a IFNAME),
- *     in order; doca_flow_port_cfg_set_devargs("N") or _set_port_id(N)
+ *     in order; doca_flow_port_cfg_set_devargs("N") or _set_port_id(N); the DPDK port must be
+ *     started first; doca_flow_port_pair (VNF: forwarding to the pair goes through its hairpin
+ *     queues, which must be bound); default RSS over regular Rx queues
+ *   - counters: per-entry counters and pipe miss counters come from the pool of
+ *     doca_flow_cfg_set_nr_counters, shared counters from doca_flow_cfg_set_nr_shared_resource
  *   - DOCA_FLOW_PIPE_BASIC, root pipes only, one per port
  *   - match value/mask on outer.eth.{dst_mac,src_mac,type}, outer.l3_type (IP4),
  *     outer.ip4.{src_ip,dst_ip,next_proto}, outer.l4_type_ext (TCP/UDP) with
@@ -65,6 +69,20 @@ enum doca_flow_entry_status {
 	DOCA_FLOW_ENTRY_STATUS_IN_PROCESS,
 	DOCA_FLOW_ENTRY_STATUS_SUCCESS,
 	DOCA_FLOW_ENTRY_STATUS_ERROR,
+};
+
+enum doca_flow_rss_hash_function {
+	DOCA_FLOW_RSS_HASH_FUNCTION_TOEPLITZ,
+	DOCA_FLOW_RSS_HASH_FUNCTION_SYMMETRIC_TOEPLITZ,
+};
+
+/* RSS: the queues (DPDK Rx queue ids of the port) missed packets are spread over */
+struct doca_flow_resource_rss_cfg {
+	uint32_t outer_flags;
+	uint32_t inner_flags;
+	uint16_t *queues_array;
+	int nr_queues;
+	enum doca_flow_rss_hash_function rss_hash_func;
 };
 
 typedef void (*doca_flow_entry_process_cb)(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue,
@@ -228,6 +246,7 @@ doca_error_t doca_flow_cfg_set_mode_args(struct doca_flow_cfg *cfg, const char *
 doca_error_t doca_flow_cfg_set_nr_shared_resource(struct doca_flow_cfg *cfg, uint32_t nr_shared_resource,
 						  enum doca_flow_shared_resource_type type);
 doca_error_t doca_flow_cfg_set_cb_entry_process(struct doca_flow_cfg *cfg, doca_flow_entry_process_cb cb);
+doca_error_t doca_flow_cfg_set_default_rss(struct doca_flow_cfg *cfg, const struct doca_flow_resource_rss_cfg *rss);
 doca_error_t doca_flow_init(const struct doca_flow_cfg *cfg);
 void doca_flow_destroy(void);
 

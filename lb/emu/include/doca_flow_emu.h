@@ -21,6 +21,9 @@ doca_error_t doca_flow_emu_test_run(uint16_t port_id, const void *frame, uint32_
 /* 1 if the pipe was compiled into a direct table (one contiguous mask of <= 12 bits on one IP
  * address or L4 port), 0 if its entries are looked up by hash. */
 int doca_flow_emu_pipe_is_direct(const struct doca_flow_pipe *pipe);
+/* 1 if a frame received on DPDK port in_port can leave through out_port by a bound hairpin (what
+ * DOCA Flow's VNF mode forwards to the pair port through), 0 if not. */
+int doca_flow_emu_hairpin_ready(uint16_t in_port, uint16_t out_port);
 /* The interface a port is bound to ("" if none). */
 const char *doca_flow_emu_port_ifname(uint16_t port_id);
 

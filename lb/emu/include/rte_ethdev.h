@@ -1,5 +1,8 @@
-/* The DPDK ethdev surface XenoFlow's port setup needs (lb/emu): configure/queue setup/start/
- * stop/close succeed for bound ports (the emulated datapath is XDP on the bound interface). */
+/* The DPDK ethdev surface XenoFlow's port setup needs (lb/emu), with the checks DPDK 22.11 (the
+ * DPDK of DOCA 2.9) and its mlx5 driver make, so that a setup the BlueField refuses is refused
+ * here too, with the same return value and rte_errno (see lb/README.md, "Enforced constraints").
+ * The emulated datapath is XDP on the interface a port is bound to; hairpin queues only decide
+ * whether DOCA Flow may forward from one port to the other. */
 #ifndef XB_EMU_RTE_ETHDEV_H
 #define XB_EMU_RTE_ETHDEV_H
 #include <stdint.h>
@@ -7,6 +10,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define RTE_MAX_ETHPORTS 8           /* the emulation's port limit (EMU_MAX_PORTS) */
+#define RTE_ETH_MAX_HAIRPIN_PEERS 32 /* rte_ethdev.h, DPDK 22.11 */
 
 struct rte_eth_conf {
 	struct {
@@ -18,14 +24,21 @@ struct rte_eth_conf {
 	} txmode;
 };
 
+struct rte_eth_hairpin_peer {
+	uint16_t port;
+	uint16_t queue;
+};
+
+/* field order and widths of DPDK 22.11's struct rte_eth_hairpin_conf */
 struct rte_eth_hairpin_conf {
 	uint32_t peer_count : 16;
-	uint32_t tx_explicit : 1;
-	uint32_t manual_bind : 1;
-	struct {
-		uint16_t port;
-		uint16_t queue;
-	} peers[32];
+	uint32_t tx_explicit : 1; /* the application inserts the Tx part of hairpin flows */
+	uint32_t manual_bind : 1; /* Tx and peer Rx queue are bound by rte_eth_hairpin_bind, not at start */
+	uint32_t use_locked_device_memory : 1;
+	uint32_t use_rte_memory : 1;
+	uint32_t force_memory : 1;
+	uint32_t reserved : 11;
+	struct rte_eth_hairpin_peer peers[RTE_ETH_MAX_HAIRPIN_PEERS];
 };
 
 struct rte_eth_rxconf;
@@ -42,6 +55,8 @@ int rte_eth_rx_hairpin_queue_setup(uint16_t port_id, uint16_t rx_queue_id, uint1
 				   const struct rte_eth_hairpin_conf *conf);
 int rte_eth_tx_hairpin_queue_setup(uint16_t port_id, uint16_t tx_queue_id, uint16_t nb_tx_desc,
 				   const struct rte_eth_hairpin_conf *conf);
+int rte_eth_hairpin_bind(uint16_t tx_port, uint16_t rx_port);
+int rte_eth_hairpin_unbind(uint16_t tx_port, uint16_t rx_port);
 int rte_eth_promiscuous_enable(uint16_t port_id);
 int rte_eth_dev_start(uint16_t port_id);
 int rte_eth_dev_stop(uint16_t port_id);

@@ -1,7 +1,9 @@
 /* DOCA Flow 2.9 on XDP: pipes and entries are kept here and compiled, at
  * doca_flow_entries_process, into the maps of the table-driven datapath (bpf/emu.bpf.c).
  * Ports are Linux interfaces (bound by rte_eal_init's "-a IFNAME" or doca_flow_emu_bind_port).
- * Anything outside the emulated subset returns DOCA_ERROR_NOT_SUPPORTED and logs the feature. */
+ * Anything outside the emulated subset returns DOCA_ERROR_NOT_SUPPORTED and logs the feature.
+ * What the real stack refuses is refused here too; each such check cites its source (the DOCA 2.9
+ * doca_flow.h contract, the 2.9 samples, DPDK's mlx5 driver) and lb/README.md tables them. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <net/if.h>
@@ -19,6 +21,7 @@
 
 #include "emu_common.h"
 #include "emu.skel.h"
+#include "emu_dpdk.h"
 
 DOCA_LOG_REGISTER(DOCA_FLOW_EMU);
 
@@ -27,6 +30,7 @@ DOCA_LOG_REGISTER(DOCA_FLOW_EMU);
 #define INVALID(...) (DOCA_LOG_ERR(__VA_ARGS__), DOCA_ERROR_INVALID_VALUE)
 #define CHANGEABLE_ID 0xffffffffu
 #define MAX_ACTIONS 8
+#define MAX_RSS_QUEUES 128
 
 struct doca_flow_cfg {
 	uint16_t pipe_queues;
@@ -34,6 +38,8 @@ struct doca_flow_cfg {
 	uint32_t nr_shared_counters;
 	char mode_args[64];
 	doca_flow_entry_process_cb cb;
+	int nr_rss_queues; /* default RSS (doca_flow_cfg_set_default_rss), 0: none */
+	uint16_t rss_queues[MAX_RSS_QUEUES];
 };
 
 struct doca_flow_port_cfg {
@@ -49,6 +55,7 @@ struct doca_flow_pipe_cfg {
 	uint32_t nr_entries;
 	bool miss_counter;
 	bool has_match;
+	bool actions_set;
 	struct doca_flow_match match, match_mask;
 	bool has_mask;
 	size_t nr_actions;
@@ -115,6 +122,7 @@ struct doca_flow_port {
 	bool attached;
 	int link_fd; /* BPF link of the XDP attachment: closed on detach, or by the kernel on exit */
 	struct doca_flow_pipe *root;
+	struct doca_flow_port *pair; /* doca_flow_port_pair */
 };
 
 struct doca_flow_pipe {
@@ -131,6 +139,7 @@ struct doca_flow_pipe {
 	size_t direct_koff, direct_size;
 	bool pushed;
 	uint32_t nr_entries;
+	bool miss_counter; /* holds one counter of the nr_counters pool */
 };
 
 struct doca_flow_pipe_entry {
@@ -154,6 +163,7 @@ static struct {
 	bool shared_cfg[EMU_MAX_SHARED_CNT], shared_bound[EMU_MAX_SHARED_CNT];
 	struct doca_flow_pipe_entry *pending_head, **pending_tail;
 	uint32_t xdp_flags;
+	uint32_t counters_used; /* of g.cfg.nr_counters: pipe miss counters and per-entry counters */
 } g = {.pending_tail = &g.pending_head};
 
 static bool all_zero(const void *p, size_t n)
@@ -257,6 +267,21 @@ doca_error_t doca_flow_cfg_set_cb_entry_process(struct doca_flow_cfg *cfg, doca_
 	return DOCA_SUCCESS;
 }
 
+/* doca_flow.h (2.9): doca_flow_cfg_set_default_rss "received invalid input" → INVALID_VALUE; every
+ * 2.9 sample (flow_common.c init_doca_flow_cb) sets it: queues 0..nb_queues-1 */
+doca_error_t doca_flow_cfg_set_default_rss(struct doca_flow_cfg *cfg, const struct doca_flow_resource_rss_cfg *rss)
+{
+	if (!cfg || !rss || rss->nr_queues <= 0 || !rss->queues_array)
+		return INVALID("Failed to set the default RSS: %s", !rss ? "no configuration"
+						      : rss->nr_queues <= 0 ? "no queues (nr_queues)"
+									    : "no queues_array");
+	if (rss->nr_queues > MAX_RSS_QUEUES)
+		return NOT_SUPPORTED("%d default RSS queues (at most %d)", rss->nr_queues, MAX_RSS_QUEUES);
+	cfg->nr_rss_queues = rss->nr_queues;
+	memcpy(cfg->rss_queues, rss->queues_array, sizeof(uint16_t) * (size_t)rss->nr_queues);
+	return DOCA_SUCCESS;
+}
+
 doca_error_t doca_flow_init(const struct doca_flow_cfg *cfg)
 {
 	if (!cfg)
@@ -266,6 +291,7 @@ doca_error_t doca_flow_init(const struct doca_flow_cfg *cfg)
 	if (!cfg->mode_args[0])
 		return INVALID("Failed to init DOCA Flow: no mode_args (doca_flow_cfg_set_mode_args)");
 	g.cfg = *cfg;
+	g.counters_used = 0;
 	for (int i = 0; i < EMU_MAX_PORTS; i++)
 		g.ports[i].id = i;
 	const char *mode = getenv("DOCA_FLOW_EMU_XDP_MODE");
@@ -350,6 +376,26 @@ doca_error_t doca_flow_port_start(const struct doca_flow_port_cfg *cfg, struct d
 		return INVALID("Failed to start port %d: already started", p->id);
 	if (!g.bound[p->id][0])
 		return INVALID("Failed to start port %d: not bound to an interface (EAL -a IFNAME)", p->id);
+	/* the 2.9 samples' order (flow_hairpin_vnf_main.c, flow_fwd_miss_main.c): DPDK ports are
+	 * configured and started (dpdk_queues_and_ports_init) before DOCA Flow starts on them; in VNF
+	 * mode a DOCA Flow port is the DPDK port of that id */
+	if (!emu_eth_started((uint16_t)p->id))
+		return INVALID("Failed to start port %d: DPDK port %d is not started (rte_eth_dev_start first)", p->id,
+			       p->id);
+	/* the default RSS spreads the port's missed packets over its Rx queues: mlx5_flow.c
+	 * (mlx5_validate_action_rss) refuses a queue beyond the configured ones ("queue index out of
+	 * range") and a hairpin queue among regular ones */
+	for (int i = 0; i < g.cfg.nr_rss_queues; i++) {
+		uint16_t q = g.cfg.rss_queues[i];
+		int kind = emu_eth_rxq_kind((uint16_t)p->id, q);
+
+		if (kind != 1)
+			return INVALID("Failed to start port %d: default RSS queue %u %s", p->id, q,
+				       q >= emu_eth_nb_rxq((uint16_t)p->id) ? "is out of range (rte_eth_dev_configure)"
+				       : kind == 2 ? "is a hairpin queue (combining hairpin and regular RSS queues "
+						     "is not supported)"
+						   : "is not set up");
+	}
 	p->ifindex = (int)if_nametoindex(g.bound[p->id]);
 	if (!p->ifindex)
 		return INVALID("Failed to start port %d: interface %s: %s", p->id, g.bound[p->id], strerror(errno));
@@ -360,16 +406,31 @@ doca_error_t doca_flow_port_start(const struct doca_flow_port_cfg *cfg, struct d
 	p->started = true;
 	p->attached = false;
 	p->root = NULL;
+	p->pair = NULL;
 	*port = p;
 	DOCA_LOG_INFO("port %d started on %s (ifindex %d)", p->id, p->ifname, p->ifindex);
 	return DOCA_SUCCESS;
 }
 
+/* doca_flow.h (2.9): "pair two doca flow ports ... the same as the actual physical layer paired
+ * information. Those two pair ports have no order, a port cannot be paired with itself. ... In VNF
+ * mode, pair information will be translated to queue action to redirect packets to its pair
+ * port." Invalid input → DOCA_ERROR_INVALID_VALUE. The samples pair port 1 with port 0
+ * (flow_common.c init_doca_flow_ports_with_op_state), as the thesis code does. */
 doca_error_t doca_flow_port_pair(struct doca_flow_port *port, struct doca_flow_port *pair_port)
 {
-	(void)port;
-	(void)pair_port;
-	return NOT_SUPPORTED("doca_flow_port_pair (switch/representor pairing)");
+	if (!port || !pair_port || !port->started || !pair_port->started)
+		return INVALID("Failed to pair ports: %s", !port || !pair_port ? "NULL port" : "port not started");
+	if (port == pair_port)
+		return INVALID("Failed to pair port %d with itself", port->id);
+	/* one pair per port (the physical pairing); pairing the same two again is harmless */
+	if ((port->pair && port->pair != pair_port) || (pair_port->pair && pair_port->pair != port))
+		return INVALID("Failed to pair ports %d and %d: already paired (%d with %d)", port->id, pair_port->id,
+			       port->pair ? port->id : pair_port->id, port->pair ? port->pair->id : pair_port->pair->id);
+	port->pair = pair_port;
+	pair_port->pair = port;
+	DOCA_LOG_INFO("ports %d and %d paired", port->id, pair_port->id);
+	return DOCA_SUCCESS;
 }
 
 static void detach(struct doca_flow_port *p)
@@ -391,6 +452,10 @@ doca_error_t doca_flow_port_stop(struct doca_flow_port *port)
 	if (port->root)
 		doca_flow_pipe_destroy(port->root);
 	detach(port);
+	if (port->pair) {
+		port->pair->pair = NULL;
+		port->pair = NULL;
+	}
 	if (g.skel) {
 		uint32_t k = port->ifindex, id = port->id;
 		struct emu_pipe off = {0};
@@ -413,6 +478,7 @@ void doca_flow_destroy(void)
 	memset(g.shared_cfg, 0, sizeof(g.shared_cfg));
 	memset(g.shared_bound, 0, sizeof(g.shared_bound));
 	memset(g.entry_ids, 0, sizeof(g.entry_ids));
+	g.counters_used = 0;
 	g.initialized = false;
 }
 
@@ -565,8 +631,10 @@ doca_error_t doca_flow_pipe_cfg_set_actions(struct doca_flow_pipe_cfg *cfg, stru
 {
 	doca_error_t r;
 
-	if (!cfg || (nr_actions && !actions))
-		return DOCA_ERROR_INVALID_VALUE;
+	/* doca_flow.h (2.9): "nr_actions must not be zero, and actions must not be NULL" */
+	if (!cfg || !nr_actions || !actions)
+		return INVALID("Failed to set pipe actions: %s", !cfg ? "no cfg" : !nr_actions ? "nr_actions is 0"
+											: "actions is NULL");
 	if (actions_masks)
 		return cfg->deferred = NOT_SUPPORTED("action masks (pass NULL: fields set to all-ones are changeable)");
 	if (action_descs)
@@ -581,6 +649,7 @@ doca_error_t doca_flow_pipe_cfg_set_actions(struct doca_flow_pipe_cfg *cfg, stru
 		cfg->actions[i] = *actions[i];
 	}
 	cfg->nr_actions = nr_actions;
+	cfg->actions_set = true;
 	return DOCA_SUCCESS;
 }
 
@@ -608,7 +677,8 @@ doca_error_t doca_flow_pipe_cfg_set_monitor(struct doca_flow_pipe_cfg *cfg, cons
 	return DOCA_SUCCESS;
 }
 
-static doca_error_t fwd_to_emu(const struct doca_flow_fwd *fwd, bool miss, uint32_t *kind, uint32_t *port)
+static doca_error_t fwd_to_emu(const struct doca_flow_port *from, const struct doca_flow_fwd *fwd, bool miss,
+			       uint32_t *kind, uint32_t *port)
 {
 	if (!fwd || fwd->type == DOCA_FLOW_FWD_NONE || fwd->type == DOCA_FLOW_FWD_DROP) {
 		if (!miss && (!fwd || fwd->type == DOCA_FLOW_FWD_NONE))
@@ -620,6 +690,12 @@ static doca_error_t fwd_to_emu(const struct doca_flow_fwd *fwd, bool miss, uint3
 	if (fwd->type == DOCA_FLOW_FWD_PORT) {
 		if (fwd->port_id >= EMU_MAX_PORTS || !g.ports[fwd->port_id].started)
 			return INVALID("fwd: port %u is not started", fwd->port_id);
+		/* doca_flow.h (2.9) doca_flow_port_pair: in VNF mode the pair "will be translated to queue
+		 * action to redirect packets to its pair port" — forwarding to another port goes through
+		 * the pair's hairpin queues, so there is no way to another port without a pair */
+		if (fwd->port_id != from->id && (!from->pair || from->pair->id != fwd->port_id))
+			return INVALID("%s: port %d forwards to port %u, which is not its pair (doca_flow_port_pair)",
+				       miss ? "fwd_miss" : "fwd", from->id, fwd->port_id);
 		*kind = EMU_FWD_PORT;
 		*port = fwd->port_id;
 		return DOCA_SUCCESS;
@@ -774,7 +850,7 @@ doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const s
 	p->counter_type = cfg->has_monitor ? cfg->monitor.counter_type : DOCA_FLOW_RESOURCE_TYPE_NONE;
 	if (p->counter_type == DOCA_FLOW_RESOURCE_TYPE_SHARED)
 		p->shared_id = cfg->monitor.shared_counter.shared_counter_id;
-	if ((r = fwd_to_emu(fwd, false, &kind, &port))) {
+	if ((r = fwd_to_emu(cfg->port, fwd, false, &kind, &port))) {
 		free(p);
 		return r;
 	}
@@ -786,9 +862,23 @@ doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const s
 		p->act_tmpl[0].fwd = kind;
 		p->act_tmpl[0].fwd_port = port;
 	}
-	if ((r = fwd_to_emu(fwd_miss, true, &kind, &port))) {
+	if ((r = fwd_to_emu(cfg->port, fwd_miss, true, &kind, &port))) {
 		free(p);
 		return r;
+	}
+	/* the miss counter is a counter of the nr_counters pool: the 2.9 fwd_miss sample sizes
+	 * nr_counters to exactly its pipes with a miss counter (flow_fwd_miss_sample.c: 4 = 2 ports x
+	 * 2 pipes); doca_flow.h lists DOCA_ERROR_DRIVER for a driver failure of doca_flow_pipe_create */
+	if (cfg->miss_counter) {
+		if (g.counters_used >= g.cfg.nr_counters) {
+			free(p);
+			DOCA_LOG_ERR("Failed to create pipe %s: no counter left for its miss counter (%u of nr_counters %u "
+				     "in use: doca_flow_cfg_set_nr_counters)", cfg->name, g.counters_used,
+				     g.cfg.nr_counters);
+			return DOCA_ERROR_DRIVER;
+		}
+		g.counters_used++;
+		p->miss_counter = true;
 	}
 	p->miss.mask = p->mask;
 	p->miss.miss_fwd = kind;
@@ -869,6 +959,15 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 	}
 	/* counters */
 	if (pipe->counter_type == DOCA_FLOW_RESOURCE_TYPE_NON_SHARED) {
+		/* a per-entry counter is one of the nr_counters pool (doca_flow_cfg_set_nr_counters);
+		 * an empty pool is a driver failure (doca_flow.h: DOCA_ERROR_DRIVER) */
+		if (g.counters_used >= g.cfg.nr_counters) {
+			free(e);
+			DOCA_LOG_ERR("Failed to add entry to pipe %s: no counter left (%u of nr_counters %u in use: "
+				     "doca_flow_cfg_set_nr_counters)", pipe->name, g.counters_used, g.cfg.nr_counters);
+			return DOCA_ERROR_DRIVER;
+		}
+		g.counters_used++;
 		e->act.flags |= EMU_CNT_ENTRY;
 	} else if (pipe->counter_type == DOCA_FLOW_RESOURCE_TYPE_SHARED) {
 		uint32_t sid = pipe->shared_id;
@@ -920,6 +1019,30 @@ static doca_error_t load_datapath(void)
 	return DOCA_SUCCESS;
 }
 
+/* VNF mode: a forward to the pair port is a queue action to the ingress port's hairpin queues
+ * (doca_flow.h, doca_flow_port_pair). mlx5 only moves frames through a hairpin whose Tx and Rx
+ * queues are bound: with manual_bind, rte_eth_hairpin_bind after rte_eth_dev_start does it
+ * (mlx5_trigger.c: mlx5_hairpin_auto_bind skips manual_bind queues; DOCA 2.9 dpdk_utils.c binds
+ * both directions after starting the ports). Nothing refuses the flow rule, the frames are just
+ * not transmitted: the emulation drops them the same way, and says why once per port pair. */
+static void resolve_fwd(const struct doca_flow_port *in, uint32_t *fwd, uint32_t *fwd_port)
+{
+	static bool warned[EMU_MAX_PORTS][EMU_MAX_PORTS];
+	char why[256];
+
+	if (*fwd != EMU_FWD_PORT || *fwd_port == (uint32_t)in->id)
+		return;
+	if (emu_eth_hairpin_ready((uint16_t)in->id, (uint16_t)*fwd_port, why, sizeof(why))) {
+		warned[in->id][*fwd_port] = false;
+		return;
+	}
+	if (!warned[in->id][*fwd_port])
+		DOCA_LOG_WARN("port %d: frames forwarded to port %u are dropped: %s", in->id, *fwd_port, why);
+	warned[in->id][*fwd_port] = true;
+	*fwd = EMU_FWD_DROP;
+	*fwd_port = 0;
+}
+
 static doca_error_t push_port(struct doca_flow_port *p)
 {
 	uint32_t k, v;
@@ -938,8 +1061,11 @@ static doca_error_t push_port(struct doca_flow_port *p)
 		}
 	}
 	if (pipe && !pipe->pushed) {
+		struct emu_pipe miss = pipe->miss;
+
+		resolve_fwd(p, &miss.miss_fwd, &miss.miss_port);
 		k = p->ifindex;
-		if ((err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.pipes), &k, &pipe->miss, BPF_ANY))) {
+		if ((err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.pipes), &k, &miss, BPF_ANY))) {
 			DOCA_LOG_ERR("Failed to write pipe %s: %s", pipe->name, strerror(-err));
 			return DOCA_ERROR_DRIVER;
 		}
@@ -983,8 +1109,11 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 		e->next_pending = NULL;
 		if (e->act.flags & EMU_CNT_ENTRY)
 			zero_counter(g.skel->maps.entry_counters, e->act.entry_id);
+		struct emu_action a = e->act;
+
+		resolve_fwd(port, &a.fwd, &a.fwd_port);
 		if (e->pipe->miss.direct != EMU_DIRECT_NONE) {
-			struct emu_action cur = {0}, a = e->act;
+			struct emu_action cur = {0};
 			int fd = bpf_map__fd(g.skel->maps.direct);
 
 			a.flags |= EMU_VALID;
@@ -994,7 +1123,7 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 			else
 				err = bpf_map_update_elem(fd, &e->direct_idx, &a, BPF_ANY);
 		} else {
-			err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.entries), &e->key, &e->act, BPF_NOEXIST);
+			err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.entries), &e->key, &a, BPF_NOEXIST);
 		}
 		if (err) {
 			DOCA_LOG_ERR("Failed to add entry to pipe %s: %s", e->pipe->name,
@@ -1068,6 +1197,8 @@ doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, st
 		}
 	}
 	g.entry_ids[entry->act.entry_id] = false;
+	if (entry->act.flags & EMU_CNT_ENTRY)
+		g.counters_used--;
 	entry->pipe->nr_entries--;
 	if (g.cfg.cb)
 		g.cfg.cb(entry, pipe_queue, DOCA_FLOW_ENTRY_STATUS_SUCCESS, DOCA_FLOW_ENTRY_OP_DEL, entry->usr_ctx);
@@ -1088,6 +1219,9 @@ void doca_flow_pipe_destroy(struct doca_flow_pipe *pipe)
 		if (e->pipe == pipe) {
 			unlink_pending(e);
 			g.entry_ids[e->act.entry_id] = false;
+			if (e->act.flags & EMU_CNT_ENTRY)
+				g.counters_used--;
+			pipe->nr_entries--;
 			free(e);
 		}
 	}
@@ -1121,6 +1255,11 @@ void doca_flow_pipe_destroy(struct doca_flow_pipe *pipe)
 	}
 	/* pushed entries' handles stay owned by the application until doca_flow_destroy in DOCA;
 	 * the emulation releases their ids here (their memory leaks only if never removed) */
+	/* the counters of the pipe's processed entries and its miss counter go back to the pool */
+	if (pipe->counter_type == DOCA_FLOW_RESOURCE_TYPE_NON_SHARED)
+		g.counters_used -= pipe->nr_entries;
+	if (pipe->miss_counter)
+		g.counters_used--;
 	pipe->port->root = NULL;
 	free(pipe);
 }
@@ -1216,6 +1355,11 @@ doca_error_t doca_flow_resource_query_pipe_miss(struct doca_flow_pipe *pipe,
 {
 	if (!pipe || !query_stats)
 		return DOCA_ERROR_INVALID_VALUE;
+	/* doca_flow.h (2.9) doca_flow_pipe_cfg_set_miss_counter: the miss counter exists, and can be
+	 * queried, only when enabled */
+	if (!pipe->miss_counter)
+		return INVALID("Failed to query the miss counter of pipe %s: none (doca_flow_pipe_cfg_set_miss_counter)",
+			       pipe->name);
 	return read_counter(g.skel ? g.skel->maps.miss_counters : NULL, (uint32_t)pipe->port->id, query_stats);
 }
 
