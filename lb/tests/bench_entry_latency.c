@@ -2,11 +2,13 @@
  * emulation (the thesis's related work reports 305 µs for rule insertion on a BlueField).
  *
  * In a private network namespace: port 0 = veth xe0 (frames injected on its peer xe0p by a sender
- * thread, back to back), port 1 = veth xe1 (forwarded frames read on its peer xe1p). The root pipe
- * is created and processed with no entries, so every frame misses (drop). Then, per round:
- * t0 = add_entry; entries_process; t1 = the first frame with the entry's destination MAC read on
- * xe1p (SO_TIMESTAMPNS, kernel receive time). Prints the add+process call time and t1 - t0
- * (median, p90, max over ROUNDS), and the sender's frame gap (the resolution).
+ * thread, back to back), port 1 = veth xe1 (forwarded frames read on its peer xe1p). The ports,
+ * DOCA Flow, the class counters and XenoFlow's root pipe (2 classes) come from the shipped
+ * lb/src/ports.c and flow_lb.c, as in xenoflow's main(); the pipe is processed with no entries, so
+ * every frame misses (drop). Then, per round: t0 = xf_add_class_entry (class 0);
+ * entries_process; t1 = the first frame with the entry's destination MAC read on xe1p
+ * (SO_TIMESTAMPNS, kernel receive time). Prints the add+process call time and t1 - t0 (median,
+ * p90, max over ROUNDS), and the sender's frame gap (the resolution).
  * Usage (root): bench_entry_latency [ROUNDS] */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -26,6 +28,9 @@
 #include <doca_flow.h>
 #include <doca_flow_emu.h>
 #include <doca_log.h>
+
+#include "flow_lb.h"
+#include "ports.h"
 
 static const uint8_t BMAC[6] = {0x02, 0, 0, 0, 0x0a, 0x07}, LB_OUT[6] = {0x02, 0, 0, 0, 0x05, 0x01};
 static atomic_int stop_sender;
@@ -76,9 +81,10 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 30;
-	struct doca_flow_cfg *cfg;
-	struct doca_flow_port *ports[2];
+	const struct xf_dpdk_config dpdk = {.nb_ports = 2, .nb_queues = 1, .nb_hairpin_q = 2};
+	struct doca_flow_port *ports[2] = {0};
 	struct doca_flow_pipe *pipe;
+	uint32_t ids[2];
 	double *lat = calloc((size_t)rounds, sizeof(double)), *call = calloc((size_t)rounds, sizeof(double));
 	pthread_t th;
 	int rx, on = 1;
@@ -93,45 +99,11 @@ int main(int argc, char **argv)
 	doca_log_level_set_global_lower_limit(DOCA_LOG_LEVEL_ERROR);
 	doca_flow_emu_bind_port(0, "xe0");
 	doca_flow_emu_bind_port(1, "xe1");
-	doca_flow_cfg_create(&cfg);
-	doca_flow_cfg_set_pipe_queues(cfg, 1);
-	doca_flow_cfg_set_mode_args(cfg, "vnf,hws");
-	doca_flow_cfg_set_nr_shared_resource(cfg, 1, DOCA_FLOW_SHARED_RESOURCE_COUNTER);
-	if (doca_flow_init(cfg))
+	if (xf_dpdk_ports_init(&dpdk) || xf_init_doca_flow(1, "vnf,hws", XF_NR_COUNTERS, 2, xf_check_for_valid_entry) ||
+	    xf_init_doca_flow_ports(2, ports) || xf_setup_class_counters(ports[0], 2, ids) ||
+	    xf_create_root_pipe(ports[0], 1, 1, &pipe) ||
+	    doca_flow_entries_process(ports[0], 0, 10000, 0)) /* attach with no entries: all miss */
 		return 1;
-	for (int p = 0; p < 2; p++) {
-		struct doca_flow_port_cfg *pc;
-
-		doca_flow_port_cfg_create(&pc);
-		doca_flow_port_cfg_set_port_id(pc, (uint16_t)p);
-		if (doca_flow_port_start(pc, &ports[p]))
-			return 1;
-		doca_flow_port_cfg_destroy(pc);
-	}
-	{
-		struct doca_flow_match m, mm;
-		struct doca_flow_actions a, *aa[1] = {&a};
-		struct doca_flow_fwd fwd = {.type = DOCA_FLOW_FWD_PORT, .port_id = 1}, miss = {.type = DOCA_FLOW_FWD_DROP};
-		struct doca_flow_pipe_cfg *pc;
-
-		memset(&m, 0, sizeof(m));
-		memset(&mm, 0, sizeof(mm));
-		memset(&a, 0, sizeof(a));
-		m.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
-		m.outer.ip4.src_ip = 0xffffffff;
-		mm.outer.ip4.src_ip = htonl(1);
-		memset(a.outer.eth.dst_mac, 0xff, 6);
-		memset(a.outer.eth.src_mac, 0xff, 6);
-		doca_flow_pipe_cfg_create(&pc, ports[0]);
-		doca_flow_pipe_cfg_set_is_root(pc, true);
-		doca_flow_pipe_cfg_set_match(pc, &m, &mm);
-		doca_flow_pipe_cfg_set_actions(pc, aa, NULL, NULL, 1);
-		if (doca_flow_pipe_create(pc, &fwd, &miss, &pipe))
-			return 1;
-		doca_flow_pipe_cfg_destroy(pc);
-		if (doca_flow_entries_process(ports[0], 0, 10000, 0)) /* attach with no entries: all miss */
-			return 1;
-	}
 	rx = raw_socket("xe1p");
 	setsockopt(rx, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
 	pthread_create(&th, NULL, sender, NULL);
@@ -143,9 +115,8 @@ int main(int argc, char **argv)
 	double frame_gap_us = (now() - gap0) / (double)(atomic_load(&sent) - s0) * 1e6;
 
 	for (int r = 0; r < rounds; r++) {
-		struct doca_flow_match m;
-		struct doca_flow_actions a;
 		struct doca_flow_pipe_entry *e;
+		struct xf_entries_status st = {0};
 		uint8_t buf[2048], cbuf[256];
 		struct iovec iov = {buf, sizeof(buf)};
 		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
@@ -154,14 +125,10 @@ int main(int argc, char **argv)
 		/* drain what is queued on the egress side */
 		while (recv(rx, buf, sizeof(buf), MSG_DONTWAIT) > 0)
 			;
-		memset(&m, 0, sizeof(m));
-		memset(&a, 0, sizeof(a));
-		m.outer.ip4.src_ip = htonl(0); /* .16 → class 0 */
-		memcpy(a.outer.eth.dst_mac, BMAC, 6);
-		memcpy(a.outer.eth.src_mac, LB_OUT, 6);
 		t0 = now();
-		if (doca_flow_pipe_add_entry(0, pipe, &m, &a, NULL, NULL, DOCA_FLOW_NO_WAIT, NULL, &e) ||
-		    doca_flow_entries_process(ports[0], 0, 10000, 0))
+		/* 198.18.0.16 → class 0 */
+		if (xf_add_class_entry(pipe, 0, BMAC, LB_OUT, ids[0], &st, &e) ||
+		    doca_flow_entries_process(ports[0], 0, 10000, 0) || st.nb_processed != 1 || st.failure)
 			return 1;
 		t_call = now();
 		while (!t1) {
@@ -193,6 +160,9 @@ int main(int argc, char **argv)
 	       "add_entry+entries_process call: median %.1f us; sender frame gap %.2f us "
 	       "(thesis related work, BlueField: 305 us)\n",
 	       rounds, lat[rounds / 2], lat[(rounds * 9) / 10], lat[rounds - 1], call[rounds / 2], frame_gap_us);
+	doca_flow_pipe_destroy(pipe);
+	xf_stop_doca_flow_ports(2, ports);
 	doca_flow_destroy();
+	xf_dpdk_ports_fini(&dpdk);
 	return 0;
 }
