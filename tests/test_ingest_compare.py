@@ -11,7 +11,8 @@ import pytest
 
 from xenobench.compare import compare, reproduced
 from xenobench.errors import DataError
-from xenobench.ingest import ingest_thesis, read_series, steady_range
+from xenobench.ingest import ingest_thesis, read_series
+from xenobench.steady import steady_range
 from xenobench.results import COLUMNS, line_rate_pps
 
 from .test_pcap_rtt import THESIS_RTT

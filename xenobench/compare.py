@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import REPO_ROOT
-from .errors import DataError
+from .errors import ConfigError, DataError
 from .results import line_rate_pps, read_tidy
 
 PUBLISHED = REPO_ROOT / "results/reference/published.csv"
@@ -143,6 +143,9 @@ def _nan(v) -> bool:
 def compare(resdir: str | Path, tolerance_pct: float = 5.0, published: str | Path = PUBLISHED) -> list[dict]:
     """One dict per published number the results reproduce: metric, published, reproduced, unit,
     deviation_pct, source, ok, gating, range. DataError if nothing matches."""
+    if not (isinstance(tolerance_pct, (int, float)) and 0 <= tolerance_pct < float("inf")):
+        raise ConfigError(f"Failed to compare {resdir}: tolerance {tolerance_pct!r} %: expected a finite "
+                          "number >= 0")
     pub = read_published(published)
     rep = reproduced(resdir)
     rows = []

@@ -14,11 +14,20 @@ def ingest_group():
 @ingest_group.command("thesis")
 @click.argument("datadir", type=click.Path(file_okay=False))
 @click.option("--out", "outdir", required=True, type=click.Path(file_okay=False),
-              help="Directory for the tidy CSVs (e.g. results/thesis).")
-def ingest_thesis_cmd(datadir, outdir):
-    """Ingest the thesis's raw data (pps/, loss/, rtt/ like ../shared/thesis-data; any subset)."""
+              help="Directory for the tidy CSVs and provenance.json (e.g. results/thesis).")
+@click.option("--lb", help="Load balancer the captures went through (default: DATADIR/manifest.yaml, else xenoflow).")
+@click.option("--server", help="DNS server that answered the probes (default: manifest, else reflector).")
+@click.option("--testbed", help="Testbed label of every row (default: manifest, else thesis).")
+@click.option("--split-map", "split_map", multiple=True, metavar="X_Y=NAME",
+              help="Name of the split in rtt_NNm_X_Y files (repeatable; default 100_0=single, 0_100=worst, X_Y=X/Y).")
+@click.option("--timeout", "timeout_s", type=float,
+              help="Seconds a probe waits for its answer before it counts as lost (default: dns.prober.timeout_s).")
+def ingest_thesis_cmd(datadir, outdir, lb, server, testbed, split_map, timeout_s):
+    """Ingest raw data laid out like the thesis's (pps/, loss/, rtt/ as in ../shared/thesis-data;
+    any subset). Every file is used or listed with the reason it was skipped or refused."""
     from ..ingest import ingest_thesis
-    written = ingest_thesis(datadir, outdir, progress=lambda s: click.echo(s, err=True))
+    written = ingest_thesis(datadir, outdir, progress=lambda s: click.echo(s, err=True), lb=lb, server=server,
+                            testbed=testbed, split_map=split_map, timeout_s=timeout_s)
     click.echo(json.dumps(written))
 
 
@@ -30,7 +39,7 @@ def ingest_thesis_cmd(datadir, outdir):
 def compare_cmd(resdir, tolerance, as_json):
     """Each published number next to the reproduced one; exit 1 if any is beyond tolerance."""
     from ..compare import compare, failed
-    rows = compare(resdir, tolerance)
+    rows = compare(resdir, tolerance)  # ConfigError (exit 2) unless the tolerance is finite and >= 0
     if as_json:
         click.echo(json.dumps(rows, indent=1))
     else:
