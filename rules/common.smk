@@ -7,7 +7,7 @@ from snakemake.utils import validate
 
 from xenobench.config import load_config
 from xenobench.experiments import ORDER, points
-from xenobench.trials import point_id
+from xenobench.layout import ResultsTree, point_id
 
 # No `configfile:` directive: Snakemake would deep-merge --configfile over it, mixing the
 # namespace testbed's nodes into the thesis testbed's. The default applies only when none is given.
@@ -19,14 +19,15 @@ validate(config, "../config/schema/main.schema.yaml")
 TESTBED = CFG.name
 XB = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"  # the venv that runs Snakemake
 THESIS_DATA = config.get("thesis_data", "../shared/thesis-data")
-RESULTS = f"results/{TESTBED}"
+TREE = ResultsTree(Path("results"), TESTBED)  # xenobench.layout owns every path below results/<testbed>
+RESULTS = str(TREE.dir)
 FIGURES = f"figures/{TESTBED}"
 FIGURE_NAMES = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none",
                 "rtt_under_load", "lb_comparison"]
 
 # every measurement point of this testbed: (experiment, point id); trials live below its directory
 POINTS = [(e, point_id(p)) for e in ORDER for p in points(CFG, e)]
-REPETITIONS = int(CFG.section("experiments").get("repetitions", 3))
+REPETITIONS = int(CFG.section("experiments")["repetitions"])
 print(f"xenobench: testbed {TESTBED} ({CONFIG_PATH}): {len(POINTS)} measurement points x {REPETITIONS} "
       f"repetitions = {len(POINTS) * REPETITIONS} trials", file=sys.stderr)
 
@@ -43,7 +44,7 @@ def testbed_down():
 
 
 def point_outputs():
-    return [f"{RESULTS}/trials/{e}/{p}/point.json" for e, p in POINTS]
+    return [str(TREE.point_summary(e, p)) for e, p in POINTS]
 
 
 def all_outputs():

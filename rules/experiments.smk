@@ -22,7 +22,7 @@ rule experiment_point:
         check=rules.testbed_check.output,
         build=rules.build.output,
     output:
-        f"{RESULTS}/trials/{{experiment}}/{{point}}/point.json",
+        str(TREE.point_summary("{experiment}", "{point}")),
     log:
         f"{RESULTS}/logs/{{experiment}}/{{point}}.log",
     shell:

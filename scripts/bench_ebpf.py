@@ -13,7 +13,8 @@ from pathlib import Path
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from xenobench.lb.ebpf import bpftool, fill_maps, load
+from xenobench.agents.bpf import bpftool
+from xenobench.agents.ebpf_lb import fill_maps, load
 from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
 
 repeat = sys.argv[1] if len(sys.argv) > 1 else "1000000"

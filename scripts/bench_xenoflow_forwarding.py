@@ -28,7 +28,8 @@ os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbx-")
 from xenobench.config import load_config  # noqa: E402
 from xenobench.counters import snapshot  # noqa: E402
 from xenobench.lb import get_lb  # noqa: E402
-from xenobench.lb.ebpf import OBJ, bpftool  # noqa: E402
+from xenobench.agents.bpf import bpftool  # noqa: E402
+from xenobench.agents.ebpf_lb import OBJ  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 
 count = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
@@ -79,7 +80,7 @@ try:
     import re
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
-    from xenobench.lb.ebpf import fill_maps, load
+    from xenobench.agents.ebpf_lb import fill_maps, load
     repeat = 2_000_000
     dp = Path("/sys/fs/bpf") / f"{cfg.prefix}bench-dp"
     load(dp)

@@ -22,10 +22,10 @@ from scapy.layers.l2 import ARP, Ether
 
 from xenobench.config import load_config
 from xenobench.dns import TAGS, last_counts, render_bind9, settings, start_server, stop_server
-from xenobench.dns.pyserver import formerr, parse_records, respond
-from xenobench.dns.xdp import CONFIG_SIZE, OBJ, STATS_NAMES, fill_maps, load, read_stats
+from xenobench.agents.dns_server import formerr, parse_records, respond
+from xenobench.agents.dns_xdp import CONFIG_SIZE, OBJ, STATS_NAMES, fill_maps, load, read_stats
 from xenobench.errors import ConfigError, NodeError
-from xenobench.lb.ebpf import bpftool
+from xenobench.agents.bpf import bpftool
 from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
 
 from .conftest import needs_root
@@ -284,7 +284,7 @@ def test_xdp_drops_and_counts_every_malformed_query(xdp):
 # --- live: real queries through the namespace testbed -----------------------------------------------
 def ask(testbed, payloads: list[bytes], timeout=0.5) -> list[bytes | None]:
     c = testbed.node("fips1")
-    r = c.run(c.python_argv("xenobench.dns.ask", "--src", CLIENT, "--dst", VIP, "--timeout", str(timeout),
+    r = c.run(c.python_argv("xenobench.agents.dns_ask", "--src", CLIENT, "--dst", VIP, "--timeout", str(timeout),
                             *[p.hex() for p in payloads]), timeout=60)
     return [bytes.fromhex(d["reply"]) if d["reply"] else None for d in map(json.loads, r.stdout.splitlines())]
 

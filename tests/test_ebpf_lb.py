@@ -19,7 +19,8 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 
 from xenobench.errors import BackendsError
 from xenobench.lb import get_lb
-from xenobench.lb.ebpf import OBJ, bpftool, fill_maps, load, read_stats
+from xenobench.agents.bpf import bpftool
+from xenobench.agents.ebpf_lb import OBJ, fill_maps, load, read_stats
 from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
 
 from .conftest import needs_root
@@ -198,14 +199,14 @@ def test_live_split_matches_backend_counters_and_refuses_second_start(testbed):
         before = (udp_in(b2), udp_in(b3))
         sent = {"198.18.0.16": 70, "198.18.0.17": 30, "198.18.0.18": 40}
         for src, n in sent.items():
-            c.run(c.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
+            c.run(c.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
                                 "--dst-mac", LB_IN, "--src-ip", src, "--dst-ip", VIP, "--port", "9053",
                                 "--payload", "x", "--count", str(n)))
         time.sleep(0.3)
         # port 9053 is not the service port: everything passes to the LB's kernel, nothing is forwarded
         assert [b["packets"] for b in lb.stats()["backends"]] == [0, 0]
         for src, n in sent.items():
-            c.run(c.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
+            c.run(c.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
                                 "--dst-mac", LB_IN, "--src-ip", src, "--dst-ip", VIP, "--port", "53",
                                 "--payload", "x", "--count", str(n)))
         time.sleep(0.3)
@@ -249,7 +250,7 @@ def test_over_ssh_transport_start_stats_stop(testbed, tmp_path):
         try:
             assert res["mode"] == "native"
             c = testbed.node("fips1")
-            c.run(c.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
+            c.run(c.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
                                 "--dst-mac", LB_IN, "--src-ip", "198.18.0.17", "--dst-ip", VIP, "--port", "53",
                                 "--payload", "x", "--count", "25"))
             time.sleep(0.3)

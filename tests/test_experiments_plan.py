@@ -24,6 +24,6 @@ def test_thesis_plan_sizes():
 def test_trial_directories_are_explicit_keys():
     cfg = load_config()
     t = plan(cfg, ["rtt_load"])[0]
-    assert str(t.directory("results", cfg.name)) == "results/local/trials/rtt_load/level_pps-0_split-single/rep-1"
-    s = {str(x.directory("results", cfg.name)) for x in plan(cfg)}
+    assert str(t.trial_dir("results", cfg.name).path) == "results/local/trials/rtt_load/level_pps-0_split-single/rep-1"
+    s = {str(x.trial_dir("results", cfg.name).path) for x in plan(cfg)}
     assert len(s) == len(plan(cfg))  # no two trials share a directory

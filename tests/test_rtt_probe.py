@@ -17,9 +17,10 @@ import pytest
 
 from xenobench.config import load_config
 from xenobench.dns import start_server, stop_server
-from xenobench.dns.xdp import OBJ
+from xenobench.agents.dns_xdp import OBJ
 from xenobench.errors import ConfigError
-from xenobench.rtt import Prober, choose_source, compare_with_pcap, probe, read_records, summarize
+from xenobench.agents.prober import Prober, read_records, summarize
+from xenobench.rtt import choose_source, compare_with_pcap, probe
 from xenobench.testbed import get_testbed
 
 from .conftest import needs_root
@@ -143,7 +144,7 @@ def test_per_query_comparison_with_a_capture(tmp_path):
 
 
 def test_prober_process_refuses_bad_arguments(tmp_path):
-    base = [sys.executable, "-m", "xenobench.rtt", "run", "--dst", "127.0.0.1", "--qname", QNAME,
+    base = [sys.executable, "-m", "xenobench.agents.prober", "run", "--dst", "127.0.0.1", "--qname", QNAME,
             "--out", str(tmp_path / "r.jsonl")]
     p = subprocess.run(base + ["--src", "127.0.0.256", "--count", "1", "--rate", "1"], capture_output=True, text=True)
     assert p.returncode == 2 and "Failed to parse --src: '127.0.0.256' is not an IPv4 address" in p.stderr
@@ -190,7 +191,7 @@ def _no_leftovers(testbed):
 @pytest.mark.parametrize("kind", ["python", "bind9", "xdp"])
 def test_probe_direct_and_through_the_ebpf_lb_agrees_with_pcap(testbed, tmp_path, kind):
     from xenobench.lb import get_lb
-    from xenobench.lb.ebpf import OBJ as LB_OBJ
+    from xenobench.agents.ebpf_lb import OBJ as LB_OBJ
     if kind == "xdp" and not OBJ.exists() or not LB_OBJ.exists():
         pytest.skip("dns_server or ebpf_baseline not built")
     n = 60

@@ -121,7 +121,7 @@ def test_counters_diff_counts_exactly_the_frames_sent(testbed):
     # to an address nobody owns: the backend drops it silently (no ICMP, hence no ARP back)
     b0, c0 = snapshot(backend, "eth0"), snapshot(client, "eth0")
     n = 137
-    client.run(client.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0",
+    client.run(client.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0",
                                   "--src-mac", ci.mac, "--dst-mac", bi.mac, "--src-ip", ci.addr,
                                   "--dst-ip", "198.18.0.250", "--port", "9", "--payload", "count-me",
                                   "--count", str(n)))

@@ -426,12 +426,12 @@ def test_streams_interleaved_by_rate_and_random_refused():
 
 
 def test_steady_rate_leaves_out_start_burst_and_drain():
-    from xenobench.traffic.trafgen import steady_rate
+    from xenobench.steady import steady_state_of_counter
     # 1000 pps from t=1.0 s, a start burst of 50 frames, sampled every 20 ms, drained at the end
     s = [(0.98, 0), (1.0, 0)] + [(1.0 + i * 0.02, 50 + i * 20) for i in range(1, 101)] + [(3.1, 2100)]
-    r = steady_rate(s)
-    assert r["pps"] == pytest.approx(1000) and r["seconds"] == pytest.approx(1.9 - 0.02)
-    assert steady_rate([(0, 0), (0.02, 10), (0.04, 20)]) is None  # too short: caller falls back
+    r = steady_state_of_counter(s)
+    assert r.rate == pytest.approx(1000)
+    assert (r.first, r.last) == (1, 101)  # the idle first interval and the drain are left out
 
 
 @needs_root

@@ -3,7 +3,8 @@ procedure, retries of invalid trials, completed trials not re-run."""
 
 import json
 
-from xenobench.trials import Validity, point_id, run_trial
+from xenobench.layout import TrialDir, point_id
+from xenobench.trials import Validity, run_trial
 
 from .conftest import needs_root
 
@@ -17,7 +18,7 @@ def send_frames(ctx):
     tb = ctx.testbed
     client, ci, bi = tb.node("fips1"), tb.cfg.role("client").iface(), tb.cfg.role("dns_backend").iface()
     n = ctx.point["frames"]
-    r = client.run(client.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0", "--src-mac", ci.mac,
+    r = client.run(client.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", ci.mac,
                                       "--dst-mac", bi.mac, "--src-ip", ci.addr, "--dst-ip", "198.18.0.251",
                                       "--port", "9", "--payload", "t", "--count", str(n)))
     v = Validity()
@@ -27,8 +28,8 @@ def send_frames(ctx):
 
 def test_trial_directory_and_counters(testbed, tmp_path):
     out = tmp_path / point_id({"frames": 50})
-    res = run_trial(testbed, "unit", {"frames": 50}, 1, out, send_frames, ifaces=IFACES,
-                    settle_s=0.1, cooldown_s=0, progress=lambda s: None)
+    res = run_trial(testbed, "unit", {"frames": 50}, 1, TrialDir(out), send_frames, ifaces=IFACES,
+                    max_attempts=1, settle_s=0.1, cooldown_s=0, progress=lambda s: None)
     assert res["valid"] and res["chosen_attempt"] == 1
     for f in ("params.json", "metadata.json", "result.json", "attempt-1/counters_before.json",
               "attempt-1/counters_after.json", "attempt-1/outputs.json", "attempt-1/validity.json"):
@@ -45,21 +46,21 @@ def test_invalid_trial_is_retried_then_recorded_not_dropped(testbed, tmp_path):
     calls = []
 
     def always_invalid(ctx):
-        calls.append(ctx.attempt_dir.name)
+        calls.append(ctx.attempt.path.name)
         v = Validity()
         v.require("rate_reached", False, "achieved 10 of 100 pps")
         return {}, v
 
     lines = []
-    res = run_trial(testbed, "unit", {"x": 1}, 1, tmp_path / "t", always_invalid, ifaces=IFACES,
+    res = run_trial(testbed, "unit", {"x": 1}, 1, TrialDir(tmp_path / "t"), always_invalid, ifaces=IFACES,
                     max_attempts=3, settle_s=0, cooldown_s=0, progress=lines.append)
     assert calls == ["attempt-1", "attempt-2", "attempt-3"]
     assert res["valid"] is False and len(res["attempts"]) == 3
     assert res["attempts"][0]["reasons"] == ["rate_reached: achieved 10 of 100 pps"]
     assert "INVALID (rate_reached: achieved 10 of 100 pps)" in lines[-1]
     # complete: a second run does not call the procedure again
-    again = run_trial(testbed, "unit", {"x": 1}, 1, tmp_path / "t", always_invalid, ifaces=IFACES,
-                      progress=lines.append)
+    again = run_trial(testbed, "unit", {"x": 1}, 1, TrialDir(tmp_path / "t"), always_invalid, ifaces=IFACES,
+                      max_attempts=3, settle_s=0, cooldown_s=0, progress=lines.append)
     assert len(calls) == 3 and again == res
 
 
@@ -68,11 +69,11 @@ def test_interrupted_trial_has_no_result_and_reruns(testbed, tmp_path):
         raise KeyboardInterrupt
 
     try:
-        run_trial(testbed, "unit", {"x": 2}, 1, tmp_path / "t", interrupted, ifaces=IFACES,
-                  settle_s=0, cooldown_s=0, progress=lambda s: None)
+        run_trial(testbed, "unit", {"x": 2}, 1, TrialDir(tmp_path / "t"), interrupted, ifaces=IFACES,
+                  max_attempts=1, settle_s=0, cooldown_s=0, progress=lambda s: None)
     except KeyboardInterrupt:
         pass
     assert not (tmp_path / "t" / "result.json").exists()
-    res = run_trial(testbed, "unit", {"frames": 5}, 1, tmp_path / "t", send_frames, ifaces=IFACES,
-                    settle_s=0, cooldown_s=0, progress=lambda s: None)
+    res = run_trial(testbed, "unit", {"frames": 5}, 1, TrialDir(tmp_path / "t"), send_frames, ifaces=IFACES,
+                    max_attempts=1, settle_s=0, cooldown_s=0, progress=lambda s: None)
     assert res["valid"]

@@ -22,6 +22,7 @@ import yaml
 from click.testing import CliRunner
 from scapy.utils import rdpcap
 
+from xenobench.nodes import SshNode
 from xenobench import REPO_ROOT
 from xenobench.backends import load_backends
 from xenobench.errors import BackendsError, NodeError
@@ -121,7 +122,7 @@ def udp_in(node) -> int:
 
 def send(testbed, src: str, n: int, payload="x"):
     c = testbed.node("fips1")
-    c.run(c.python_argv("xenobench.tools.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
+    c.run(c.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
                         "--dst-mac", LB_IN, "--src-ip", src, "--dst-ip", VIP, "--port", "53",
                         "--payload", payload, "--count", str(n)))
 
@@ -243,7 +244,13 @@ class RecordingNodeDouble:
 
     def __init__(self, name):
         self.name, self.calls, self.log = name, [], ""
-        self.remote_dir = "/tmp/xenobench-xbt"
+        self.work_dir = "/tmp/xenobench-xbt"
+
+    # the Node interface's paths, as a remote node has them
+    path = SshNode.path
+    log_path = SshNode.log_path
+    output_path = SshNode.output_path
+    stage = SshNode.stage
 
     def run(self, argv, **kw):
         self.calls.append(("run", list(argv)))
@@ -267,10 +274,7 @@ class RecordingNodeDouble:
 def test_doca_deploy_sequence_on_recording_node_double(monkeypatch):
     lb = _fips_lb()
     dbl = RecordingNodeDouble("fips5-dpu")
-    from xenobench.nodes import SshNode
     monkeypatch.setattr(type(lb), "node", property(lambda self: dbl))
-    monkeypatch.setattr("xenobench.lb.xenoflow.SshNode", RecordingNodeDouble)
-    assert SshNode is not RecordingNodeDouble
     res = lb.start()
     assert res["mode"] == "doca" and res["node"] == "fips5-dpu"
     kinds = [(c[0], c[1][0] if c[0] in ("run", "start") else c[1]) for c in dbl.calls]

@@ -14,21 +14,15 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataError
+from .layout import ResultsTree, TrialDir
 from .results import KINDS, row, write_tidy
 
 RTT_PERCENTILES = (1, 5, 25, 75, 95, 99)
-PROBE_RECORDS = "probes.jsonl"  # the prober's raw records in each RTT attempt directory
 
 
-def trial_results(resdir: Path) -> list[tuple[Path, dict]]:
-    """(trial dir, result.json) of every completed trial under <resdir>/trials, in sorted order."""
-    out = []
-    for f in sorted((Path(resdir) / "trials").glob("*/*/rep-*/result.json")):
-        try:
-            out.append((f.parent, json.loads(f.read_text())))
-        except (OSError, json.JSONDecodeError) as e:
-            raise DataError(f"Failed to read trial result {f}: {e}") from None
-    return out
+def trial_results(resdir: Path) -> list[tuple[TrialDir, dict]]:
+    """(trial, result.json) of every completed trial under <resdir>/trials, in sorted order."""
+    return [(t, t.read_result()) for t in ResultsTree.of(resdir).completed_trials()]
 
 
 def read_probe_records(path: Path) -> list[float]:
@@ -66,10 +60,10 @@ def _rtt_stats(v: np.ndarray) -> dict:
     return st
 
 
-def rows_for_trial(testbed: str, tdir: Path, res: dict, resdir: Path) -> dict[str, list[dict]]:
+def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path) -> dict[str, list[dict]]:
     exp, pt, rep = res["experiment"], res["point"], int(res["repetition"])
     o = res["outputs"]
-    src = str(tdir.relative_to(resdir))
+    src = str(trial.path.relative_to(resdir))
     out: dict[str, list[dict]] = {k: [] for k in KINDS}
     if exp in ("pps", "loss", "compare"):
         gen = o.get("generator") or {}
@@ -94,7 +88,7 @@ def rows_for_trial(testbed: str, tdir: Path, res: dict, resdir: Path) -> dict[st
         lb = pt.get("lb") or ("xenoflow" if exp == "rtt_load" else "none")
         common = dict(testbed=testbed, lb=lb, server=o.get("server"), repetition=rep, split=split,
                       background_pps=bg)
-        chosen = tdir / f"attempt-{res['chosen_attempt']}" / PROBE_RECORDS
+        chosen = trial.attempt(res["chosen_attempt"]).probe_records
         rtts = np.array(read_probe_records(chosen))
         rel = chosen.relative_to(resdir)
         for i, v in enumerate(rtts):
@@ -110,7 +104,7 @@ def rows_for_trial(testbed: str, tdir: Path, res: dict, resdir: Path) -> dict[st
             if v is not None:
                 out["rtt_summary"].append(row(**common, metric=m, value=float(v), unit=u, source=str(rel)))
         return out
-    raise DataError(f"Failed to aggregate trial {tdir}: unknown experiment {exp!r}")
+    raise DataError(f"Failed to aggregate trial {trial.path}: unknown experiment {exp!r}")
 
 
 def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) -> dict:
@@ -119,13 +113,13 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
     testbed = testbed or resdir.name
     rows: dict[str, list[dict]] = {k: [] for k in KINDS}
     invalid = []
-    for tdir, res in trial_results(resdir):
+    for trial, res in trial_results(resdir):
         if not res.get("valid"):
             reasons = [r for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]]
-            invalid.append({"trial": str(tdir.relative_to(resdir)), "experiment": res["experiment"],
+            invalid.append({"trial": str(trial.path.relative_to(resdir)), "experiment": res["experiment"],
                             "attempts": len(res["attempts"]), "reasons": "; ".join(reasons)})
             continue
-        for k, rs in rows_for_trial(testbed, tdir, res, resdir).items():
+        for k, rs in rows_for_trial(testbed, trial, res, resdir).items():
             rows[k] += rs
     written = {}
     for k, rs in rows.items():

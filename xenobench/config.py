@@ -9,6 +9,7 @@ key path and the offending value:
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 import re
@@ -20,6 +21,7 @@ import jsonschema
 import yaml
 
 from . import REPO_ROOT
+from .agents.net import normalize_mac
 from .errors import ConfigError
 
 DEFAULT_CONFIG = REPO_ROOT / "config" / "local.yaml"
@@ -29,20 +31,6 @@ ROLES = ("client", "dns_backend", "backend", "loadgen", "lb", "dpu")
 REQUIRED_ROLES = ("client", "dns_backend", "loadgen", "lb")
 SINGLE_ROLES = ("client", "dns_backend", "loadgen", "lb", "dpu")
 BACKEND_ROLES = ("dns_backend", "backend")
-
-MAC_RE = re.compile(r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$")
-
-
-def normalize_mac(mac: str) -> str:
-    """Lower-case colon form; raises ValueError for anything that is not six hex octets."""
-    if not isinstance(mac, str) or not MAC_RE.match(mac):
-        raise ValueError(f"{mac!r} is not a MAC address (expected six hex octets like 02:00:00:00:01:00)")
-    return mac.lower()
-
-
-def mac_bytes(mac: str) -> bytes:
-    return bytes.fromhex(normalize_mac(mac).replace(":", ""))
-
 
 @dataclass(frozen=True)
 class Interface:
@@ -181,6 +169,48 @@ def validate_section(raw: dict, section: str, schema: dict, path: Path) -> None:
         raise ConfigError(f"Failed to load config {path}: {_key_path(parts)}: {e.message}")
 
 
+def _resolve_ref(schema: dict, root: dict) -> dict:
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    node = root
+    for part in ref.removeprefix("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def apply_defaults(doc, schema: dict, root: dict | None = None) -> None:
+    """Fill in every `default` the schema declares, in place: the one place a config default is
+    written is its schema. A missing mapping is created when its schema has defaults inside and
+    no required keys (a section with required keys is a choice the user makes, e.g. an
+    experiment's size, never made for them)."""
+    root = root or schema
+    schema = _resolve_ref(schema, root)
+    if isinstance(doc, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            sub = _resolve_ref(sub, root)
+            if key not in doc:
+                if "default" in sub:
+                    doc[key] = copy.deepcopy(sub["default"])
+                elif sub.get("type") == "object" and not sub.get("required") and _has_defaults(sub, root):
+                    doc[key] = {}
+            if key in doc:
+                apply_defaults(doc[key], sub, root)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, value in doc.items():
+                if key not in (schema.get("properties") or {}):
+                    apply_defaults(value, extra, root)
+    elif isinstance(doc, list) and isinstance(schema.get("items"), dict):
+        for item in doc:
+            apply_defaults(item, schema["items"], root)
+
+
+def _has_defaults(schema: dict, root: dict) -> bool:
+    props = _resolve_ref(schema, root).get("properties") or {}
+    return any("default" in _resolve_ref(s, root) or _has_defaults(s, root) for s in props.values())
+
+
 def _deep_merge(base: dict, over: dict) -> dict:
     out = dict(base)
     for k, v in over.items():
@@ -226,9 +256,14 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         raise ConfigError(f"Failed to load config {path}: (top level): expected a mapping, got {type(raw).__name__}")
     raw = _resolve_extends(raw, path)
     schemas = _load_schemas()
-    validate_section(raw, "main", schemas.pop("main"), path)
+    main = schemas.pop("main")
+    validate_section(raw, "main", main, path)
+    apply_defaults(raw, main)
     for section, schema in schemas.items():
         validate_section(raw, section, schema, path)
+        if section in raw or _has_defaults(schema, schema):
+            raw.setdefault(section, {})
+            apply_defaults(raw[section], schema)
     return _build(raw, path)
 
 
@@ -238,7 +273,7 @@ def _build(raw: dict, path: Path) -> Config:
 
     tb = raw["testbed"]
     transport = tb["transport"]
-    prefix = os.environ.get("XENOBENCH_NS_PREFIX") or tb.get("prefix", "xb-")
+    prefix = os.environ.get("XENOBENCH_NS_PREFIX") or tb["prefix"]
     if not re.match(r"^[a-z][a-z0-9-]{0,5}$", prefix):
         fail(["testbed", "prefix"], f"{prefix!r} must be 1-6 characters of a-z, 0-9, '-'")
 
@@ -329,8 +364,8 @@ def _build(raw: dict, path: Path) -> Config:
         name=tb["name"],
         transport=transport,
         prefix=prefix,
-        state_dir=Path(tb.get("state_dir", ".xenobench/state")),
-        service=ServiceConfig(str(vip), svc.get("port", 53), svc.get("zone", "example.com."),
+        state_dir=Path(tb["state_dir"]),
+        service=ServiceConfig(str(vip), svc["port"], svc["zone"],
                               Path(svc["backends"]) if svc.get("backends") else None, lb_mac),
         nodes=nodes,
     )

@@ -1,8 +1,8 @@
-"""The experiments of DESIGN §3 as data: definitions in experiments/<id>.yaml, sizes per testbed in
-the config's `experiments:` section, expanded here into the plan of trials.
+"""The experiments (thesis ch. 7) as data: definitions in experiments/<id>.yaml, sizes per testbed
+in the config's `experiments:` section, expanded here into the plan of trials.
 
 Every trial has an explicit key — experiment, point (its variables in order) and repetition — and
-a directory results/<testbed>/trials/<experiment>/<point-id>/rep-<r>/ (see xenobench.trials).
+a directory in the results tree (xenobench.layout).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 
 from . import REPO_ROOT
 from .errors import ConfigError
-from .trials import point_id
+from .layout import ResultsTree, TrialDir
 
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 ORDER = ("pps", "loss", "rtt", "rtt_load", "compare")
@@ -34,8 +34,8 @@ class PlannedTrial:
     point: dict
     repetition: int
 
-    def directory(self, results_root: Path, testbed: str) -> Path:
-        return Path(results_root) / testbed / "trials" / self.experiment / point_id(self.point) / f"rep-{self.repetition}"
+    def trial_dir(self, results_root: Path, testbed: str) -> TrialDir:
+        return ResultsTree(Path(results_root), testbed).trial(self.experiment, self.point, self.repetition)
 
 
 def points(cfg, experiment: str) -> list[dict]:
@@ -58,7 +58,7 @@ def points(cfg, experiment: str) -> list[dict]:
 
 
 def plan(cfg, only: list[str] | None = None) -> list[PlannedTrial]:
-    reps = cfg.section("experiments").get("repetitions", 3)
+    reps = cfg.section("experiments")["repetitions"]
     out = []
     for e in only or ORDER:
         for pt in points(cfg, e):

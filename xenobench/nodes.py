@@ -108,7 +108,7 @@ class Node(ABC):
                 raise NodeError(f"Failed to start {tag} on {self.name}: already running as pid {old.pid} "
                                 f"(`{shlex.join(old.argv)}`); stop it first")
             self._forget(tag)
-        log_path = log or self._default_log(tag)
+        log_path = log or self.log_path(tag)
         h = self._spawn(list(map(str, argv)), log_path, env)
         h.tag = tag
         self._record(h)
@@ -169,8 +169,42 @@ class Node(ABC):
     def read_log(self, h: ProcessHandle, limit: int = 100_000) -> str:
         return self.read_text(h.log)[-limit:]
 
-    def _default_log(self, tag: str) -> str:
-        return str(self.log_dir / f"{self.name}.{tag}.log")
+    # --- where things live on the node ------------------------------------------------------
+    is_local = False
+    """True when the node's processes run on this host (their /proc entries are readable here)."""
+
+    @property
+    def work_dir(self) -> str:
+        """The node's directory for xenobench's files (logs, copies of input files, agent state):
+        the local state directory for a namespace node, a directory on the remote host otherwise."""
+        return str(self.cfg.state_dir)
+
+    def path(self, *parts: str) -> str:
+        """A path under work_dir, as the node sees it."""
+        return str(Path(self.work_dir, *parts))
+
+    def log_path(self, tag: str) -> str:
+        """Where start(tag) writes the process's output unless told otherwise."""
+        return self.path("logs", f"{self.name}.{tag}.log")
+
+    def stage(self, local: str | os.PathLike, name: str, *, copy: bool = True) -> str:
+        """Make a local file readable on the node; return its path there. A namespace node shares
+        the file system, so the file is read where it is; a remote node gets a copy under work_dir
+        (copy=False: only the path, for a dry run)."""
+        return str(Path(local).resolve())
+
+    def output_path(self, local: str | os.PathLike, name: str) -> str:
+        """Where the node should write a file that is to end up at `local` (collect() brings it)."""
+        return str(local)
+
+    def collect(self, remote: str, local: str | os.PathLike) -> None:
+        """Bring a file the node wrote at output_path() to `local`."""
+        if Path(remote).resolve() != Path(local).resolve():
+            self.get(remote, local)
+
+    def signal(self, h: ProcessHandle, sig: int, *, sudo: bool = False) -> None:
+        """Signal a background process group; `sudo`: through sudo (it runs as root, we do not)."""
+        self._signal(h, sig)
 
     def _record(self, h: ProcessHandle) -> None:
         self.proc_dir.mkdir(parents=True, exist_ok=True)
@@ -197,6 +231,8 @@ class Node(ABC):
 class NetnsNode(Node):
     """A node in a local network namespace named <prefix><node>. Commands run through
     `nsenter --net=` (which keeps /sys/fs/bpf visible; `ip netns exec` would remount /sys)."""
+
+    is_local = True
 
     def __init__(self, cfg: Config, ncfg: NodeConfig):
         super().__init__(cfg, ncfg)
@@ -431,8 +467,24 @@ class SshNode(Node):
         ticks = int(st.rsplit(")", 1)[1].split()[19]) if ")" in st else None
         return ProcessHandle(self.name, "", pid, argv, log_path, starttime_ticks=ticks)
 
-    def _default_log(self, tag):
-        return f"{self.remote_dir}/logs/{self.name}.{tag}.log"
+    @property
+    def work_dir(self):
+        return self.remote_dir
+
+    def output_path(self, local, name):
+        return self.path(name)
+
+    def stage(self, local, name, *, copy=True):
+        remote = self.path(name)
+        if copy:
+            self.put(local, remote)
+        return remote
+
+    def signal(self, h, sig, *, sudo=False):
+        if sudo:
+            self.run(["sudo", "kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
+        else:
+            self._signal(h, sig)
 
     def _alive(self, h):
         st = self.run(["cat", f"/proc/{h.pid}/stat"], check=False).stdout

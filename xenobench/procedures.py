@@ -1,4 +1,4 @@
-"""The trial procedures of the five live measurements (DESIGN §3, experiments/*.yaml), written
+"""The trial procedures of the five live measurements (thesis ch. 7, experiments/*.yaml), written
 once above the transport layer: the same code drives the namespace testbed (trafgen, emulated
 XenoFlow) and the thesis testbed (TRex, XenoFlow on the BlueField-3).
 
@@ -13,21 +13,26 @@ Procedures return (outputs, Validity). Outputs hold what the tidy aggregation
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from pathlib import Path
 
-from .aggregate import PROBE_RECORDS
+from .dns import start_server, stop_server
 from .errors import ConfigError, XenobenchError
 from .experiments import definitions, points
-from .sampler import RateSampler, steady_rate
-from .trials import TrialContext, Validity, point_id, run_trial
+from .lb import KINDS as LB_KINDS
+from .lb import get_lb
+from .layout import ResultsTree, point_id, write_json_atomic
+from .sampler import RateSampler
+from .steady import steady_state_of_counter
+from .rtt import probe
+from .traffic import fill_tunables, run_traffic, start_traffic
+from .trials import TrialContext, Validity, run_trial
 
 log = logging.getLogger(__name__)
 
 DRAIN_S = 0.3          # after the generator stops, frames still in flight reach the backends
-MIN_RATE_RATIO = 0.99  # DESIGN §4.6: offered rate reached >= 99 %
+MIN_RATE_RATIO = 0.99  # paper §5: offered load verified with counters; a trial reaches >= 99 %
 MAX_LOST_PCT = 1.0     # experiments/rtt*.yaml: no probe lost beyond 1 %
 
 
@@ -41,12 +46,10 @@ def backend_ifaces(cfg) -> list[tuple[str, str]]:
 
 def measured_ifaces(cfg) -> list[tuple[str, str]]:
     """Interfaces whose counters every trial snapshots before and after."""
-    out = [(cfg.role("loadgen").name, cfg.role("loadgen").iface().name),
-           (cfg.role("client").name, cfg.role("client").iface().name), *backend_ifaces(cfg)]
-    if cfg.transport == "netns":  # the LB node's ports (on hardware the DPU ports are not ours to read)
-        lb = cfg.role("lb")
-        out += [(lb.name, i.name) for i in lb.interfaces]
-    return out
+    lb = cfg.role("lb")
+    return [(cfg.role("loadgen").name, cfg.role("loadgen").iface().name),
+            (cfg.role("client").name, cfg.role("client").iface().name), *backend_ifaces(cfg),
+            *((lb.name, i.name) for i in lb.interfaces)]
 
 
 def point_lb(cfg, experiment: str, point: dict) -> str:
@@ -63,19 +66,17 @@ def point_server(cfg, experiment: str, point: dict) -> str | None:
 @contextlib.contextmanager
 def point_setup(testbed, experiment: str, point: dict, progress=print):
     """DNS server and load balancer of the point, started once for all its repetitions."""
-    from .lb import KINDS, get_lb
     cfg = testbed.cfg
     stack = contextlib.ExitStack()
     with stack:
         server = point_server(cfg, experiment, point)
         if server:
-            from .dns import start_server, stop_server
             stop_server(testbed, server)  # a server left by an interrupted run
             progress(f"[{experiment}] starting DNS server {server}")
             start_server(testbed, server)
             stack.callback(stop_server, testbed, server)
         kind = point_lb(cfg, experiment, point)
-        for other in KINDS:  # one LB at a time on the LB node
+        for other in LB_KINDS:  # one LB at a time on the LB node
             lb_other = get_lb(other, testbed)
             if lb_other.running():
                 progress(f"[{experiment}] stopping {other} left running")
@@ -121,14 +122,13 @@ def background_tunables(split: str, payload: int) -> dict:
 def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """pps, loss and compare: the udp_payload profile at a rate (0 = the generator's maximum) for a
     duration; the backends' rx counters sampled meanwhile; loss against the generator's tx."""
-    from .traffic import fill_tunables, run_traffic
     cfg, p = ctx.testbed.cfg, ctx.point
     ex = _ex(cfg, ctx.experiment)
-    payload = int(p.get("payload", ex.get("payload", 22)))
-    rate = float(p.get("rate_pps", ex.get("rate_pps", 0)))
-    duration = float(ex.get("duration_s", 2))
-    tun = payload_tunables(payload, int(ex.get("flows", 256)))
-    sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), float(ex.get("sample_interval_s", 0.25)))
+    payload = int(p.get("payload", ex.get("payload")))
+    rate = float(p.get("rate_pps", ex.get("rate_pps")))
+    duration = float(ex["duration_s"])
+    tun = payload_tunables(payload, int(ex["flows"]))
+    sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), float(ex["sample_interval_s"]))
     st0 = _lb_stats(lb)
     rx0 = sampler.read_total()
     sampler.start()
@@ -141,21 +141,21 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     st1 = _lb_stats(lb)
     rx = rx1 - rx0
     tx = int(gen.get("tx_packets") or 0)
-    steady = steady_rate(series["samples"])
+    steady = steady_state_of_counter(series["samples"])
     per_backend = _lb_per_backend(st0, st1)
     fwd = sum(per_backend.values()) if per_backend is not None else None
     out = {"payload": payload, "requested_pps": rate, "generator": gen,
            "tunables": fill_tunables(cfg, "udp_payload", tun),
-           "rx_packets": rx, "tx_packets": tx, "rx_series": series, "rx_pps": steady["rate_pps"],
-           "rx_cv_pct": steady["cv_pct"], "steady_intervals": steady["intervals"],
+           "rx_packets": rx, "tx_packets": tx, "rx_series": series, "rx_pps": steady.rate,
+           "rx_cv_pct": steady.cv_pct, "steady_intervals": steady.intervals,
            "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
            "lb_forwarded": fwd, "lb_per_backend": per_backend, "lb_stats_after": st1}
     v = Validity()
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "generator reported invalid")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
     v.require("sampler_ok", series["error"] is None, series["error"] or "")
-    v.require("steady_state", steady["intervals"] >= 2,
-              f"only {steady['intervals']} steady sampling intervals (lengthen duration_s)")
+    v.require("steady_state", steady.intervals >= 2,
+              f"only {steady.intervals} steady sampling intervals (lengthen duration_s)")
     # counters consistent: nothing is received that was not sent, nor forwarded that was not received
     v.require("counters_consistent", rx <= tx * 1.001 + 10,
               f"backends received {rx} > generator sent {tx}")
@@ -173,16 +173,15 @@ def rtt_probe(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """rtt_load: background load with the point's split at its level while the probes run."""
-    from .traffic import fill_tunables, start_traffic
     cfg, p = ctx.testbed.cfg, ctx.point
     ex = _ex(cfg, ctx.experiment)
     level = float(p["level_pps"])
     if level <= 0:
         return _probe(ctx, lb)
-    tun = background_tunables(p["split"], int(ex.get("payload", 22)))
+    tun = background_tunables(p["split"], int(ex["payload"]))
     h = start_traffic(ctx.testbed, "background_split", tun, level)
     try:
-        time.sleep(float(ex.get("load_settle_s", 0.3)))
+        time.sleep(float(ex["load_settle_s"]))
         out, v = _probe(ctx, lb)
     finally:
         bg = h.stop()
@@ -192,14 +191,13 @@ def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 
 def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
-    from .rtt import probe
     cfg, p = ctx.testbed.cfg, ctx.point
     ex = _ex(cfg, ctx.experiment)
-    count = int(ex.get("probes", 300))
+    count = int(ex["probes"])
     via = "direct" if point_lb(cfg, ctx.experiment, p) == "none" else "lb"
     st0 = _lb_stats(lb)
-    s = probe(ctx.testbed, count=count, rate_qps=float(ex.get("rate_qps", 500)),
-              out=Path(ctx.attempt_dir) / PROBE_RECORDS, via=via, capture=True)
+    s = probe(ctx.testbed, count=count, rate_qps=float(ex["rate_qps"]),
+              out=ctx.attempt.probe_records, via=via, capture=True)
     st1 = _lb_stats(lb)
     out = {"probe": s, "server": point_server(cfg, ctx.experiment, p), "via": via,
            "lb_per_backend": _lb_per_backend(st0, st1)}
@@ -208,7 +206,7 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     v.require("probes_answered", s.get("n", 0) > 0, "no probe was answered")
     v.require("loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
               f"{lost} of {count} probes lost (> {MAX_LOST_PCT:g} %)")
-    tol = float(ex.get("pcap_tolerance_us", s.get("tolerance_us", 20)))
+    tol = float(s["tolerance_us"])
     d = s.get("pcap_median_diff_us")
     v.require("prober_pcap_agree", d is not None and abs(d) <= tol,
               f"prober and pcap medians differ by {d} us (tolerance {tol:g} us)")
@@ -229,10 +227,6 @@ def find_point(cfg, experiment: str, pid: str) -> dict:
                       f"(planned: {known})")
 
 
-def point_dir(results_root: Path, cfg, experiment: str, point: dict) -> Path:
-    return Path(results_root) / cfg.name / "trials" / experiment / point_id(point)
-
-
 def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("results"),
               progress=print) -> dict:
     """Every repetition of one point; writes <point dir>/point.json last (Snakemake's output).
@@ -241,26 +235,24 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
     d = definitions()[experiment]
     proc = PROCEDURES[d["procedure"]]
     ex_all = cfg.section("experiments")
-    reps = int(ex_all.get("repetitions", 3))
-    pdir = point_dir(results_root, cfg, experiment, point)
-    todo = [r for r in range(1, reps + 1) if not (pdir / f"rep-{r}" / "result.json").exists()]
+    reps = int(ex_all["repetitions"])
+    tree = ResultsTree(Path(results_root), cfg.name)
+    todo = [r for r in range(1, reps + 1) if not tree.trial(experiment, point, r).complete]
     results = []
     if todo:
         testbed.up()  # idempotent; a resumed run may find the testbed down
         with point_setup(testbed, experiment, point, progress) as lb:
             for r in todo:
-                run_trial(testbed, experiment, point, r, pdir / f"rep-{r}", lambda ctx: proc(ctx, lb),
-                          ifaces=measured_ifaces(cfg), max_attempts=int(ex_all.get("max_attempts", 3)),
-                          settle_s=float(ex_all.get("settle_s", 0.5)),
-                          cooldown_s=float(ex_all.get("cooldown_s", 0.5)), progress=progress)
+                run_trial(testbed, experiment, point, r, tree.trial(experiment, point, r),
+                          lambda ctx: proc(ctx, lb), ifaces=measured_ifaces(cfg),
+                          max_attempts=int(ex_all["max_attempts"]), settle_s=float(ex_all["settle_s"]),
+                          cooldown_s=float(ex_all["cooldown_s"]), progress=progress)
     for r in range(1, reps + 1):
-        res = json.loads((pdir / f"rep-{r}" / "result.json").read_text())
+        res = tree.trial(experiment, point, r).read_result()
         results.append({"repetition": r, "valid": res["valid"],
                         "reasons": [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"]
                                     for x in a["reasons"]]})
     summary = {"experiment": experiment, "point": point, "testbed": cfg.name, "repetitions": results,
                "valid": sum(r["valid"] for r in results), "invalid": sum(not r["valid"] for r in results)}
-    tmp = pdir / "point.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1))
-    tmp.replace(pdir / "point.json")
+    write_json_atomic(tree.point_summary(experiment, point), summary, indent=1)
     return summary

@@ -84,7 +84,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
         rows = []
         for t, r in inv:
             reasons = [x for a in r["attempts"] if a["attempt"] == r["chosen_attempt"] for x in a["reasons"]]
-            rows.append([str(t.relative_to(resdir)), len(r["attempts"]), "; ".join(reasons)])
+            rows.append([str(t.path.relative_to(resdir)), len(r["attempts"]), "; ".join(reasons)])
         L += _table(["trial", "attempts", "reasons"], rows)
     else:
         L.append("None.")
@@ -94,8 +94,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     per: dict[str, list[float]] = {}
     for t, r in trials:
         per.setdefault(r["experiment"], []).append(
-            sum(json.loads((t / f"attempt-{a['attempt']}" / "outputs.json").read_text()).get("seconds", 0)
-                for a in r["attempts"] if (t / f"attempt-{a['attempt']}" / "outputs.json").exists()))
+            sum(json.loads(t.attempt(a["attempt"]).outputs.read_text()).get("seconds", 0)
+                for a in r["attempts"] if t.attempt(a["attempt"]).outputs.exists()))
     L += _table(["experiment", "trials", "seconds in procedures"],
                 [[e, len(v), f"{sum(v):.1f}"] for e, v in per.items()]) if per else ["No trials."]
     L.append("")

@@ -1,5 +1,6 @@
 """Per-interval receive counters of the backends while a load runs (the thesis sampled
-`rx_packets_phy` of the backends once per second and took the steady-state median).
+`rx_packets_phy` of the backends once per second and took the steady-state median; the rule is
+xenobench.steady, applied by the procedures to the series this returns).
 
 The harness polls each node over its transport, so the same code reads a veth in a namespace and
 an mlx5 port over SSH. Which counter is read depends on the driver:
@@ -14,11 +15,8 @@ from __future__ import annotations
 import threading
 import time
 
-import numpy as np
-
 from .counters import parse_ethtool_stats
 from .errors import DataError, NodeError
-from .ingest import STEADY_FRACTION
 
 
 def parse_proc_net_dev(text: str, iface: str) -> int:
@@ -87,29 +85,3 @@ class RateSampler:
         self._thread.join(timeout=10)
         return {"interval_s": self.interval, "counters": [f"{r.node.name}:{r.iface}:{r.counter}" for r in self.readers],
                 "samples": [[round(t, 6), v] for t, v in self.samples], "error": self.error}
-
-
-def interval_rates(samples: list) -> np.ndarray:
-    """packets/s between consecutive samples."""
-    s = np.asarray(samples, dtype=float)
-    if len(s) < 2:
-        return np.array([])
-    dt = np.diff(s[:, 0])
-    dv = np.diff(s[:, 1])
-    ok = dt > 0
-    return dv[ok] / dt[ok]
-
-
-def steady_rate(samples: list) -> dict:
-    """The thesis's steady-state rule (xenobench.ingest) on a sampled series: intervals whose rate
-    is ≥ 95 % of the median of the non-idle intervals; ramp intervals at both ends excluded.
-    Returns rate (median of steady intervals), cv_pct and the number of intervals used."""
-    r = interval_rates(samples)
-    busy = r[r > 0]
-    if len(busy) == 0:
-        return {"rate_pps": 0.0, "cv_pct": None, "intervals": 0}
-    thr = STEADY_FRACTION * np.median(busy)
-    idx = np.nonzero(r >= thr)[0]
-    steady = r[idx[0]: idx[-1] + 1]
-    cv = float(100 * np.std(steady, ddof=1) / np.mean(steady)) if len(steady) > 1 and np.mean(steady) > 0 else None
-    return {"rate_pps": float(np.median(steady)), "cv_pct": cv, "intervals": int(len(steady))}

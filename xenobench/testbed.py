@@ -119,13 +119,13 @@ class Testbed:
         token = f"xenobench-check-{b.name}-{time.time_ns()}"
         desc = f"UDP to VIP {self.cfg.service.vip} with {b.name}'s MAC arrives at {b.name}"
         recv = backend.start("check-recv", backend.python_argv(
-            "xenobench.tools.udpcheck", "recv", "--bind", self.cfg.service.vip, "--port", str(port),
+            "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--port", str(port),
             "--expect", token, "--timeout", "5"))
         try:
             time.sleep(0.3)
             ci = self.cfg.role("client").iface()
             client.run(client.python_argv(
-                "xenobench.tools.udpcheck", "send", "--iface", ci.name, "--src-mac", ci.mac,
+                "xenobench.agents.udpcheck", "send", "--iface", ci.name, "--src-mac", ci.mac,
                 "--dst-mac", b.iface().mac, "--src-ip", ci.addr, "--dst-ip", self.cfg.service.vip,
                 "--port", str(port), "--payload", token), timeout=10)
             deadline = time.monotonic() + 5

@@ -1,15 +1,12 @@
-"""The trial runner: one measurement point, one repetition, one directory.
+"""The trial runner: one measurement point, one repetition, one directory (xenobench.layout).
 
     settle → snapshot counters → run the procedure (load, probes, wait, collect) → snapshot →
     cool down → write the trial directory
 
-A trial directory holds:
-    params.json        the experiment id, point, repetition, testbed, config hash
-    metadata.json      host metadata: kernel, drivers/firmware of the measured interfaces,
-                       DOCA/TRex versions where present, git commit
-    attempt-N/         per attempt: counters_before.json / counters_after.json (raw, verbatim
-                       plus parsed), outputs.json (the procedure's tool outputs), validity.json
-    result.json        written last: final validity, attempts, the chosen attempt's outputs
+A trial directory holds params.json (experiment, point, repetition, testbed, config hash),
+metadata.json (kernel, drivers/firmware of the measured interfaces, tool versions, git commit),
+per attempt the raw counters before/after, the procedure's outputs and validity, and last
+result.json (final validity, attempts, the chosen attempt's outputs).
 
 A trial whose validity fails is retried up to `max_attempts`; if every attempt fails it is kept
 and marked invalid, never dropped. A directory with result.json is complete and is not re-run.
@@ -30,6 +27,7 @@ from typing import Callable
 from . import REPO_ROOT
 from .counters import diff, snapshot
 from .errors import NodeError, XenobenchError
+from .layout import AttemptDir, TrialDir
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +58,7 @@ class TrialContext:
     experiment: str
     point: dict
     repetition: int
-    attempt_dir: Path
+    attempt: AttemptDir
     params: dict
 
 
@@ -118,28 +116,26 @@ def counter_diffs(before: dict, after: dict) -> dict:
             if k in before and "error" not in before[k] and "error" not in after[k]}
 
 
-def run_trial(testbed, experiment: str, point: dict, repetition: int, outdir: Path,
-              procedure: Procedure, *, ifaces: list[tuple[str, str]], max_attempts: int = 3,
-              settle_s: float = 0.5, cooldown_s: float = 0.5, progress=print) -> dict:
+def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: TrialDir,
+              procedure: Procedure, *, ifaces: list[tuple[str, str]], max_attempts: int,
+              settle_s: float, cooldown_s: float, progress=print) -> dict:
     """Run one trial (with retries) and write its directory; returns result.json's content."""
-    outdir = Path(outdir)
-    result_file = outdir / "result.json"
-    if result_file.exists():
-        return json.loads(result_file.read_text())
-    outdir.mkdir(parents=True, exist_ok=True)
+    if trial.complete:
+        return trial.read_result()
+    trial.path.mkdir(parents=True, exist_ok=True)
     params = {"experiment": experiment, "point": point, "repetition": repetition,
               "testbed": testbed.cfg.name, "config_hash": config_hash(testbed.cfg)}
-    (outdir / "params.json").write_text(json.dumps(params, indent=1))
-    (outdir / "metadata.json").write_text(json.dumps(host_metadata(testbed, ifaces), indent=1))
+    trial.params.write_text(json.dumps(params, indent=1))
+    trial.metadata.write_text(json.dumps(host_metadata(testbed, ifaces), indent=1))
     attempts = []
     chosen = None
     for n in range(1, max_attempts + 1):
-        adir = outdir / f"attempt-{n}"
-        adir.mkdir(exist_ok=True)
+        att = trial.attempt(n)
+        att.path.mkdir(exist_ok=True)
         time.sleep(settle_s)
         before = _snap_all(testbed, ifaces)
-        (adir / "counters_before.json").write_text(json.dumps(before, indent=1))
-        ctx = TrialContext(testbed, experiment, point, repetition, adir, params)
+        att.counters_before.write_text(json.dumps(before, indent=1))
+        ctx = TrialContext(testbed, experiment, point, repetition, att, params)
         t0 = time.monotonic()
         try:
             outputs, validity = procedure(ctx)
@@ -147,11 +143,11 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, outdir: Pa
             outputs, validity = {"error": str(e)}, Validity()
             validity.require("procedure_completed", False, str(e))
         after = _snap_all(testbed, ifaces)
-        (adir / "counters_after.json").write_text(json.dumps(after, indent=1))
+        att.counters_after.write_text(json.dumps(after, indent=1))
         outputs["counters"] = counter_diffs(before, after)
         outputs["seconds"] = round(time.monotonic() - t0, 3)
-        (adir / "outputs.json").write_text(json.dumps(outputs, indent=1, default=str))
-        (adir / "validity.json").write_text(json.dumps(validity.as_dict(), indent=1))
+        att.outputs.write_text(json.dumps(outputs, indent=1, default=str))
+        att.validity.write_text(json.dumps(validity.as_dict(), indent=1))
         attempts.append({"attempt": n, **validity.as_dict()})
         progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}: "
                  f"{'valid' if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
@@ -162,16 +158,9 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, outdir: Pa
     n, outputs, validity = chosen
     result = {**params, "valid": validity.valid, "attempts": attempts, "chosen_attempt": n,
               "outputs": outputs}
-    tmp = outdir / "result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1, default=str))
-    tmp.replace(result_file)  # atomic: a trial is complete only once result.json exists
+    trial.write_result(result)  # atomic: a trial is complete only once result.json exists
     return result
 
 
 def _point_str(point: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in point.items())
-
-
-def point_id(point: dict) -> str:
-    """Stable directory name of a point: key-value pairs in the given order."""
-    return "_".join(f"{k}-{v}".replace("/", "-") for k, v in point.items())

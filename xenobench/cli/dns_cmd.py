@@ -87,7 +87,7 @@ def probe_cmd(obj, count, rate, out, via, no_capture, enable_hw, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 def pcap(file, client_mac, port, as_json):
     """Pair probes with answers in a client-side capture and summarise the RTTs."""
-    from ..config import normalize_mac
+    from ..agents.net import normalize_mac
     from ..errors import ConfigError
     from ..pcap_rtt import analyze_pcap
     if client_mac:

@@ -19,9 +19,9 @@ def experiment_group():
 def plan_cmd(obj, only, as_json):
     """List the points and trial counts of the configured testbed (touches nothing)."""
     from ..experiments import ORDER, points
-    from ..trials import point_id
+    from ..layout import point_id
     cfg = obj.config
-    reps = int(cfg.section("experiments").get("repetitions", 3))
+    reps = int(cfg.section("experiments")["repetitions"])
     rows = [{"experiment": e, "point": p, "point_id": point_id(p), "trials": reps}
             for e in (only or ORDER) for p in points(cfg, e)]
     if as_json:

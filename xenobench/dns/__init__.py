@@ -1,6 +1,6 @@
-"""The DNS backends on the testbed's dns_backend node: the Python server (xenobench.dns.pyserver),
+"""The DNS backends on the testbed's dns_backend node: the Python server (xenobench.agents.dns_server),
 bind9 (named with a generated configuration, dns_server/*.tmpl) and the XDP responder
-(dns_server/xdp_responder.bpf.c, controller xenobench.dns.xdp). All answer on the service VIP
+(dns_server/xdp_responder.bpf.c, controller xenobench.agents.dns_xdp). All answer on the service VIP
 (on the backend's loopback: direct server return), over either transport.
 
     start_server(testbed, kind) -> dict   # what ran: server, node, pid, log, ...
@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import string
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,6 @@ KINDS = ("python", "bind9", "xdp")
 TAGS = {"python": "dns-python", "bind9": "dns-bind9", "xdp": "dns-xdp"}
 READY = {"python": '"event": "listening"', "bind9": "running", "xdp": '"event": "started"'}
 TEMPLATES = REPO_ROOT / "dns_server"
-DEFAULTS = {"server": "xdp", "qname": "probe", "records": {"probe": "198.18.0.53"}, "ttl_s": 300}
 START_TIMEOUT_S = 15
 
 
@@ -65,22 +65,21 @@ def settings(cfg) -> DnsSettings:
     sec = cfg.section("dns")
     zone = cfg.service.zone if cfg.service.zone.endswith(".") else cfg.service.zone + "."
     records: dict[str, list[str]] = {}
-    for name, addr in (sec.get("records") or DEFAULTS["records"]).items():
+    for name, addr in sec["records"].items():
         n = _absolute(name, zone)
         if not n.endswith(zone) and n != zone:
             raise ConfigError(f"Failed to load config {cfg.path}: dns.records.{name}: {n} is outside the "
                               f"zone {zone}")
         records.setdefault(n, []).append(addr)
-    qname = _absolute(sec.get("qname", DEFAULTS["qname"]), zone)
+    qname = _absolute(sec["qname"], zone)
     if qname not in records:
         raise ConfigError(f"Failed to load config {cfg.path}: dns.qname: {qname!r} has no record in dns.records "
                           f"(have {', '.join(records)})")
-    b, x, p = sec.get("bind9") or {}, sec.get("xdp") or {}, sec.get("prober") or {}
-    return DnsSettings(cfg.service.vip, cfg.service.port, zone, qname, records, int(sec.get("ttl_s", 300)),
-                       sec.get("server", DEFAULTS["server"]), b.get("binary", "/usr/sbin/named"),
-                       int(b.get("threads", 1)), x.get("mode", "answer"), bool(x.get("generic", False)),
-                       float(p.get("timeout_s", 1.0)), float(p.get("tolerance_us", 20)),
-                       bool(p.get("hardware_timestamps", False)))
+    # every default is applied from config/schema/dns.schema.yaml on load
+    b, x, p = sec["bind9"], sec["xdp"], sec["prober"]
+    return DnsSettings(cfg.service.vip, cfg.service.port, zone, qname, records, int(sec["ttl_s"]),
+                       sec["server"], b["binary"], int(b["threads"]), x["mode"], bool(x["generic"]),
+                       float(p["timeout_s"]), float(p["tolerance_us"]), bool(p["hardware_timestamps"]))
 
 
 def _check_kind(kind: str) -> None:
@@ -88,10 +87,8 @@ def _check_kind(kind: str) -> None:
         raise ConfigError(f"Failed to select DNS server: unknown kind {kind!r} (known: {', '.join(KINDS)})")
 
 
-def _node_dir(testbed, node, sub: str) -> str:
-    from ..nodes import SshNode
-    base = node.remote_dir if isinstance(node, SshNode) else str(testbed.cfg.state_dir)
-    return f"{base}/dns/{sub}"
+def _node_dir(node, sub: str) -> str:
+    return node.path("dns", sub)
 
 
 def render_bind9(s: DnsSettings, directory: str) -> tuple[str, str]:
@@ -116,10 +113,10 @@ def server_argv(testbed, kind: str) -> list[str]:
     node = testbed.node_for_role("dns_backend")
     if kind == "python":
         recs = [f"{n}={a}" for n, addrs in s.records.items() for a in addrs]
-        return node.python_argv("xenobench.dns.pyserver", "--bind", s.vip, "--port", str(s.port), "--zone", s.zone,
+        return node.python_argv("xenobench.agents.dns_server", "--bind", s.vip, "--port", str(s.port), "--zone", s.zone,
                                 *sum((["--record", r] for r in recs), []), "--ttl", str(s.ttl))
     if kind == "bind9":
-        d = _node_dir(testbed, node, "bind9")
+        d = _node_dir(node, "bind9")
         return [s.bind9_binary, "-g", "-c", f"{d}/named.conf", *(["-n", str(s.bind9_threads)] if s.bind9_threads else [])]
     ncfg = cfg.role("dns_backend")
     peers = []
@@ -130,7 +127,7 @@ def server_argv(testbed, kind: str) -> list[str]:
             if i.ip and i.mac:
                 peers += [f"{a.ip}={i.mac}" for a in (i.ip, *i.extra_ips)]
     return node.python_argv(
-        "xenobench.dns.xdp", "run", "--iface", ncfg.iface().name, "--vip", s.vip, "--port", str(s.port),
+        "xenobench.agents.dns_xdp", "run", "--iface", ncfg.iface().name, "--vip", s.vip, "--port", str(s.port),
         "--zone", s.zone, "--answer", s.answer, "--ttl", str(s.ttl), "--mode", s.xdp_mode,
         "--src-mac", ncfg.iface().mac, *sum((["--peer", p] for p in peers), []),
         "--pin-dir", str(testbed.bpffs_dir / "dns-xdp"), *(["--generic"] if s.xdp_generic else []))
@@ -146,15 +143,14 @@ def start_server(testbed, kind: str) -> dict:
             raise NodeError(f"Failed to start DNS server {kind} on {node.name}: {other} is running; "
                             f"stop it first (`xenobench dns stop --server {other}`)")
     if kind == "xdp":
-        from .xdp import OBJ
+        from ..agents.dns_xdp import OBJ
         if not OBJ.exists() and node.run(["test", "-f", str(OBJ)], check=False).returncode != 0:
             raise NodeError(f"Failed to start DNS server xdp on {node.name}: {OBJ} not built "
                             "(run `make -C dns_server`)")
     if kind == "bind9":
-        d = _node_dir(testbed, node, "bind9")
+        d = _node_dir(node, "bind9")
         conf, zone = render_bind9(s, d)
         node.run(["mkdir", "-p", d])
-        import tempfile
         with tempfile.TemporaryDirectory() as tmp:
             for name, text in (("named.conf", conf), ("zone.db", zone)):
                 (Path(tmp) / name).write_text(text)
@@ -165,10 +161,7 @@ def start_server(testbed, kind: str) -> dict:
                             f"{(chk.stdout + chk.stderr).strip().splitlines()[-1:]}")
     argv = server_argv(testbed, kind)
     tag = TAGS[kind]
-    log = node._default_log(tag)
-    from ..nodes import SshNode
-    if isinstance(node, SshNode):
-        log = f"{node.remote_dir}/logs/{node.name}.{tag}.log"
+    log = node.log_path(tag)
     offset = len(node.read_text(log))
     h = node.start(tag, argv, log=log)
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -197,9 +190,7 @@ def last_counts(testbed, kind: str) -> dict:
     """The counts the python server or the XDP controller printed last (the 'stopped' line after
     stop_server); {} for bind9 or when none was printed."""
     node = testbed.node_for_role("dns_backend")
-    from ..nodes import SshNode
-    tag = TAGS[kind]
-    log = (f"{node.remote_dir}/logs/{node.name}.{tag}.log" if isinstance(node, SshNode) else node._default_log(tag))
+    log = node.log_path(TAGS[kind])
     for line in reversed(node.read_text(log).splitlines()):
         if line.startswith("{"):
             try:

@@ -28,7 +28,6 @@ from pathlib import Path
 from .. import REPO_ROOT
 from ..backends import load_backends
 from ..errors import ConfigError, NodeError
-from ..nodes import SshNode
 from .base import LoadBalancer
 
 TAG = "lb-xenoflow"
@@ -85,8 +84,7 @@ class XenoFlowLB(LoadBalancer):
         super().__init__(testbed)
         sec = self.cfg.section("xenoflow") or {}
         self.sec = {**DEFAULTS, **sec}
-        default_mode = "emulation" if self.cfg.transport == "netns" else "doca"
-        self.mode = self.sec.get("mode", default_mode)
+        self.mode = self.sec["mode"]  # default (emulation) from config/schema/xenoflow.schema.yaml
         # DOCA: the BlueField's ARM side (role dpu); the emulation (or a testbed without a dpu
         # node): the LB node
         self.ncfg = (self.cfg.nodes_with_role("dpu") or [None])[0] if self.mode == "doca" else None
@@ -115,15 +113,10 @@ class XenoFlowLB(LoadBalancer):
                 "-i", str(int(float(self.sec["stats_interval_s"]) * 1000)), "-q", str(self.sec["queues"])]
 
     def _remote_backends(self, bfile: Path) -> str:
-        node = self.node
-        if isinstance(node, SshNode):
-            return f"{node.remote_dir}/xenoflow-backends{bfile.suffix}"
-        return str(Path(bfile).resolve())
+        return self.node.stage(bfile, f"xenoflow-backends{bfile.suffix}", copy=False)
 
     def _log_path(self) -> str:
-        node = self.node
-        return (f"{node.remote_dir}/logs/{node.name}.{TAG}.log" if isinstance(node, SshNode)
-                else str(self.cfg.state_dir / "logs" / f"{node.name}.{TAG}.log"))
+        return self.node.log_path(TAG)
 
     def deploy_steps(self, bfile: Path) -> list[tuple[str, list[str] | None]]:
         """(description, argv) in order; argv None for steps done by the harness itself (copies)."""
@@ -185,12 +178,12 @@ class XenoFlowLB(LoadBalancer):
                 continue
             if what == "copy" and argv[0] == "tar":
                 node.run(argv)
-                node.put(bfile, self._remote_backends(bfile))
+                node.stage(bfile, f"xenoflow-backends{bfile.suffix}")
                 continue
             node.run(argv, timeout=600)
         argv = steps[-1][1]
-        if self.mode == "emulation" and self._remote_backends(bfile) != str(Path(bfile).resolve()):
-            node.put(bfile, self._remote_backends(bfile))  # the LB node reads it over there
+        if self.mode == "emulation":
+            node.stage(bfile, f"xenoflow-backends{bfile.suffix}")  # a remote LB node reads a copy
         ran.append(shlex.join(argv))
         log_path = self._log_path()
         offset = len(node.read_text(log_path))
@@ -224,10 +217,7 @@ class XenoFlowLB(LoadBalancer):
         """Signal XenoFlow's process group; with `sudo` (DPU as a non-root user) through sudo,
         since the process runs as root."""
         node = self.node
-        if isinstance(node, SshNode) and self.sec["sudo"]:
-            node.run(["sudo", "kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
-        else:
-            node._signal(h, sig)
+        node.signal(h, sig, sudo=self.sec["sudo"])
 
     def stop(self) -> bool:
         node = self.node

@@ -22,9 +22,7 @@ GENERATORS = ("trafgen", "trex")
 
 
 def traffic_config(cfg) -> dict:
-    t = dict(cfg.section("traffic"))
-    t.setdefault("generator", "trex" if cfg.transport == "ssh" else "trafgen")
-    return t
+    return dict(cfg.section("traffic"))  # defaults from config/schema/traffic.schema.yaml
 
 
 def dns_classes(cfg, class_bits: int | None) -> tuple[int, list[int]]:
@@ -108,9 +106,9 @@ def start_traffic(testbed, profile, tunables: dict | None, rate_pps: float, dura
         from .trex import TrexDriver
         return TrafficHandle(TrexDriver(traffic_config(testbed.cfg), **opts).start(profile, tun, rate, duration_s))
     from .trafgen import TrafgenRun
-    tg = traffic_config(testbed.cfg).get("trafgen") or {}
+    tg = traffic_config(testbed.cfg)["trafgen"]
     run = TrafgenRun(testbed, compile_frames(profile, tun), rate, duration_s, count,
-                     cpus=opts.get("cpus", tg.get("cpus", 1)))
+                     cpus=opts.get("cpus", tg["cpus"]))
     return TrafficHandle(run.start())
 
 
@@ -123,6 +121,6 @@ def run_traffic(testbed, profile, tunables: dict | None, rate_pps: float, durati
         from .trex import TrexDriver
         return TrexDriver(traffic_config(testbed.cfg), **opts).run(profile, tun, rate, duration_s, count)
     from .trafgen import run
-    tg = traffic_config(testbed.cfg).get("trafgen") or {}
+    tg = traffic_config(testbed.cfg)["trafgen"]
     return run(testbed, compile_frames(profile, tun), rate, duration_s, count,
-               cpus=opts.get("cpus", tg.get("cpus", 1)))
+               cpus=opts.get("cpus", tg["cpus"]))

@@ -19,10 +19,10 @@ interface's tx_dropped is not used for accounting: it also counts every refused 
 
 Achieved rate: the interface's tx_packets sampled every SAMPLE_S from /proc/<trafgen pid>/net/dev
 (the namespace's counters, read without spawning a process, so the timestamps are exact to
-microseconds), over the steady part of the trial: from SKIP_S after the first frame left to the last
-sample before the counter stopped. This leaves out the tbf start burst and the queue drained after
-trafgen's last sendto(). Trials too short for that (< 2 x SKIP_S of sending) fall back to the
-frames sent / trafgen's own send-loop time. With peer drops the sampled rate is scaled by
+microseconds), reduced by the project's one steady-state rule (xenobench.steady: the median of the
+steady intervals, so neither tbf's start burst nor the drain after trafgen's last sendto() moves
+it). Trials too short for that (< MIN_STEADY_INTERVALS) fall back to the frames sent / trafgen's
+own send-loop time. With peer drops the sampled rate is scaled by
 sent / transmitted (drops assumed spread over the trial). A trial is invalid when the achieved
 rate is below 99 % of the requested rate, when fewer frames were sent than asked for, or when
 trafgen stalled or failed. queue_full is always False for
@@ -41,6 +41,7 @@ from pathlib import Path
 
 from ..counters import snapshot
 from ..errors import NodeError
+from ..steady import steady_state_of_counter
 from .profiles import Compiled, TrafficError, to_trafgen
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ TAG = "trafgen"
 MIN_RATIO = 0.99
 SHAPER_WINDOW_S = 0.010  # tbf bucket and queue, in seconds of traffic at the requested rate
 SAMPLE_S = 0.02          # tx counter sampling period
-SKIP_S = 0.1             # start of the trial left out of the steady-state rate
+MIN_STEADY_INTERVALS = 10  # sampled intervals needed for the steady-state rate
 STALL_S = 2.0            # no frame left for this long: the trial is stopped as stalled
 STARTUP_S = 30.0         # no first frame within this long: stalled too (configuration parse, fork)
 _OUT = re.compile(r"^\s*(\d+) packets outgoing", re.M)
@@ -163,19 +164,17 @@ class TrafgenRun:
 
     def start(self) -> "TrafgenRun":
         cfg_path = write_config(self.tb, self.c)
-        remote = str(cfg_path)
-        if self.node.ncfg.transport == "ssh":
-            remote = f"/tmp/{cfg_path.name}"
-            self.node.put(cfg_path, remote)
+        remote = self.node.stage(cfg_path, f"traffic/{cfg_path.name}")
         try:
             if self.rate > 0:
                 self._set_rate()
             self.before = snapshot(self.node, self.iface)
             self.t0 = time.monotonic()
-            log = self.node._default_log(TAG)
+            log = self.node.log_path(TAG)
             self.log_offset = len(self.node.read_text(log))
             self.h = self.node.start(TAG, self.argv(remote), log=log, ready=0.0)
-            self.sampler = TxSampler(self.h.pid, self.iface) if self.node.ncfg.transport == "netns" else None
+            # /proc/<pid>/net/dev is readable only where the process runs on this host
+            self.sampler = TxSampler(self.h.pid, self.iface) if self.node.is_local else None
         except Exception:
             self._clear_rate()
             raise
@@ -243,9 +242,11 @@ class TrafgenRun:
         wall = self.t1 - self.t0
         loop = summary["loop_s"] or wall
         achieved = tx / loop if loop > 0 else 0.0
-        steady = steady_rate(samples)
+        steady = steady_state_of_counter(samples) if samples else None
+        if steady is not None and steady.intervals < MIN_STEADY_INTERVALS:
+            steady = None
         if steady is not None:
-            achieved = steady["pps"] * (tx / link if link else 1.0)
+            achieved = steady.rate * (tx / link if link else 1.0)
         reasons = []
         if self.stalled:
             reasons.append(f"trafgen stalled: no frame left {self.node.name}:{self.iface} for {STALL_S:g} s "
@@ -270,7 +271,7 @@ class TrafgenRun:
             "profile": str(self.c.profile), "tunables": self.c.tunables, "iface": self.iface,
             "shaper": "tbf" if self.rate > 0 else None,
             "rate_method": "steady tx counter" if steady is not None else "tx / trafgen loop time",
-            "steady_s": steady["seconds"] if steady else None,
+            "steady_intervals": steady.intervals if steady else None,
         }
 
 
@@ -331,22 +332,6 @@ class TxSampler:
         self._stop.set()
         self._t.join(timeout=2)
         return self.samples
-
-
-def steady_rate(samples: list[tuple[float, int]]) -> dict | None:
-    """Rate over the steady part: SKIP_S after the first increase → the last sample before the
-    final value. None if that span is shorter than 2 x SKIP_S."""
-    if len(samples) < 3:
-        return None
-    first_tx, final = samples[0][1], samples[-1][1]
-    start = next((t for t, v in samples if v > first_tx), None)
-    if start is None:
-        return None
-    inside = [(t, v) for t, v in samples if t >= start + SKIP_S and v < final]
-    if len(inside) < 2 or inside[-1][0] - inside[0][0] < 2 * SKIP_S:
-        return None
-    (t0, v0), (t1, v1) = inside[0], inside[-1]
-    return {"pps": (v1 - v0) / (t1 - t0), "seconds": t1 - t0}
 
 
 def run(testbed, compiled: Compiled, rate_pps: float, duration_s=None, count=None, cpus: int = 1) -> dict:

@@ -1,28 +1,25 @@
-"""The XDP DNS responder's loader/controller (dns_server/xdp_responder.bpf.c), run on the DNS
-backend node as `python -m xenobench.dns.xdp run ...`, like the eBPF LB's controller: load and pin
-with bpftool, write the config and peers maps, attach (native unless --generic), print a JSON line
-when attached and one with the counts on SIGTERM/SIGINT, detach and unpin.
+"""The XDP DNS responder's controller (dns_server/xdp_responder.bpf.c), run on the DNS backend
+node as `python -m xenobench.agents.dns_xdp run ...`: load and pin with bpftool, write the config
+and peers maps, attach (native unless --generic), print a JSON line when attached and one with
+the counts on SIGTERM/SIGINT, detach and unpin (xenobench.agents.bpf.run_controller).
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
-import shutil
-import signal
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Callable
 
 import dns.name
 
 from .. import REPO_ROOT
-from ..config import mac_bytes
 from ..errors import XenobenchError
-from ..lb.ebpf import _percpu_sum, attached_prog, bpftool, map_update
+from .bpf import bpftool_stdout, counters, load_pinned, map_update, run_controller
+from .net import mac_bytes
 
 OBJ = REPO_ROOT / "dns_server" / "build" / "xdp_responder.bpf.o"
 PROG = "xdns_responder"
@@ -55,13 +52,8 @@ def config_bytes(vip: str, port: int, mode: str, zone: str, answer: str, ttl: in
     return b
 
 
-def load(pindir: Path, obj: Path = OBJ) -> None:
-    if not obj.exists():
-        raise XenobenchError(f"Failed to load {obj}: not built (run `make -C dns_server`)")
-    if pindir.exists():
-        shutil.rmtree(pindir)
-    (pindir / "maps").mkdir(parents=True)
-    bpftool("prog", "loadall", str(obj), str(pindir / "progs"), "type", "xdp", "pinmaps", str(pindir / "maps"))
+def load(pindir: Path) -> None:
+    load_pinned(OBJ, pindir, "make -C dns_server")
 
 
 def fill_maps(pindir: Path, *, vip: str, port: int, mode: str, zone: str, answer: str, ttl: int,
@@ -72,9 +64,8 @@ def fill_maps(pindir: Path, *, vip: str, port: int, mode: str, zone: str, answer
         map_update(m / "peers", ipaddress.IPv4Address(ip).packed, mac_bytes(mac) + b"\0\0")
 
 
-def read_stats(pindir: Path, run=None) -> dict:
-    st = _percpu_sum(pindir / "maps" / "stats", "<Q", *( [run] if run else []))
-    return {name: st.get(i, (0,))[0] for i, name in enumerate(STATS_NAMES)}
+def read_stats(pindir: Path, run: Callable[..., str] = bpftool_stdout) -> dict:
+    return counters(pindir / "maps" / "stats", STATS_NAMES, run)
 
 
 def parse_peers(items: list[str]) -> dict[str, str]:
@@ -104,53 +95,22 @@ def driver(iface: str) -> str:
 def run(a) -> int:
     pindir = Path(a.pin_dir)
     egress = a.egress if a.egress != "auto" else ("redirect" if driver(a.iface) == "veth" else "tx")
-    if (pid := attached_prog(a.iface)) is not None:
-        print(f"Failed to start the XDP responder on {a.iface}: an XDP program (id {pid}) is already attached",
-              file=sys.stderr)
-        return 3
-    try:
+
+    def setup() -> dict:
         peers = parse_peers(a.peer)
         config_bytes(a.vip, a.port, a.mode, a.zone, a.answer, a.ttl, a.src_mac)  # validate first
         load(pindir)
         fill_maps(pindir, vip=a.vip, port=a.port, mode=a.mode, zone=a.zone, answer=a.answer, ttl=a.ttl,
                   src_mac=a.src_mac, peers=peers, egress=egress)
-    except (XenobenchError, ValueError) as e:
-        shutil.rmtree(pindir, ignore_errors=True)
-        print(str(e), file=sys.stderr)
-        return 2
-    mode = "xdpgeneric" if a.generic else "xdpdrv"
-    p = subprocess.run(["ip", "link", "set", "dev", a.iface, mode, "pinned", str(pindir / "progs" / PROG)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        shutil.rmtree(pindir, ignore_errors=True)
-        print(f"Failed to attach the XDP responder ({mode}) to {a.iface}: {p.stderr.strip()}", file=sys.stderr)
-        return 4
-    stop: list[int] = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
-    try:
-        print(json.dumps({"event": "started", "iface": a.iface, "attach": "generic" if a.generic else "native",
-                          "mode": a.mode, "egress": egress,
-                          "peers": len(peers)}), flush=True)
-        next_t = time.monotonic() + a.interval
-        while not stop:
-            time.sleep(0.05)
-            if a.interval > 0 and time.monotonic() >= next_t:
-                next_t += a.interval
-                print(json.dumps({"time": time.time(), **read_stats(pindir)}), flush=True)
-    finally:
-        subprocess.run(["ip", "link", "set", "dev", a.iface, mode, "off"], capture_output=True)
-        try:
-            final = read_stats(pindir)
-        except XenobenchError:
-            final = {}
-        shutil.rmtree(pindir, ignore_errors=True)
-        print(json.dumps({"event": "stopped", **final}), flush=True)
-    return 0
+        return {"iface": a.iface, "attach": "generic" if a.generic else "native", "mode": a.mode,
+                "egress": egress, "peers": len(peers)}
+
+    return run_controller(what="the XDP responder", iface=a.iface, pindir=pindir, prog=PROG, generic=a.generic,
+                          setup=setup, read_stats=lambda: read_stats(pindir), interval=a.interval)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xenobench.dns.xdp", description="XDP DNS responder controller")
+    ap = argparse.ArgumentParser(prog="python -m xenobench.agents.dns_xdp", description="XDP DNS responder controller")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="load, attach, print counts as JSON lines until SIGINT/SIGTERM")
     r.add_argument("--iface", required=True)

@@ -15,7 +15,7 @@ from scapy.layers.l2 import Ether
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xenobench.tools.udpcheck")
+    ap = argparse.ArgumentParser(prog="python -m xenobench.agents.udpcheck")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("send")
     s.add_argument("--iface", required=True)

@@ -1,5 +1,5 @@
 """Send raw DNS payloads over UDP and print what comes back, one JSON line per payload:
-`python -m xenobench.dns.ask --src A --dst VIP --port 53 HEX...` (run on the client node; the
+`python -m xenobench.agents.dns_ask --src A --dst VIP --port 53 HEX...` (run on the client node; the
 tests use it for real and for malformed queries). Each line: {"sent": hex, "reply": hex or null}.
 """
 
@@ -12,7 +12,7 @@ import sys
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xenobench.dns.ask")
+    ap = argparse.ArgumentParser(prog="python -m xenobench.agents.dns_ask")
     ap.add_argument("--src", required=True)
     ap.add_argument("--dst", required=True)
     ap.add_argument("--port", type=int, default=53)

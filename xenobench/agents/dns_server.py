@@ -1,6 +1,6 @@
 """The Python DNS server (as in the thesis): authoritative for one zone, A records only, on the
 service address. Run on the DNS backend node as
-`python -m xenobench.dns.pyserver --bind VIP --port 53 --zone example.com. --record probe=198.18.0.53`.
+`python -m xenobench.agents.dns_server --bind VIP --port 53 --zone example.com. --record probe=198.18.0.53`.
 
 Answers (RFC 1035 rcodes), decided by respond(), which is pure and tested on wire bytes:
 - fewer than 12 bytes (no header) or QR already set (an answer): dropped and counted, never
@@ -154,7 +154,7 @@ def serve(a) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xenobench.dns.pyserver", description="authoritative A-only DNS server")
+    ap = argparse.ArgumentParser(prog="python -m xenobench.agents.dns_server", description="authoritative A-only DNS server")
     ap.add_argument("--bind", required=True, help="address to listen on (the service VIP)")
     ap.add_argument("--port", type=int, default=53)
     ap.add_argument("--zone", required=True)

@@ -1,0 +1,141 @@
+"""BPF plumbing shared by every XDP agent (the eBPF LB's and the XDP DNS responder's
+controllers): bpftool for loading, pinning and map access, and the controller life cycle.
+
+Why bpftool and not a loader per program: bpftool (libbpf inside) is the reference tool for
+loading, pinning, map updates and BPF_PROG_TEST_RUN; driving it keeps each program's
+configuration in one Python place next to its parser (the backends file, the DNS zone), and the
+pinned maps let `stats` read counters from another process, on the node, over any transport.
+
+The life cycle (`run_controller`): refuse an interface that already has an XDP program, load and
+pin, fill the maps, attach (native unless generic), print one JSON line when attached and one per
+interval, and on SIGINT/SIGTERM detach, read the final counts, unpin and print them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..errors import XenobenchError
+
+
+def _hex(b: bytes) -> list[str]:
+    return [f"{x:02x}" for x in b]
+
+
+def bpftool(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(["bpftool", *args], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise XenobenchError(f"Failed to run `bpftool {' '.join(args)}`: {p.stderr.strip() or p.stdout.strip()}")
+    return p
+
+
+def bpftool_stdout(*args: str) -> str:
+    return bpftool(*args).stdout
+
+
+def map_update(pin: Path, key: bytes, value: bytes) -> None:
+    bpftool("map", "update", "pinned", str(pin), "key", "hex", *_hex(key), "value", "hex", *_hex(value))
+
+
+def load_pinned(obj: Path, pindir: Path, build_hint: str) -> None:
+    """Load every program of an object and pin programs (pindir/progs) and maps (pindir/maps)."""
+    if not obj.exists():
+        raise XenobenchError(f"Failed to load {obj}: not built (run `{build_hint}`)")
+    if pindir.exists():
+        shutil.rmtree(pindir)
+    (pindir / "maps").mkdir(parents=True)
+    bpftool("prog", "loadall", str(obj), str(pindir / "progs"), "type", "xdp", "pinmaps", str(pindir / "maps"))
+
+
+def percpu_sum(pin: Path, fmt: str, run: Callable[..., str] = bpftool_stdout) -> dict[int, tuple]:
+    """Per-CPU array → {key: summed tuple} (bpftool JSON dump; `run` executes bpftool where the
+    maps are pinned: here, or on a node through a transport)."""
+    dump = json.loads(run("map", "dump", "pinned", str(pin), "-j") or "[]")
+    size = struct.calcsize(fmt)
+    out = {}
+    for ent in dump:
+        key = struct.unpack("<I", bytes(int(x, 16) for x in ent["key"]))[0]
+        tot = None
+        for v in ent["values"]:
+            t = struct.unpack(fmt, bytes(int(x, 16) for x in v["value"])[:size])
+            tot = t if tot is None else tuple(a + b for a, b in zip(tot, t))
+        out[key] = tot
+    return out
+
+
+def counters(pin: Path, names: tuple[str, ...], run: Callable[..., str] = bpftool_stdout) -> dict[str, int]:
+    """A per-CPU array of u64 counters indexed by an enum, as {name: total}."""
+    st = percpu_sum(pin, "<Q", run)
+    return {name: st.get(i, (0,))[0] for i, name in enumerate(names)}
+
+
+def ip_link(dev: str) -> dict | None:
+    """`ip -j link show dev DEV`'s entry, None if there is no such device."""
+    p = subprocess.run(["ip", "-j", "link", "show", "dev", dev], capture_output=True, text=True)
+    links = json.loads(p.stdout or "[]") if p.returncode == 0 else []
+    return links[0] if links else None
+
+
+def attached_prog(dev: str) -> int | None:
+    link = ip_link(dev)
+    xdp = link.get("xdp") if link else None
+    return xdp.get("prog", {}).get("id") if xdp else None
+
+
+def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: bool,
+                   setup: Callable[[], dict], read_stats: Callable[[], dict], interval: float,
+                   after_attach: Callable[[], None] | None = None) -> int:
+    """The controller life cycle (module docstring). `setup` validates, loads (load_pinned) and
+    fills the maps and returns what the "started" line reports; exit codes: 2 bad input or load,
+    3 interface busy, 4 attach failed."""
+    if (pid := attached_prog(iface)) is not None:
+        print(f"Failed to start {what} on {iface}: an XDP program (id {pid}) is already attached; "
+              "stop it first", file=sys.stderr)
+        return 3
+    try:
+        info = setup()
+    except (XenobenchError, ValueError) as e:
+        shutil.rmtree(pindir, ignore_errors=True)
+        print(str(e), file=sys.stderr)
+        return 2
+    mode = "xdpgeneric" if generic else "xdpdrv"
+    p = subprocess.run(["ip", "link", "set", "dev", iface, mode, "pinned", str(pindir / "progs" / prog)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        shutil.rmtree(pindir, ignore_errors=True)
+        print(f"Failed to attach {what} ({mode}) to {iface}: {p.stderr.strip()}", file=sys.stderr)
+        return 4
+    stop: list[int] = []
+
+    def request_stop(*_):
+        stop.append(1)
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        if after_attach:
+            after_attach()
+        print(json.dumps({"event": "started", **info}), flush=True)
+        next_t = time.monotonic() + interval
+        while not stop:
+            time.sleep(0.05)
+            if interval > 0 and time.monotonic() >= next_t:
+                next_t += interval
+                print(json.dumps({"time": time.time(), **read_stats()}), flush=True)
+    finally:
+        subprocess.run(["ip", "link", "set", "dev", iface, mode, "off"], capture_output=True)
+        try:
+            final = read_stats()
+        except XenobenchError:
+            final = {}
+        shutil.rmtree(pindir, ignore_errors=True)
+        print(json.dumps({"event": "stopped", **final}), flush=True)
+    return 0

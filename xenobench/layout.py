@@ -1,0 +1,137 @@
+"""The results tree: where every record of a run lives. The one owner of these names; the trial
+runner, the procedures, aggregation, the report and the workflow's rules ask here.
+
+    results/<testbed>/                              ResultsTree(root, testbed).dir
+        trials/<experiment>/<point-id>/             .point_dir(experiment, point)
+            point.json                              .point_summary(...): the point's rule output
+            rep-<r>/                                TrialDir: one trial (a repetition)
+                params.json  metadata.json          what was asked, on which host and software
+                attempt-<n>/                        AttemptDir: one attempt of the trial
+                    counters_before.json  counters_after.json  outputs.json  validity.json
+                    probes.jsonl  probes.pcap       the prober's raw records and capture
+                result.json                         written last: the trial is complete
+        <kind>.csv  invalid.csv  report.md          tidy rows of the valid trials (xenobench.results)
+        logs/<experiment>/<point-id>.log            the rule's log
+
+A point's id is its variables in order (`lb-ebpf_payload-22`), so a result's key is explicit in
+its path; re-running skips every trial whose result.json exists.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .errors import DataError
+
+POINT_SUMMARY = "point.json"
+RESULT = "result.json"
+
+
+def point_id(point: dict) -> str:
+    """Stable directory name of a point: key-value pairs in the given order."""
+    return "_".join(f"{k}-{v}".replace("/", "-") for k, v in point.items())
+
+
+def write_json_atomic(path: Path, data, **kw) -> None:
+    """Write through a temporary file and rename, so a reader (or a rerun after a kill) sees the
+    old file or the whole new one, never half of it."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, **kw))
+    tmp.replace(path)
+
+
+@dataclass(frozen=True)
+class AttemptDir:
+    path: Path
+
+    @property
+    def counters_before(self) -> Path:
+        return self.path / "counters_before.json"
+
+    @property
+    def counters_after(self) -> Path:
+        return self.path / "counters_after.json"
+
+    @property
+    def outputs(self) -> Path:
+        return self.path / "outputs.json"
+
+    @property
+    def validity(self) -> Path:
+        return self.path / "validity.json"
+
+    @property
+    def probe_records(self) -> Path:
+        """The prober's raw records (JSON lines); its capture is the same name with .pcap."""
+        return self.path / "probes.jsonl"
+
+
+@dataclass(frozen=True)
+class TrialDir:
+    path: Path
+
+    @property
+    def params(self) -> Path:
+        return self.path / "params.json"
+
+    @property
+    def metadata(self) -> Path:
+        return self.path / "metadata.json"
+
+    @property
+    def result(self) -> Path:
+        return self.path / RESULT
+
+    @property
+    def complete(self) -> bool:
+        return self.result.exists()
+
+    def attempt(self, n: int) -> AttemptDir:
+        return AttemptDir(self.path / f"attempt-{n}")
+
+    def read_result(self) -> dict:
+        try:
+            return json.loads(self.result.read_text())
+        except (OSError, ValueError) as e:
+            raise DataError(f"Failed to read trial result {self.result}: {e}") from None
+
+    def write_result(self, result: dict) -> None:
+        write_json_atomic(self.result, result, indent=1, default=str)
+
+
+@dataclass(frozen=True)
+class ResultsTree:
+    root: Path
+    testbed: str
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.root) / self.testbed
+
+    @property
+    def trials_dir(self) -> Path:
+        return self.dir / "trials"
+
+    def point_dir(self, experiment: str, point: dict | str) -> Path:
+        pid = point if isinstance(point, str) else point_id(point)
+        return self.trials_dir / experiment / pid
+
+    def point_summary(self, experiment: str, point: dict | str) -> Path:
+        return self.point_dir(experiment, point) / POINT_SUMMARY
+
+    def trial(self, experiment: str, point: dict | str, repetition: int) -> TrialDir:
+        return TrialDir(self.point_dir(experiment, point) / f"rep-{repetition}")
+
+    def completed_trials(self) -> Iterator[TrialDir]:
+        """Every trial with a result, in sorted order."""
+        for f in sorted(self.trials_dir.glob(f"*/*/rep-*/{RESULT}")):
+            yield TrialDir(f.parent)
+
+    @classmethod
+    def of(cls, resdir: Path) -> "ResultsTree":
+        """The tree whose dir is `resdir` (results/<testbed>)."""
+        resdir = Path(resdir)
+        return cls(resdir.parent, resdir.name)

@@ -1,1 +1,0 @@
-"""Small programs the harness runs on nodes (`python -m xenobench.tools.<name>`)."""
