@@ -125,24 +125,25 @@ class RttResult:
     def n(self) -> int:
         return len(self.rtts_us)
 
+    # statistics are taken on the integer ns and converted once at the end
     def pct(self, q: float) -> float:
-        return float(np.percentile(self.rtts_us, q))
+        return float(np.percentile(self.rtts_ns, q)) / 1000
 
     @property
     def median_us(self) -> float:
-        return grouped_median(self.rtts_us, self.resolution_us)
+        return grouped_median(self.rtts_ns, self.resolution_us * 1000) / 1000
 
     @property
     def median_raw_us(self) -> float:
-        return float(np.median(self.rtts_us))
+        return float(np.median(self.rtts_ns)) / 1000
 
     @property
     def mean_us(self) -> float:
-        return float(np.mean(self.rtts_us))
+        return float(np.mean(self.rtts_ns)) / 1000
 
     @property
     def std_us(self) -> float:
-        return float(np.std(self.rtts_us, ddof=1)) if self.n > 1 else 0.0
+        return float(np.std(self.rtts_ns, ddof=1)) / 1000 if self.n > 1 else 0.0
 
     @property
     def p99_us(self) -> float:
