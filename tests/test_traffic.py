@@ -1,6 +1,6 @@
 """Traffic: the TRex profiles, their compilation to trafgen, trafgen on the namespace testbed
-(byte identity via tcpdump, rate accuracy), the CLI, and the TRex driver against a test double
-of STLClient (no TRex server on this machine).
+(byte identity via tcpdump, rate accuracy), the CLI, and the TRex statistics evaluation (the TRex
+driver with the real STLClient against a TRex server double: test_trex_client.py).
 
 Profiles are loaded by the real TRex client library (lbr-trex-client, STLProfile.load_py) in a
 child process; checksums are re-computed with scapy here, independently of the compiler."""
@@ -273,113 +273,15 @@ def test_cli_run_json(testbed):
     assert d["trafgen_version"].startswith("trafgen 0.6.")
 
 
-# --- TRex driver against a test double of STLClient -------------------------------------------------
-class FakeSTLClient:
-    """Test double of trex.stl.api.STLClient: records calls, returns canned statistics."""
-
-    def __init__(self, log, version="v3.04", opackets=1000, queue_full=0, fail_connect=None, **kw):
-        self.log, self.kw = log, kw
-        self.version, self.opackets, self.queue_full, self.fail_connect = version, opackets, queue_full, fail_connect
-
-    def connect(self):
-        self.log.append(("connect", self.kw["server"], self.kw["sync_port"]))
-        if self.fail_connect:
-            raise ConnectionRefusedError(self.fail_connect)
-
-    def get_server_version(self):
-        self.log.append(("get_server_version",))
-        return {"version": self.version, "mode": "STL"}
-
-    def reset(self, ports=None):
-        self.log.append(("reset", ports))
-
-    def add_streams(self, streams, ports=None):
-        self.log.append(("add_streams", len(streams), ports))
-        self.streams = streams
-
-    def clear_stats(self):
-        self.log.append(("clear_stats",))
-
-    def start(self, ports=None, mult="1", force=False, duration=-1):
-        self.log.append(("start", ports, mult, duration))
-
-    def wait_on_traffic(self, ports=None, timeout=None):
-        self.log.append(("wait_on_traffic", ports))
-
-    def get_stats(self, ports=None):
-        self.log.append(("get_stats", ports))
-        return {0: {"opackets": self.opackets, "ipackets": 0, "obytes": self.opackets * 64},
-                "global": {"queue_full": self.queue_full}}
-
-    def get_xstats(self, port):
-        self.log.append(("get_xstats", port))
-        return {"tx_good_packets": self.opackets}
-
-    def stop(self, ports=None):
-        self.log.append(("stop", ports))
-
-    def disconnect(self):
-        self.log.append(("disconnect",))
-
-
-def _fake(log, **behaviour):
-    return lambda **kw: FakeSTLClient(log, **behaviour, **kw)
-
-
-def _json_loader(path, argv):
-    return load_streams(path, argv)[1]
-
-
-FIPS_TRAFFIC = {"generator": "trex", "trex": {"server": "fips4", "ports": [0], "version": "v3.04"}}
-
-
-def test_trex_driver_test_double_call_order_and_valid_trial():
-    log = []
-    d = TrexDriver(FIPS_TRAFFIC, client_factory=_fake(log, opackets=2000), profile_loader=_json_loader)
-    res = d.run("udp_payload", {"payload": 22}, 1000, duration_s=2)
-    assert [c[0] for c in log] == ["connect", "get_server_version", "reset", "add_streams", "clear_stats", "start",
-                                   "wait_on_traffic", "get_stats", "get_xstats", "stop", "disconnect"]
-    assert ("start", [0], "1000pps", 2) in log and ("add_streams", 1, [0]) in log and ("connect", "fips4", 4501) in log
-    assert res["valid"] and res["achieved_pps"] == 1000 and res["tx_packets"] == 2000 and res["generator"] == "trex"
-    assert res["xstats"] == {"0": {"tx_good_packets": 2000}}
-    assert res["server_version"] == "v3.04" and res["client_version"] == "lbr-trex-client 3.4.0"
-
-
-def test_trex_driver_test_double_flags_low_rate_and_queue_full():
-    log = []
-    d = TrexDriver(FIPS_TRAFFIC, client_factory=_fake(log, opackets=1979, queue_full=7), profile_loader=_json_loader)
-    res = d.run("udp_payload", {}, 1000, duration_s=2)
-    assert not res["valid"] and res["queue_full"]
-    assert res["reason"] == "achieved 990 pps < 99 % of requested 1000 pps; queue full: TRex reported queue_full 7"
-    assert evaluate({0: {"opackets": 1980}, "global": {"queue_full": 0}}, {}, [0], 1000, 2)["valid"]
+# --- TRex driver: validity from TRex statistics --------------------------------------------------
+# The driver against the real STLClient and a TRex server double: tests/test_trex_client.py.
+def test_trex_evaluate_validity_from_statistics():
+    ok = evaluate({0: {"opackets": 1980}, "global": {"queue_full": 0}}, {}, [0], 1000, 2)
+    assert ok["valid"] and ok["achieved_pps"] == 990
+    low = evaluate({0: {"opackets": 1979}, "global": {"queue_full": 7}}, {}, [0], 1000, 2)
+    assert low["reason"] == "achieved 990 pps < 99 % of requested 1000 pps; queue full: TRex reported queue_full 7"
     assert evaluate({0: {"opackets": 5}, "global": {}}, {}, [0], 0, 2)["valid"]  # rate 0: no ratio check
-
-
-def test_trex_driver_test_double_connection_refused_and_version_mismatch():
-    log = []
-    d = TrexDriver(FIPS_TRAFFIC, client_factory=_fake(log, fail_connect="[Errno 111] Connection refused"),
-                   profile_loader=_json_loader)
-    with pytest.raises(TrafficError) as e:
-        d.run("udp_payload", {}, 1000, duration_s=1)
-    assert str(e.value).startswith("Failed to connect to TRex server fips4:4501: [Errno 111] Connection refused")
-    log = []
-    d = TrexDriver(FIPS_TRAFFIC, client_factory=_fake(log, version="v2.99"), profile_loader=_json_loader)
-    with pytest.raises(TrafficError) as e:
-        d.run("udp_payload", {}, 1000, duration_s=1)
-    assert str(e.value) == ("Failed to connect to TRex server fips4:4501: server version 'v2.99' does not match "
-                            "traffic.trex.version 'v3.04' in the config")
-    assert "start" not in [c[0] for c in log]
-
-
-def test_run_traffic_dispatches_to_trex_on_fips_config_test_double():
-    from xenobench.testbed import get_testbed
-    tb = get_testbed(load_config("config/fips.yaml"))
-    log = []
-    res = run_traffic(tb, "background_split", {"split": "70/30"}, 2000, duration_s=1,
-                      client_factory=_fake(log, opackets=2000), profile_loader=_json_loader)
-    assert res["generator"] == "trex" and res["valid"]
-    assert res["tunables"]["dst_mac"] == "c4:70:bd:a0:56:ac" and res["tunables"]["vip"] == "10.3.10.45"
-    assert res["tunables"]["dns_classes"] == "0"
+    assert evaluate({0: {"opackets": 0}, "global": {}}, {}, [0], 0, 2)["reason"] == "TRex sent no frames on ports [0]"
 
 
 @needs_root

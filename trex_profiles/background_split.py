@@ -106,7 +106,7 @@ class BackgroundSplit:
             for c in seq:
                 values.append(base + ((seen[c] % a.hosts) << k) + c)
                 seen[c] += 1
-        return [xb.source_stream(a, xb.flow_var_list("src", values))]
+        return [xb.source_stream(a, xb.flow_var_list("src", values), xb.cache_size(p, a, len(values)))]
 
 
 def register():

@@ -3,7 +3,7 @@ addresses (src-ip-base … src-ip-base + flows − 1), so with k class bits the 
 over the 2^k classes when flows is a multiple of 2^k (class = source & (2^k − 1)).
 
 One stream cycle = `flows` frames. Tunables (TRex: -t "--payload 64 --flows 256"):
-payload, flows, vip, dport, sport, dst-mac, src-mac, src-ip-base.
+payload, flows, vip, dport, sport, dst-mac, src-mac, src-ip-base, cache-size.
 """
 
 import ipaddress
@@ -21,7 +21,7 @@ class UdpPayload:
             p.error(f"argument --flows: {a.flows} addresses from {a.src_ip_base} run past 255.255.255.255")
         var = xb.flow_var_range("src", base, base + a.flows - 1) if a.flows > 1 \
             else xb.flow_var_list("src", [base])
-        return [xb.source_stream(a, var)]
+        return [xb.source_stream(a, var, xb.cache_size(p, a, a.flows))]
 
 
 def register():

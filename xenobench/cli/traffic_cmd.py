@@ -66,12 +66,25 @@ def compile_cmd(obj, profile, tunables, out, count):
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Seconds.")
 @click.option("--count", type=click.IntRange(min=1), help="Frames.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--dry-run", is_flag=True, help="Print what the trial would do (TRex: the STLClient calls with the "
+              "exact mult string and ports; trafgen: the compiled cycle) without connecting or sending.")
 @click.pass_obj
-def run_cmd(obj, profile, tunables, rate, duration, count, as_json):
+def run_cmd(obj, profile, tunables, rate, duration, count, as_json, dry_run):
     """Run one trial on the configured generator and print the achieved rate."""
     from ..traffic import run_traffic
     if (duration is None) == (count is None):
         raise XenobenchError("Failed to run traffic: give exactly one of --duration and --count")
+    if dry_run:
+        plan = _dry_run(obj.config, profile, parse_tunables(tunables), rate, duration, count)
+        if as_json:
+            click.echo(json.dumps(plan))
+        else:
+            click.echo(f"# {plan['generator']}: {profile} at {plan['requested_pps']:.0f} pps (dry run, nothing sent)")
+            for line in plan.get("calls", []):
+                click.echo(line)
+            if plan["generator"] == "trafgen":
+                click.echo(f"trafgen: {plan['frames_per_cycle']} frames per cycle, {plan['frame_len']} B each")
+        return
     res = run_traffic(obj.testbed(), profile, parse_tunables(tunables), rate, duration_s=duration, count=count)
     if as_json:
         keys = ("requested_pps", "achieved_pps", "tx_packets", "valid", "reason")
@@ -82,6 +95,26 @@ def run_cmd(obj, profile, tunables, rate, duration, count, as_json):
                    f"{'valid' if res['valid'] else 'INVALID: ' + res['reason']}")
     if not res["valid"]:
         raise SystemExit(3)
+
+
+def _dry_run(cfg, profile, tunables, rate, duration, count) -> dict:
+    """The trial's plan from the config alone: no testbed, no connection."""
+    from ..traffic import compile_for, fill_tunables, traffic_config
+    from ..traffic.profiles import load_streams
+    tcfg = traffic_config(cfg)
+    if count is not None:
+        if rate <= 0:
+            raise XenobenchError("Failed to run traffic: --count needs a --rate above 0 (count / rate = duration)")
+        duration = count / rate
+    if tcfg["generator"] == "trex":
+        from ..traffic.trex import TrexDriver
+        tun = fill_tunables(cfg, profile, tunables)
+        _, streams = load_streams(profile, tun)
+        return TrexDriver(tcfg).plan(profile, tun, rate, duration, streams)
+    c = compile_for(cfg, profile, tunables)
+    return {"generator": "trafgen", "requested_pps": float(rate), "duration_s": duration,
+            "profile": str(c.profile), "tunables": c.argv, "frames_per_cycle": c.cycle,
+            "frame_len": len(c.frames[0])}
 
 
 @traffic_group.group("server")

@@ -9,7 +9,8 @@ configuration (one packet per frame, round robin: the cycle repeats exactly).
 Field-engine semantics implemented (TRex STLVmFlowVar docs): op inc/dec over [min, max] with step,
 first value init_value, wrapping to min (inc) / max (dec); value_list stepping through the list
 (dec: backwards from the end); write_flow_var (big/little endian, add_value);
-write_mask_flow_var; fix_checksum_ipv4; fix_checksum_hw (IPv4 header + UDP/TCP checksum).
+write_mask_flow_var; fix_checksum_ipv4; fix_checksum_hw (IPv4 header + UDP/TCP checksum); the
+field-engine cache (vm "cache": N frames computed once and replayed).
 Random variables and next_var chains are refused (no exact cycle to compile).
 """
 
@@ -229,6 +230,11 @@ def compile_stream(stream: dict, where: str) -> list[bytes]:
                 elif o["l4_type"] == 13:     # TCP
                     fix_l4(buf, l3, l4, 16)
         frames.append(bytes(buf))
+    cache = (stream.get("vm") or {}).get("cache") or 0
+    if cache and cache % cycle:
+        # TRex computes `cache` frames once and replays them (STLScVmRaw cache_size); a whole
+        # number of cycles replays the cycle itself, anything else is its own, shorter sequence
+        frames = [frames[n % cycle] for n in range(cache)]
     return frames
 
 

@@ -3,7 +3,11 @@
 Trial: connect → check the server version against traffic.trex.version → reset(ports) → load the
 profile (STLProfile.load_py with the tunables) → add_streams → clear_stats → start(mult="<N>pps"
 per port, or "100%" for rate 0, duration) → wait_on_traffic → get_stats/get_xstats per port →
-stop → disconnect. A trial is invalid when the achieved rate (sum of opackets over the ports /
+stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`).
+
+The multiplier is written in plain decimal: the client's decode_multiplier
+(trex/utils/parsing_opts.py) accepts only digits with an optional decimal point before the unit, so "1.5e+07pps" (what
+`:g` makes of 15 Mpps) is refused with TRexArgumentError('mult') before anything is sent. A trial is invalid when the achieved rate (sum of opackets over the ports /
 duration) is below 99 % of the requested rate, or the TRex queue was full (global queue_full > 0).
 
 The STLClient class is injectable (client_factory) so the driver is tested against a test double.
@@ -27,13 +31,39 @@ MIN_RATIO = 0.99
 SERVER_TAG = "trex-server"
 
 
+# lbr-trex-client 3.4.0 imports `imp` (trex/stl/trex_stl_streams.py), removed in Python 3.12
+SUPPORTED_PYTHON = (3, 12)
+
+
+def _check_python() -> None:
+    import sys
+    if sys.version_info >= SUPPORTED_PYTHON:
+        raise TrafficError(f"Failed to load the TRex client: Python {sys.version.split()[0]} ({sys.executable}) "
+                           "is too new; lbr-trex-client 3.4.0 imports the module imp, removed in Python 3.12 "
+                           "(use Python 3.10 or 3.11, see pyproject.toml)")
+
+
+def pps_mult(rate_pps: float) -> str:
+    """A rate as STLClient.start's mult: plain decimal pps (never exponent form), or "100%" for
+    rate 0 (as fast as the ports go)."""
+    if rate_pps <= 0:
+        return "100%"
+    text = f"{rate_pps:.3f}".rstrip("0").rstrip(".")
+    if float(text) <= 0:
+        raise TrafficError(f"Failed to start traffic on TRex: rate {rate_pps!r} pps per port rounds to 0 "
+                           "at TRex's resolution (0.001 pps)")
+    return f"{text}pps"
+
+
 def _stl_client_class():
+    _check_python()
     import lbr_trex_client  # noqa: F401  (puts trex on sys.path)
     from trex.stl.api import STLClient
     return STLClient
 
 
 def _stl_profile_loader(path, tunables):
+    _check_python()
     import lbr_trex_client  # noqa: F401
     from trex.stl.api import STLProfile
     prof = STLProfile.load_py(str(path), direction=0, port_id=0, tunables=tunables)
@@ -80,8 +110,39 @@ class TrexDriver:
                 raise TrafficError(f"Failed to connect to {where}: server version {have!r} does not match "
                                    f"traffic.trex.version {self.version!r} in the config")
 
+    def mult(self, rate_pps: float) -> str:
+        """The requested rate is the total over the ports; each port gets its share."""
+        return pps_mult(rate_pps / len(self.ports)) if rate_pps > 0 else pps_mult(0)
+
+    def plan(self, profile, tunables: dict | None, rate_pps: float, duration_s: float | None,
+             streams: list[dict]) -> dict:
+        """The STLClient calls a trial makes, in order, without connecting (the dry run).
+        streams: the profile's STLStream JSON (profiles.load_streams) for the summary."""
+        argv = tunables_argv(tunables)
+        dur = duration_s if duration_s else -1
+        calls = [f"STLClient(username={self.user!r}, server={self.server!r}, sync_port={self.sync_port}, "
+                 f"async_port={self.async_port})",
+                 "connect()"]
+        if self.version:
+            calls.append(f"get_server_version()   # must be {self.version!r} (traffic.trex.version)")
+        calls.append(f"reset(ports={self.ports})")
+        for port in self.ports:
+            calls.append(f"add_streams(STLProfile.load_py({str(resolve_profile(profile))!r}, direction=0, port_id=0, "
+                         f"tunables={argv!r}).get_streams(), ports=[{port}])")
+        calls += ["clear_stats()",
+                  f"start(ports={self.ports}, mult={self.mult(rate_pps)!r}, duration={dur!r}, force=True)",
+                  f"wait_on_traffic(ports={self.ports}, timeout={(duration_s or 0) * 2 + 30!r})",
+                  f"get_stats(ports={self.ports})",
+                  *[f"get_xstats({p})" for p in self.ports],
+                  f"stop(ports={self.ports})", "disconnect()"]
+        return {"generator": "trex", "server": f"{self.server}:{self.sync_port}", "ports": self.ports,
+                "mult": self.mult(rate_pps), "requested_pps": float(rate_pps), "duration_s": duration_s,
+                "profile": str(resolve_profile(profile)), "tunables": argv,
+                "streams": [stream_summary(s) for s in streams], "calls": calls}
+
     def start(self, profile, tunables: dict | None, rate_pps: float, duration_s: float | None):
         path = resolve_profile(profile)
+        self.mult(rate_pps)  # refuse a rate TRex cannot express before starting anything
         if not self.in_process:
             return TrexProcessRun(self.tcfg, str(path), dict(tunables or {}), rate_pps, duration_s)
         argv = tunables_argv(tunables)
@@ -93,8 +154,7 @@ class TrexDriver:
                 streams = self.profile_loader(path, argv)
                 c.add_streams(streams, ports=[port])
             c.clear_stats()
-            mult = f"{rate_pps / len(self.ports):.6g}pps" if rate_pps > 0 else "100%"
-            c.start(ports=self.ports, mult=mult, duration=duration_s if duration_s else -1, force=True)
+            c.start(ports=self.ports, mult=self.mult(rate_pps), duration=duration_s if duration_s else -1, force=True)
         except TrafficError:
             _quiet_disconnect(c)
             raise
@@ -233,6 +293,23 @@ def evaluate(stats: dict, xstats: dict, ports: list, rate_pps: float, duration_s
             "rx_packets": ipk, "xstats": {str(p): x for p, x in xstats.items()},
             "ports": {str(p): {k: stats.get(p, {}).get(k) for k in ("opackets", "ipackets", "obytes", "ibytes",
                                                                    "oerrors", "ierrors")} for p in ports}}
+
+
+def stream_summary(stream: dict) -> dict:
+    """What a stream sends, from its STLStream JSON: frame length, rate, field-engine variables
+    (name, op, number of values) and cache."""
+    import base64
+    vm = stream.get("vm") or {}
+    fvars = []
+    for i in vm.get("instructions", []):
+        if i.get("type") == "flow_var":
+            n = len(i["value_list"]) if i.get("value_list") is not None else \
+                (i["max_value"] - i["min_value"]) // max(1, i.get("step", 1)) + 1
+            fvars.append({"name": i["name"], "op": i["op"], "values": n})
+    rate = (stream.get("mode") or {}).get("rate") or {}
+    return {"frame_len": len(base64.b64decode(stream["packet"]["binary"])),
+            "mode": (stream.get("mode") or {}).get("type"), "rate": {rate.get("type"): rate.get("value")},
+            "flow_vars": fvars, "cache_size": vm.get("cache")}
 
 
 def client_version() -> str:

@@ -1,0 +1,190 @@
+"""The TRex path against the real client library: lbr-trex-client 3.4.0's STLClient, unmodified,
+talking ZeroMQ JSON-RPC to a test double of the TRex server (tests/trex_server_double.py; there is
+no TRex server or DPDK NIC here). The client's own checks run: decode_multiplier, port validation,
+stream JSON, ownership; so a call the real client or server would refuse fails here too.
+
+The client runs where the harness runs it: in the TRex worker process (trex_worker.py); importing
+the TRex client replaces scapy and PyYAML, so it never enters this process either (decode_multiplier
+is asked in a child process).
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from xenobench import REPO_ROOT
+from xenobench.cli import main as cli
+from xenobench.config import load_config
+from xenobench.experiments import plan
+from xenobench.traffic import TrafficError, run_traffic, traffic_config
+from xenobench.traffic.profiles import compile_frames, compile_stream, load_streams
+from xenobench.traffic.trex import TrexDriver, pps_mult
+
+from .trex_server_double import TrexServerDouble
+
+FIPS = REPO_ROOT / "config" / "fips.yaml"
+LOCAL = {"vip": "198.18.0.100", "dst_mac": "02:00:00:00:05:00", "src_mac": "02:00:00:00:04:00",
+         "src_ip_base": "198.19.0.0"}
+
+
+def decode(mults: list[str]) -> list:
+    """trex.utils.parsing_opts.decode_multiplier (what STLClient.start applies to `mult`) on each
+    string, in a child process."""
+    code = ("import json, sys, warnings; warnings.simplefilter('ignore'); import lbr_trex_client; "
+            "from trex.utils.parsing_opts import decode_multiplier; "
+            "print(json.dumps([decode_multiplier(m) for m in json.loads(sys.argv[1])]))")
+    p = subprocess.run([sys.executable, "-c", code, json.dumps(mults)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def fips_rates() -> list[float]:
+    """Every rate the fips plan sends with TRex: loss rates, background levels, and the pps and
+    compare experiments' rate (0: as fast as possible)."""
+    cfg = load_config(FIPS)
+    rates = set()
+    for t in plan(cfg):
+        for key in ("rate_pps", "level_pps"):
+            if key in t.point:
+                rates.add(float(t.point[key]))
+    ex = cfg.section("experiments")
+    rates |= {float(ex[e]["rate_pps"]) for e in ("pps", "compare")}
+    return sorted(rates)
+
+
+def test_every_fips_plan_rate_passes_the_real_decode_multiplier():
+    cfg = load_config(FIPS)
+    drv = TrexDriver(traffic_config(cfg))
+    rates = fips_rates()
+    assert 15e6 in rates and 135e6 in rates and 90e6 in rates and 0.0 in rates
+    mults = [drv.mult(r) for r in rates]
+    got = decode(mults)
+    for r, m, d in zip(rates, mults, got):
+        assert d is not None, f"decode_multiplier refuses {m!r} (rate {r:g} pps)"
+        if r > 0:
+            assert d == {"type": "pps", "value": r / len(drv.ports), "op": "abs"}, (m, d)
+        else:
+            assert d == {"type": "percentage", "value": 100.0, "op": "abs"}
+    # the old formatting (f"{rate:.6g}pps") fails this test: exponent form from 1 Mpps on
+    old = [f"{r:.6g}pps" for r in rates if r > 0]
+    assert "1.5e+07pps" in old and all(d is None for m, d in zip(old, decode(old)) if "e+" in m)
+
+
+@pytest.mark.parametrize("rate,mult", [(15e6, "15000000pps"), (135e6, "135000000pps"), (1000, "1000pps"),
+                                       (0.5, "0.5pps"), (96.7e6 / 3, "32233333.333pps"), (0, "100%")])
+def test_pps_mult_is_plain_decimal(rate, mult):
+    assert pps_mult(rate) == mult
+
+
+def test_pps_mult_below_resolution_is_refused():
+    with pytest.raises(TrafficError, match=r"^Failed to start traffic on TRex: rate 0.0001 pps per port rounds to 0"):
+        pps_mult(0.0001)
+
+
+def _tcfg(srv, ports=(0,), version="v3.04"):
+    return {"generator": "trex", "trex": {"server": "127.0.0.1", "sync_port": srv.sync_port,
+                                          "async_port": srv.async_port, "ports": list(ports), "version": version,
+                                          "user": "xenobench"}}
+
+
+def test_trex_server_double_real_client_full_trial_at_15_mpps():
+    with TrexServerDouble(ports=2) as srv:
+        res = TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL, "payload": 22}, 15e6, duration_s=0.3)
+    assert res["valid"], res["reason"]
+    assert res["tx_packets"] == 4_500_000 and res["achieved_pps"] == pytest.approx(15e6)
+    assert res["server_version"] == "v3.04" and res["client_version"] == "lbr-trex-client 3.4.0"
+    starts = srv.call("start_traffic")
+    assert [(s["port_id"], s["mul"], s["duration"]) for s in starts] == [(0, {"type": "pps", "value": 15e6, "op": "abs"}, 0.3)]
+    # what the client sent: one stream of 64 B frames, the field-engine cache of one cycle (256 sources)
+    (add,) = srv.call("add_stream")
+    assert add["port_id"] == 0 and add["stream"]["vm"]["cache"] == 256
+    assert add["stream"]["mode"] == {"type": "continuous", "rate": {"type": "pps", "value": 1}}
+    m = srv.methods()
+    assert m.index("api_sync_v2") < m.index("acquire") < m.index("add_stream") < m.index("start_traffic") \
+        < m.index("release")
+
+
+def test_trex_server_double_two_ports_share_the_rate():
+    with TrexServerDouble(ports=2) as srv:
+        res = TrexDriver(_tcfg(srv, ports=(0, 1))).run("udp_payload", {**LOCAL}, 30e6, duration_s=0.2)
+    assert res["valid"] and res["tx_packets"] == 6_000_000
+    assert sorted((s["port_id"], s["mul"]["value"]) for s in srv.call("start_traffic")) == [(0, 15e6), (1, 15e6)]
+
+
+def test_trex_server_double_low_rate_and_queue_full_make_the_trial_invalid():
+    with TrexServerDouble(ports=2, achieved=0.98, queue_full=7) as srv:
+        res = TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL}, 1000, duration_s=0.5)
+    assert not res["valid"] and res["tx_packets"] == 490 and res["queue_full_count"] == 7
+    assert res["reason"] == "achieved 980 pps < 99 % of requested 1000 pps; queue full: TRex reported queue_full 7"
+
+
+def test_trex_server_double_version_mismatch_and_unknown_port_are_refused():
+    with TrexServerDouble(ports=2, version="v2.99") as srv:
+        with pytest.raises(TrafficError) as e:
+            TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL}, 1000, duration_s=0.2)
+    assert str(e.value) == ("Failed to connect to TRex server 127.0.0.1:%d: server version 'v2.99' does not match "
+                            "traffic.trex.version 'v3.04' in the config" % srv.sync_port)
+    assert "start_traffic" not in srv.methods()
+    # port 3 on a two-port server: the client's own port validation refuses it, nothing is acquired
+    with TrexServerDouble(ports=2) as srv:
+        with pytest.raises(TrafficError) as e:
+            TrexDriver(_tcfg(srv, ports=(3,))).run("udp_payload", {**LOCAL}, 1000, duration_s=0.2)
+    assert str(e.value).startswith("Failed to start traffic on TRex server 127.0.0.1 ports [3]: ")
+    assert "3" in str(e.value) and "acquire" not in srv.methods()
+
+
+def test_run_traffic_dispatches_to_trex_on_fips_config_server_double(monkeypatch):
+    from xenobench.testbed import get_testbed
+    tb = get_testbed(load_config(FIPS))
+    with TrexServerDouble(ports=2) as srv:
+        monkeypatch.setattr("xenobench.traffic.traffic_config", lambda cfg: _tcfg(srv))
+        res = run_traffic(tb, "background_split", {"split": "70/30"}, 2000, duration_s=0.5)
+    assert res["generator"] == "trex" and res["valid"] and res["tx_packets"] == 1000
+    assert res["tunables"]["dst_mac"] == "c4:70:bd:a0:56:ac" and res["tunables"]["vip"] == "10.3.10.45"
+    assert res["tunables"]["dns_classes"] == "0"
+    (add,) = srv.call("add_stream")
+    assert add["stream"]["vm"]["cache"] == 10  # a 70/30 cycle: 10 frames
+
+
+# --- the dry run ----------------------------------------------------------------------------------
+def test_traffic_run_dry_run_on_fips_prints_the_stlclient_calls_without_connecting():
+    res = CliRunner().invoke(cli, ["--config", str(FIPS), "traffic", "run", "udp_payload", "-t", "payload=22",
+                                   "--rate", "135000000", "--duration", "30", "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["mult"] == "135000000pps" and d["ports"] == [0] and d["server"] == "fips4:4501"
+    assert d["streams"] == [{"frame_len": 64, "mode": "continuous", "rate": {"pps": 1},
+                             "flow_vars": [{"name": "src", "op": "inc", "values": 256}], "cache_size": 256}]
+    assert "start(ports=[0], mult='135000000pps', duration=30.0, force=True)" in d["calls"]
+    assert [c.split("(")[0] for c in d["calls"]] == [
+        "STLClient", "connect", "get_server_version", "reset", "add_streams", "clear_stats", "start",
+        "wait_on_traffic", "get_stats", "get_xstats", "stop", "disconnect"]
+    assert decode([d["mult"]]) == [{"type": "pps", "value": 135e6, "op": "abs"}]
+    text = CliRunner().invoke(cli, ["--config", str(FIPS), "traffic", "run", "udp_payload", "-t", "payload=22",
+                                    "--rate", "45000000", "--count", "90000000", "--dry-run"])
+    assert text.exit_code == 0, text.output
+    assert "start(ports=[0], mult='45000000pps', duration=2.0, force=True)" in text.output.splitlines()
+
+
+# --- the field-engine cache -----------------------------------------------------------------------
+def test_field_engine_cache_keeps_the_compiled_frames_identical():
+    cached = compile_frames("udp_payload", {**LOCAL, "flows": 16})
+    plain = compile_frames("udp_payload", {**LOCAL, "flows": 16, "cache_size": 0})
+    assert cached.streams[0]["vm"]["cache"] == 16 and "cache" not in plain.streams[0]["vm"]
+    assert cached.frames == plain.frames and len(set(cached.frames)) == 16
+    # two whole cycles replay the cycle twice: the same compiled cycle
+    two = compile_stream({**cached.streams[0], "vm": {**cached.streams[0]["vm"], "cache": 32}}, "test stream")
+    assert two == cached.frames
+
+
+def test_field_engine_cache_not_a_whole_cycle_is_refused_and_replays_its_first_frames():
+    with pytest.raises(TrafficError, match=r"argument --cache-size: 254 is not a multiple of the stream cycle of 256"):
+        compile_frames("udp_payload", {**LOCAL, "cache_size": 254})
+    # a stream from elsewhere with such a cache: the compiler sends what TRex replays
+    _, (s,) = load_streams("udp_payload", {**LOCAL, "flows": 4})
+    s = {**s, "vm": {**s["vm"], "cache": 6}}
+    fr = compile_stream(s, "test stream")
+    assert len(fr) == 6 and fr[4:] == fr[:2] and len(set(fr)) == 4
