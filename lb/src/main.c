@@ -5,7 +5,8 @@
  *   BlueField: xenoflow -a 03:00.0,dv_flow_en=2 -a 03:00.1,dv_flow_en=2 -- -b backends.json -s c4:70:bd:a0:56:bd
  *   emulation: xenoflow -a p0 -a p1 -- -b backends.json -s 02:00:00:00:05:01
  *
- * Port 0 ingress, port 1 egress. Prints JSON lines on stdout: {"event": "started", ...}, then a
+ * Port 0 ingress, port 1 egress: paired (doca_flow_port_pair), so forwarded frames cross through
+ * the hairpin queues ports.c sets up and binds. Prints JSON lines on stdout: {"event": "started", ...}, then a
  * stats line every interval and on SIGUSR1, and {"event": "stopped", ...} after a clean teardown
  * on SIGINT/SIGTERM. Exit codes: 1 arguments, 2 backends file, 3 DPDK, 4 DOCA Flow init/ports/
  * counters, 5 pipe/entries. */
