@@ -1,32 +1,125 @@
-"""The Python backends parser against the shared vectors (tests/vectors/backends/cases.yaml)."""
+"""The backends parsers against the shared vectors (tests/vectors/backends/cases.yaml): Python
+(xenobench.backends) and C (lb/src/backends.c through xenoflow-check-backends) give the same
+verdict, the same message and the same parsed result for every case; the canonical JSON the
+harness hands XenoFlow reads back to the same set in both."""
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from xenobench.backends import load_backends
+from xenobench.backends import MAX_BYTES, canonical_json, load_backends, write_canonical
 from xenobench.errors import BackendsError
 
+from .strategies import CHECK, c_load, needs_check
+
 CASES = yaml.safe_load((Path(__file__).parent / "vectors/backends/cases.yaml").read_text())
+YAML_ONLY = ("(top level): XenoFlow reads JSON only (the thesis's backends.json); "
+             "`xenobench lb start` writes it from YAML")
+
+
+def write_case(case, d: Path) -> Path:
+    f = d / f"backends.{case['ext']}"
+    data = bytes.fromhex(case["hex"]) if "hex" in case else case["text"].encode()
+    f.write_bytes(data.ljust(case.get("pad_to", 0), b" "))
+    return f
+
+
+def py_verdict(f: Path):
+    try:
+        return load_backends(f)
+    except BackendsError as e:
+        return str(e)
+
+
+def assert_refused_as(msg, f: Path, case):
+    assert isinstance(msg, str), f"{case['id']}: accepted"
+    head = f"Failed to load backends {f}: "
+    if "expect" in case:
+        assert msg == head + case["expect"]
+    else:
+        assert msg.startswith(head + case["expect_prefix"]), msg
+
+
+def as_c(bs) -> dict:
+    """A BackendSet as xenoflow-check-backends prints one."""
+    return {"class_bits": bs.class_bits, "slots": list(bs.slots),
+            "backends": [{"name": b.name, "mac": b.mac, "weight": b.weight} for b in bs.backends]}
 
 
 @pytest.mark.parametrize("case", CASES["bad"], ids=[c["id"] for c in CASES["bad"]])
 def test_bad_backends_file_is_rejected_with_its_message(case, tmp_path):
-    f = tmp_path / f"backends.{case['ext']}"
-    f.write_text(case["text"])
-    with pytest.raises(BackendsError) as e:
-        load_backends(f)
-    assert str(e.value) == f"Failed to load backends {f}: {case['expect']}"
+    f = write_case(case, tmp_path)
+    assert_refused_as(py_verdict(f), f, case)
 
 
 @pytest.mark.parametrize("case", CASES["good"], ids=[c["id"] for c in CASES["good"]])
 def test_good_backends_file_gives_slot_table(case, tmp_path):
-    f = tmp_path / f"backends.{case['ext']}"
-    f.write_text(case["text"])
-    bs = load_backends(f)
+    bs = load_backends(write_case(case, tmp_path))
     assert bs.class_bits == case["class_bits"]
     assert list(bs.slots) == case["slots"]
+    # the canonical JSON reads back to the same set
+    g = tmp_path / "canonical.json"
+    g.write_text(canonical_json(bs), encoding="utf-8")
+    assert as_c(load_backends(g)) == as_c(bs)
+
+
+@needs_check
+@pytest.mark.parametrize("case", CASES["bad"], ids=[c["id"] for c in CASES["bad"]])
+def test_c_parser_refuses_bad_files_as_python_does(case, tmp_path):
+    f = write_case(case, tmp_path)
+    rc, out = c_load(f)
+    assert rc == 2, out
+    if case["ext"] == "yaml":
+        assert out == f"Failed to load backends {f}: {YAML_ONLY}"
+        return
+    assert_refused_as(out, f, case)
+    assert out == py_verdict(f) or "expect_prefix" in case
+
+
+@needs_check
+@pytest.mark.parametrize("case", CASES["good"], ids=[c["id"] for c in CASES["good"]])
+def test_c_parser_reads_good_files_as_python_does(case, tmp_path):
+    f = write_case(case, tmp_path)
+    bs = load_backends(f)
+    canonical = write_canonical(f, tmp_path / "canon")
+    assert canonical == tmp_path / "canon" / "backends.json"
+    assert c_load(canonical) == (0, as_c(bs))
+    rc, out = c_load(f)
+    if case["ext"] == "yaml":
+        assert (rc, out) == (2, f"Failed to load backends {f}: {YAML_ONLY}")
+    else:
+        assert (rc, out) == (0, as_c(bs))
+
+
+@needs_check
+def test_257_backends_do_not_fit_in_either_parser(tmp_path):
+    doc = {"backends": [{"name": f"b{i}", "mac_address": f"02:00:00:00:{i >> 8:02x}:{i & 255:02x}"}
+                        for i in range(257)]}
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps(doc))
+    want = f"Failed to load backends {f}: backends: 257 backends do not fit in 256 slots"
+    assert py_verdict(f) == want
+    assert c_load(f) == (2, want)
+
+
+@needs_check
+@pytest.mark.parametrize("path,reason", [("/dev/zero", f"(top level): larger than {MAX_BYTES} bytes"),
+                                         ("/", "Is a directory")])
+def test_devices_and_directories_are_refused_alike(path, reason):
+    want = f"Failed to load backends {path}: {reason}"
+    assert py_verdict(Path(path)) == want
+    assert c_load(Path(path)) == (2, want)
+
+
+def test_canonical_json_is_the_thesis_format_with_every_key():
+    bs = load_backends(Path(__file__).parent.parent / "config" / "backends.json")
+    doc = json.loads(canonical_json(bs))
+    assert list(doc) == ["class_bits", "backends"]
+    assert all(list(b) == ["name", "mac_address", "weight"] for b in doc["backends"])
+    assert [b["mac_address"] for b in doc["backends"]] == [b.mac for b in bs.backends]
 
 
 def test_class_of_source_address_follows_low_bits(tmp_path):

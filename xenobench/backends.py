@@ -1,6 +1,6 @@
 """The backends file shared by XenoFlow and the eBPF baseline, and the class → backend slot table.
 
-Format (the thesis's backends.json, extended; YAML with the same keys is accepted too):
+Format (the thesis's backends.json, §6.1.3, extended; YAML with the same keys is accepted too):
 
     {"class_bits": 1,                       # optional: k, the table has 2^k classes (slots)
      "backends": [{"name": "fips2", "mac_address": "02:00:00:00:02:00", "weight": 1}, ...]}
@@ -11,24 +11,43 @@ unweighted backends get class i mod n (the thesis: entry i matches src_ip & mask
 weights 3:1 with k = 2 give [b0, b0, b0, b1]. The sum of weights must divide 2^k so every split
 is exact. Default k: the smallest k with sum(weights) dividing 2^k (and 2^k >= sum).
 
-The C implementations (lb/ and ebpf_baseline/) must print the same messages for the same bad
-files; tests/vectors/backends/ holds the cases both are tested against.
+XenoFlow (lb/src/backends.c) reads JSON only, and reads it exactly as this module does: same
+checks in the same order, same messages. The harness validates a JSON or YAML file here and hands
+XenoFlow and the eBPF controller canonical_json() of it. Reading refuses, before the schema:
+files over MAX_BYTES, bytes that are not UTF-8, nesting deeper than MAX_DEPTH, duplicate keys,
+trailing data, NaN/Infinity and numbers outside int64/double, text with U+0000 or an unpaired
+surrogate, and (YAML) aliases and merge keys. tests/vectors/backends/ holds the cases both
+implementations are tested against; tests/test_property_backends.py compares them on generated
+files.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from .config import normalize_mac
 from .errors import BackendsError
 
 MAX_CLASS_BITS = 8  # at most 256 classes; the XDP slot map and the DOCA pipe are sized for this
+MAX_SLOTS = 1 << MAX_CLASS_BITS
+# Resource limits, equal to XF_BACKENDS_MAX_BYTES/_DEPTH in lb/src/backends.h: 256 backends take
+# ~20 KiB and nest 3 levels, so these only stop hostile files before they cost memory or stack.
+MAX_BYTES = 1 << 20
+MAX_DEPTH = 32  # '[' and '{' (YAML: collections) open at once
+SHOW_MAX = 80  # characters of a value shown in a message
+NUMBER_MAX = 40  # characters of an out-of-range number shown
 TOP_KEYS = {"backends", "class_bits"}
 BACKEND_KEYS = {"name", "mac_address", "weight"}
+_MAC = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")  # what a C string (and UTF-8) cannot carry
 
 
 @dataclass(frozen=True)
@@ -71,16 +90,160 @@ class BackendSet:
         raise BackendsError(f"Failed to find backend {name!r} in {self.source}")
 
 
+class _Refused(Exception):
+    """A reason the file is refused before the schema; reported at "(top level)"."""
+
+
+class _Obj(list):
+    """A JSON object as its (key, value) pairs in file order, duplicates kept until _check_tree."""
+
+
+def show(v) -> str:
+    """A value as messages show it: ascii() (C: the same rules), cut to SHOW_MAX characters."""
+    s = ascii(v)
+    return s if len(s) <= SHOW_MAX else s[:SHOW_MAX - 3] + "..."
+
+
+def _component(k, top: bool) -> str:
+    """A key as a path component: `.name` for plain keys, `['odd key']` for any other."""
+    if isinstance(k, str) and _PLAIN_KEY.fullmatch(k):
+        return k if top else f".{k}"
+    return f"[{show(k)}]"
+
+
+def _nesting(text: str) -> int:
+    """Most '[' and '{' open at once outside strings (stops counting past MAX_DEPTH)."""
+    depth = top = 0
+    in_str = esc = False
+    for c in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "[{":
+            depth += 1
+            if depth > top:
+                top = depth
+                if top > MAX_DEPTH:
+                    break
+        elif c in "]}" and depth:
+            depth -= 1
+    return top
+
+
+def _number(text: str, conv):
+    v = conv(text) if conv is float or len(text.lstrip("-")) <= 19 else None
+    if v is None or (conv is float and not math.isfinite(v)) or (conv is int and not -2**63 <= v < 2**63):
+        shown = text if len(text) <= NUMBER_MAX else text[:NUMBER_MAX - 3] + "..."
+        raise _Refused(f"number {shown} is out of range")
+    return v
+
+
+def _constant(name: str):
+    raise _Refused(f"not valid JSON: {name} is not a JSON number")
+
+
+def _read_json(text: str):
+    if _nesting(text) > MAX_DEPTH:
+        raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text, object_pairs_hook=_Obj, parse_constant=_constant,
+                          parse_int=lambda t: _number(t, int), parse_float=lambda t: _number(t, float))
+    except json.JSONDecodeError as e:
+        if e.msg == "Extra data":
+            raise _Refused(f"not valid JSON: trailing data at line {e.lineno} column {e.colno}") from None
+        raise _Refused(f"not valid JSON: {e}") from None
+
+
+def _mark(m) -> str:
+    return f"line {m.line + 1} column {m.column + 1}"
+
+
+class _YamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without what lets one file mean two things or cost unbounded memory:
+    aliases (a 438-byte file of nested aliases expands to gigabytes), merge keys, duplicate keys
+    (PyYAML would keep the last), nesting deeper than MAX_DEPTH."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            ev = self.peek_event()
+            raise _Refused(f"YAML alias *{ev.anchor} at {_mark(ev.start_mark)}: aliases are not accepted")
+        nested = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+        self._depth += nested
+        if self._depth > MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= nested
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise _Refused(f"YAML merge key << at {_mark(key_node.start_mark)}: not accepted")
+        mapping = super().construct_mapping(node, deep=deep)
+        if len(mapping) != len(node.value):  # some key came twice
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise _Refused(f"duplicate key {show(key)} at {_mark(key_node.start_mark)}")
+                seen.add(key)
+        return mapping
+
+
+def _check_tree(v, path: str, fail) -> None:
+    """Children first (the order in which json closes objects; lb/src/backends.c walks the same):
+    text a C string cannot carry, then duplicate keys."""
+    here = path or "(top level)"
+    if isinstance(v, str) and _UNSAFE.search(v):
+        fail(here, "text holds U+0000 or an unpaired surrogate")
+    if isinstance(v, (_Obj, dict)):
+        pairs = v if isinstance(v, _Obj) else list(v.items())
+        for k, item in pairs:
+            if isinstance(k, str) and _UNSAFE.search(k):
+                fail(here, f"key {show(k)} holds U+0000 or an unpaired surrogate")
+            _check_tree(item, path + _component(k, not path), fail)
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                fail(here, f"duplicate key {show(k)}")
+            seen.add(k)
+    elif isinstance(v, list):
+        for i, item in enumerate(v):
+            _check_tree(item, f"{path}[{i}]", fail)
+
+
+def _plain(v):
+    if isinstance(v, _Obj):
+        return {k: _plain(x) for k, x in v}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
 def parse_backends(doc, source: str = "<backends>") -> BackendSet:
     """Validate a decoded backends document and build the slot table."""
     def fail(key: str, msg: str):
         raise BackendsError(f"Failed to load backends {source}: {key}: {msg}")
 
+    _check_tree(doc, "", fail)
+    doc = _plain(doc)
     if not isinstance(doc, dict):
         fail("(top level)", "expected an object with a 'backends' list")
     for k in doc:
         if k not in TOP_KEYS:
-            fail(str(k), f"unknown key (known: {', '.join(sorted(TOP_KEYS))})")
+            fail(_component(k, True), f"unknown key (known: {', '.join(sorted(TOP_KEYS))})")
     lst = doc.get("backends")
     if lst is None:
         fail("backends", "missing")
@@ -88,6 +251,8 @@ def parse_backends(doc, source: str = "<backends>") -> BackendSet:
         fail("backends", "expected a list")
     if not lst:
         fail("backends", "no backends given")
+    if len(lst) > MAX_SLOTS:
+        fail("backends", f"{len(lst)} backends do not fit in {MAX_SLOTS} slots")
     backends: list[Backend] = []
     names: dict[str, int] = {}
     macs: dict[str, int] = {}
@@ -97,22 +262,21 @@ def parse_backends(doc, source: str = "<backends>") -> BackendSet:
             fail(key, "expected an object with name and mac_address")
         for k in b:
             if k not in BACKEND_KEYS:
-                fail(f"{key}.{k}", f"unknown key (known: {', '.join(sorted(BACKEND_KEYS))})")
+                fail(key + _component(k, False), f"unknown key (known: {', '.join(sorted(BACKEND_KEYS))})")
         name = b.get("name")
         if not isinstance(name, str) or not name:
             fail(f"{key}.name", "missing or not a non-empty string")
         if "mac_address" not in b:
             fail(f"{key}.mac_address", "missing")
         mac_raw = b["mac_address"]
-        try:
-            mac = normalize_mac(mac_raw)
-        except ValueError:
-            fail(f"{key}.mac_address", f"{mac_raw!r} is not a MAC address")
+        if not isinstance(mac_raw, str) or not _MAC.fullmatch(mac_raw):
+            fail(f"{key}.mac_address", f"{show(mac_raw)} is not a MAC address")
+        mac = mac_raw.lower()
         weight = b.get("weight", 1)
-        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-            fail(f"{key}.weight", f"{weight!r} is not a positive integer")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_SLOTS:
+            fail(f"{key}.weight", f"{show(weight)} is not an integer in 1..{MAX_SLOTS}")
         if name in names:
-            fail(f"{key}.name", f"duplicate name {name!r} (also backends[{names[name]}])")
+            fail(f"{key}.name", f"duplicate name {show(name)} (also backends[{names[name]}])")
         if mac in macs:
             fail(f"{key}.mac_address", f"duplicate MAC {mac} (also backends[{macs[mac]}])")
         names[name] = i
@@ -123,7 +287,7 @@ def parse_backends(doc, source: str = "<backends>") -> BackendSet:
     if "class_bits" in doc:
         k = doc["class_bits"]
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_CLASS_BITS:
-            fail("class_bits", f"{k!r} is not an integer in 0..{MAX_CLASS_BITS}")
+            fail("class_bits", f"{show(k)} is not an integer in 0..{MAX_CLASS_BITS}")
         if total > (1 << k):
             fail("backends", f"{len(backends)} backends with total weight {total} do not fit "
                              f"in {1 << k} slots (class_bits {k})")
@@ -142,19 +306,68 @@ def parse_backends(doc, source: str = "<backends>") -> BackendSet:
     return BackendSet(tuple(backends), k, slots, source)
 
 
-def load_backends(path) -> BackendSet:
-    """Read a backends file (JSON, or YAML for .yaml/.yml) and validate it."""
+def is_yaml(path) -> bool:
+    return Path(path).suffix in (".yaml", ".yml")
+
+
+def read_document(path):
+    """The decoded document of a backends file, read with every limit above; BackendsError
+    "Failed to load backends <path>: ..." otherwise."""
     path = Path(path)
+
+    def refuse(msg: str):
+        raise BackendsError(f"Failed to load backends {path}: (top level): {msg}")
+
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if stat.S_ISREG(st.st_mode) and st.st_size > MAX_BYTES:
+                refuse(f"larger than {MAX_BYTES} bytes")
+            # one byte more than the limit tells a growing file or a device like /dev/zero
+            data = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise BackendsError(f"Failed to load backends {path}: {e.strerror}") from None
+    if len(data) > MAX_BYTES:
+        refuse(f"larger than {MAX_BYTES} bytes")
     try:
-        if path.suffix in (".yaml", ".yml"):
-            doc = yaml.safe_load(text)
-        else:
-            doc = json.loads(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise BackendsError(f"Failed to load backends {path}: (top level): not valid "
-                            f"{'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: {e}") from None
-    return parse_backends(doc, str(path))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        refuse(f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}")
+    try:
+        if is_yaml(path):
+            try:
+                return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 (a SafeLoader subclass)
+            except yaml.YAMLError as e:
+                refuse(f"not valid YAML: {e}")
+        return _read_json(text)
+    except _Refused as e:
+        refuse(str(e))
+
+
+def load_backends(path) -> BackendSet:
+    """Read a backends file (JSON, or YAML for .yaml/.yml) and validate it."""
+    return parse_backends(read_document(path), str(Path(path)))
+
+
+def canonical_json(bs: BackendSet) -> str:
+    """The one form handed to XenoFlow and the eBPF controller: JSON, every key explicit
+    (class_bits, weight), keys in a fixed order; lb/src/backends.c reads it back to the same set."""
+    doc = {"class_bits": bs.class_bits,
+           "backends": [{"name": b.name, "mac_address": b.mac, "weight": b.weight} for b in bs.backends]}
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_canonical(src, dest_dir) -> Path:
+    """Validate `src` (JSON or YAML) and write canonical_json() of it to dest_dir/<stem>.json;
+    the path written. Rewritten in place on every call, so nothing accumulates."""
+    bs = load_backends(src)
+    text = canonical_json(bs).encode("utf-8")
+    if len(text) > MAX_BYTES:  # long names with many escapes; XenoFlow would refuse the result
+        raise BackendsError(f"Failed to write backends {src} as JSON: {len(text)} bytes, more than "
+                            f"the {MAX_BYTES} XenoFlow reads")
+    dest = Path(dest_dir) / f"{Path(src).stem}.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.write_bytes(text)
+    os.replace(tmp, dest)
+    return dest

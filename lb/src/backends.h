@@ -1,8 +1,10 @@
-/* The backends file shared with the eBPF baseline (xenobench/backends.py is the reference; the
- * messages here are identical for tests/vectors/backends/cases.yaml):
+/* The backends file (xenobench/backends.py is the reference; the messages here are identical for
+ * tests/vectors/backends/cases.yaml):
  *   {"class_bits": k (optional), "backends": [{"name", "mac_address", "weight" (optional)}]}
- * JSON (the thesis's backends.json) or YAML (.yaml/.yml). Class c = ntohl(saddr) & (2^k - 1) goes
- * to backends[slots[c]]; slots repeat "backend i, weight_i times" until 2^k are filled. */
+ * JSON only: the thesis's backends.json (thesis §6.1.3), extended. The harness reads
+ * YAML too and hands XenoFlow the canonical JSON it writes (xenobench.backends.canonical_json).
+ * Class c = ntohl(saddr) & (2^k - 1) goes to backends[slots[c]]; slots repeat "backend i,
+ * weight_i times" until 2^k are filled. */
 #ifndef XF_BACKENDS_H
 #define XF_BACKENDS_H
 #include <stddef.h>
@@ -11,9 +13,13 @@
 #define XF_MAX_CLASS_BITS 8
 #define XF_MAX_SLOTS (1 << XF_MAX_CLASS_BITS)
 #define XF_MAX_BACKENDS XF_MAX_SLOTS
+/* Resource limits, equal to MAX_BYTES/MAX_DEPTH in xenobench/backends.py: 256 backends take
+ * ~20 KiB and nest 3 levels, so these only stop hostile files before they cost memory or stack. */
+#define XF_BACKENDS_MAX_BYTES (1 << 20) /* bytes read at most */
+#define XF_BACKENDS_MAX_DEPTH 32        /* '[' and '{' open at once */
 
 struct xf_backend {
-	char *name;
+	char *name; /* UTF-8, no NUL inside */
 	char mac_str[18]; /* lower-case colon form */
 	uint8_t mac[6];
 	int weight;

@@ -1,14 +1,31 @@
-/* xenoflow-check-backends FILE: validate a backends file with XenoFlow's parser and print the
- * slot table as JSON; exit 2 with the error on stderr. Used by the tests against the shared
- * vectors (tests/vectors/backends/cases.yaml). */
+/* xenoflow-check-backends FILE: validate a backends file with XenoFlow's parser and print what it
+ * read as JSON ({"class_bits", "slots", "backends": [{"name", "mac", "weight"}]}); exit 2 with the
+ * error on stderr. The tests compare it with xenobench/backends.py on the shared vectors
+ * (tests/vectors/backends/cases.yaml) and on generated files (tests/test_property_backends.py). */
 #include <stdio.h>
 
 #include "backends.h"
 
+/* a JSON string: names are UTF-8 without U+0000 (the parser refuses it), so only '"', '\' and
+ * control characters need escapes */
+static void put_json_string(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if (*c == '"' || *c == '\\')
+			printf("\\%c", *c);
+		else if (*c < 0x20)
+			printf("\\u%04x", *c);
+		else
+			putchar(*c);
+	}
+	putchar('"');
+}
+
 int main(int argc, char **argv)
 {
 	static struct xf_backends bs;
-	char err[1024];
+	static char err[1 << 16]; /* a path through 32 levels of odd keys fits */
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s BACKENDS_FILE\n", argv[0]);
@@ -22,9 +39,11 @@ int main(int argc, char **argv)
 	for (int s = 0; s < bs.nslots; s++)
 		printf("%s%d", s ? ", " : "", bs.slots[s]);
 	printf("], \"backends\": [");
-	for (int i = 0; i < bs.n; i++)
-		printf("%s{\"name\": \"%s\", \"mac\": \"%s\", \"weight\": %d}", i ? ", " : "", bs.b[i].name,
-		       bs.b[i].mac_str, bs.b[i].weight);
+	for (int i = 0; i < bs.n; i++) {
+		printf("%s{\"name\": ", i ? ", " : "");
+		put_json_string(bs.b[i].name);
+		printf(", \"mac\": \"%s\", \"weight\": %d}", bs.b[i].mac_str, bs.b[i].weight);
+	}
 	printf("]}\n");
 	xf_backends_free(&bs);
 	return 0;
