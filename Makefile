@@ -10,6 +10,7 @@ help:
 	@echo "make all    install what is missing, then snakemake --cores 1 all (config: $(CONFIG))"
 	@echo "make test   install what is missing, then run the test suite"
 	@echo "make build  build the C parts (XDP programs, XenoFlow on the DOCA Flow emulation)"
+	@echo "make lint   ruff and snakemake --lint (part of make test)"
 
 deps:
 	@scripts/install-deps.sh
@@ -20,8 +21,13 @@ build: deps
 all: build
 	$(BIN)/snakemake --cores 1 all --configfile $(CONFIG) $(SNAKE_ARGS)
 
-test: build
+test: build lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# ruff on the Python (pyproject.toml [tool.ruff]), Snakemake's own linter on the workflow
+lint: deps
+	$(BIN)/ruff check xenobench tests scripts trex_profiles
+	$(BIN)/snakemake --lint --cores 1 -n > /dev/null
 
 clean-testbed: deps
 	$(BIN)/xenobench --config $(CONFIG) testbed down

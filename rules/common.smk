@@ -18,6 +18,7 @@ config.update(CFG.raw)
 validate(config, "../config/schema/main.schema.yaml")
 TESTBED = CFG.name
 XB = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"  # the venv that runs Snakemake
+CONDA_ENV = "../environment.yml"  # the same packages for --use-conda (testbed machines)
 THESIS_DATA = config.get("thesis_data", "../shared/thesis-data")
 TREE = ResultsTree(Path("results"), TESTBED)  # xenobench.layout owns every path below results/<testbed>
 RESULTS = str(TREE.dir)

@@ -1,4 +1,4 @@
-# The live measurements (DESIGN §3): one job per measurement point, all its repetitions inside
+# The live measurements (thesis ch. 7): one job per measurement point, all its repetitions inside
 # (xenobench.procedures.run_point; a repetition with result.json is never re-run), then tidy CSVs,
 # figures and the run report for this testbed.
 
@@ -12,6 +12,8 @@ rule build:
         f"{RESULTS}/logs/build.done",
     log:
         f"{RESULTS}/logs/build.log",
+    conda:
+        CONDA_ENV
     shell:
         "scripts/build.sh > {log} 2>&1 && touch {output}"
 
@@ -25,8 +27,12 @@ rule experiment_point:
         str(TREE.point_summary("{experiment}", "{point}")),
     log:
         f"{RESULTS}/logs/{{experiment}}/{{point}}.log",
+    conda:
+        CONDA_ENV
+    params:
+        xb=XB,
     shell:
-        "{XB} experiment run {wildcards.experiment} {wildcards.point} > {log} 2> >(tee -a {log} >&2)"
+        "{params.xb} experiment run {wildcards.experiment} {wildcards.point} > {log} 2> >(tee -a {log} >&2)"
 
 
 rule aggregate:
@@ -37,8 +43,13 @@ rule aggregate:
         f"{RESULTS}/tidy.json",
     log:
         f"{RESULTS}/logs/aggregate.log",
+    conda:
+        CONDA_ENV
+    params:
+        xb=XB,
+        results=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "{XB} experiment aggregate {RESULTS} > {output} 2> {log}"
+        "{params.xb} experiment aggregate {params.results} > {output} 2> {log}"
 
 
 rule figures:
@@ -49,8 +60,15 @@ rule figures:
         [f"{FIGURES}/{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf")],
     log:
         f"{RESULTS}/logs/figures.log",
+    conda:
+        CONDA_ENV
+    params:
+        xb=XB,
+        results=lambda w, input: os.path.dirname(input[0]),
+        figures=lambda w, output: os.path.dirname(output[0]),
+        testbed=TESTBED,
     shell:
-        "{XB} plot {RESULTS} --out {FIGURES} --testbed {TESTBED} --placeholders > /dev/null 2> {log}"
+        "{params.xb} plot {params.results} --out {params.figures} --testbed {params.testbed} --placeholders > /dev/null 2> {log}"
 
 
 rule report:
@@ -63,6 +81,12 @@ rule report:
         f"{RESULTS}/report.md",
     log:
         f"{RESULTS}/logs/report.log",
+    conda:
+        CONDA_ENV
+    params:
+        xb=XB,
+        results=lambda w, output: os.path.dirname(output[0]),
+        figures=lambda w, input: os.path.dirname(input.figures[0]),
     shell:
-        "{XB} experiment report {RESULTS} --figures {FIGURES} --thesis-compare {input.thesis} "
+        "{params.xb} experiment report {params.results} --figures {params.figures} --thesis-compare {input.thesis} "
         "--out {output} > /dev/null 2> {log}"

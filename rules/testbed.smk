@@ -4,5 +4,9 @@ rule testbed_check:
         f"results/{TESTBED}/testbed_check.txt",
     log:
         f"results/{TESTBED}/logs/testbed_check.log",
+    conda:
+        CONDA_ENV
+    params:
+        xb=XB,
     shell:
-        "({XB} testbed up && {XB} testbed check) > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+        "({params.xb} testbed up && {params.xb} testbed check) > {output}.tmp 2> {log} && mv {output}.tmp {output}"

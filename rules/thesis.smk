@@ -14,8 +14,12 @@ rule thesis_ingest:
         THESIS_TIDY,
     log:
         "results/logs/thesis_ingest.log",
+    conda:
+        CONDA_ENV
+    params:
+        xb=XB,
     shell:
-        "{XB} ingest thesis {input} --out results/thesis 2> {log}"
+        "{params.xb} ingest thesis {input} --out results/thesis 2> {log}"
 
 
 rule thesis_figures:
@@ -25,8 +29,12 @@ rule thesis_figures:
         THESIS_FIGURES,
     log:
         "results/logs/thesis_figures.log",
+    conda:
+        CONDA_ENV
+    params:
+        xb=XB,
     shell:
-        "{XB} plot results/thesis --out figures/thesis --testbed thesis 2> {log}"
+        "{params.xb} plot results/thesis --out figures/thesis --testbed thesis 2> {log}"
 
 
 rule thesis_compare:
@@ -37,5 +45,9 @@ rule thesis_compare:
         "results/thesis/compare.json",
     log:
         "results/logs/thesis_compare.log",
+    conda:
+        CONDA_ENV
+    params:
+        xb=XB,
     shell:
-        "{XB} compare results/thesis --json > {output} 2> {log}"
+        "{params.xb} compare results/thesis --json > {output} 2> {log}"

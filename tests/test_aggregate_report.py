@@ -4,7 +4,6 @@ hand-made trial directories (the live path is covered by tests/test_workflow_run
 import csv
 import json
 
-import numpy as np
 import pytest
 
 from xenobench.aggregate import aggregate, read_probe_records

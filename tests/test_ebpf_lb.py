@@ -7,8 +7,6 @@ row: description, input frame, expected verdict, expected output frame."""
 import json
 import re
 import shutil
-import struct
-import subprocess
 import time
 from pathlib import Path
 

@@ -44,7 +44,10 @@ def compare_with_pcap(records: list[dict], pcap: str | Path, *, client_mac: str,
     if not diff:
         return {"matched": 0}
     d = np.array(diff)
-    med = (lambda v: round(float(np.median(v)), 3) if v else None)
+
+    def med(v):
+        return round(float(np.median(v)), 3) if v else None
+
     return {"matched": len(diff), "rtt_diff_median_us": round(float(np.median(d)), 3),
             "rtt_diff_p99_abs_us": round(float(np.percentile(np.abs(d), 99)), 3),
             "rtt_diff_max_abs_us": round(float(np.abs(d).max()), 3),

@@ -1,6 +1,6 @@
 """The testbed: its nodes, and for the embedded default the namespace topology itself.
 
-Namespace testbed (DESIGN §4.2): one namespace per node (<prefix><node>) and a switch namespace
+Namespace testbed (the thesis topology on one machine): one namespace per node (<prefix><node>) and a switch namespace
 (<prefix>sw) holding a Linux bridge whose FDB binds every MAC statically to its port, like the
 MSN2100's MAC bindings. Every veth is created directly inside the namespaces, so nothing appears in
 the root namespace; deleting the namespaces removes every link and every unpinned XDP program.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .config import Config, NodeConfig
 from .errors import NodeError, TestbedError
-from .nodes import NETNS_RUN_DIR, NetnsNode, Node, SshNode, make_node
+from .nodes import NETNS_RUN_DIR, Node, make_node
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""`xenobench experiment plan|run|aggregate|report`: the measurements of DESIGN §3."""
+"""`xenobench experiment plan|run|aggregate|report`: the measurements of thesis ch. 7."""
 
 import json
 import signal

@@ -12,7 +12,6 @@ would answer in front of either), so start_server refuses while another one runs
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import string
 import tempfile
