@@ -12,6 +12,7 @@ APT_PACKAGES=(
     netsniff-ng tcpdump
     bind9 bind9-utils bind9-dnsutils
     openssh-server openssh-client
+    openvswitch-switch
     python3-venv
 )
 
@@ -28,10 +29,16 @@ if ((${#missing[@]})); then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# Debian starts named and sshd on install; the testbed runs its own instances in namespaces.
-for svc in named ssh; do
+# Debian starts named, sshd and Open vSwitch on install; the testbed runs its own instances in
+# namespaces (tests/test_ovs.py: a userspace OVS with a private run directory).
+for svc in named ssh openvswitch-switch ovs-vswitchd ovsdb-server; do
     systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
+# without systemd the package's init script may have started the system-wide OVS (pidfiles in
+# /var/run/openvswitch, never the tests' private run directories)
+if [[ -f /var/run/openvswitch/ovsdb-server.pid ]]; then
+    /usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null 2>&1 || true
+fi
 
 PY=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then

@@ -224,17 +224,17 @@ def test_doca_deploy_dry_run_for_fips_prints_ovs_build_and_start():
     lines = res.output.strip().splitlines()
     cmds = [ln for ln in lines if not ln.startswith("#")]
     assert lines[0] == "# xenoflow (doca) on fips5-dpu"
-    assert "sudo ovs-ofctl add-flow br0 in_port=1,actions=output:2" in cmds
-    build = [c for c in cmds if "meson setup" in c or c.startswith("ninja")]
-    assert build == ["sh -c 'test -f /tmp/xenobench-xenoflow/build/build.ninja || meson setup "
+    assert "sudo ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1" in cmds  # the paper's
+    build = [c.split("; ", 1)[1] for c in cmds if "meson setup" in c or "ninja -C" in c]  # after DOCA's PKG_CONFIG_PATH
+    assert build == ["test -f /tmp/xenobench-xenoflow/build/build.ninja || meson setup "
                      "/tmp/xenobench-xenoflow/build /tmp/xenobench-xenoflow/src/lb -Demulation=false'",
-                     "ninja -C /tmp/xenobench-xenoflow/build"]
+                     "ninja -C /tmp/xenobench-xenoflow/build'"]
     start = cmds[-1]
     assert start.startswith("sudo /tmp/xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
                             "-a 03:00.1,dv_flow_en=2 -- -b ")
     assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4" in start  # the thesis's source MAC: BF3 p1
     order = [next(i for i, c in enumerate(cmds) if key in c)
-             for key in ("tar -xzf", "meson setup", "ninja", "ovs-ofctl", "nr_hugepages", "hugetlbfs", "xenoflow -a")]
+             for key in ("tar -xzf", "meson setup", "ninja -C", "ovs-ofctl", "nr_hugepages", "hugetlbfs", "xenoflow -a")]
     assert order == sorted(order)
 
 
@@ -279,9 +279,11 @@ def test_doca_deploy_sequence_on_recording_node_double(monkeypatch):
     assert res["mode"] == "doca" and res["node"] == "fips5-dpu"
     kinds = [(c[0], c[1][0] if c[0] in ("run", "start") else c[1]) for c in dbl.calls]
     assert kinds == [("run", "mkdir"), ("put", "xenoflow-src.tar.gz"), ("run", "tar"), ("put", "backends.fips.json"),
-                     ("run", "sh"), ("run", "ninja"), ("run", "sudo"), ("run", "sudo"), ("run", "sudo"),
-                     ("start", "sudo")]
-    assert dbl.calls[6][1] == ["sudo", "ovs-ofctl", "add-flow", "br0", "in_port=1,actions=output:2"]
+                     ("run", "sh"), ("run", "sh"), ("run", "sh"), ("run", "sudo"), ("run", "sudo"), ("run", "sudo"),
+                     ("run", "sudo"), ("start", "sudo")]  # build-env check, meson, ninja, OVS check and rule, hugepages
+    assert dbl.calls[7][1] == ["sudo", "ovs-vsctl", "br-exists", "ovsbr2"]
+    assert dbl.calls[8][1] == ["sudo", "ovs-ofctl", "-O", "OpenFlow12", "add-flow", "ovsbr2",
+                               "ip,in_port=pf1hpf,actions=output:p1"]
     assert dbl.calls[3][2] == "/tmp/xenobench-xbt/xenoflow-backends.json"
     assert dbl.calls[-1][1][1:6] == ["/tmp/xenobench-xenoflow/build/xenoflow", "-a", "03:00.0,dv_flow_en=2", "-a",
                                      "03:00.1,dv_flow_en=2"]

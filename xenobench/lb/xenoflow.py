@@ -6,9 +6,13 @@ mode "emulation" (config `xenoflow.mode`, default on netns testbeds): lb/build/x
 the node's ingress/egress interfaces (EAL `-a p0 -a p1`).
 
 mode "doca" (thesis testbed): on the node with role `dpu` (else `lb`), over SSH, in this order
-and each command logged: copy lb/ there, build it with meson against the DOCA SDK, apply the
-Open vSwitch rule(s) from the config (DESIGN §2: without them traffic goes through the ARM
-cores), reserve hugepages, start XenoFlow with the configured EAL device arguments.
+and each command logged: copy lb/ there; check the build environment (the pkg-config modules
+lb/meson.build asks for, with DOCA's and its DPDK's pkg-config directories put on
+PKG_CONFIG_PATH explicitly, since a non-interactive SSH session does not read the profile that
+sets them; install what apt can if xenoflow.build_env.install, else fail naming what is missing);
+build it with meson against the DOCA SDK; check the OVS bridge exists and add the flow rule(s)
+(without them traffic goes through the ARM cores; thesis §6.1, paper §4); reserve hugepages;
+start XenoFlow with the configured EAL device arguments.
 
 XenoFlow prints JSON lines (lb/src/main.c): "started", a "stats" line every interval and on
 SIGUSR1, "final" and "stopped" after a clean teardown on SIGINT/SIGTERM. stats() sends SIGUSR1
@@ -19,6 +23,7 @@ both modes (DOCA's hardware counters can only be read by the process that owns t
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import tarfile
@@ -35,7 +40,9 @@ LB_DIR = REPO_ROOT / "lb"
 BINARY = LB_DIR / "build" / "xenoflow"
 DEFAULTS = {"stats_interval_s": 1.0, "queues": 4, "xdp_mode": "native",
             "remote_src": "/tmp/xenobench-xenoflow/src", "build_dir": "/tmp/xenobench-xenoflow/build",
-            "ovs_rules": [], "hugepages": None, "sudo": False, "device_args": None}
+            "hugepages": None, "sudo": False, "device_args": None}
+# tools the DPU build runs besides the pkg-config modules from lb/meson.build
+BUILD_TOOLS = ("cc", "meson", "ninja", "pkg-config")
 # what DOCA Flow cannot report about frames (the eBPF baseline's stats keys; None here)
 UNOBSERVABLE = ("non_ipv4", "non_service", "malformed", "tx_error")
 
@@ -67,6 +74,16 @@ def failure_reason(log: str) -> str:
         if i >= 0 and ln[i:] not in msgs:
             msgs.append(ln[i:])
     return "; ".join(msgs) if msgs else (lines[-1] if lines else "exited")
+
+
+def build_modules() -> list[str]:
+    """The pkg-config modules of XenoFlow's DOCA build: every dependency('name') in lb/meson.build,
+    in order (the file is the one owner of that list)."""
+    out: list[str] = []
+    for m in re.findall(r"dependency\(\s*'([^']+)'", (LB_DIR / "meson.build").read_text()):
+        if m not in out:
+            out.append(m)
+    return out
 
 
 def stats_from_line(d: dict) -> dict:
@@ -118,6 +135,46 @@ class XenoFlowLB(LoadBalancer):
     def _log_path(self) -> str:
         return self.node.log_path(TAG)
 
+    def _build_env(self) -> dict:
+        return self.sec.get("build_env") or {}
+
+    def _with_pkg_config(self, script: str) -> list[str]:
+        """sh -c script with DOCA's pkg-config directories in front of PKG_CONFIG_PATH."""
+        dirs = ":".join(self._build_env().get("pkg_config_path") or [])
+        pre = f"export PKG_CONFIG_PATH={shlex.quote(dirs)}${{PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}}; " if dirs else ""
+        return ["sh", "-c", pre + script]
+
+    def _build_env_check(self) -> list[str]:
+        """Prints one line per missing tool ("tool NAME") or pkg-config module ("module NAME")."""
+        tools = " ".join(BUILD_TOOLS)
+        mods = " ".join(shlex.quote(m) for m in build_modules())
+        return self._with_pkg_config(
+            f'for t in {tools}; do command -v "$t" >/dev/null 2>&1 || echo "tool $t"; done; '
+            f'for m in {mods}; do pkg-config --exists "$m" 2>/dev/null || echo "module $m"; done')
+
+    def _apt_install(self, packages: list[str]) -> list[str]:
+        return self._sudo(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
+                           "--no-install-recommends", *packages])
+
+    def _ovs(self) -> dict | None:
+        return self.sec.get("ovs")
+
+    def _ovs_ofctl(self, *args: str) -> list[str]:
+        ovs = self._ovs()
+        proto = ["-O", ovs["openflow"]] if ovs.get("openflow") else []
+        return self._sudo(["ovs-ofctl", *proto, *args])
+
+    def ovs_steps(self) -> list[tuple[str, list[str]]]:
+        """The OVS step: the bridge must exist (ovs-vsctl br-exists), then one add-flow per rule."""
+        ovs = self._ovs()
+        if not ovs:
+            return []
+        br = ovs["bridge"]
+        steps = [("ovs-check", self._sudo(["ovs-vsctl", "br-exists", br]))]
+        for f in ovs["flows"]:
+            steps.append(("ovs", self._ovs_ofctl("add-flow", br, f"{f['match']},actions={f['actions']}")))
+        return steps
+
     def deploy_steps(self, bfile: Path) -> list[tuple[str, list[str] | None]]:
         """(description, argv) in order; argv None for steps done by the harness itself (copies)."""
         remote_b = self._remote_backends(bfile)
@@ -129,12 +186,13 @@ class XenoFlowLB(LoadBalancer):
             ("copy", None),  # lb/ as a tarball → src (node.put), then unpacked:
             ("copy", ["tar", "-xzf", f"{src}.tar.gz", "-C", src]),
             ("copy", None),  # the backends file → remote_b
-            ("build", ["sh", "-c", f"test -f {shlex.quote(build)}/build.ninja || "
-                                   f"meson setup {shlex.quote(build)} {shlex.quote(src)}/lb -Demulation=false"]),
-            ("build", ["ninja", "-C", build]),
+            ("build-env", self._build_env_check()),
+            ("build", self._with_pkg_config(f"test -f {shlex.quote(build)}/build.ninja || "
+                                            f"meson setup {shlex.quote(build)} {shlex.quote(src)}/lb -Demulation=false")),
+            # ninja re-runs meson (and so pkg-config) when a meson.build changed
+            ("build", self._with_pkg_config(f"ninja -C {shlex.quote(build)}")),
         ]
-        for rule in self.sec["ovs_rules"]:
-            steps.append(("ovs", self._sudo(shlex.split(rule) if isinstance(rule, str) else list(rule))))
+        steps += self.ovs_steps()
         hp = self.sec["hugepages"]
         if hp:
             size = int(hp.get("size_kb", 2048))
@@ -159,6 +217,19 @@ class XenoFlowLB(LoadBalancer):
             if self.mode == "doca":
                 cmds.insert(1, f"# put {LB_DIR} (sources) → {self.ncfg.name}:{self.sec['remote_src']}.tar.gz")
                 cmds.insert(3, f"# put {bfile} → {self.ncfg.name}:{self._remote_backends(bfile)}")
+                i = next(i for i, (w, _) in enumerate(steps) if w == "build-env")
+                at = cmds.index(shlex.join(steps[i][1])) + 1
+                apt = self._build_env().get("apt_packages") or {}
+                if self._build_env().get("install"):
+                    cmds.insert(at, f"# missing ones with an apt package (xenoflow.build_env.apt_packages): "
+                                    f"{shlex.join(self._apt_install(['<packages>']))}; anything else fails the deploy")
+                else:
+                    can = [x for x in (*BUILD_TOOLS, *build_modules()) if x in apt]
+                    cmds.insert(at, "# anything missing fails the deploy, naming it (xenoflow.build_env.install: "
+                                    f"false; apt could install {', '.join(can) or 'none of them'})")
+                if self._ovs():
+                    at = next(i for i, c in enumerate(cmds) if "ovs-vsctl br-exists" in c) + 1
+                    cmds.insert(at, "# bridge missing: fail naming the bridges of `ovs-vsctl list-br`")
             return {"commands": [f"# xenoflow ({self.mode}) on {self.ncfg.name}", *cmds]}
         load_backends(bfile)  # a bad file fails here with the parser's message, nothing runs
         node = self.node
@@ -179,6 +250,12 @@ class XenoFlowLB(LoadBalancer):
             if what == "copy" and argv[0] == "tar":
                 node.run(argv)
                 node.stage(bfile, f"xenoflow-backends{bfile.suffix}")
+                continue
+            if what == "build-env":
+                ran += self.check_build_env(node)
+                continue
+            if what == "ovs-check":
+                self._check_bridge(node, argv)
                 continue
             node.run(argv, timeout=600)
         argv = steps[-1][1]
@@ -204,6 +281,73 @@ class XenoFlowLB(LoadBalancer):
             time.sleep(0.05)
         node.stop(TAG)
         raise NodeError(f"Failed to start xenoflow on {node.name}: no start within 15 s; log {h.log}")
+
+    # --- the DPU's build environment and OVS -----------------------------------------------
+    def _missing_build_deps(self, node) -> tuple[list[str], list[str]]:
+        r = node.run(self._build_env_check(), timeout=120)
+        tools = [ln.split(None, 1)[1] for ln in r.stdout.splitlines() if ln.startswith("tool ")]
+        mods = [ln.split(None, 1)[1] for ln in r.stdout.splitlines() if ln.startswith("module ")]
+        return tools, mods
+
+    def check_build_env(self, node=None) -> list[str]:
+        """Check (and with build_env.install, apt-install) what the DOCA build needs; raise
+        NodeError naming what is missing. Returns the commands run besides the check."""
+        node = node or self.node
+        env = self._build_env()
+        tools, mods = self._missing_build_deps(node)
+        ran: list[str] = []
+        if (tools or mods) and env.get("install"):
+            apt = env.get("apt_packages") or {}
+            pkgs = sorted({apt[x] for x in tools + mods if x in apt})
+            if pkgs:
+                argv = self._apt_install(pkgs)
+                ran.append(shlex.join(argv))
+                node.run(argv, timeout=900)
+                tools, mods = self._missing_build_deps(node)
+        if tools or mods:
+            where = f"PKG_CONFIG_PATH={':'.join(env.get('pkg_config_path') or [])}:$PKG_CONFIG_PATH"
+            what = []
+            if mods:
+                what.append(f"pkg-config modules {', '.join(mods)} ({where})")
+            if tools:
+                what.append(f"tools {', '.join(tools)}")
+            apt = env.get("apt_packages") or {}
+            fixable = sorted({apt[x] for x in tools + mods if x in apt})
+            hint = []
+            if fixable and not env.get("install"):
+                hint.append(f"apt packages {' '.join(fixable)} (or xenoflow.build_env.install: true in {self.cfg.path})")
+            if any(x not in apt for x in tools + mods):
+                hint.append("the DOCA SDK 2.9 for the modules without a package (doca-*, libdpdk: DOCA's "
+                            "DPDK), or their directory in xenoflow.build_env.pkg_config_path")
+            raise NodeError(f"Failed to build xenoflow on {node.name}: missing {' and '.join(what)}; "
+                            f"install {'; '.join(hint)}")
+        return ran
+
+    def _check_bridge(self, node, argv: list[str]) -> None:
+        br = self._ovs()["bridge"]
+        r = node.run(argv, check=False)
+        if r.returncode == 0:
+            return
+        if r.returncode == 2:  # ovs-vsctl br-exists: 2 = no such bridge
+            lst = node.run(self._sudo(["ovs-vsctl", "list-br"]), check=False)
+            have = ", ".join(lst.stdout.split()) or "none"
+            raise NodeError(f"Failed to apply the OVS rule on {node.name}: bridge {br!r} (xenoflow.ovs.bridge in "
+                            f"{self.cfg.path}) does not exist; bridges: {have}")
+        err = (r.stderr or r.stdout).strip().splitlines()
+        raise NodeError(f"Failed to apply the OVS rule on {node.name}: `{shlex.join(argv)}` exited with status "
+                        f"{r.returncode}: {err[-1] if err else 'no output'} (is Open vSwitch running there?)")
+
+    def apply_ovs(self, node=None) -> list[str]:
+        """The deploy's OVS step on its own: bridge check, then the flow rules; the commands run."""
+        node = node or self.node
+        ran = []
+        for what, argv in self.ovs_steps():
+            ran.append(shlex.join(argv))
+            if what == "ovs-check":
+                self._check_bridge(node, argv)
+            else:
+                node.run(argv)
+        return ran
 
     def _tarball(self) -> Path:
         """lb/ (sources only, no build dirs) plus the shared backends vectors, as a .tar.gz."""
