@@ -11,7 +11,7 @@ lb/meson.build asks for, with DOCA's and its DPDK's pkg-config directories put o
 PKG_CONFIG_PATH explicitly, since a non-interactive SSH session does not read the profile that
 sets them; install what apt can if xenoflow.build_env.install, else fail naming what is missing);
 build it with meson against the DOCA SDK; check the OVS bridge exists and add the flow rule(s)
-(without them traffic goes through the ARM cores; thesis §6.1, paper §4); reserve hugepages;
+(without them traffic goes through the ARM cores; thesis §6.1, paper §4.2); reserve hugepages;
 start XenoFlow with the configured EAL device arguments.
 
 XenoFlow prints JSON lines (lb/src/main.c): "started", a "stats" line every interval and on
