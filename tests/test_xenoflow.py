@@ -46,9 +46,10 @@ def test_meson_unit_tests_pass():
     p = subprocess.run(["meson", "test", "-C", str(BUILD), "--print-errorlogs", "--no-rebuild"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "Ok:                 2" in p.stdout and "Skipped:            0" in p.stdout, p.stdout
+    assert "Ok:                 3" in p.stdout and "Skipped:            0" in p.stdout, p.stdout
     log = (BUILD / "meson-logs" / "testlog.txt").read_text()
-    assert "[  PASSED  ] 8 test(s)." in log and "[  PASSED  ] 3 test(s)." in log, log[-3000:]
+    assert ("[  PASSED  ] 14 test(s)." in log and "[  PASSED  ] 5 test(s)." in log
+            and "[  PASSED  ] 3 test(s)." in log), log[-3000:]
 
 
 # --- backends file: C == Python -------------------------------------------------------------------
