@@ -27,7 +27,8 @@ of the tidy CSVs):
   median and MAD of their losses. A loss below −(max(0, −median) + SKEW_MADS × MAD) is flagged;
   a loss above 100 %, below −LOSS_REFUSE_PCT, or from a negative count is impossible and refused.
 - RTT: lost fraction, RTT range against the timeout, answers without a query, out-of-order stamps
-  (RttResult.flags); a capture with no answered probe is refused.
+  (RttResult.flags); a capture with no answered probe, or whose identical queries follow each other
+  faster than twice the median RTT (answers cannot be attributed), is refused (RttResult.refusal).
 """
 
 from __future__ import annotations
@@ -110,10 +111,11 @@ def parse_split_map(items, where: str) -> dict[str, str]:
         [(s.split("=", 1) + [""])[:2] if isinstance(s, str) else (s, "") for s in items]
     out = {}
     for k, v in pairs:
+        hint = " (YAML reads an unquoted 30_70 as the number 3070: quote the key)" if isinstance(k, int) else ""
         k, v = str(k).strip(), str(v).strip()
         if not SPLIT_RE.fullmatch(k) or not v:
             raise DataError(f"Failed to read labels {where}: split map entry {k}={v!r}: expected X_Y=NAME, "
-                            "e.g. 30_70=70/30")
+                            f"e.g. 30_70=70/30{hint}")
         out[k] = v
     return out
 
@@ -367,6 +369,11 @@ def ingest_rtt(d: Path, lab: Labels | None = None, inv: Inventory | None = None)
             if inv is None:
                 raise
             inv.refuse(f, "rtt", str(e))
+            return
+        if res.refusal():
+            if inv is None:
+                raise DataError(f"Failed to ingest {f}: {res.refusal()}")
+            inv.refuse(f, "rtt", res.refusal())
             return
         seen[key] = f.name
         sm, flags = res.summary(), res.flags()

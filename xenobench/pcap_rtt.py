@@ -190,6 +190,16 @@ class RttResult:
                        "time order)")
         return out
 
+    def refusal(self) -> str | None:
+        """Why these RTTs cannot be used at all, or None: when identical queries follow each other
+        faster than the typical (median) RTT, an answer cannot be told from the next query's."""
+        med = float(np.median(self.rtts_ns)) if self.n else 0.0
+        if self.min_identical_spacing_ns is not None and med * SPACING_FLAG_OF_RTT > self.min_identical_spacing_ns:
+            return (f"identical queries {self.min_identical_spacing_ns / 1e3:.3f} µs apart, less than "
+                    f"{SPACING_FLAG_OF_RTT:g} x the median RTT ({med / 1e3:.3f} µs): answers cannot be told apart "
+                    "(give every probe its own DNS id)")
+        return None
+
     def summary(self) -> dict:
         """Flat dict for JSON and the tidy rtt_summary rows (keys ending in _us are µs)."""
         out = {"n": self.n, "lost": self.lost, "median_us": round(self.median_us, 3),
@@ -203,7 +213,8 @@ class RttResult:
                 "last_packet": max(self.probe_range[1], self.answer_range[1]),
                 "format": self.fmt, "timeout_s": self.timeout_ns / NS, "queries": self.queries,
                 "lost_fraction": round(self.lost_fraction, 6), "unmatched_answers": self.unmatched,
-                "superseded": self.superseded, "out_of_order": self.out_of_order, "flags": self.flags()}
+                "superseded": self.superseded, "out_of_order": self.out_of_order, "flags": self.flags(),
+                "refused": self.refusal()}
         return out
 
 
