@@ -188,7 +188,9 @@ ANSWER_RR = bytes.fromhex("c00c 0001 0001 0000012c 0004 c6120035")  # 198.18.0.5
 @needs_xdp_obj
 def test_map_layouts_match_dns_common_h(xdp):
     _, _, pindir = xdp
-    maps = {m["name"]: m for m in json.loads(bpftool("map", "show", "-j").stdout)}
+    # the maps of this pin dir (other programs on the machine may have maps of the same names)
+    maps = {n: json.loads(bpftool("map", "show", "pinned", str(pindir / "maps" / n), "-j").stdout)
+            for n in ("config", "stats", "peers")}
     assert maps["config"]["bytes_value"] == CONFIG_SIZE
     assert maps["stats"]["max_entries"] == len(STATS_NAMES)
     assert maps["peers"]["bytes_key"] == 4 and maps["peers"]["bytes_value"] == 8

@@ -13,6 +13,7 @@ interval, and on SIGINT/SIGTERM detach, read the final counts, unpin and print t
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import signal
@@ -88,6 +89,20 @@ def attached_prog(dev: str) -> int | None:
     link = ip_link(dev)
     xdp = link.get("xdp") if link else None
     return xdp.get("prog", {}).get("id") if xdp else None
+
+
+def controller_parser(prog: str, description: str, interval_default: float) -> tuple[argparse.ArgumentParser,
+                                                                                 argparse.ArgumentParser]:
+    """The command line every XDP controller shares: `run` with --pin-dir, --interval, --generic;
+    returns (parser, the run subparser) for the controller's own options."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="load, attach, print counters as JSON lines until SIGINT/SIGTERM")
+    r.add_argument("--pin-dir", required=True, help="bpffs directory for the pinned programs and maps")
+    r.add_argument("--interval", type=float, default=interval_default,
+                   help="seconds between counter lines (0: only at exit)")
+    r.add_argument("--generic", action="store_true", help="generic (skb) mode instead of native")
+    return ap, r
 
 
 def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: bool,

@@ -6,7 +6,6 @@ the counts on SIGTERM/SIGINT, detach and unpin (xenobench.agents.bpf.run_control
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import struct
 import subprocess
@@ -18,7 +17,7 @@ import dns.name
 
 from .. import REPO_ROOT
 from ..errors import XenobenchError
-from .bpf import bpftool_stdout, counters, load_pinned, map_update, run_controller
+from .bpf import bpftool_stdout, controller_parser, counters, load_pinned, map_update, run_controller
 from .net import mac_bytes
 
 OBJ = REPO_ROOT / "dns_server" / "build" / "xdp_responder.bpf.o"
@@ -110,9 +109,7 @@ def run(a) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xenobench.agents.dns_xdp", description="XDP DNS responder controller")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="load, attach, print counts as JSON lines until SIGINT/SIGTERM")
+    ap, r = controller_parser("python -m xenobench.agents.dns_xdp", "XDP DNS responder controller", 0.0)
     r.add_argument("--iface", required=True)
     r.add_argument("--vip", required=True)
     r.add_argument("--port", type=int, default=53)
@@ -122,11 +119,8 @@ def main(argv=None) -> int:
     r.add_argument("--mode", choices=sorted(MODES), default="answer")
     r.add_argument("--src-mac", required=True, help="this node's MAC: source of every reply")
     r.add_argument("--peer", action="append", default=[], help="client address=MAC (repeatable)")
-    r.add_argument("--pin-dir", required=True)
-    r.add_argument("--interval", type=float, default=0, help="seconds between count lines (0: only at exit)")
     r.add_argument("--egress", choices=["auto", *EGRESS], default="auto",
                    help="tx: XDP_TX; redirect: to the ingress port (veth); auto: redirect on veth")
-    r.add_argument("--generic", action="store_true")
     return run(ap.parse_args(argv))
 
 

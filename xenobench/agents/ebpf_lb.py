@@ -10,7 +10,6 @@ SIGINT/SIGTERM detaches and unpins everything (xenobench.agents.bpf.run_controll
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import shutil
 import struct
@@ -21,7 +20,8 @@ from typing import Callable
 from .. import REPO_ROOT
 from ..backends import load_backends
 from ..errors import XenobenchError
-from .bpf import bpftool_stdout, counters, ip_link, load_pinned, map_update, percpu_sum, run_controller
+from .bpf import (bpftool_stdout, controller_parser, counters, ip_link, load_pinned, map_update, percpu_sum,
+                  run_controller)
 from .net import mac_bytes
 
 OBJ = REPO_ROOT / "ebpf_baseline" / "build" / "lb.bpf.o"
@@ -99,9 +99,7 @@ def run(a) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xenobench.agents.ebpf_lb", description="eBPF baseline controller")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="load, attach, print stats as JSON lines until SIGINT/SIGTERM")
+    ap, r = controller_parser("python -m xenobench.agents.ebpf_lb", "eBPF baseline controller", 1.0)
     r.add_argument("--backends", required=True)
     r.add_argument("--ingress", required=True)
     r.add_argument("--egress", help="egress port (redirect mode)")
@@ -110,10 +108,7 @@ def main(argv=None) -> int:
     r.add_argument("--vip", required=True)
     r.add_argument("--port", type=int, default=53)
     r.add_argument("--policy", choices=sorted(POLICY), default="pass", help="non-service frames")
-    r.add_argument("--pin-dir", required=True)
     r.add_argument("--state-dir", required=True, help="where the mode and a copy of the backends file go")
-    r.add_argument("--interval", type=float, default=1.0, help="seconds between stats lines")
-    r.add_argument("--generic", action="store_true", help="generic (skb) mode instead of native")
     return run(ap.parse_args(argv))
 
 
