@@ -73,6 +73,7 @@ RTT_FLAG_OF_TIMEOUT = 0.5   # an RTT above half the timeout: the timeout no long
 SPACING_FLAG_OF_RTT = 2.0   # identical queries closer than 2x the largest RTT: pairing is ambiguous
 
 
+@functools.cache
 def default_timeout_s() -> float:
     """The prober's timeout default, from its one place: the schema (dns.prober.timeout_s)."""
     import yaml
