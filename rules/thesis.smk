@@ -12,6 +12,8 @@ rule thesis_ingest:
         THESIS_DATA if os.path.isdir(THESIS_DATA) else [],
     output:
         THESIS_TIDY,
+        # every raw file used or listed with why it was skipped or refused; labels, clock skew
+        provenance="results/thesis/provenance.json",
     log:
         "results/logs/thesis_ingest.log",
     conda:
