@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import latency
 from .errors import DataError
-from .layout import ResultsTree, TrialDir
+from .layout import ResultsTree, TrialDir, point_id
 from .results import KINDS, row, write_tidy
 
 RTT_PERCENTILES = (1, 5, 25, 75, 95, 99)
@@ -60,11 +61,115 @@ def _rtt_stats(v: np.ndarray) -> dict:
     return st
 
 
-def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path) -> dict[str, list[dict]]:
+def _ndr_pdr_rows(testbed: str, trial: TrialDir, res: dict, resdir: Path) -> list[dict]:
+    """Per goal of the search: the relevant lower bound (the highest load at the goal's loss ratio:
+    NDR, PDR), the upper bound, the conditional throughput and the width reached; the search's
+    trial count and time. offered_pps = the lower bound, measured_pps = its conditional throughput."""
+    pt, o = res["point"], res["outputs"]
+    src = str((trial.path / o["search_record"]).relative_to(resdir))
+    common = dict(testbed=testbed, lb=pt.get("lb"), payload_bytes=o["payload"], repetition=int(res["repetition"]),
+                  source=src)
+    out = []
+    for g in o["goals"]:
+        if g["lower_bound_pps"] is None:
+            continue
+        n = g["name"].lower()
+        c = dict(common, offered_pps=g["lower_bound_pps"], measured_pps=g["conditional_throughput_pps"])
+        out.append(row(**c, metric=f"{n}_pps", value=g["lower_bound_pps"], unit="packets/s"))
+        out.append(row(**c, metric=f"{n}_conditional_throughput_pps", value=g["conditional_throughput_pps"],
+                       unit="packets/s"))
+        if g["upper_bound_pps"] is not None:
+            out.append(row(**c, metric=f"{n}_upper_bound_pps", value=g["upper_bound_pps"], unit="packets/s"))
+            out.append(row(**c, metric=f"{n}_relative_width", value=g["relative_width"], unit="ratio"))
+    out.append(row(**common, metric="search_trials", value=o["n_trials"], unit="count"))
+    out.append(row(**common, metric="search_trial_seconds", value=o["trial_seconds"], unit="s"))
+    out.append(row(**common, metric="search_wall_s", value=o["search_wall_s"], unit="s"))
+    return out
+
+
+def _rtt_rows(common: dict, rtts: np.ndarray, s: dict, rel_records: Path, rel_summary: Path,
+              out: dict[str, list[dict]], samples: bool = True) -> None:
+    for i, v in enumerate(rtts if samples else ()):
+        out["rtt_samples"].append(row(**common, metric="rtt_us", value=float(v), unit="us",
+                                      source=f"{rel_records}:{i}"))
+    summ = [("n", len(rtts), "count"), ("lost", s.get("lost", 0), "count")]
+    if len(rtts):
+        summ += [(f"rtt_{k}_us", v, "us") for k, v in _rtt_stats(rtts).items()]
+    pc = s.get("pcap") or {}
+    if pc.get("median_us") is not None:
+        summ += [("rtt_pcap_median_us", pc["median_us"], "us"),
+                 ("rtt_pcap_diff_us", s.get("pcap_median_diff_us"), "us")]
+    for m, v, u in summ:
+        if v is not None:
+            out["rtt_summary"].append(row(**common, metric=m, value=float(v), unit=u, source=str(rel_summary)))
+
+
+def _paired_rtt_rows(common: dict, trial: TrialDir, res: dict, resdir: Path, out: dict[str, list[dict]]) -> list:
+    """Paired design: samples per block (source names the block), one summary per LB and
+    repetition over its blocks; returns (repetition, round, lb, block median) for latency.compare."""
+    o = res["outputs"]
+    att = trial.attempt(res["chosen_attempt"])
+    rep = int(res["repetition"])
+    per_lb: dict[str, list[float]] = {}
+    lost: dict[str, int] = {}
+    captured: dict[str, dict] = {}
+    medians = []
+    for b in o["blocks"]:
+        f = att.path / b["records"]
+        r = read_probe_records(f)
+        rel = f.relative_to(resdir)
+        c = dict(common, lb=b["lb"])
+        for i, v in enumerate(r):
+            out["rtt_samples"].append(row(**c, metric="rtt_us", value=float(v), unit="us", source=f"{rel}:{i}"))
+        per_lb.setdefault(b["lb"], []).extend(r)
+        lost[b["lb"]] = lost.get(b["lb"], 0) + int(b["probe"].get("lost") or 0)
+        if b["captured"]:
+            captured[b["lb"]] = b["probe"]
+        if r:
+            medians.append((rep, int(b["round"]), b["lb"], float(np.median(r))))
+    rel_att = att.path.relative_to(resdir)
+    for lb, r in per_lb.items():
+        s = {"lost": lost[lb], **{k: captured.get(lb, {}).get(k) for k in ("pcap", "pcap_median_diff_us")}}
+        _rtt_rows(dict(common, lb=lb), np.array(r), s, rel_att, rel_att, out, samples=False)
+    return medians
+
+
+def paired_rows(blocks: list, lbs: list[str], common: dict, resamples: int, seed: int) -> list[dict]:
+    """rtt_paired rows of one point: every LB against 'none' (the added latency) and every other
+    pair of LBs, each the median of per-round differences with its bootstrap 95 % CI; verdict
+    +1 / -1 where the CI excludes zero (higher / lower than the reference), 0 = not distinguishable."""
+    refs = [(lb, "none") for lb in lbs if lb != "none" and "none" in lbs]
+    others = [x for x in lbs if x != "none"]
+    refs += [(a, b) for i, a in enumerate(others) for b in others[i + 1:]]
+    out = []
+    for lb, ref in refs:
+        d = latency.compare(blocks, lb, ref, resamples, seed)
+        if d is None:
+            continue
+        c = dict(common, lb=lb)
+        sign = {"higher": 1, "lower": -1}.get(d.verdict, 0)
+        for m, v, u in ((f"rtt_vs_{ref}_median_us", d.median_us, "us"),
+                        (f"rtt_vs_{ref}_ci_low_us", d.ci_low_us, "us"),
+                        (f"rtt_vs_{ref}_ci_high_us", d.ci_high_us, "us"),
+                        (f"rtt_vs_{ref}_pairs", d.pairs, "count"),
+                        (f"rtt_vs_{ref}_verdict", sign, "sign"),
+                        (f"rtt_vs_{ref}_bootstrap_seed", d.seed, "seed"),
+                        (f"rtt_vs_{ref}_bootstrap_resamples", d.resamples, "count")):
+            out.append(row(**c, metric=m, value=float(v), unit=u))
+    return out
+
+
+def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
+                   paired: dict | None = None) -> dict[str, list[dict]]:
+    """Tidy rows of one valid trial; a paired RTT trial's block medians go into `paired` (keyed by
+    experiment and point) for the per-point rtt_paired rows."""
     exp, pt, rep = res["experiment"], res["point"], int(res["repetition"])
     o = res["outputs"]
     src = str(trial.path.relative_to(resdir))
     out: dict[str, list[dict]] = {k: [] for k in KINDS}
+    if exp == "ndr_pdr":
+        out["ndr_pdr"] = _ndr_pdr_rows(testbed, trial, res, resdir)
+        return out
     if exp in ("pps", "loss", "compare"):
         gen = o.get("generator") or {}
         offered = gen.get("achieved_pps")
@@ -82,27 +187,25 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path) -> di
             out["compare"].append(row(**common, metric="max_pps", value=o["rx_pps"], unit="packets/s"))
         return out
     if exp in ("rtt", "rtt_load"):
-        s = o["probe"]
         split = pt.get("split")
         bg = pt.get("level_pps") if exp == "rtt_load" else None
         lb = pt.get("lb") or ("xenoflow" if exp == "rtt_load" else "none")
         common = dict(testbed=testbed, lb=lb, server=o.get("server"), repetition=rep, split=split,
                       background_pps=bg)
+        if o.get("paired"):
+            medians = _paired_rtt_rows(common, trial, res, resdir, out)
+            if paired is not None:
+                key = (exp, point_id(pt))
+                ent = paired.setdefault(key, {"blocks": [], "lbs": o["lbs"], "seed": o["bootstrap_seed"],
+                                              "resamples": o["bootstrap_resamples"],
+                                              "common": dict(common, repetition=None),
+                                              "source": str(trial.path.parent.relative_to(resdir))})
+                ent["blocks"] += medians
+            return out
         chosen = trial.attempt(res["chosen_attempt"]).probe_records
         rtts = np.array(read_probe_records(chosen))
         rel = chosen.relative_to(resdir)
-        for i, v in enumerate(rtts):
-            out["rtt_samples"].append(row(**common, metric="rtt_us", value=float(v), unit="us", source=f"{rel}:{i}"))
-        summ = [("n", len(rtts), "count"), ("lost", s.get("lost", 0), "count")]
-        if len(rtts):
-            summ += [(f"rtt_{k}_us", v, "us") for k, v in _rtt_stats(rtts).items()]
-        pc = s.get("pcap") or {}
-        if pc.get("median_us") is not None:
-            summ += [("rtt_pcap_median_us", pc["median_us"], "us"),
-                     ("rtt_pcap_diff_us", s.get("pcap_median_diff_us"), "us")]
-        for m, v, u in summ:
-            if v is not None:
-                out["rtt_summary"].append(row(**common, metric=m, value=float(v), unit=u, source=str(rel)))
+        _rtt_rows(common, rtts, o["probe"], rel, rel, out)
         return out
     raise DataError(f"Failed to aggregate trial {trial.path}: unknown experiment {exp!r}")
 
@@ -113,14 +216,18 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
     testbed = testbed or resdir.name
     rows: dict[str, list[dict]] = {k: [] for k in KINDS}
     invalid = []
+    paired: dict = {}
     for trial, res in trial_results(resdir):
         if not res.get("valid"):
             reasons = [r for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]]
             invalid.append({"trial": str(trial.path.relative_to(resdir)), "experiment": res["experiment"],
                             "attempts": len(res["attempts"]), "reasons": "; ".join(reasons)})
             continue
-        for k, rs in rows_for_trial(testbed, trial, res, resdir).items():
+        for k, rs in rows_for_trial(testbed, trial, res, resdir, paired).items():
             rows[k] += rs
+    for _, ent in sorted(paired.items()):  # the paired design: per point, over its valid repetitions
+        common = dict(ent["common"], source=ent["source"])
+        rows["rtt_paired"] += paired_rows(ent["blocks"], ent["lbs"], common, ent["resamples"], ent["seed"])
     written = {}
     for k, rs in rows.items():
         if rs:

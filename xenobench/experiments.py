@@ -17,7 +17,7 @@ from .errors import ConfigError
 from .layout import ResultsTree, TrialDir
 
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
-ORDER = ("pps", "loss", "rtt", "rtt_load", "compare")
+ORDER = ("pps", "loss", "ndr_pdr", "rtt", "rtt_load", "compare")
 
 
 def definitions() -> dict[str, dict]:
@@ -48,13 +48,25 @@ def points(cfg, experiment: str) -> list[dict]:
         return [{"lb": lb, "payload": pl} for lb in p["lbs"] for pl in p["payloads"]]
     if experiment == "loss":
         return [{"lb": p["lb"], "rate_pps": int(r)} for r in p["rates_pps"]]
+    if experiment == "ndr_pdr":
+        return [{"lb": lb, "payload": pl} for lb in p["lbs"] for pl in p["payloads"]]
     if experiment == "rtt":
+        if paired(cfg, experiment):  # every LB inside each repetition (xenobench.latency)
+            return [{"server": s} for s in p["servers"]]
         return [{"lb": lb, "server": s} for s in p["servers"] for lb in p["lbs"]]
     if experiment == "rtt_load":
         return [{"level_pps": int(lv), "split": sp} for lv in p["levels_pps"] for sp in p["splits"]]
     if experiment == "compare":
         return [{"lb": lb} for lb in p["lbs"]]
     raise ConfigError(f"Failed to plan experiment {experiment!r}: unknown (known: {', '.join(ORDER)})")
+
+
+def paired(cfg, experiment: str) -> bool:
+    """Whether an RTT experiment runs the paired design: each repetition measures every LB variant
+    in interleaved blocks (config `paired`, default true; false = the thesis's protocol of one point
+    per LB, Sec. 7.4)."""
+    p = cfg.section("experiments").get(experiment) or {}
+    return experiment in ("rtt", "rtt_load") and bool(p.get("paired"))
 
 
 def plan(cfg, only: list[str] | None = None) -> list[PlannedTrial]:

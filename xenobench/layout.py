@@ -9,6 +9,13 @@ runner, the procedures, aggregation, the report and the workflow's rules ask her
                 attempt-<n>/                        AttemptDir: one attempt of the trial
                     counters_before.json  counters_after.json  outputs.json  validity.json
                     probes.jsonl  probes.pcap       the prober's raw records and capture
+                    block-<b>-<lb>/probes.jsonl     paired RTT design: block b (1-based, in the
+                                                    order run) measured with LB lb (.block(b, lb))
+                search/                             SearchDir (.search): an NDR/PDR search
+                    trial-<k>/                      TrialDir: the search's k-th measurement, a
+                                                    normal trial (params, attempts, result.json)
+                    search.json                     the search's record (goals, bounds, trials),
+                                                    written last: the search is complete
                 result.json                         written last: the trial is complete
         <kind>.csv  invalid.csv  report.md          tidy rows of the valid trials (xenobench.results)
         logs/<experiment>/<point-id>.log            the rule's log
@@ -68,6 +75,19 @@ class AttemptDir:
         """The prober's raw records (JSON lines); its capture is the same name with .pcap."""
         return self.path / "probes.jsonl"
 
+    def block(self, n: int, lb: str) -> "BlockDir":
+        """Block n (1-based, in run order) of a paired RTT repetition, measured with LB `lb`."""
+        return BlockDir(self.path / f"block-{n}-{lb}")
+
+
+@dataclass(frozen=True)
+class BlockDir:
+    path: Path
+
+    @property
+    def probe_records(self) -> Path:
+        return self.path / "probes.jsonl"
+
 
 @dataclass(frozen=True)
 class TrialDir:
@@ -100,6 +120,45 @@ class TrialDir:
 
     def write_result(self, result: dict) -> None:
         write_json_atomic(self.result, result, indent=1, default=str)
+
+    @property
+    def search(self) -> "SearchDir":
+        return SearchDir(self.path / "search")
+
+
+SEARCH_RECORD = "search.json"
+
+
+@dataclass(frozen=True)
+class SearchDir:
+    """One NDR/PDR search (xenobench.search): its trials and its record."""
+    path: Path
+
+    def trial(self, k: int) -> TrialDir:
+        return TrialDir(self.path / f"trial-{k}")
+
+    @property
+    def record(self) -> Path:
+        return self.path / SEARCH_RECORD
+
+    @property
+    def complete(self) -> bool:
+        return self.record.exists()
+
+    def trials(self) -> list[TrialDir]:
+        """The search's trials in the order they were run (trial-1, trial-2, ...)."""
+        ks = sorted(int(p.name.split("-", 1)[1]) for p in self.path.glob("trial-*")
+                    if p.name.split("-", 1)[1].isdigit())
+        return [self.trial(k) for k in ks]
+
+    def read_record(self) -> dict:
+        try:
+            return json.loads(self.record.read_text())
+        except (OSError, ValueError) as e:
+            raise DataError(f"Failed to read search record {self.record}: {e}") from None
+
+    def write_record(self, record: dict) -> None:
+        write_json_atomic(self.record, record, indent=1, default=str)
 
 
 @dataclass(frozen=True)

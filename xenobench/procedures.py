@@ -1,4 +1,4 @@
-"""The trial procedures of the five live measurements (thesis ch. 7, experiments/*.yaml), written
+"""The trial procedures of the six live measurements (thesis ch. 7, experiments/*.yaml), written
 once above the transport layer: the same code drives the namespace testbed (trafgen, emulated
 XenoFlow) and the thesis testbed (TRex, XenoFlow on the BlueField-3).
 
@@ -19,13 +19,16 @@ from pathlib import Path
 
 from .dns import start_server, stop_server
 from .errors import ConfigError, XenobenchError
-from .experiments import definitions, points
+from .experiments import definitions, paired, points
+from .latency import block_order
 from .lb import KINDS as LB_KINDS
 from .lb import get_lb
-from .layout import ResultsTree, point_id, write_json_atomic
+from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
 from .rtt import probe
+from .search import SearchSettings, goal, run_search, trial_runner
+from .results import line_rate_pps
 from .traffic import fill_tunables, run_traffic, start_traffic
 from .trials import TrialContext, Validity, run_trial
 
@@ -53,6 +56,9 @@ def measured_ifaces(cfg) -> list[tuple[str, str]]:
 
 
 def point_lb(cfg, experiment: str, point: dict) -> str:
+    """The LB the point's set-up starts; none for the paired RTT design (its blocks switch LBs)."""
+    if paired(cfg, experiment):
+        return "none"
     return point.get("lb") or _ex(cfg, experiment).get("lb") or "none"
 
 
@@ -167,7 +173,10 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 def rtt_probe(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """rtt: N probes to the DNS backend through the LB (or straight to it for lb=none), measured
-    with kernel timestamps by the prober and independently from a client-side capture."""
+    with kernel timestamps by the prober and independently from a client-side capture; in the
+    paired design every LB variant in interleaved blocks (_paired_blocks)."""
+    if paired(ctx.testbed.cfg, ctx.experiment):
+        return _paired_blocks(ctx)
     return _probe(ctx, lb)
 
 
@@ -176,13 +185,14 @@ def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     cfg, p = ctx.testbed.cfg, ctx.point
     ex = _ex(cfg, ctx.experiment)
     level = float(p["level_pps"])
+    measure = _paired_blocks if paired(cfg, ctx.experiment) else (lambda c: _probe(c, lb))
     if level <= 0:
-        return _probe(ctx, lb)
+        return measure(ctx)
     tun = background_tunables(p["split"], int(ex["payload"]))
     h = start_traffic(ctx.testbed, "background_split", tun, level)
     try:
         time.sleep(float(ex["load_settle_s"]))
-        out, v = _probe(ctx, lb)
+        out, v = measure(ctx)
     finally:
         bg = h.stop()
     out["background"] = {"tunables": fill_tunables(cfg, "background_split", tun), **bg}
@@ -213,7 +223,124 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     return out, v
 
 
-PROCEDURES = {"offered_load": offered_load, "rtt_probe": rtt_probe, "rtt_under_load": rtt_under_load}
+def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
+    """The paired design (xenobench.latency): `blocks` rounds, each running every LB of the
+    experiment once in a shuffled order (seed + repetition, recorded), `block_probes` probes per
+    block, the LB started before its block and stopped after it. The client-side capture runs in
+    each LB's first block only (capture start and stop cost ~2.5 s a block); the prober's kernel
+    timestamps are the measurement in every block."""
+    cfg = ctx.testbed.cfg
+    ex = _ex(cfg, ctx.experiment)
+    lbs = list(ex["lbs"])
+    seed = int(ex["seed"]) + int(ctx.repetition)
+    order = block_order(lbs, int(ex["blocks"]), seed)
+    count, rate = int(ex["block_probes"]), float(ex["rate_qps"])
+    for other in LB_KINDS:  # a block's LB is the only one running
+        o = get_lb(other, ctx.testbed)
+        if o.running():
+            o.stop()
+    blocks, captured = [], set()
+    v = Validity()
+    for i, kind in enumerate(order, 1):
+        bd = ctx.attempt.block(i, kind)
+        capture = kind not in captured
+        captured.add(kind)
+        lb = None if kind == "none" else get_lb(kind, ctx.testbed)
+        if lb is not None:
+            lb.start()
+        try:
+            s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
+                      via="direct" if kind == "none" else "lb", capture=capture)
+        finally:
+            if lb is not None:
+                lb.stop()
+        s.pop("per_query", None)  # the records and the pcap hold it; outputs stay small
+        blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "captured": capture,
+                       "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s})
+        lost = int(s.get("lost") or 0)
+        v.require(f"block_{i}_answered", s.get("n", 0) > 0, f"block {i} ({kind}): no probe was answered")
+        v.require(f"block_{i}_loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
+                  f"block {i} ({kind}): {lost} of {count} probes lost (> {MAX_LOST_PCT:g} %)")
+        if capture:
+            tol, d = float(s["tolerance_us"]), s.get("pcap_median_diff_us")
+            v.require(f"block_{i}_prober_pcap_agree", d is not None and abs(d) <= tol,
+                      f"block {i} ({kind}): prober and pcap medians differ by {d} us (tolerance {tol:g} us)")
+    out = {"paired": True, "lbs": lbs, "order": order, "order_seed": seed, "rounds": int(ex["blocks"]),
+           "block_probes": count, "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"]),
+           "server": point_server(cfg, ctx.experiment, ctx.point), "blocks": blocks}
+    return out, v
+
+
+# --- NDR/PDR search --------------------------------------------------------------------------------
+def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[dict, Validity]:
+    """One measurement of the search (xenobench.search): the udp_payload profile at `load` for
+    `duration`; offered = the generator's tx, received = the backends' rx counters (read before and
+    after, DRAIN_S after the generator stopped). A generator that falls short of the load is no
+    invalid trial: the shortfall is recorded (intended_count) and counts as loss to the search."""
+    cfg, p = ctx.testbed.cfg, ctx.point
+    ex = _ex(cfg, ctx.experiment)
+    payload = int(p["payload"])
+    tun = payload_tunables(payload, int(ex["flows"]))
+    sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), 1.0)
+    st0 = _lb_stats(lb)
+    rx0 = sampler.read_total()
+    gen = run_traffic(ctx.testbed, "udp_payload", tun, load, duration_s=duration)
+    time.sleep(DRAIN_S)
+    rx = sampler.read_total() - rx0
+    st1 = _lb_stats(lb)
+    tx = int(gen.get("tx_packets") or 0)
+    offered_s = float(gen.get("duration_s") or duration)
+    achieved = float(gen.get("achieved_pps") or 0.0)
+    shortfall = achieved < MIN_RATE_RATIO * load
+    # the generator's own reasons except its rate check, which the search handles as loss
+    other = [r for r in str(gen.get("reason") or "").split("; ") if r and not r.startswith("achieved ")]
+    per_backend = _lb_per_backend(st0, st1)
+    out = {"payload": payload, "intended_load_pps": load, "intended_duration_s": duration,
+           "offered": tx, "received": rx, "offered_duration_s": offered_s, "shortfall": shortfall,
+           "intended_count": int(round(load * offered_s)) if shortfall else None,
+           "generator": gen, "tunables": fill_tunables(cfg, "udp_payload", tun),
+           "lb_forwarded": sum(per_backend.values()) if per_backend is not None else None,
+           "lb_per_backend": per_backend}
+    v = Validity()
+    v.require("generator_ok", not other, "; ".join(other))
+    v.require("traffic_sent", tx > 0, "the generator sent nothing")
+    v.require("counters_consistent", rx <= tx * 1.001 + 10, f"backends received {rx} > generator sent {tx}")
+    return out, v
+
+
+def ndr_pdr_search(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
+    """ndr_pdr: one MLRsearch per repetition (xenobench.search); its trials are trial directories
+    below this one (search/trial-<k>/), its record search/search.json."""
+    cfg, p = ctx.testbed.cfg, ctx.point
+    ex = _ex(cfg, ctx.experiment)
+    payload = int(p["payload"])
+    cap = line_rate_pps(payload, float(ex["line_gbps"]))
+    settings = SearchSettings.from_section(ex, f"{cfg.path}: experiments.ndr_pdr",
+                                           max_load_pps=min(float(ex["max_load_pps"]), cap))
+    sdir = TrialDir(ctx.attempt.path.parent).search
+    run = trial_runner(ctx.testbed, ctx.experiment, p, ctx.repetition, sdir,
+                       lambda c, d, load: search_trial(c, lb, d, load), ifaces=measured_ifaces(cfg),
+                       max_attempts=int(cfg.section("experiments")["max_attempts"]))
+    rec = run_search(settings, run, sdir)
+    out = {"payload": payload, "search_record": str(sdir.record.relative_to(ctx.attempt.path.parent)),
+           "max_load_pps": settings.max_load_pps, "min_load_pps": settings.min_load_pps,
+           "relative_width_goal": settings.relative_width, "goals": rec["goals"], "n_trials": rec["n_trials"],
+           "trial_seconds": rec["trial_seconds"], "search_wall_s": rec["wall_s"]}
+    v = Validity()
+    for g in rec["goals"]:
+        v.require(f"{g['name']}_lower_bound", not g["below_min_load"],
+                  f"{g['name']}: even {settings.min_load_pps:.0f} pps (min_load_pps) lost more than "
+                  f"{100 * g['loss_ratio']:g} %")
+    ndr = goal(rec, "NDR")
+    if ndr is not None and ndr["at_max_load"]:  # valid, but a lower bound only
+        out["note"] = f"NDR at max load {settings.max_load_pps:.0f} pps: raise max_load_pps to find it"
+    return out, v
+
+
+PROCEDURES = {"offered_load": offered_load, "rtt_probe": rtt_probe, "rtt_under_load": rtt_under_load,
+              "ndr_pdr_search": ndr_pdr_search}
+# a search retries its own trials; a failed search is recorded, not run again from the start
+SINGLE_ATTEMPT = ("ndr_pdr_search",)
 
 
 # --- a whole point ---------------------------------------------------------------------------------
@@ -245,7 +372,8 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
             for r in todo:
                 run_trial(testbed, experiment, point, r, tree.trial(experiment, point, r),
                           lambda ctx: proc(ctx, lb), ifaces=measured_ifaces(cfg),
-                          max_attempts=int(ex_all["max_attempts"]), settle_s=float(ex_all["settle_s"]),
+                          max_attempts=1 if d["procedure"] in SINGLE_ATTEMPT else int(ex_all["max_attempts"]),
+                          settle_s=float(ex_all["settle_s"]),
                           cooldown_s=float(ex_all["cooldown_s"]), progress=progress)
     for r in range(1, reps + 1):
         res = tree.trial(experiment, point, r).read_result()

@@ -23,7 +23,7 @@ import pandas as pd
 
 from .errors import DataError
 
-KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare")
+KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired")
 
 COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
@@ -53,6 +53,12 @@ UNITS = {
     "nominal_offered_pps": "packets/s",
     "loss_pct": "%", "cv_pct": "%",
     "rtt_us": "us", "n": "count", "lost": "count",
+    # ndr_pdr (xenobench.search): per goal <goal>_pps, _upper_bound_pps, _conditional_throughput_pps
+    "ndr_pps": "packets/s", "pdr_pps": "packets/s",
+    "ndr_upper_bound_pps": "packets/s", "pdr_upper_bound_pps": "packets/s",
+    "ndr_conditional_throughput_pps": "packets/s", "pdr_conditional_throughput_pps": "packets/s",
+    "ndr_relative_width": "ratio", "pdr_relative_width": "ratio",
+    "search_trials": "count", "search_trial_seconds": "s", "search_wall_s": "s",
 }
 RTT_STAT_PREFIX = "rtt_"  # rtt_median_us, rtt_p99_us, ...: unit us
 

@@ -1,0 +1,266 @@
+"""Throughput by search: NDR (no loss) and PDR (at most 0.5 % loss) found by MLRsearch, the
+algorithm FD.io CSIT runs and the IETF BMWG draft "Multiple Loss Ratio Search" describes, from
+the `mlrsearch` package (PyPI, 1.2.1). The thesis swept the offered load linearly (Sec. 7.4.3,
+Fig. 7.8: 15...135 Mpps, 33 trials x 3) and read the loss onset off the plot; a search reaches a
+given precision with far fewer trials and states the precision it reached.
+
+Three layers, as the package's readme names them:
+- manager: `run_search()` builds the search from the config's `experiments.ndr_pdr` section
+  (`SearchSettings`), runs it and writes its record (search.json: goals, bounds, every trial);
+- controller: `MLRsearch.MultipleLossRatioSearch`, asking for (duration, load) trials;
+- measurer: `TrialMeasurer`, the adapter `measure(duration, load) -> offered/received` over a
+  trial function. On a testbed that function runs a normal trial (xenobench.trials.run_trial:
+  its own directory search/trial-<k>/, counters, validity, retries) with the traffic layer's
+  `run_traffic` at the asked load (trafgen, xdpgen or TRex alike); a test gives a synthetic device.
+
+Resuming: the search is deterministic in its measurements, so a rerun after an interruption
+replays the completed trials from disk (checking that the search asks for the same duration and
+load at the same index) and continues with the first one missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from MLRsearch import AbstractMeasurer, Config, MeasurementResult, MultipleLossRatioSearch, SearchGoal
+
+from .errors import ConfigError, XenobenchError
+from .layout import SearchDir
+
+log = logging.getLogger(__name__)
+
+
+class SearchError(XenobenchError):
+    pass
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str          # NDR, PDR
+    loss_ratio: float  # 0 for NDR; CSIT's PDR: 0.005 (0.5 %)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """What the search is asked (config: experiments.ndr_pdr; defaults in the schema are CSIT's)."""
+    goals: tuple[Goal, ...]
+    min_load_pps: float
+    max_load_pps: float
+    exceed_ratio: float = 0.5
+    relative_width: float = 0.005
+    initial_trial_duration_s: float = 1.0
+    final_trial_duration_s: float = 1.0
+    duration_sum_s: float = 21.0
+    preceding_targets: int = 2
+    expansion_coefficient: int = 2
+    search_duration_max_s: float = 1200.0
+    warmup_s: float = 1.0
+
+    @classmethod
+    def from_section(cls, ex: dict, where: str = "experiments.ndr_pdr", max_load_pps: float | None = None):
+        """From a config section (schema defaults applied); max_load_pps overrides the section's
+        (the procedure caps it at the frame size's line rate)."""
+        try:
+            goals = tuple(Goal(str(g["name"]), float(g["loss_ratio"])) for g in ex["goals"])
+            s = cls(goals=goals, min_load_pps=float(ex["min_load_pps"]),
+                    max_load_pps=float(max_load_pps if max_load_pps is not None else ex["max_load_pps"]),
+                    exceed_ratio=float(ex["exceed_ratio"]), relative_width=float(ex["relative_width"]),
+                    initial_trial_duration_s=float(ex["initial_trial_duration_s"]),
+                    final_trial_duration_s=float(ex["final_trial_duration_s"]),
+                    duration_sum_s=float(ex["duration_sum_s"]), preceding_targets=int(ex["preceding_targets"]),
+                    expansion_coefficient=int(ex["expansion_coefficient"]),
+                    search_duration_max_s=float(ex["search_duration_max_s"]), warmup_s=float(ex["warmup_s"]))
+        except KeyError as e:
+            raise ConfigError(f"Failed to read the search settings: {where}.{e.args[0]} is missing") from None
+        s.mlr_config(where)  # the package's own checks, with the key path in the message
+        return s
+
+    def mlr_config(self, where: str = "search settings") -> Config:
+        if not self.goals:
+            raise ConfigError(f"Failed to configure the search: {where}.goals is empty")
+        names = [g.name for g in self.goals]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"Failed to configure the search: {where}.goals: names {names} repeat")
+        try:
+            goals = [SearchGoal(loss_ratio=g.loss_ratio, exceed_ratio=self.exceed_ratio,
+                                relative_width=self.relative_width,
+                                initial_trial_duration=self.initial_trial_duration_s,
+                                final_trial_duration=self.final_trial_duration_s,
+                                duration_sum=self.duration_sum_s, preceding_targets=self.preceding_targets,
+                                expansion_coefficient=self.expansion_coefficient,
+                                # a min load that loses frames is a result ("NDR below min_load_pps"),
+                                # recorded as such, not an exception
+                                fail_fast=False) for g in self.goals]
+            if len({(g.loss_ratio) for g in self.goals}) != len(self.goals):
+                raise ValueError(f"two goals have the same loss ratio: {[asdict(g) for g in self.goals]}")
+            c = Config()
+            c.goals = goals
+            c.max_load = self.max_load_pps  # max first: min must stay below it
+            c.min_load = self.min_load_pps
+            c.search_duration_max = self.search_duration_max_s
+            c.warmup_duration = self.warmup_s or None
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"Failed to configure the search: {where}: {e}") from None
+        return c
+
+
+@dataclass
+class Measured:
+    """What one trial gives the search: packets offered by the generator and received after the
+    device; intended_count only when the generator fell short of the asked load, so that the
+    shortfall counts as loss (MLRsearch's unsent count): a load the generator cannot offer is no
+    load the device was shown to forward."""
+    offered: int
+    received: int
+    offered_duration_s: float | None = None
+    intended_count: int | None = None
+    valid: bool = True
+    reasons: list[str] = field(default_factory=list)
+    path: str | None = None
+
+    @classmethod
+    def from_outputs(cls, o: dict, valid: bool = True, reasons=(), path=None) -> "Measured":
+        return cls(int(o["offered"]), int(o["received"]), o.get("offered_duration_s"),
+                   o.get("intended_count"), valid, list(reasons), path)
+
+
+TrialFn = Callable[[int, float, float], Measured]  # (k, duration_s, load_pps) -> Measured
+
+
+class TrialMeasurer(AbstractMeasurer):
+    """The adapter MLRsearch calls: every measure() is trial k = 1, 2, ... of `trial`."""
+
+    def __init__(self, trial: TrialFn, progress=print):
+        self.trial = trial
+        self.progress = progress
+        self.trials: list[dict] = []
+
+    def measure(self, intended_duration: float, intended_load: float) -> MeasurementResult:
+        k = len(self.trials) + 1
+        t0 = time.monotonic()
+        m = self.trial(k, float(intended_duration), float(intended_load))
+        if not m.valid:
+            raise SearchError(f"Failed to measure search trial {k} ({m.path or 'no directory'}) at "
+                              f"{intended_load:.0f} pps for {intended_duration:g} s: "
+                              f"{'; '.join(m.reasons) or 'invalid'}")
+        # Frames received beyond those sent (a stray ARP at a backend) are no negative loss.
+        loss = max(0, m.offered - m.received)
+        res = MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
+                                offered_count=m.offered, loss_count=loss,
+                                offered_duration=m.offered_duration_s, intended_count=m.intended_count)
+        self.trials.append({"trial": k, "duration_s": intended_duration, "load_pps": intended_load,
+                            "offered": m.offered, "received": m.received, "loss_count": loss,
+                            "intended_count": m.intended_count, "loss_ratio": res.loss_ratio,
+                            "seconds": round(time.monotonic() - t0, 3), "path": m.path})
+        self.progress(f"[search] trial {k}: {intended_load:.0f} pps x {intended_duration:g} s -> "
+                      f"loss ratio {res.loss_ratio:.6f}")
+        return res
+
+
+def _bound(stat) -> float | None:
+    return None if stat is None else float(stat)
+
+
+def run_search(settings: SearchSettings, trial: TrialFn, sdir: SearchDir | None = None,
+               progress=print) -> dict:
+    """Search every goal at once; returns (and writes to sdir.record, if given) the record:
+    per goal its conditional throughput (MLRsearch's result: the relevant lower bound's load times
+    one minus its pessimistic loss ratio), relevant lower and upper bound, and the width reached;
+    every trial asked; trial count and wall time. A complete record on disk is returned as is."""
+    if sdir is not None and sdir.complete:
+        return sdir.read_record()
+    measurer = TrialMeasurer(trial, progress)
+    mlr = MultipleLossRatioSearch(config=settings.mlr_config())
+    t0 = time.monotonic()
+    try:
+        found = mlr.search(measurer=measurer, debug=log.debug)
+    except RuntimeError as e:  # MLRsearch: the search took longer than search_duration_max_s
+        raise SearchError(f"Failed to search NDR/PDR{' in ' + str(sdir.path) if sdir else ''}: {e} "
+                          f"(after {len(measurer.trials)} trials)") from None
+    wall = time.monotonic() - t0
+    goals = []
+    for g, sg in zip(settings.goals, settings.mlr_config().goals):
+        r = found[sg]
+        lo, hi = _bound(r.relevant_lower_bound), _bound(r.relevant_upper_bound)
+        ct = r.conditional_throughput
+        goals.append({"name": g.name, "loss_ratio": g.loss_ratio,
+                      "conditional_throughput_pps": None if ct is None else float(ct),
+                      "lower_bound_pps": lo, "upper_bound_pps": hi,
+                      # width reached, in the package's terms (relative to the upper bound);
+                      # None where a bound is missing (max load forwarded, or min load lost)
+                      "relative_width": (hi - lo) / hi if lo is not None and hi is not None else None,
+                      "at_max_load": hi is None and lo is not None,
+                      "below_min_load": lo is None})
+    record = {"algorithm": "MLRsearch", "package": "mlrsearch==1.2.1", "settings": asdict(settings),
+              "goals": goals, "trials": measurer.trials, "n_trials": len(measurer.trials),
+              "trial_seconds": round(sum(t["duration_s"] for t in measurer.trials), 3),
+              "wall_s": round(wall, 3)}
+    if sdir is not None:
+        sdir.path.mkdir(parents=True, exist_ok=True)
+        sdir.write_record(record)
+    return record
+
+
+def replaying(sdir: SearchDir, run: TrialFn) -> TrialFn:
+    """A trial function that returns trial k from disk when it is complete (after checking the
+    search asks the same duration and load as recorded) and runs it otherwise."""
+    def trial(k: int, duration: float, load: float) -> Measured:
+        td = sdir.trial(k)
+        if td.complete:
+            res = td.read_result()
+            o, asked = res["outputs"], res.get("point") or {}
+            if (not math.isclose(float(asked.get("intended_duration_s", -1)), duration, rel_tol=1e-9)
+                    or not math.isclose(float(asked.get("intended_load_pps", -1)), load, rel_tol=1e-9)):
+                raise SearchError(
+                    f"Failed to resume the search in {sdir.path}: trial {k} on disk was "
+                    f"{asked.get('intended_load_pps')} pps x {asked.get('intended_duration_s')} s, the search asks "
+                    f"{load} pps x {duration} s (settings changed?); remove {sdir.path} to search again")
+            reasons = [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for x in a["reasons"]]
+            if "offered" not in o:
+                return Measured(0, 0, valid=False, reasons=reasons or ["no counts recorded"], path=str(td.path))
+            return Measured.from_outputs(o, res["valid"], reasons, str(td.path))
+        return run(k, duration, load)
+    return trial
+
+
+def trial_runner(testbed, experiment: str, point: dict, repetition: int, sdir: SearchDir,
+                 procedure: Callable, *, ifaces, max_attempts: int, progress=print) -> TrialFn:
+    """The search's trial function on a testbed: trial k is a normal trial (run_trial) in
+    sdir.trial(k) whose procedure is `procedure(ctx, duration_s, load_pps)`, returning outputs
+    with offered, received (packet counts), intended_duration_s, intended_load_pps and, on a
+    generator shortfall, intended_count. No settle or cool-down between the search's trials (as in
+    CSIT: the repetition settles once; the procedure waits for frames in flight); completed trials
+    are replayed from disk (`replaying`)."""
+    from .trials import run_trial
+
+    def run(k: int, duration: float, load: float) -> Measured:
+        td = sdir.trial(k)
+        pt = {**point, "search_trial": k, "intended_load_pps": load, "intended_duration_s": duration}
+        res = run_trial(testbed, experiment, pt, repetition, td, lambda ctx: procedure(ctx, duration, load),
+                        ifaces=ifaces, max_attempts=max_attempts, settle_s=0.0, cooldown_s=0.0,
+                        progress=progress)
+        reasons = [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for x in a["reasons"]]
+        o = res["outputs"]
+        if "offered" not in o:
+            return Measured(0, 0, valid=False, reasons=reasons or ["no counts recorded"], path=str(td.path))
+        return Measured.from_outputs(o, res["valid"], reasons, str(td.path))
+    return replaying(sdir, run)
+
+
+def goal(record: dict, name: str) -> dict | None:
+    return next((g for g in record.get("goals", []) if g["name"] == name), None)
+
+
+def linear_sweep_trials(min_load: float, max_load: float, result_pps: float, relative_width: float,
+                        trials_per_load: int = 1) -> int:
+    """Trials a linear sweep over [min_load, max_load] needs for a step as fine as the search's
+    width at the result (step = relative_width x result): the thesis's method at the search's
+    precision. trials_per_load: repetitions per load (the thesis: 3)."""
+    step = relative_width * result_pps
+    if step <= 0:
+        raise ValueError(f"relative width {relative_width} x result {result_pps} pps is no step")
+    return (math.floor((max_load - min_load) / step) + 1) * int(trials_per_load)
