@@ -468,7 +468,6 @@ struct xg_run {
 	atomic_int stop;          /* 0 running, else why it stopped */
 	atomic_int sender_done;
 	struct xg_samples smp;
-	double t_end;             /* CLOCK_MONOTONIC when the watcher stopped the run */
 };
 
 enum { XG_RUNNING = 0, XG_BY_COUNT, XG_BY_DURATION, XG_BY_SIGNAL, XG_BY_ERROR };
@@ -492,8 +491,8 @@ static void *watcher(void *arg)
 		uint64_t frames = r->st->frames;
 		if (!t_first && r->st->t_first_ns) {
 			t_first = (double)r->st->t_first_ns * 1e-9;
-			if (cfg->sample_s > 0)
-				sample(&r->smp, 0, 0);
+			if (cfg->sample_s > 0) /* the first frame left at t_first */
+				sample(&r->smp, 0, 1);
 			last_sample = t_first;
 		}
 		int why = atomic_load(&r->stop);
@@ -510,7 +509,6 @@ static void *watcher(void *arg)
 		if (why || atomic_load(&r->sender_done)) {
 			int expected = XG_RUNNING;
 			atomic_compare_exchange_strong(&r->stop, &expected, why ? why : XG_BY_ERROR);
-			r->t_end = t;
 			break;
 		}
 	}
@@ -676,6 +674,7 @@ int main(int argc, char **argv)
 		}
 	}
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	double t_stopped = now_s(); /* every counted frame left before this */
 	atomic_store(&run.sender_done, 1);
 	pthread_join(watch, NULL);
 	watching = false;
@@ -689,9 +688,9 @@ int main(int argc, char **argv)
 
 	volatile struct xg_state *st = run.st;
 	uint64_t frames = st->frames;
-	double t_first = st->t_first_ns ? (double)st->t_first_ns * 1e-9 : run.t_end;
-	/* the last frame left at t_limit when the count was reached, else when the run was stopped */
-	double t_last = st->t_limit_ns ? (double)st->t_limit_ns * 1e-9 : run.t_end;
+	double t_first = st->t_first_ns ? (double)st->t_first_ns * 1e-9 : t_stopped;
+	/* the last frame left at t_limit when the count was reached, else before the run returned */
+	double t_last = st->t_limit_ns ? (double)st->t_limit_ns * 1e-9 : t_stopped;
 	double elapsed = t_last - t_first;
 	/* paced with a count: frames - 1 periods lie between the first and the last frame */
 	double achieved = elapsed <= 0 ? 0 : (st->t_limit_ns ? (double)(frames - 1) : (double)frames) / elapsed;
