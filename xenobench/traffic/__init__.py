@@ -18,7 +18,7 @@ from ..backends import load_backends
 from .profiles import (Compiled, TrafficError, compile_frames, resolve_profile,  # noqa: F401
                        to_trafgen, tunables_argv, write_pcap)
 
-GENERATORS = ("trafgen", "trex")
+GENERATORS = ("trafgen", "trex", "xdpgen")
 
 
 def traffic_config(cfg) -> dict:
@@ -105,6 +105,9 @@ def start_traffic(testbed, profile, tunables: dict | None, rate_pps: float, dura
     if _generator(testbed) == "trex":
         from .trex import TrexDriver
         return TrafficHandle(TrexDriver(traffic_config(testbed.cfg), **opts).start(profile, tun, rate, duration_s))
+    if _generator(testbed) == "xdpgen":  # XDP live frames (loadgen/)
+        from .xdpgen import from_config
+        return TrafficHandle(from_config(testbed, compile_frames(profile, tun), rate, duration_s, count, **opts).start())
     from .trafgen import TrafgenRun
     tg = traffic_config(testbed.cfg)["trafgen"]
     run = TrafgenRun(testbed, compile_frames(profile, tun), rate, duration_s, count,
@@ -120,6 +123,9 @@ def run_traffic(testbed, profile, tunables: dict | None, rate_pps: float, durati
     if _generator(testbed) == "trex":
         from .trex import TrexDriver
         return TrexDriver(traffic_config(testbed.cfg), **opts).run(profile, tun, rate, duration_s, count)
+    if _generator(testbed) == "xdpgen":
+        from .xdpgen import run as xdpgen_run
+        return xdpgen_run(testbed, compile_frames(profile, tun), rate, duration_s, count, **opts)
     from .trafgen import run
     tg = traffic_config(testbed.cfg)["trafgen"]
     return run(testbed, compile_frames(profile, tun), rate, duration_s, count,
