@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xenobench.compare import compare, reproduced
+from xenobench.compare import compare
 from xenobench.errors import DataError
 from xenobench.ingest import ingest_thesis, read_series
 from xenobench.steady import steady_range

@@ -3,7 +3,10 @@ probes with lost replies among noise frames, answers stamped before their query,
 direct server return, pcapng resolutions in exact integer ns, tcpdump -e text across midnight,
 and the reader checked against dpkt's."""
 
+import json
 import struct
+import subprocess
+import sys
 
 import dpkt
 import numpy as np
@@ -104,6 +107,12 @@ def test_answers_after_the_timeout_do_not_pair_and_rtts_stay_within_it(tmp_path)
     assert res.timeout_ns == 10 ** 9
     assert any("more than 0.5 x the timeout" in x for x in res.flags())
     assert analyze_pcap(f, timeout_s=2).rtts_ns.tolist() == [1_500_000_000, 900_000_000]
+    p = subprocess.run([sys.executable, "-m", "xenobench", "rtt", "pcap", str(f)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "n=1 lost=1" in p.stdout and "  flag: RTT up to 900.000 ms, more than 0.5 x the timeout (1000 ms)" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "xenobench", "rtt", "pcap", str(f), "--timeout", "2", "--json"],
+                       capture_output=True, text=True)
+    assert json.loads(p.stdout)["n"] == 2 and json.loads(p.stdout)["timeout_s"] == 2.0
     with pytest.raises(DataError, match="timeout inf s, expected a finite number > 0"):
         analyze_pcap(f, timeout_s=float("inf"))
 
@@ -115,6 +124,7 @@ def test_direct_server_return_answer_prefers_the_mirrored_query_then_the_earlies
             (T0 + 30_000, answer(9, dst="1.2.3.5", dport=2222)), (T0 + 41_000, answer(9, dst="1.2.3.99", dport=5353))]
     res = analyze_pcap(pcap_ns(tmp_path / "dsr.pcap", recs))
     assert res.pairs == [(1, 2), (0, 3)] and res.rtts_ns.tolist() == [29_000, 41_000] and res.lost == 0
+    assert res.pair_stamps == [(9, 2222, T0 + 1000, T0 + 30_000), (9, 1111, T0, T0 + 41_000)]
 
 
 # --- pcapng in exact integer ns (pcapng draft: SHB, IDB with if_tsresol/if_tsoffset, EPB) --------

@@ -117,6 +117,8 @@ class RttResult:
     timeout_ns: int = NS
     fmt: str = "pcap"           # pcap | pcapng | tcpdump-text
     min_identical_spacing_ns: int | None = None  # closest two identical queries
+    pair_stamps: list[tuple[int, int, int, int]] = field(default_factory=list)  # per pair: DNS id, client
+    #   port, query and answer ts_ns (e.g. to match the prober's own records to the capture)
 
     def __post_init__(self):
         if self.rtts_ns is None:
@@ -523,13 +525,13 @@ class _Query:
 
 def pair(frames: list[Frame], client: str, timeout_ns: int) -> dict:
     """The pairing rule (module docstring) on DNS frames in file order. Returns pairs (query index,
-    answer index), rtts_ns, queries, lost, superseded, unmatched, out_of_order,
+    answer index), pair_stamps, rtts_ns, queries, lost, superseded, unmatched, out_of_order,
     min_identical_spacing_ns."""
     out_of_order = sum(1 for a, b in zip(frames, frames[1:]) if b.ts_ns < a.ts_ns)
     by_flow: dict[tuple, deque[_Query]] = defaultdict(deque)   # (id, server addr, server port)
     last_identical: dict[tuple, _Query] = {}                   # full key -> latest query
     spacing = None
-    pairs, rtts, queries, superseded, unmatched = [], [], 0, 0, 0
+    pairs, stamps, rtts, queries, superseded, unmatched = [], [], [], 0, 0, 0
     for f in sorted(frames, key=lambda f: f.ts_ns):  # stable: file order among equal stamps
         if f.src_mac == client:
             queries += 1
@@ -560,8 +562,9 @@ def pair(frames: list[Frame], client: str, timeout_ns: int) -> dict:
             q = (mirrored or cands)[0]
             q.done = True
             pairs.append((q.frame.index, f.index))
+            stamps.append((q.frame.dns_id, q.frame.sport, q.frame.ts_ns, f.ts_ns))
             rtts.append(f.ts_ns - q.frame.ts_ns)
-    return {"pairs": pairs, "rtts_ns": np.array(rtts, dtype=np.int64), "queries": queries,
+    return {"pairs": pairs, "pair_stamps": stamps, "rtts_ns": np.array(rtts, dtype=np.int64), "queries": queries,
             "lost": queries - len(pairs), "superseded": superseded, "unmatched": unmatched,
             "out_of_order": out_of_order, "min_identical_spacing_ns": spacing}
 
@@ -587,4 +590,4 @@ def analyze_pcap(path: str | Path, client_mac: str | None = None, port: int = 53
     return RttResult(str(path), client, p["rtts_ns"] / 1000.0, p["lost"], p["pairs"], skipped, resolution_us,
                      len(frames), rtts_ns=p["rtts_ns"], queries=p["queries"], unmatched=p["unmatched"],
                      superseded=p["superseded"], out_of_order=p["out_of_order"], timeout_ns=timeout_ns,
-                     fmt=fmt, min_identical_spacing_ns=p["min_identical_spacing_ns"])
+                     fmt=fmt, min_identical_spacing_ns=p["min_identical_spacing_ns"], pair_stamps=p["pair_stamps"])

@@ -84,9 +84,12 @@ def probe_cmd(obj, count, rate, out, via, no_capture, enable_hw, as_json):
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--client-mac", help="The probing station (default: detected from the capture).")
 @click.option("--port", type=int, default=53, show_default=True, help="UDP port of the service.")
+@click.option("--timeout", "timeout_s", type=float,
+              help="Seconds a probe waits for its answer before it counts as lost (default: dns.prober.timeout_s).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
-def pcap(file, client_mac, port, as_json):
-    """Pair probes with answers in a client-side capture and summarise the RTTs."""
+def pcap(file, client_mac, port, timeout_s, as_json):
+    """Pair probes with answers in a client-side capture (pcap, pcapng or tcpdump -e text) and
+    summarise the RTTs; plausibility flags follow the summary."""
     from ..agents.net import normalize_mac
     from ..errors import ConfigError
     from ..pcap_rtt import analyze_pcap
@@ -95,12 +98,14 @@ def pcap(file, client_mac, port, as_json):
             client_mac = normalize_mac(client_mac)
         except ValueError as e:
             raise ConfigError(f"Failed to use --client-mac: {e}") from None
-    s = analyze_pcap(file, client_mac, port).summary()
+    s = analyze_pcap(file, client_mac, port, timeout_s=timeout_s).summary()
     if as_json:
         click.echo(json.dumps(s))
     else:
         click.echo(f"{file}: client {s['client_mac']}, n={s['n']} lost={s['lost']}  median {s['median_us']} µs "
                    f"(sample {s['median_raw_us']})  mean {s['mean_us']}  std {s['std_us']}  p99 {s['p99_us']}")
+        for line in s["flags"] + ([f"refused: {s['refused']}"] if s["refused"] else []):
+            click.echo(f"  flag: {line}")
 
 
 COMMANDS = [dns_group, rtt_group]
