@@ -70,8 +70,7 @@ struct xg_option {
 
 static const struct xg_option options[] = {
 	{"dev", 'd', "IFNAME", "device the frames leave on (required)"},
-	{"pcap", 'p', "FILE", "one stream cycle as a classic pcap, e.g. from `xenobench traffic compile "
-			      "PROFILE --out FILE.pcap`; frames of equal length (required)"},
+	{"pcap", 'p', "FILE", "one stream cycle, frames of equal length (`xenobench traffic compile` .pcap) (required)"},
 	{"rate", 'r', "PPS", "frames per second; 0 sends as fast as possible (default 0)"},
 	{"duration", 't', "SECONDS", "stop after this long"},
 	{"count", 'n', "N", "stop after N frames (without --duration/--count: until SIGINT/SIGTERM)"},
