@@ -6,18 +6,27 @@ MSN2100's MAC bindings. Every veth is created directly inside the namespaces, so
 the root namespace; deleting the namespaces removes every link and every unpinned XDP program.
 What was created is recorded in <state_dir>/testbed.json before it is created, so `down` cleans
 up after a crashed or killed harness too.
+
+Two things make it measure the load balancer rather than the plumbing (README, "The testbed"):
+- the switch's fast path (switch/fastpath.bpf.c) on every switch port forwards frames to bound
+  MACs at XDP, as the MSN2100 does in hardware; only broadcast/unknown frames reach the bridge;
+- CPU placement: the LB's ingress port runs threaded NAPI pinned to `testbed.cpus.dut`, so the
+  LB (and everything it forwards) runs on one CPU and the generator (traffic.xdpgen.cpu) on another.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+from . import REPO_ROOT
 from .config import Config, NodeConfig
 from .errors import NodeError, TestbedError
 from .nodes import NETNS_RUN_DIR, Node, make_node
@@ -25,6 +34,14 @@ from .nodes import NETNS_RUN_DIR, Node, make_node
 log = logging.getLogger(__name__)
 
 BPFFS = Path("/sys/fs/bpf")
+FASTPATH_OBJ = REPO_ROOT / "switch" / "build" / "fastpath.bpf.o"
+FASTPATH_PROG = "sw_fastpath"
+SINK_OBJ = REPO_ROOT / "switch" / "build" / "sink.bpf.o"
+SINK_PROG = "backend_sink"
+# the generator's sources are src_ip_base + n, n < flows x 2^k classes <= 256 x 256: one /16
+SINK_PREFIX = 16
+SW_STATS = ("forwarded", "to_bridge", "malformed")  # enum sw_stat (switch/switch_common.h)
+NAPI_LOCK = Path("/run/lock/xenobench-napi.lock")  # napi/<dev>-<id> kthreads are global
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -83,6 +100,16 @@ class Testbed:
 
     def up(self) -> dict:
         return {"transport": self.cfg.transport, "changed": False}
+
+    def cpu_placement(self) -> dict | None:
+        """Where the generator and the DUT's packet processing run (None: not placed here)."""
+        return None
+
+    def release_backend_sink(self, node: str) -> None:
+        """A service (a DNS server) takes a backend's interface over; no-op without a sink."""
+
+    def restore_backend_sink(self, node: str) -> None:
+        """Give the interface back to the backend sink after release_backend_sink."""
 
     def down(self) -> dict:
         for n in self.nodes():
@@ -249,6 +276,179 @@ class NamespaceTestbed(Testbed):
                 # two ports in one subnet: answer ARP only on the port that owns the address
                 self._ns(ns, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1",
                          "net.ipv4.conf.all.arp_announce=2")
+        tb = cfg.section("testbed")
+        if tb["switch_fastpath"]:
+            self._attach_fastpath()
+        if tb["backend_sink"]:
+            self._load_backend_sink()
+            for b in cfg.backend_nodes():
+                self.restore_backend_sink(b.name)
+        self._place_dut_napi(tb["cpus"]["dut"])
+
+    # --- the switch's XDP fast path ---------------------------------------------------------------
+    @property
+    def fastpath_pindir(self) -> Path:
+        return self.bpffs_dir / "switch"
+
+    def _ports(self) -> list[tuple[NodeConfig, object, str]]:
+        return [(n, i, self.switch_port(n.name, i.name)) for n in self.cfg.nodes.values() for i in n.interfaces]
+
+    def _attach_fastpath(self) -> None:
+        """Load switch/build/fastpath.bpf.o once, bind every node MAC to its port's ifindex, attach
+        it to every port. Map updates run inside the switch namespace: devmap ifindexes resolve in
+        the namespace of the process that writes them."""
+        cfg, sw = self.cfg, self.switch_ns
+        if not FASTPATH_OBJ.exists():
+            raise TestbedError(f"Failed to attach the switch fast path: {FASTPATH_OBJ} is not built "
+                               "(run `make build` or `make -C switch`; or set testbed.switch_fastpath: false "
+                               f"in {cfg.path})")
+        pin = self.fastpath_pindir
+        self._load(sw, FASTPATH_OBJ, pin)
+        links = {l["ifname"]: l["ifindex"] for l in json.loads(_ip("-n", sw, "-j", "link", "show").stdout)}
+        cmds = []
+        for n, i, port in self._ports():
+            if not i.mac:
+                continue
+            key = int.from_bytes(bytes.fromhex(i.mac.replace(":", "")) + b"\0\0", "little")
+            idx = links[port]
+            hx = lambda b: " ".join(f"{x:02x}" for x in b)  # noqa: E731
+            cmds.append(f"map update pinned {pin / 'maps' / 'fdb'} key hex {hx(key.to_bytes(8, 'little'))} "
+                        f"value hex {hx(idx.to_bytes(4, 'little'))}")
+            cmds.append(f"map update pinned {pin / 'maps' / 'ports'} key hex {hx(idx.to_bytes(4, 'little'))} "
+                        f"value hex {hx(idx.to_bytes(4, 'little'))}")
+        self._bpftool_batch(sw, "switch-fdb", cmds)
+        for n, i, port in self._ports():
+            # the node's end receives redirected frames (ndo_xdp_xmit) only with a NAPI: GRO gives it one
+            self._ns(f"{cfg.prefix}{n.name}", "ethtool", "-K", i.name, "gro", "on")
+            # nsenter, not `ip -n`: that remounts /sys, hiding the pins under /sys/fs/bpf
+            self._ns(sw, "ip", "link", "set", "dev", port, "xdpdrv", "pinned", str(pin / "progs" / FASTPATH_PROG))
+
+    def _load(self, ns: str, obj: Path, pin: Path) -> None:
+        (pin / "maps").mkdir(parents=True, exist_ok=True)
+        self._ns(ns, "bpftool", "prog", "loadall", str(obj), str(pin / "progs"), "type", "xdp",
+                 "pinmaps", str(pin / "maps"))
+
+    def _bpftool_batch(self, ns: str, name: str, cmds: list[str]) -> None:
+        batch = self.cfg.state_dir / f"{name}.bpftool"
+        batch.write_text("\n".join(cmds) + "\n")
+        self._ns(ns, "bpftool", "batch", "file", str(batch))
+
+    # --- the backends' receive sink ------------------------------------------------------------------
+    @property
+    def sink_pindir(self) -> Path:
+        return self.bpffs_dir / "backend-sink"
+
+    def _load_backend_sink(self) -> None:
+        """Load switch/build/sink.bpf.o once with the generator's source block (traffic.src_ip_base)."""
+        import ipaddress
+        base = self.cfg.section("traffic").get("src_ip_base")
+        if not SINK_OBJ.exists():
+            raise TestbedError(f"Failed to attach the backend sink: {SINK_OBJ} is not built (run `make build` "
+                               f"or `make -C switch`; or set testbed.backend_sink: false in {self.cfg.path})")
+        if not base:
+            raise TestbedError(f"Failed to attach the backend sink: traffic.src_ip_base is not set in {self.cfg.path} "
+                               "(the sink drops frames from that block; or set testbed.backend_sink: false)")
+        net = ipaddress.IPv4Network(f"{base}/{SINK_PREFIX}", strict=False)
+        self._load(self.switch_ns, SINK_OBJ, self.sink_pindir)
+        val = " ".join(f"{x:02x}" for x in net.network_address.packed + net.netmask.packed)
+        self._bpftool_batch(self.switch_ns, "backend-sink",
+                            [f"map update pinned {self.sink_pindir / 'maps' / 'sink_config'} key hex 00 00 00 00 value hex {val}"])
+
+    def _sink_link(self, node: str, attach: bool) -> None:
+        n = self.cfg.nodes[node]
+        if n.role not in ("backend", "dns_backend") or not self.cfg.section("testbed")["backend_sink"]:
+            return
+        argv = ["ip", "link", "set", "dev", n.iface().name, "xdpdrv",
+                *(["pinned", str(self.sink_pindir / "progs" / SINK_PROG)] if attach else ["off"])]
+        self._ns(f"{self.cfg.prefix}{node}", *argv)
+
+    def release_backend_sink(self, node: str) -> None:
+        if self.is_up():
+            self._sink_link(node, False)
+
+    def restore_backend_sink(self, node: str) -> None:
+        """Attach the sink (unless the testbed is down or a program is attached, e.g. by a second restore)."""
+        if not self.is_up() and self._state().get("status") != "creating":
+            return
+        n = self.cfg.nodes[node]
+        p = _ip("-n", f"{self.cfg.prefix}{node}", "-j", "link", "show", "dev", n.iface().name, check=False)
+        link = (json.loads(p.stdout or "[]") or [{}])[0]
+        if not link.get("xdp"):
+            self._sink_link(node, True)
+
+    def sink_stats(self) -> dict[str, int]:
+        """The sink's counters summed over CPUs and backends (enum sink_stat)."""
+        return self._percpu(self.sink_pindir / "maps" / "sink_stats", ("dropped", "passed"))
+
+    def switch_stats(self) -> dict[str, int]:
+        """The fast path's counters summed over CPUs (enum sw_stat)."""
+        return self._percpu(self.fastpath_pindir / "maps" / "sw_stats", SW_STATS)
+
+    def _percpu(self, pin: Path, names: tuple[str, ...]) -> dict[str, int]:
+        p = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", str(pin)], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise TestbedError(f"Failed to read {pin}: {p.stderr.strip()}")
+        out = dict.fromkeys(names, 0)
+        for ent in json.loads(p.stdout or "[]"):
+            k = int.from_bytes(bytes(int(x, 16) for x in ent["key"]), "little")
+            if k < len(names):
+                out[names[k]] = sum(int.from_bytes(bytes(int(x, 16) for x in v["value"]), "little")
+                                    for v in ent["values"])
+        return out
+
+    # --- CPU placement -----------------------------------------------------------------------------
+    def _lb_ingress(self) -> tuple[str, str]:
+        lb = self.cfg.role("lb")
+        return f"{self.cfg.prefix}{lb.name}", (lb.lb_port("ingress") or lb.iface()).name
+
+    @staticmethod
+    def _napi_threads(dev: str) -> dict[int, str]:
+        p = subprocess.run(["ps", "-e", "-o", "pid=,comm="], capture_output=True, text=True)
+        out = {}
+        for line in p.stdout.splitlines():
+            pid, _, comm = line.strip().partition(" ")
+            if comm.strip().startswith(f"napi/{dev}-"):
+                out[int(pid)] = comm.strip()
+        return out
+
+    def _place_dut_napi(self, cpu: int) -> None:
+        """Threaded NAPI on the LB's ingress veth, its kthread pinned to `cpu`: the LB's XDP program
+        and every hop after it (switch, backends) run there, away from the generator's CPU.
+        The kthreads are named napi/<dev>-<napi id> in every namespace alike, so the ones this
+        testbed created are told apart by a before/after look under a lock."""
+        ns, dev = self._lb_ingress()
+        if cpu >= (os.cpu_count() or 1):
+            raise TestbedError(f"Failed to pin the LB's NAPI: testbed.cpus.dut: CPU {cpu} does not exist "
+                               f"(this machine has {os.cpu_count()}; {self.cfg.path})")
+        NAPI_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        with open(NAPI_LOCK, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            before = self._napi_threads(dev)
+            # `ip netns exec` (not nsenter) remounts /sys, so /sys/class/net is the namespace's
+            p = subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/threaded"],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                raise TestbedError(f"Failed to enable threaded NAPI on {ns}:{dev}: {p.stderr.strip()}")
+            new = {pid: c for pid, c in self._napi_threads(dev).items() if pid not in before}
+        if not new:
+            raise TestbedError(f"Failed to find the NAPI thread of {ns}:{dev} after enabling threaded NAPI")
+        for pid in new:
+            p = subprocess.run(["taskset", "-pc", str(cpu), str(pid)], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise TestbedError(f"Failed to pin NAPI thread {pid} of {ns}:{dev} to CPU {cpu}: {p.stderr.strip()}")
+        self._write_state(napi_threads={str(pid): c for pid, c in new.items()})
+
+    def cpu_placement(self) -> dict | None:
+        """What runs where, read back from the kernel (recorded in every trial's host metadata)."""
+        ns, dev = self._lb_ingress()
+        threads = {}
+        for pid, comm in (self._state().get("napi_threads") or {}).items():
+            p = subprocess.run(["taskset", "-pc", pid], capture_output=True, text=True)
+            threads[comm] = p.stdout.rsplit(":", 1)[-1].strip() if p.returncode == 0 else None
+        gen = (self.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
+        return {"cpus_online": os.cpu_count(), "generator_cpu": gen, "dut_cpu": self.cfg.section("testbed")["cpus"]["dut"],
+                "dut_napi": {"node": ns, "dev": dev, "threads": threads},
+                "switch_fastpath": bool(self.cfg.section("testbed")["switch_fastpath"])}
 
     def down(self) -> dict:
         st = self._state()

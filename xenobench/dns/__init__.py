@@ -162,6 +162,7 @@ def start_server(testbed, kind: str) -> dict:
     tag = TAGS[kind]
     log = node.log_path(tag)
     offset = len(node.read_text(log))
+    testbed.release_backend_sink(node.name)  # the server's interface is its own while it runs
     h = node.start(tag, argv, log=log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -182,7 +183,11 @@ def start_server(testbed, kind: str) -> dict:
 def stop_server(testbed, kind: str) -> bool:
     """Stop the server (the XDP controller detaches and unpins on SIGTERM); False if not running."""
     _check_kind(kind)
-    return testbed.node_for_role("dns_backend").stop(TAGS[kind], timeout=10)
+    node = testbed.node_for_role("dns_backend")
+    was = node.stop(TAGS[kind], timeout=10)
+    if not any(node.running(TAGS[k]) for k in KINDS):
+        testbed.restore_backend_sink(node.name)  # no server left on the interface
+    return was
 
 
 def last_counts(testbed, kind: str) -> dict:

@@ -1,6 +1,6 @@
 """Load balancers under test, driven alike by experiments and by `xenobench lb ...`.
 
-Each implementation module (`ebpf`, `xenoflow`) provides `make(testbed) -> LoadBalancer`.
+Each implementation module (`ebpf`, `xenoflow`, and `wire`, the no-op reference: p0 → p1) provides `make(testbed) -> LoadBalancer`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import importlib
 from ..errors import ConfigError
 from .base import LoadBalancer
 
-KINDS = ("ebpf", "xenoflow")
+KINDS = ("ebpf", "xenoflow", "wire")
 
 
 def get_lb(kind: str, testbed) -> LoadBalancer:

@@ -1,0 +1,135 @@
+"""The namespace testbed's switch fast path (switch/fastpath.bpf.c), the backends' receive sink
+(switch/sink.bpf.c) and the CPU placement, on real namespaces: frames to every bound MAC arrive at
+that MAC's port and nowhere else (exact counts), broadcast/unknown frames still go through the
+bridge (ARP, the testbed check), load frames are dropped at the backends' XDP and still counted,
+the LB's NAPI thread runs on testbed.cpus.dut, and `down` leaves nothing behind."""
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from xenobench.config import load_config
+from xenobench.counters import diff, snapshot
+from xenobench.testbed import get_testbed
+
+from .conftest import needs_root
+from .test_testbed import machine_state
+
+pytestmark = needs_root
+
+N = 50  # frames per destination
+
+
+def all_ifaces(cfg):
+    return [(n.name, i.name, i.mac) for n in cfg.nodes.values() for i in n.interfaces]
+
+
+def rx_counts(tb) -> dict:
+    return {(n, i): snapshot(tb.node(n), i) for n, i, _ in all_ifaces(tb.cfg)}
+
+
+def rx_diff(before, after) -> dict:
+    return {k: diff(before[k], after[k])["view"]["rx_packets"] for k in after}
+
+
+def send(tb, dst_mac: str, count: int, src_ip: str = "198.18.0.4", dst_ip: str = "198.18.0.99"):
+    """`count` UDP frames from the loadgen (fips4) to dst_mac, through the switch."""
+    g = tb.node("fips4")
+    lg = tb.cfg.nodes["fips4"].iface()
+    g.run(g.python_argv("xenobench.agents.udpcheck", "send", "--iface", lg.name, "--src-mac", lg.mac,
+                        "--dst-mac", dst_mac, "--src-ip", src_ip, "--dst-ip", dst_ip, "--port", "9",
+                        "--payload", "fastpath-test", "--count", str(count)), timeout=30)
+    time.sleep(0.2)  # the receiving NAPI runs after the send returns
+
+
+def test_frames_to_each_bound_mac_arrive_at_its_port_only(testbed):
+    targets = [(n, i, mac) for n, i, mac in all_ifaces(testbed.cfg) if n != "fips4"]
+    for n, i, mac in targets:
+        before, sw0 = rx_counts(testbed), testbed.switch_stats()
+        send(testbed, mac, N)
+        got, sw1 = rx_diff(before, rx_counts(testbed)), testbed.switch_stats()
+        expect = {k: (N if k == (n, i) else 0) for k in got}
+        assert got == expect, f"frames to {mac} ({n}:{i}): {got}"
+        # forwarded at XDP, none of them through the bridge
+        assert (sw1["forwarded"] - sw0["forwarded"], sw1["to_bridge"] - sw0["to_bridge"]) == (N, 0), (n, i)
+
+
+def test_broadcast_arp_and_unknown_macs_go_through_the_bridge(testbed):
+    rows = testbed.check()  # ARP, ping and UDP to the VIP with each backend's MAC
+    assert len(rows) == 4 and all(ok for _, ok, _ in rows), rows
+    others = [(n, i) for n, i, _ in all_ifaces(testbed.cfg) if n != "fips4"]
+    for mac in ("ff:ff:ff:ff:ff:ff", "02:00:00:00:99:00"):  # broadcast; unbound unicast (flooded)
+        before, sw0 = rx_counts(testbed), testbed.switch_stats()
+        send(testbed, mac, 3)
+        got, sw1 = rx_diff(before, rx_counts(testbed)), testbed.switch_stats()
+        assert {k: got[k] for k in others} == dict.fromkeys(others, 3), (mac, got)
+        assert got[("fips4", "eth0")] == 0
+        assert (sw1["forwarded"] - sw0["forwarded"], sw1["to_bridge"] - sw0["to_bridge"]) == (0, 3), mac
+
+
+def test_backend_sink_drops_load_frames_and_counts_them(testbed):
+    src = testbed.cfg.section("traffic")["src_ip_base"].rsplit(".", 1)[0] + ".77"  # in the generator's block
+    for b in testbed.cfg.backend_nodes():
+        before, s0 = rx_counts(testbed), testbed.sink_stats()
+        send(testbed, b.iface().mac, N, src_ip=src, dst_ip=testbed.cfg.service.vip)
+        got, s1 = rx_diff(before, rx_counts(testbed)), testbed.sink_stats()
+        assert got[(b.name, b.iface().name)] == N  # counted by the veth although dropped at XDP
+        assert (s1["dropped"] - s0["dropped"], s1["passed"] - s0["passed"]) == (N, 0), b.name
+        # the backend's stack never saw them: no UDP datagram reached it
+        snmp = testbed.node(b.name).run(["cat", "/proc/net/snmp"]).stdout
+        udp = [l.split() for l in snmp.splitlines() if l.startswith("Udp:")]
+        assert dict(zip(udp[0], udp[1]))["NoPorts"] == "0", b.name
+
+
+def test_dut_napi_thread_is_pinned_and_recorded(testbed):
+    pl = testbed.cpu_placement()
+    cpu = testbed.cfg.section("testbed")["cpus"]["dut"]
+    assert pl["dut_cpu"] == cpu and pl["dut_napi"]["dev"] == "p0"
+    assert len(pl["dut_napi"]["threads"]) == 1
+    (comm, cpus), = pl["dut_napi"]["threads"].items()
+    assert comm.startswith("napi/p0-") and cpus == str(cpu)
+    ns = f"{testbed.cfg.prefix}fips5"
+    out = subprocess.run(["ip", "netns", "exec", ns, "cat", "/sys/class/net/p0/threaded"],
+                         capture_output=True, text=True).stdout.strip()
+    assert out in ("1", "enabled")
+
+
+def test_placement_on_a_missing_cpu_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbf-")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"extends: {load_config().path}\ntestbed: {{name: cpus, cpus: {{dut: 4096}}}}\n")
+    tb = get_testbed(load_config(cfg))
+    before = machine_state("xbf-")
+    with pytest.raises(Exception, match=r"Failed to pin the LB's NAPI: testbed.cpus.dut: CPU 4096 does not exist"):
+        tb.up()
+    assert machine_state("xbf-") == before  # a failed bring-up removes what it created
+
+
+def test_down_leaves_no_program_pin_or_thread(monkeypatch):
+    monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbf-")
+    tb = get_testbed(load_config())
+    tb.down()
+    before = machine_state("xbf-")
+    tb.up()
+    sw = tb.switch_ns
+    links = json.loads(subprocess.run(["ip", "-n", sw, "-j", "link", "show"], capture_output=True, text=True).stdout)
+    progs = {l["xdp"]["prog"]["id"] for l in links if l.get("xdp")}
+    ports = [l for l in links if l["ifname"] != "lo" and l["ifname"] != "br0"]
+    assert len(progs) == 1 and all(l.get("xdp") for l in ports)  # one program on every port
+    b = tb.cfg.role("backend")
+    sink = json.loads(subprocess.run(["ip", "-n", f"{tb.cfg.prefix}{b.name}", "-j", "link", "show", "dev",
+                                      b.iface().name], capture_output=True, text=True).stdout)[0]["xdp"]["prog"]["id"]
+    threads = [int(p) for p in tb._state()["napi_threads"]]
+    tb.down()
+    assert machine_state("xbf-") == before
+    # the kernel dismantles a deleted namespace in a work queue: wait for it, then nothing is left
+    def left():
+        return ([i for i in progs | {sink} if subprocess.run(["bpftool", "prog", "show", "id", str(i)],
+                                                             capture_output=True).returncode == 0]
+                + [t for t in threads if subprocess.run(["ps", "-p", str(t)], capture_output=True).returncode == 0])
+    deadline = time.monotonic() + 20
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left() == []
