@@ -102,17 +102,17 @@ def _dry_run(cfg, profile, tunables, rate, duration, count) -> dict:
     from ..traffic import compile_for, fill_tunables, traffic_config
     from ..traffic.profiles import load_streams
     tcfg = traffic_config(cfg)
-    if count is not None:
-        if rate <= 0:
-            raise XenobenchError("Failed to run traffic: --count needs a --rate above 0 (count / rate = duration)")
-        duration = count / rate
     if tcfg["generator"] == "trex":
         from ..traffic.trex import TrexDriver
+        if count is not None:
+            if rate <= 0:  # as TrexDriver.run: TRex sends for a duration
+                raise XenobenchError("Failed to run TRex: a count needs a rate (count / rate = duration)")
+            duration = count / rate
         tun = fill_tunables(cfg, profile, tunables)
         _, streams = load_streams(profile, tun)
         return TrexDriver(tcfg).plan(profile, tun, rate, duration, streams)
     c = compile_for(cfg, profile, tunables)
-    return {"generator": "trafgen", "requested_pps": float(rate), "duration_s": duration,
+    return {"generator": "trafgen", "requested_pps": float(rate), "duration_s": duration, "count": count,
             "profile": str(c.profile), "tunables": c.argv, "frames_per_cycle": c.cycle,
             "frame_len": len(c.frames[0])}
 
