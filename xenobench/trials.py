@@ -98,6 +98,7 @@ def host_metadata(testbed, ifaces: list[tuple[str, str]]) -> dict:
             meta[tool] = (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr) else None
         except (OSError, subprocess.TimeoutExpired):
             meta[tool] = None
+    meta["cpu_placement"] = testbed.cpu_placement()  # generator and DUT CPUs, read back (None: not placed)
     return meta
 
 
