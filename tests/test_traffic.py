@@ -20,7 +20,7 @@ from scapy.layers.l2 import Ether
 from xenobench.cli import main as cli
 from xenobench.config import load_config
 from xenobench.traffic import TrafficError, compile_for, run_traffic, start_traffic, to_trafgen
-from xenobench.traffic.profiles import compile_frames, load_streams, read_pcap
+from xenobench.traffic.profiles import compile_frames, read_pcap
 from xenobench.traffic.trex import TrexDriver, evaluate
 
 from .conftest import needs_root
