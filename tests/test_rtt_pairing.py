@@ -242,6 +242,20 @@ def test_tcpdump_text_nanosecond_dates_and_questions(tmp_path):
     assert res.pairs == [(1, 2), (0, 3)] and res.rtts_ns.tolist() == [19_550, 21_010]
 
 
+def test_tcpdump_text_verbose_two_line_records(tmp_path):
+    # tcpdump -e -n -vv: IP header fields in parentheses, the addresses on the next indented line,
+    # "[udp sum ok]" before the DNS id, the answer's question shown
+    ip = "ethertype IPv4 (0x0800), length {}: (tos 0x0, ttl 64, id 1, offset 0, flags [none], proto UDP (17), length {})"
+    lines = [tcpdump_line("10:00:00.000100", CLIENT, LB, ip.format(73, 59)),
+             "    10.0.0.1.44444 > 10.0.0.45.53: [udp sum ok] 4660+ A? example.local. (31)",
+             tcpdump_line("10:00:00.000127", BACKEND, CLIENT, ip.format(102, 88)),
+             "    10.0.0.45.53 > 10.0.0.3.5353: [udp sum ok] 4660*- q: A? example.local. 1/0/0 example.local. A 1.1.1.1 (60)"]
+    f = tmp_path / "vv.txt"
+    f.write_text("\n".join(lines) + "\n")
+    res = analyze_pcap(f)
+    assert res.rtts_ns.tolist() == [27_000] and res.pairs == [(0, 2)] and res.lost == 0
+
+
 def test_text_that_is_not_tcpdump_output_is_refused_by_name(tmp_path):
     f = tmp_path / "notes.txt"
     f.write_text("these are my notes\nnothing to see\n")

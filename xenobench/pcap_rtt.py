@@ -404,15 +404,16 @@ def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53) -> Frame | N
 #   15:18:56.494867 02:00:00:00:01:00 > 02:00:00:00:05:00, ethertype IPv4 (0x0800), length 73:
 #     10.0.0.1.44444 > 10.0.0.45.53: 4660+ A? example.local. (31)          (one line in the file)
 # Time: HH:MM:SS.frac (default), YYYY-MM-DD HH:MM:SS.frac (-tttt) or epoch seconds (-tt); 6 or 9
-# digits (--time-stamp-precision=nano). DNS (tcpdump's print-domain.c): a query is
+# digits (--time-stamp-precision=nano). With -v the IP header's fields come in parentheses and the
+# addresses on the next, indented line. DNS (tcpdump's print-domain.c): a query is
 # "id[flags] [..] TYPE? name.", an answer "id[flags] an/ns/ar ..." with "q: TYPE? name." only at -vv.
 _TEXT_HEAD = re.compile(
     r"(?:(?P<date>\d{4}-\d{2}-\d{2}) (?P<h>\d{1,2}):(?P<m>\d{2}):(?P<s>\d{2})|(?P<h2>\d{1,2}):(?P<m2>\d{2}):"
     r"(?P<s2>\d{2})|(?P<epoch>\d{9,}))\.(?P<frac>\d{6}|\d{9}) "
     r"(?P<src>[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}) > (?P<dst>[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}), (?P<rest>.*)$")
-_TEXT_IP = re.compile(r"ethertype IPv4 \(0x0800\), (?:length \d+: )?(\d+\.\d+\.\d+\.\d+)\.(\w+) > "
+_TEXT_IP = re.compile(r"ethertype IPv4 \(0x0800\), (?:length \d+: )?(?:\((?:[^()]|\([^()]*\))*\) )?(\d+\.\d+\.\d+\.\d+)\.(\w+) > "
                       r"(\d+\.\d+\.\d+\.\d+)\.(\w+): (.*)$")
-_TEXT_ID = re.compile(r"(\d+)\b")
+_TEXT_ID = re.compile(r"(?:\[[^\]]*\]\s*)*(\d+)\b")  # after -v's "[udp sum ok]"
 _TEXT_COUNTS = re.compile(r"\s\d+/\d+/\d+(?:\s|$)")
 _TEXT_QUESTION = re.compile(r"(?:^|\s)(?:q: )?[A-Za-z][\w-]*\? (\S+)")
 _PORT_NAMES = {"domain": 53}
@@ -432,7 +433,8 @@ def _text_frames(path: Path, data: bytes, port: int):
     except UnicodeDecodeError as e:
         raise DataError(f"Failed to read tcpdump text {path}: byte {e.start} is not UTF-8") from None
     frames, skipped, digits, day, prev = [], 0, set(), 0, None
-    for idx, line in enumerate(text.splitlines()):
+    lines = text.splitlines()
+    for idx, line in enumerate(lines):
         if not line.strip() or line[0].isspace():  # blank, or a continuation (-v, -X) line
             continue
         m = _TEXT_HEAD.match(line)
@@ -461,6 +463,8 @@ def _text_frames(path: Path, data: bytes, port: int):
                 ts = day * _DAY_NS + tod
         prev = ts
         ip = _TEXT_IP.search(m["rest"])
+        if ip is None and idx + 1 < len(lines) and lines[idx + 1][:1].isspace():
+            ip = _TEXT_IP.search(m["rest"] + " " + lines[idx + 1].strip())  # -v: addresses on the next line
         if ip is None:
             skipped += 1
             continue
