@@ -98,7 +98,8 @@ def host_metadata(testbed, ifaces: list[tuple[str, str]]) -> dict:
             meta[tool] = (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr) else None
         except (OSError, subprocess.TimeoutExpired):
             meta[tool] = None
-    meta["cpu_placement"] = testbed.cpu_placement()  # generator and DUT CPUs, read back (None: not placed)
+    # generator and DUT CPUs, read back (None: not placed, or a testbed double without the method)
+    meta["cpu_placement"] = getattr(testbed, "cpu_placement", lambda: None)()
     return meta
 
 
