@@ -51,6 +51,9 @@ CAPACITY_FRACTION = 0.9   # trials offered <= 90 % of the set's largest received
 SKEW_MADS = 5.0           # losses this many MADs below the skew are flagged
 MAD_SCALE = 1.4826        # MAD -> standard deviation for normal data
 MIN_SKEW_TRIALS = 3
+MAX_SERIES_BYTES = 16 << 20  # one line per second: months of counts
+MAX_COUNT = 10**12           # per second: ~7000 x the 100 Gbit/s line rate at 64 B (148.8 Mpps); with
+                             # MAX_SERIES_BYTES it keeps every int64 sum of a series exact
 LOSS_REFUSE_PCT = 10.0    # a 1 s counter sampler cannot gain 10 % (100 ms) from clock skew
 
 PPS_RE = re.compile(r"(\d+)b_(\d+)\.txt")
@@ -63,7 +66,11 @@ SPLIT_RE = re.compile(r"(\d+)_(\d+)")
 def read_series(path: Path) -> np.ndarray:
     """One integer per line; DataError naming file and line otherwise."""
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            data = f.read(MAX_SERIES_BYTES + 1)  # bounded before reading (a device, a wrong file)
+        if len(data) > MAX_SERIES_BYTES:
+            raise DataError(f"Failed to read series {path}: larger than {MAX_SERIES_BYTES} bytes")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise DataError(f"Failed to read series {path}: {getattr(e, 'strerror', None) or e}") from None
     vals = []
@@ -72,9 +79,13 @@ def read_series(path: Path) -> np.ndarray:
         if not s:
             continue
         try:
-            vals.append(int(s))
+            v = int(s)
         except ValueError:
             raise DataError(f"Failed to read series {path}: line {n}: {s[:40]!r} is not an integer") from None
+        if abs(v) > MAX_COUNT:
+            raise DataError(f"Failed to read series {path}: line {n}: {s[:40]!r} is out of range "
+                            f"(a packet count per second is at most {MAX_COUNT:.0e})")
+        vals.append(v)
     if not vals:
         raise DataError(f"Failed to read series {path}: the file is empty")
     x = np.array(vals, dtype=np.int64)
@@ -125,10 +136,13 @@ def load_labels(datadir: Path, *, lb=None, server=None, testbed=None, split_map=
     lab, srcs = Labels(), []
     man = datadir / MANIFEST
     if man.exists():
+        from .config import read_capped
         try:
-            doc = yaml.safe_load(man.read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
+            doc = yaml.safe_load(read_capped(man)) or {}
+        except (OSError, ValueError, yaml.YAMLError) as e:  # ValueError: too large, not UTF-8
             raise DataError(f"Failed to read labels {man}: {e}") from None
+        except RecursionError:
+            raise DataError(f"Failed to read labels {man}: nested too deeply") from None
         if not isinstance(doc, dict):
             raise DataError(f"Failed to read labels {man}: expected a mapping, got {type(doc).__name__}")
         known = {"lb", "server", "testbed", "split_map", "timeout_s"}
@@ -453,7 +467,7 @@ def ingest_thesis(datadir: str | Path, outdir: str | Path, progress=print, label
     for kind, rows in out.items():
         write_tidy(kind, rows, outdir)
         written[kind] = len(rows)
-    prov = {"datadir": str(datadir), "labels": asdict(lab),
+    prov = {"datadir": datadir.resolve().name, "labels": asdict(lab),  # no machine paths in results
             "rules": {"steady_state": "xenobench.steady.steady_state",
                       "rtt_pairing": "xenobench.pcap_rtt (module docstring)",
                       "timeout_s": lab.timeout_s if lab.timeout_s is not None else _default_timeout()},
