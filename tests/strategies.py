@@ -131,7 +131,7 @@ def json_files(draw) -> bytes:
     if kind == 0:
         return draw(st.binary(max_size=64))
     text = write_json(draw(backends_doc()), draw(st.booleans()), draw(st.sampled_from([",", ", ", ",\n  "])))
-    if draw(st.booleans()):
+    if draw(st.integers(0, 3)) == 0:  # around the document: a BOM, a second document, a stray comma
         text = draw(st.sampled_from(["", " ", "\n", "\ufeff"])) + text + draw(st.sampled_from(["", "\n", " x", "{}", ","]))
     data = text.encode("utf-8", "surrogatepass")
     return draw(mutated(data)) if kind > 4 else data
@@ -174,9 +174,12 @@ def dns_queries(draw) -> bytes:
     kind = draw(st.integers(0, 4))
     if kind == 0:
         return draw(st.binary(max_size=80))
-    labels = draw(st.lists(st.sampled_from(["probe", "www", "a", "x" * 63, "example", "com", "org", "*", "-"]),
-                           min_size=0, max_size=5))
-    name = ".".join(labels + draw(st.sampled_from([["example", "com"], [], ["com"]]))) + "."
+    if draw(st.booleans()):  # names the zone serves, in any case
+        name = draw(st.sampled_from(["probe.example.com.", "www.example.com.", "PROBE.Example.COM.", "example.com."]))
+    else:
+        labels = draw(st.lists(st.sampled_from(["probe", "www", "a", "x" * 63, "example", "com", "org", "*", "-"]),
+                               min_size=0, max_size=5))
+        name = ".".join(labels + draw(st.sampled_from([["example", "com"], [], ["com"]]))) + "."
     try:
         q = dns.message.make_query(name, draw(st.sampled_from(["A", "AAAA", "ANY", "TXT", "MX"])),
                                    rdclass=draw(st.sampled_from(["IN", "CH", "ANY"])),
@@ -186,6 +189,12 @@ def dns_queries(draw) -> bytes:
         return draw(st.binary(min_size=12, max_size=80))
     q.id = draw(st.integers(0, 0xFFFF))
     wire = bytearray(q.to_wire())
+    if draw(st.integers(0, 3)) == 0:  # one more additional record: OPT, TSIG, TKEY, SIG or A, raw rdata
+        rdata = draw(st.binary(max_size=24))
+        wire += b"\x00" + draw(st.sampled_from([41, 250, 249, 24, 1])).to_bytes(2, "big") \
+            + draw(st.integers(0, 0xFFFF)).to_bytes(2, "big") + draw(st.integers(0, 2**32 - 1)).to_bytes(4, "big") \
+            + len(rdata).to_bytes(2, "big") + rdata
+        wire[10:12] = (int.from_bytes(wire[10:12], "big") + 1).to_bytes(2, "big")
     if kind >= 2:
         wire = bytearray(draw(mutated(bytes(wire))))
         for _ in range(draw(st.integers(0, 3))):  # flip bits anywhere, header included
@@ -195,3 +204,27 @@ def dns_queries(draw) -> bytes:
     if kind == 4 and len(wire) > 12:  # a label length or pointer byte in the question
         wire[draw(st.integers(12, len(wire) - 1))] = draw(st.sampled_from([0xC0, 0xC1, 0x3F, 0x40, 0x80, 0xFF, 0x00]))
     return bytes(wire)
+
+
+@st.composite
+def valid_backends_doc(draw) -> Pairs:
+    """A document both parsers must accept: distinct names (any text a C string carries), distinct
+    MACs in either case, weights summing to a power of two, class_bits (if given) large enough."""
+    t = draw(st.integers(0, 4))
+    total = 1 << t
+    n = draw(st.integers(1, total))
+    cuts = sorted(draw(st.lists(st.integers(1, total - 1), min_size=n - 1, max_size=n - 1, unique=True))) if n > 1 else []
+    parts = [b - a for a, b in zip([0, *cuts], [*cuts, total])]
+    plain_name = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=8)
+    nms = draw(st.lists(plain_name, min_size=n, max_size=n, unique=True))
+    ms = draw(st.lists(macs, min_size=n, max_size=n, unique_by=str.lower))
+    bes = []
+    for name, mac, w in zip(nms, ms, parts):
+        pairs = [("name", name), ("mac_address", mac)]
+        if w != 1 or draw(st.booleans()):
+            pairs.append(("weight", w))
+        bes.append(Pairs(draw(st.permutations(pairs))))
+    doc = [("backends", bes)]
+    if draw(st.booleans()):  # without it, k is the smallest with total | 2^k: t
+        doc.append(("class_bits", draw(st.integers(t, 8))))
+    return Pairs(draw(st.permutations(doc)))

@@ -1,0 +1,86 @@
+"""Property tests of the backends readers (Hypothesis; strategies in tests/strategies.py): on
+generated and mutated files, Python's reader raises nothing but BackendsError, and XenoFlow's C
+reader (through xenoflow-check-backends) gives the same verdict and the same parsed result - or,
+for a JSON syntax error, a refusal with the same "not valid JSON" start, since each reader words
+its own syntax errors. YAML files, which XenoFlow does not read, are compared through the
+canonical JSON the harness writes for it."""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from xenobench.backends import canonical_json, load_backends
+from xenobench.errors import BackendsError
+
+from .strategies import PROPERTY, c_load, json_files, needs_check, valid_backends_doc, write_json, yaml_files
+
+GENERIC = "(top level): not valid JSON: "
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("backends-property")
+
+
+def py_load(f):
+    """(0, result as the C reader prints it) or (2, message); any other exception fails the test."""
+    try:
+        bs = load_backends(f)
+    except BackendsError as e:
+        assert str(e).startswith(f"Failed to load backends {f}: "), str(e)
+        return 2, str(e)
+    return 0, {"class_bits": bs.class_bits, "slots": list(bs.slots),
+               "backends": [{"name": b.name, "mac": b.mac, "weight": b.weight} for b in bs.backends]}
+
+
+def generic(msg: str, f) -> bool:
+    """A syntax error in the reader's own words (not trailing data or NaN, which both word alike)."""
+    rest = msg.removeprefix(f"Failed to load backends {f}: ")
+    return rest.startswith(GENERIC) and "trailing data" not in rest and "is not a JSON number" not in rest
+
+
+def assert_same(py, c, f, data):
+    if py[0] == 2 and c[0] == 2 and generic(py[1], f) and generic(c[1], f):
+        return
+    assert c == py, f"file bytes: {data!r}"
+
+
+@needs_check
+@PROPERTY
+@given(data=json_files())
+def test_c_and_python_agree_on_json_files(workdir, data):
+    f = workdir / "b.json"
+    f.write_bytes(data)
+    py = py_load(f)
+    assert_same(py, c_load(f), f, data)
+    if py[0] == 0:  # the canonical form reads back to the same set, in both
+        g = workdir / "canonical.json"
+        g.write_text(canonical_json(load_backends(f)), encoding="utf-8")
+        assert py_load(g)[1] == py[1] and c_load(g) == (0, py[1])
+
+
+@needs_check
+@PROPERTY
+@given(doc=valid_backends_doc(), ensure_ascii=st.booleans(), sep=st.sampled_from([",", ", ", ",\n\t"]))
+def test_c_and_python_read_valid_files_alike(workdir, doc, ensure_ascii, sep):
+    f = workdir / "v.json"
+    f.write_text(write_json(doc, ensure_ascii, sep), encoding="utf-8")
+    py = py_load(f)
+    assert py[0] == 0, py[1]
+    assert c_load(f) == py
+    assert json.loads(canonical_json(load_backends(f)))["class_bits"] == py[1]["class_bits"]
+
+
+@needs_check
+@PROPERTY
+@given(data=yaml_files())
+def test_yaml_files_refused_cleanly_or_handed_to_c_as_the_same_set(workdir, data):
+    f = workdir / "b.yaml"
+    f.write_bytes(data)
+    py = py_load(f)
+    if py[0] == 0:
+        g = workdir / "from-yaml.json"
+        g.write_text(canonical_json(load_backends(f)), encoding="utf-8")
+        assert c_load(g) == py, f"file bytes: {data!r}"
