@@ -18,20 +18,17 @@ from . import dns as dns_service
 from .errors import ConfigError, DataError, NodeError
 
 
-def compare_with_pcap(records: list[dict], pcap: str | Path, *, client_mac: str, sport: int,
-                     port: int = 53) -> dict:
+def compare_with_pcap(records: list[dict], capture: str | Path | pcap_rtt.RttResult, *, client_mac: str,
+                     sport: int, port: int = 53) -> dict:
     """Per-query agreement of the prober's records with a capture of the same run: the capture's
-    probe and answer of each query (by DNS id and the prober's source port) against the record's
-    send/receive timestamps. Offsets are record − capture, µs (both CLOCK_REALTIME)."""
+    probe and answer of each query, paired by the one pairing rule (xenobench.pcap_rtt) and found
+    by DNS id and the prober's source port, against the record's send/receive timestamps. Offsets
+    are record − capture, µs (both CLOCK_REALTIME)."""
+    res = capture if isinstance(capture, pcap_rtt.RttResult) else pcap_rtt.analyze_pcap(capture, client_mac, port)
     sent, answered = {}, {}
-    for idx, ts, b in pcap_rtt.read_pcap(pcap):
-        f = pcap_rtt.parse_dns_frame(idx, ts, b, port)
-        if f is None:
-            continue
-        if f.src_mac == client_mac and f.sport == sport:
-            sent.setdefault(f.dns_id, ts)
-        elif f.dst_mac == client_mac and f.dport == sport:
-            answered.setdefault(f.dns_id, ts)
+    for dns_id, client_port, q_ns, a_ns in res.pair_stamps:
+        if client_port == sport and dns_id not in sent:
+            sent[dns_id], answered[dns_id] = q_ns, a_ns
     tx, rx, diff = [], [], []
     for r in records:
         if r["status"] != "ok" or r["id"] not in sent or r["id"] not in answered:
@@ -149,13 +146,14 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
         node.collect(r_pcap, pcap_local)
         summary["pcap_file"] = str(pcap_local)
         try:
-            p = pcap_rtt.analyze_pcap(pcap_local, ci.mac, s.port).summary()
+            res = pcap_rtt.analyze_pcap(pcap_local, ci.mac, s.port, timeout_s=s.timeout_s)
         except DataError as e:
             summary["pcap_error"] = str(e)
         else:
+            p = res.summary()
             summary["pcap"] = p
-            summary["per_query"] = compare_with_pcap(read_records(out), pcap_local, client_mac=ci.mac,
-                                                     sport=summary["sport"], port=s.port)
+            summary["per_query"] = compare_with_pcap(read_records(out), res, client_mac=ci.mac,
+                                                     sport=summary["sport"])
             if summary["median_us"] is not None:
                 summary["pcap_median_diff_us"] = round(summary["median_us"] - p["median_us"], 3)
                 summary["pcap_agrees"] = abs(summary["pcap_median_diff_us"]) <= s.tolerance_us
