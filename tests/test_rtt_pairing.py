@@ -261,3 +261,34 @@ def test_text_that_is_not_tcpdump_output_is_refused_by_name(tmp_path):
     f.write_text("these are my notes\nnothing to see\n")
     with pytest.raises(DataError, match=rf"Failed to read capture {f}: not a pcap, pcapng or tcpdump -e text file"):
         analyze_pcap(f)
+
+
+# --- the rule as a property: sequential identical probes, any spacing, any losses ------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from xenobench.pcap_rtt import Frame, pair  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1_000_000, 900_000_000),   # gap to the next probe, ns
+                          st.integers(0, 10_000),                  # RTT as per-mille of half the gap
+                          st.booleans()),                          # reply lost
+                min_size=1, max_size=40),
+       st.booleans())
+def test_identical_sequential_probes_pair_exactly_whatever_is_lost(probes, reflect):
+    # a prober that sends the same query again after each gap; every reply that comes back comes
+    # within half the gap (and within the 1 s timeout): each must pair with its own probe
+    frames, want, t = [], [], T0
+    for gap, permille, lost in probes:
+        rtt = min(gap // 2 * permille // 10_000, 10 ** 9)
+        frames.append(Frame(len(frames), t, CLIENT, LB, "1.2.3.4", "10.3.10.45", 12345, 53, 0, False, "example.com."))
+        if not lost:
+            want.append((len(frames) - 1, len(frames), rtt))
+            frames.append(Frame(len(frames), t + rtt, BACKEND, CLIENT, *(("1.2.3.4", "10.3.10.45", 12345, 53)
+                                if reflect else ("10.3.10.45", "1.2.3.4", 53, 12345)), 0, not reflect, "example.com."))
+        t += gap
+    p = pair(frames, CLIENT, 10 ** 9)
+    assert p["pairs"] == [(q, a) for q, a, _ in want]
+    assert p["rtts_ns"].tolist() == [r for _, _, r in want]
+    assert p["lost"] == sum(lost for *_, lost in probes) and p["unmatched"] == 0
