@@ -24,7 +24,7 @@ TREE = ResultsTree(Path("results"), TESTBED)  # xenobench.layout owns every path
 RESULTS = str(TREE.dir)
 FIGURES = f"figures/{TESTBED}"
 FIGURE_NAMES = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none",
-                "rtt_under_load", "lb_comparison"]
+                "rtt_under_load", "lb_comparison", "ndr_pdr", "rtt_added"]
 
 # every measurement point of this testbed: (experiment, point id); trials live below its directory
 POINTS = [(e, point_id(p)) for e in ORDER for p in points(CFG, e)]

@@ -53,7 +53,7 @@ rule aggregate:
 
 
 rule figures:
-    """The six figures of this testbed (a figure without valid data says so instead)."""
+    """The figures of this testbed (FIGURE_NAMES; a figure without valid data says so instead)."""
     input:
         rules.aggregate.output,
     output:

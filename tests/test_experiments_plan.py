@@ -15,8 +15,9 @@ def test_thesis_plan_sizes():
     by = {}
     for t in plan(cfg):
         by[t.experiment] = by.get(t.experiment, 0) + 1
-    # 2 LBs × 22 payloads, 11 offered rates, 3 paths × 1 server, 7 levels × 4 splits, 2 LBs; × 3 reps
-    assert by == {"pps": 132, "loss": 33, "rtt": 9, "rtt_load": 84, "compare": 6}
+    # 2 LBs × 22 payloads, 11 offered rates, 2 LBs × 3 frame sizes searched, 1 server (the 3 paths
+    # paired inside each repetition), 7 levels × 4 splits, 2 LBs; × 3 reps
+    assert by == {"pps": 132, "loss": 33, "ndr_pdr": 18, "rtt": 3, "rtt_load": 84, "compare": 6}
     assert points(cfg, "loss")[-1] == {"lb": "xenoflow", "rate_pps": 135_000_000}
     assert {"level_pps": 90_000_000, "split": "worst"} in points(cfg, "rtt_load")
 

@@ -11,7 +11,7 @@ import pytest
 from xenobench.config import load_config
 from xenobench.errors import ConfigError
 from xenobench.layout import ResultsTree
-from xenobench.search import (Goal, Measured, SearchError, SearchSettings, linear_sweep_trials,
+from xenobench.search import (Goal, SearchError, SearchSettings, linear_sweep_trials,
                               run_search, trial_runner)
 from xenobench.trials import Validity
 

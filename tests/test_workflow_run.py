@@ -26,7 +26,7 @@ CFG = "config/ci.yaml"
 PREFIX = "xbw-"
 ENV = {**os.environ, "XENOBENCH_NS_PREFIX": PREFIX}
 FIGS = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
-        "lb_comparison"]
+        "lb_comparison", "ndr_pdr", "rtt_added"]
 pytestmark = [needs_root, pytest.mark.slow]
 
 
@@ -55,8 +55,8 @@ def clean_ci():
 
 def test_interrupted_run_is_clean_and_resumes(clean_ci):
     """SIGINT (Ctrl-C: the whole process group) in the middle of a point with 2 repetitions."""
-    target = "results/ci/trials/rtt/lb-xenoflow_server-xdp/point.json"
-    rep1 = ROOT / "results/ci/trials/rtt/lb-xenoflow_server-xdp/rep-1/result.json"
+    target = "results/ci/trials/rtt/server-xdp/point.json"  # the paired design: every LB per repetition
+    rep1 = ROOT / "results/ci/trials/rtt/server-xdp/rep-1/result.json"
     p = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", target, "--configfile", CFG],
                          cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
@@ -102,7 +102,8 @@ def test_full_ci_run(clean_ci):
     assert len(pps[pps.metric == "rx_pps"]) == valid["pps"]
     summ = read_tidy(ROOT / "results/ci", "rtt_summary")
     med = summ[summ.metric == "rtt_median_us"]
-    assert len(med) == valid["rtt"] + valid["rtt_load"]
+    # one summary per LB and repetition: the paired rtt trials hold every LB of config/ci.yaml's rtt.lbs
+    assert len(med) == valid["rtt"] * len(cfg.section("experiments")["rtt"]["lbs"]) + valid["rtt_load"]
     samples = read_tidy(ROOT / "results/ci", "rtt_samples")
     n = summ[summ.metric == "n"]
     assert len(samples) == n.value.sum()

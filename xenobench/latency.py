@@ -102,3 +102,25 @@ def ranking(diffs: list[PairedDiff], reference: str = "none") -> str:
         pair = next((d for d in diffs if {d.lb, d.reference} == {a, b}), None)
         out += (" < " if pair is not None and pair.verdict != NOT_DISTINGUISHABLE else " ~ ") + b
     return out
+
+
+_PARTS = ("median_us", "ci_low_us", "ci_high_us", "pairs", "bootstrap_seed", "bootstrap_resamples")
+
+
+def diffs_from_rows(df) -> list[PairedDiff]:
+    """PairedDiffs back from tidy rtt_paired rows of one point (metrics rtt_vs_<ref>_<part>)."""
+    got: dict[tuple[str, str], dict] = {}
+    for lb, metric, value in zip(df.lb, df.metric, df.value):
+        if not metric.startswith("rtt_vs_"):
+            continue
+        rest = metric[len("rtt_vs_"):]
+        part = next((p for p in _PARTS if rest.endswith("_" + p)), None)
+        if part is None:
+            continue
+        got.setdefault((lb, rest[: -len(part) - 1]), {})[part] = float(value)
+    out = []
+    for (lb, ref), v in sorted(got.items()):
+        if all(p in v for p in _PARTS[:4]):
+            out.append(PairedDiff(lb, ref, v["median_us"], v["ci_low_us"], v["ci_high_us"], int(v["pairs"]),
+                                  int(v.get("bootstrap_seed", -1)), int(v.get("bootstrap_resamples", 0))))
+    return out

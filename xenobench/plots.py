@@ -1,4 +1,4 @@
-"""The paper's six figures from tidy CSVs only. Every function draws one figure for any testbed in
+"""The paper's six figures, and NDR/PDR and the paired added RTT, from tidy CSVs only. Every function draws one figure for any testbed in
 the schema, labels it with the testbed, overlays published values where they exist (black, marked
 "published"), writes PNG and PDF, and returns the series it plotted so tests can check the numbers
 rather than the pixels.
@@ -19,6 +19,7 @@ from matplotlib.patches import Patch  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from . import latency  # noqa: E402
 from .compare import THESIS_64B_PAYLOAD, read_published  # noqa: E402
 from .errors import DataError  # noqa: E402
 from .results import HEADERS, l1_gbps, l2_gbps, line_rate_pps, read_tidy  # noqa: E402
@@ -378,9 +379,124 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
     return {"measured": measured, "published": dict(zip(pub.lb, pub.value.astype(float)))}
 
 
+def _rate_unit(values) -> tuple[float, str]:
+    """Mpps where the values reach millions (the thesis's scale), kpps below (a namespace testbed)."""
+    return (1e6, "Mpps") if max(values, default=0) >= 1e6 else (1e3, "kpps")
+
+
+def ndr_pdr(resdir, outdir, testbed) -> dict:
+    """NDR and PDR per LB and frame size (MLRsearch, xenobench.search): median over repetitions,
+    each repetition a dot; on the thesis's testbed the published loss onset (thesis Sec. 7.4.3:
+    ~95 Mpps, paper Sec. 5.2: 96.7 Mpps, 22 B payload) as a band."""
+    x = read_tidy(resdir, "ndr_pdr")
+    x = _need(x[x.metric.isin(["ndr_pps", "pdr_pps"])], "ndr_pdr", resdir)
+    groups = sorted({(lb, int(p)) for lb, p in zip(x.lb, x.payload_bytes)}, key=lambda g: (g[1], g[0]))
+    scale, unit = _rate_unit(x.value)
+    onset = [float(r.value) for r in _published("loss_onset_mpps", testbed=testbed)]
+    series: dict = {}
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        for j, (metric, label) in enumerate((("ndr_pps", "NDR (0 % loss)"), ("pdr_pps", "PDR (0.5 % loss)"))):
+            for i, (lb, pl) in enumerate(groups):
+                v = x[(x.metric == metric) & (x.lb == lb) & (x.payload_bytes == pl)].value.to_numpy() / scale
+                if not len(v):
+                    continue
+                med = float(np.median(v))
+                series.setdefault(metric, {})[f"{lb}@{pl}"] = med * scale
+                xpos = i + (j - 0.5) * 0.38
+                ax.bar(xpos, med, width=0.36, color=COLORS[j], edgecolor="black", label=label if i == 0 else None)
+                ax.scatter(np.full(len(v), xpos), v, s=12, color="black", zorder=5)
+                ax.text(xpos, med * 1.01, f"{med:.4g}", ha="center", va="bottom", fontsize=7)
+        if onset:
+            lo, hi = min(onset), max(onset)
+            ax.axhspan(lo, hi, color="black", alpha=0.12, zorder=0)
+            ax.axhline(hi, **PUB, ls="--", lw=1, label=f"published loss onset {lo:g}-{hi:g} Mpps (22 B payload)")
+            series["published_onset_mpps"] = [lo, hi]
+        ax.set_xticks(range(len(groups)), [f"{_name(lb)}\n{pl + 42} B frame" for lb, pl in groups])
+        ax.set_ylabel(f"throughput ({unit})")
+        top = max([float(x.value.max()) / scale] + ([max(onset)] if onset else []))
+        ax.set_ylim(0, top * 1.18)
+        ax.legend(loc="upper left", fontsize=7)
+        _title(ax, "NDR / PDR by MLRsearch", testbed)
+        n = x.groupby(["lb", "payload_bytes"]).repetition.nunique().min()
+        _caption(fig, f"Bars: median over {n}+ searches (dots: each search); NDR/PDR = the highest offered load "
+                      "at which the search's trials lost 0 % / at most 0.5 % (relevant lower bound)."
+                      + ("" if reference(testbed) else " " + LOCAL_NOTE), y=-0.1)
+        _save(fig, outdir, "ndr_pdr")
+    return series
+
+
+def _paired_panel(ax, diffs: list, title: str) -> dict:
+    vs = sorted((d for d in diffs if d.reference == "none"), key=lambda d: d.lb)
+    out = {}
+    for i, d in enumerate(vs):
+        ok = d.verdict != latency.NOT_DISTINGUISHABLE
+        ax.errorbar([i], [d.median_us], yerr=[[d.median_us - d.ci_low_us], [d.ci_high_us - d.median_us]],
+                    fmt="o", mfc=COLORS[0] if ok else "white", color=COLORS[0], capsize=4)
+        ax.annotate(f"{d.median_us:+.1f} µs\n[{d.ci_low_us:+.1f}, {d.ci_high_us:+.1f}]"
+                    + ("" if ok else "\nnot distinguishable\nfrom no LB"),
+                    (i, d.median_us), xytext=(10, -6), textcoords="offset points", fontsize=7)
+        out[d.lb] = {"median_us": d.median_us, "ci": [d.ci_low_us, d.ci_high_us], "verdict": d.verdict}
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(vs)), [_name(d.lb) for d in vs])
+    ax.set_xlim(-0.5, len(vs) - 0.2)
+    ax.set_ylabel("added RTT vs no LB (µs)")
+    ax.set_title(title)
+    return out
+
+
+def rtt_added(resdir, outdir, testbed) -> dict:
+    """The paired design (xenobench.latency): each LB's added RTT against no LB as the median of
+    per-round paired differences with its bootstrap 95 % CI; the ranking names an order only where
+    the pair's CI excludes zero ('~' = not distinguishable)."""
+    x = _need(read_tidy(resdir, "rtt_paired"), "rtt_added (paired RTT rows)", resdir)
+    idle = x[x.split.isna()]
+    load = x[x.split.notna()]
+    series: dict = {}
+    with plt.rc_context(STYLE):
+        ncol = 1 + (not load.empty)
+        fig, axes = plt.subplots(1, ncol, figsize=(4.8 * ncol, 3.9), squeeze=False)
+        ax = axes[0][0]
+        lines = []
+        for srv, g in idle.groupby(idle.server.fillna("-")):
+            diffs = latency.diffs_from_rows(g)
+            series[f"idle/{srv}"] = _paired_panel(ax, diffs, f"idle, server {srv}")
+            lines.append(f"idle, server {srv}: {latency.ranking(diffs)}")
+            series[f"idle/{srv}"]["ranking"] = latency.ranking(diffs)
+        _title(ax, "Added RTT, paired", testbed)
+        if not load.empty:
+            lx = axes[0][1]
+            keys = sorted({(sp, bg) for sp, bg in zip(load.split, load.background_pps)}, key=lambda k: (k[1], k[0]))
+            for i, lb in enumerate(sorted(set(load.lb))):
+                pts = []
+                for j, (sp, bg) in enumerate(keys):
+                    g = load[(load.split == sp) & (load.background_pps == bg)]
+                    d = next((d for d in latency.diffs_from_rows(g) if d.lb == lb and d.reference == "none"), None)
+                    if d is None:
+                        continue
+                    ok = d.verdict != latency.NOT_DISTINGUISHABLE
+                    lx.errorbar([j + 0.12 * i], [d.median_us], yerr=[[d.median_us - d.ci_low_us], [d.ci_high_us - d.median_us]],
+                                fmt=MARKERS[i], color=COLORS[i], mfc=COLORS[i] if ok else "white", capsize=3,
+                                label=_name(lb) if not pts else None)
+                    pts.append(d.median_us)
+                    series.setdefault("load", {})[f"{lb}/{sp}/{bg:g}"] = {"median_us": d.median_us, "verdict": d.verdict}
+            scale, unit = _rate_unit([k[1] for k in keys])
+            lx.set_xticks(range(len(keys)), [f"{sp}\n{bg / scale:g} {unit}" for sp, bg in keys], fontsize=7)
+            lx.axhline(0, color="grey", lw=0.8)
+            lx.set_ylabel("added RTT vs no LB (µs)")
+            lx.set_title("under background load (hollow: CI includes 0)")
+            lx.legend(fontsize=7)
+        _caption(fig, "Median of per-round differences to no LB, bar: bootstrap 95 % CI (seed recorded in "
+                      "rtt_paired.csv). Ranking ('<' only where the pair's CI excludes zero, '~' not "
+                      "distinguishable): " + "; ".join(lines), y=-0.08)
+        _save(fig, outdir, "rtt_added")
+    return series
+
+
 FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_vs_payload,
            "loss_vs_load": loss_vs_load, "rtt_lb_vs_none": rtt_lb_vs_none,
-           "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison}
+           "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison, "ndr_pdr": ndr_pdr,
+           "rtt_added": rtt_added}
 
 
 def placeholder(outdir, name: str, testbed: str, reason: str) -> None:
@@ -398,6 +514,10 @@ def plot_all(resdir, outdir, testbed=None, progress=print, placeholders: bool = 
     """Every figure the data allows; a figure whose data is missing is reported, not fatal (with
     placeholders=True a figure stating the reason is written in its place)."""
     testbed = testbed or Path(resdir).name
+    try:
+        Path(outdir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataError(f"Failed to write figures {outdir}: {e.strerror or e}") from None
     out = {}
     for name, fn in FIGURES.items():
         try:

@@ -25,9 +25,59 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return out
 
 
+def _reproduced(r: dict):
+    """The value, with its 95 % CI and verdict where the row comes from the paired design."""
+    if "ci" not in r:
+        return r["reproduced"]
+    return f"{r['reproduced']} [{r['ci'][0]}, {r['ci'][1]}] ({r['verdict']})"
+
+
 def _compare_rows(rows: list[dict]) -> list[list]:
-    return [[r["metric"], r["published"], r["reproduced"], r["unit"], f"{r['deviation_pct']:+.2f} %",
+    return [[r["metric"], r["published"], _reproduced(r), r["unit"], f"{r['deviation_pct']:+.2f} %",
              "yes" if r["ok"] else "**no**", r["source"]] for r in rows]
+
+
+def _ndr_pdr_lines(tidy: dict) -> list[list]:
+    """NDR/PDR per LB and frame: median over searches, the bounds' spread, trials per search."""
+    if "ndr_pdr" not in tidy:
+        return []
+    x, out = tidy["ndr_pdr"], []
+    for (lb, pl), g in x.groupby(["lb", "payload_bytes"]):
+        trials = g[g.metric == "search_trials"].value
+        for m, name in (("ndr_pps", "NDR (0 % loss)"), ("pdr_pps", "PDR (0.5 % loss)")):
+            v = g[g.metric == m].value
+            if len(v):
+                out.append([f"{name}, {lb}, {int(pl) + 42} B frame", f"{v.median() / 1e6:.4f} Mpps "
+                            f"(searches: {v.min() / 1e6:.4f}-{v.max() / 1e6:.4f})", len(v)])
+        if len(trials):
+            out.append([f"trials per search, {lb}, {int(pl) + 42} B frame", f"{trials.median():g}", len(trials)])
+    return out
+
+
+def _paired_section(tidy: dict) -> list[str]:
+    """The paired design: each LB against no LB (and the LBs against each other) with the 95 % CI;
+    a ranking only where the CI excludes zero."""
+    from . import latency
+    if "rtt_paired" not in tidy:
+        return []
+    x = tidy["rtt_paired"]
+    L = ["## Added latency, paired design (median of per-round differences, bootstrap 95 % CI)", ""]
+    rows, ranks = [], []
+    keys = x[["server", "split", "background_pps"]].drop_duplicates().itertuples(index=False)
+    for srv, sp, bg in keys:
+        g = x[(x.server.fillna("-") == (srv if isinstance(srv, str) else "-"))
+              & ((x.split == sp) if isinstance(sp, str) else x.split.isna())
+              & ((x.background_pps == bg) if bg == bg else x.background_pps.isna())]
+        where = f"server {srv}" + (f", split {sp}, {bg / 1e3:g} kpps" if isinstance(sp, str) else ", idle")
+        diffs = latency.diffs_from_rows(g)
+        for d in diffs:
+            rows.append([where, d.lb, d.reference, f"{d.median_us:+.2f} µs",
+                         f"[{d.ci_low_us:+.2f}, {d.ci_high_us:+.2f}]", d.pairs,
+                         d.verdict if d.verdict == latency.NOT_DISTINGUISHABLE else f"{d.verdict} than {d.reference}"])
+        ranks.append(f"- {where}: {latency.ranking(diffs)}")
+    L += _table(["where", "LB", "vs", "median difference", "95 % CI", "pairs", "verdict"], rows)
+    L += ["", "Ranking ('<' only where the pair's CI excludes zero; '~': not distinguishable):", "", *ranks, ""]
+    return L
 
 
 def _headlines(tidy: dict) -> list[list]:
@@ -106,9 +156,11 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
         tidy = {}
         L += [f"Tidy results unreadable: {e}", ""]
     L += ["## Headline numbers (medians over valid repetitions)", ""]
-    hl = _headlines(tidy)
+    hl = _headlines(tidy) + _ndr_pdr_lines(tidy)
     L += _table(["quantity", "value", "trials"], hl) if hl else ["No valid results."]
     L.append("")
+
+    L += _paired_section(tidy)
 
     L += ["## Published vs reproduced", ""]
     if thesis_compare and Path(thesis_compare).exists():
