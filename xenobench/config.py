@@ -10,7 +10,9 @@ key path and the offending value:
 from __future__ import annotations
 
 import copy
+import difflib
 import ipaddress
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,6 +28,11 @@ from .errors import ConfigError
 
 DEFAULT_CONFIG = REPO_ROOT / "config" / "local.yaml"
 SCHEMA_DIR = REPO_ROOT / "config" / "schema"
+
+MAX_CONFIG_BYTES = 1 << 20  # a testbed config is a few kB; /dev/zero or a log file must not fill memory
+MAX_DEPTH = 32              # nesting of mappings and lists (ours go 5 deep)
+MAX_VALUES = 100_000        # mappings, lists and scalars together: a YAML alias bomb expands past it
+DNS_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")  # RFC 1035 letter-digit-hyphen, plus '_'
 
 ROLES = ("client", "dns_backend", "backend", "loadgen", "lb", "dpu")
 REQUIRED_ROLES = ("client", "dns_backend", "loadgen", "lb")
@@ -142,6 +149,62 @@ class Config:
         return p if p.is_absolute() else REPO_ROOT / p
 
 
+def read_capped(path: Path, limit: int = MAX_CONFIG_BYTES) -> str:
+    """A small text file as str: OSError for I/O, ValueError (with the reason) when it is larger
+    than `limit` bytes or not UTF-8. The size is bounded before reading, so a device or a huge file
+    costs at most `limit` bytes of memory."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes (is it a configuration file?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}") from None
+
+
+def _load_yaml(path: Path, what: str = "config") -> Any:
+    """Read and parse a YAML file with every failure as a ConfigError naming the file."""
+    try:
+        text = read_capped(path)
+    except OSError as e:
+        raise ConfigError(f"Failed to load {what} {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ConfigError(f"Failed to load {what} {path}: {e}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"Failed to load {what} {path}: not valid YAML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"Failed to load {what} {path}: nested more than {MAX_DEPTH} levels deep") from None
+
+
+def check_values(doc: Any, path: Path) -> None:
+    """What JSON Schema does not check, over the whole document before it: nesting depth, the
+    number of values (alias bombs), keys that are not strings, and NaN/inf (YAML's .nan/.inf are
+    floats that `type: number` accepts but that no rate, duration or timeout can be)."""
+    stack, seen = [(doc, [])], 0
+    while stack:
+        v, keys = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(f"Failed to load config {path}: more than {MAX_VALUES} values "
+                              "(YAML aliases expanding?)")
+        if len(keys) > MAX_DEPTH:
+            raise ConfigError(f"Failed to load config {path}: {_key_path(keys[:MAX_DEPTH])}: nested more "
+                              f"than {MAX_DEPTH} levels deep")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"Failed to load config {path}: {_key_path(keys)}: {v!r} is not a finite number")
+        if isinstance(v, dict):
+            for k, sub in v.items():
+                if not isinstance(k, str):
+                    raise ConfigError(f"Failed to load config {path}: {_key_path(keys)}: key {k!r} is not "
+                                      "a string (quote it)")
+                stack.append((sub, [*keys, k]))
+        elif isinstance(v, list):
+            stack.extend((sub, [*keys, i]) for i, sub in enumerate(v))
+
+
 def _key_path(parts) -> str:
     out = ""
     for p in parts:
@@ -156,12 +219,23 @@ def _load_schemas() -> dict[str, dict]:
     return schemas
 
 
+def _is_integer(checker, instance) -> bool:
+    # JSON Schema counts 53.0 as an integer (draft 2020-12, §6.1.1 of the validation spec); a port
+    # or a count written 53.0 is a typo that would reach a command line as "53.0", so only ints are
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
 def validate_section(raw: dict, section: str, schema: dict, path: Path) -> None:
     """Validate raw[section] (or the whole document for 'main') against a JSON schema."""
     doc = raw if section == "main" else raw.get(section)
     if doc is None:
         return
-    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    validator = _Validator(schema, format_checker=jsonschema.FormatChecker())
     errors = sorted(validator.iter_errors(doc), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         e = errors[0]
@@ -230,12 +304,9 @@ def _resolve_extends(raw: dict, path: Path, seen: tuple = ()) -> dict:
     base_path = (path.parent / base_name).resolve()
     if base_path in seen:
         raise ConfigError(f"Failed to load config {path}: extends: {base_name!r} forms a cycle")
-    try:
-        base = yaml.safe_load(base_path.read_text())
-    except OSError as e:
-        raise ConfigError(f"Failed to load config {path}: extends: {base_name!r}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"Failed to load config {base_path}: not valid YAML: {e}") from None
+    if not base_path.exists():
+        raise ConfigError(f"Failed to load config {path}: extends: {base_name!r}: No such file or directory")
+    base = _load_yaml(base_path)
     if not isinstance(base, dict):
         raise ConfigError(f"Failed to load config {base_path}: (top level): expected a mapping")
     return _deep_merge(_resolve_extends(base, base_path, seen), raw)
@@ -244,19 +315,15 @@ def _resolve_extends(raw: dict, path: Path, seen: tuple = ()) -> dict:
 def load_config(path: str | os.PathLike | None = None) -> Config:
     """Read, validate and return a configuration. Default: $XENOBENCH_CONFIG or config/local.yaml."""
     path = Path(path or os.environ.get("XENOBENCH_CONFIG") or DEFAULT_CONFIG)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"Failed to load config {path}: {e.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"Failed to load config {path}: not valid YAML: {e}") from None
+    raw = _load_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"Failed to load config {path}: (top level): expected a mapping, got {type(raw).__name__}")
+    check_values(raw, path)
     raw = _resolve_extends(raw, path)
+    check_values(raw, path)
     schemas = _load_schemas()
     main = schemas.pop("main")
+    _check_sections(raw, [*main.get("properties", {}), *schemas], path)
     validate_section(raw, "main", main, path)
     apply_defaults(raw, main)
     for section, schema in schemas.items():
@@ -265,6 +332,30 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
             raw.setdefault(section, {})
             apply_defaults(raw[section], schema)
     return _build(raw, path)
+
+
+def _check_sections(raw: dict, known: list[str], path: Path) -> None:
+    """A misspelled section would otherwise be ignored and its defaults used: refuse it."""
+    for key in raw:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ConfigError(f"Failed to load config {path}: {key}: unknown section "
+                              f"(known: {', '.join(known)}){hint}")
+
+
+def check_dns_name(name: str, keys: list, path: Path, relative_ok: bool = False) -> None:
+    """A zone or owner name bind9, dnspython and the XDP responder all accept: labels of
+    letters, digits, '-' and '_' (RFC 1035 §2.3.1, '_' as in service labels), 1-63 bytes each,
+    at most 255 in wire form (§3.1)."""
+    bare = name[:-1] if name.endswith(".") else name
+    labels = bare.split(".") if bare else []
+    wire = sum(len(x) + 1 for x in labels) + 1
+    if (name == "@" and relative_ok) or (name == "." and not relative_ok):
+        return
+    if not labels or not all(DNS_LABEL.match(x) for x in labels) or wire > 255:
+        raise ConfigError(f"Failed to load config {path}: {_key_path(keys)}: {name!r} is not a DNS name "
+                          "(labels of letters, digits, '-' and '_', 1-63 characters each, 255 in all)")
 
 
 def _build(raw: dict, path: Path) -> Config:
@@ -282,6 +373,12 @@ def _build(raw: dict, path: Path) -> Config:
         vip = ipaddress.IPv4Address(svc["vip"])
     except ValueError:
         fail(["service", "vip"], f"{svc['vip']!r} is not an IPv4 address")
+    check_dns_name(svc["zone"], ["service", "zone"], path)
+    dns_sec = raw.get("dns") or {}
+    if isinstance(dns_sec.get("qname"), str):
+        check_dns_name(dns_sec["qname"], ["dns", "qname"], path, relative_ok=True)
+    for rname in dns_sec.get("records") or {}:
+        check_dns_name(rname, ["dns", "records", rname], path, relative_ok=True)
     lb_mac = None
     if svc.get("lb_mac") is not None:
         try:

@@ -16,6 +16,7 @@ API (what the trial runner, the ingest, the plots and `xenobench compare` use):
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,7 @@ UNITS = {
 }
 RTT_STAT_PREFIX = "rtt_"  # rtt_median_us, rtt_p99_us, ...: unit us
 
+MAX_TIDY_BYTES = 2 << 30  # rtt_samples of a full study is ~100 MB; beyond this it is not a tidy file
 HEADERS = 42      # Ethernet 14 + IPv4 20 + UDP 8 (frame without FCS = payload + 42)
 FCS = 4
 L1_OVERHEAD = 20  # preamble 8 + inter-frame gap 12
@@ -131,6 +133,11 @@ def validate(kind: str, df: pd.DataFrame, where: str = "rows", skipped_lines: in
             raise DataError(f"Failed to read tidy results {where}: line {line(i)}: column {c}: "
                             f"{str(df[c].iloc[i])[:40]!r} is not a number")
         df[c] = num.astype(float)
+        inf = np.isinf(df[c].to_numpy())
+        if inf.any():  # a rate or RTT is finite; inf breaks every median, axis and ratio after it
+            i = int(np.flatnonzero(inf)[0])
+            raise DataError(f"Failed to read tidy results {where}: line {line(i)}: column {c}: "
+                            f"{str(df[c].iloc[i])!r} is not a finite number")
     for i, (m, u) in enumerate(zip(df.metric, df.unit)):
         want = UNITS.get(m) or ("us" if m.startswith(RTT_STAT_PREFIX) and m.endswith("_us") else None)
         if want and u != want:
@@ -148,13 +155,18 @@ def write_tidy(kind: str, rows, path: str | Path, header: str | None = None) -> 
     df = validate(kind, df, str(out))
     for c in ("payload_bytes", "frame_bytes", "repetition"):  # integers stay integers in the file
         df[c] = df[c].astype("Int64")
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", newline="") as f:
-        for line in (header or "").splitlines():
-            f.write(f"# {line}\n")
-        df.to_csv(f, index=False)
-    os.replace(tmp, out)  # readers never see a half-written file
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", newline="") as f:
+            for line in (header or "").splitlines():
+                f.write(f"# {line}\n")
+            df.to_csv(f, index=False)
+        os.replace(tmp, out)  # readers never see a half-written file
+    except OSError as e:
+        if tmp.parent.is_dir():
+            tmp.unlink(missing_ok=True)
+        raise DataError(f"Failed to write tidy results {out}: {e.strerror or e}") from None
     return out
 
 
@@ -163,13 +175,19 @@ def read_tidy(path: str | Path, kind: str) -> pd.DataFrame:
     _kind_ok(kind)
     f = _csv_path(path, kind)
     try:
+        st = os.stat(f)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_TIDY_BYTES:  # bounded before reading
+            raise DataError(f"Failed to read tidy results {f}: not a regular file of at most "
+                            f"{MAX_TIDY_BYTES} bytes")
         with open(f) as fh:
             skip = 0
             for line in fh:
                 if not line.startswith("#"):
                     break
                 skip += 1
-        df = pd.read_csv(f, skiprows=skip, dtype={"split": str, "source": str, "server": str})
+        # text columns as text: a metric or unit written as a number must not become an int
+        df = pd.read_csv(f, skiprows=skip, dtype={c: str for c in ("testbed", "lb", "server", "split", "metric",
+                                                                   "unit", "source")})
     except FileNotFoundError:
         raise DataError(f"Failed to read tidy results {f}: no such file") from None
     except pd.errors.EmptyDataError:

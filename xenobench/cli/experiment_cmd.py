@@ -18,8 +18,12 @@ def experiment_group():
 @click.pass_obj
 def plan_cmd(obj, only, as_json):
     """List the points and trial counts of the configured testbed (touches nothing)."""
+    from ..errors import ConfigError
     from ..experiments import ORDER, points
     from ..layout import point_id
+    unknown = [e for e in only if e not in ORDER]
+    if unknown:  # a typo would otherwise plan 0 trials and exit 0
+        raise ConfigError(f"Failed to plan experiment {unknown[0]!r}: unknown (known: {', '.join(ORDER)})")
     cfg = obj.config
     reps = int(cfg.section("experiments")["repetitions"])
     rows = [{"experiment": e, "point": p, "point_id": point_id(p), "trials": reps}
