@@ -31,16 +31,13 @@ import time
 from pathlib import Path
 
 from .. import REPO_ROOT
-from ..backends import load_backends
+from ..backends import load_backends, write_canonical
 from ..errors import ConfigError, NodeError
 from .base import LoadBalancer
 
 TAG = "lb-xenoflow"
 LB_DIR = REPO_ROOT / "lb"
 BINARY = LB_DIR / "build" / "xenoflow"
-DEFAULTS = {"stats_interval_s": 1.0, "queues": 4, "xdp_mode": "native",
-            "remote_src": "/tmp/xenobench-xenoflow/src", "build_dir": "/tmp/xenobench-xenoflow/build",
-            "hugepages": None, "sudo": False, "device_args": None}
 # tools the DPU build runs besides the pkg-config modules from lb/meson.build
 BUILD_TOOLS = ("cc", "meson", "ninja", "pkg-config")
 # what DOCA Flow cannot report about frames (the eBPF baseline's stats keys; None here)
@@ -99,9 +96,8 @@ class XenoFlowLB(LoadBalancer):
 
     def __init__(self, testbed):
         super().__init__(testbed)
-        sec = self.cfg.section("xenoflow") or {}
-        self.sec = {**DEFAULTS, **sec}
-        self.mode = self.sec["mode"]  # default (emulation) from config/schema/xenoflow.schema.yaml
+        self.sec = self.cfg.section("xenoflow")  # every default from config/schema/xenoflow.schema.yaml
+        self.mode = self.sec["mode"]
         # DOCA: the BlueField's ARM side (role dpu); the emulation (or a testbed without a dpu
         # node): the LB node
         self.ncfg = (self.cfg.nodes_with_role("dpu") or [None])[0] if self.mode == "doca" else None
@@ -195,10 +191,10 @@ class XenoFlowLB(LoadBalancer):
         steps += self.ovs_steps()
         hp = self.sec["hugepages"]
         if hp:
-            size = int(hp.get("size_kb", 2048))
+            size = int(hp["size_kb"])
             steps.append(("hugepages", self._sudo(["sh", "-c", f"echo {int(hp['count'])} > "
                                                    f"/sys/kernel/mm/hugepages/hugepages-{size}kB/nr_hugepages"])))
-            mnt = hp.get("mount", "/dev/hugepages")
+            mnt = hp["mount"]
             steps.append(("hugepages", self._sudo(["sh", "-c", f"mountpoint -q {mnt} || "
                                                    f"mount -t hugetlbfs -o pagesize={size}K nodev {mnt}"])))
         steps.append(("start", self._sudo([f"{build}/xenoflow", *self._device_args(), *self._app_args(remote_b)])))
@@ -206,7 +202,8 @@ class XenoFlowLB(LoadBalancer):
 
     # --- the LoadBalancer contract ---------------------------------------------------------
     def start(self, backends=None, *, dry_run=False, **opts) -> dict:
-        bfile = Path(self.backends_file(backends))
+        # XenoFlow reads JSON only: it gets the canonical form of the file (validated here; JSON or YAML)
+        bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / "xenoflow")
         steps = self.deploy_steps(bfile)
         if dry_run:
             cmds = []
