@@ -9,7 +9,7 @@
  *   5. a walk over the tree, children first (the order in which Python's json closes objects):
  *      strings holding U+0000 or an unpaired surrogate, then duplicate keys, are refused;
  *   6. the schema (validate()).
- * The parser is our own because json-c, the library DOCA's samples use, silently keeps the last of
+ * The parser is our own because json-c, which lb/ used before, silently keeps the last of
  * two equal keys, reads {'a':1} and raw tabs in strict mode, and turns lone surrogates into U+FFFD
  * (json-c 0.16) - each a file XenoFlow would read differently from the harness. Values in messages
  * are shown as Python's ascii() shows them. */

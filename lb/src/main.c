@@ -131,7 +131,7 @@ static doca_error_t register_params(void)
 		doca_argp_param_cb_t cb;
 		bool mandatory;
 	} rows[] = {
-		{"b", "backends", "FILE", "backends file (thesis backends.json format, or YAML)", DOCA_ARGP_TYPE_STRING,
+		{"b", "backends", "FILE", "backends file (thesis backends.json format)", DOCA_ARGP_TYPE_STRING,
 		 backends_cb, true},
 		{"s", "src-mac", "MAC", "source MAC written into forwarded frames (the egress port's)",
 		 DOCA_ARGP_TYPE_STRING, src_mac_cb, true},

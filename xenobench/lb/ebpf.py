@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..agents.ebpf_lb import read_stats
-from ..backends import load_backends
+from ..backends import load_backends, write_canonical
 from ..errors import NodeError
 from .base import LoadBalancer
 
@@ -41,7 +41,8 @@ class EbpfLB(LoadBalancer):
 
     def start(self, backends=None, *, dry_run=False, generic=False, **opts) -> dict:
         lb, ing, eg = self._ports()
-        bfile = self.backends_file(backends)
+        # the controller gets the canonical JSON of the file (validated here; JSON or YAML), as XenoFlow does
+        bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / "ebpf")
         sec = self.cfg.section("ebpf")
         node = self.testbed.node(lb.name)
         # the controller reads the file on the LB node (a remote node gets a copy)
