@@ -292,8 +292,10 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
     offered_s = float(gen.get("duration_s") or duration)
     achieved = float(gen.get("achieved_pps") or 0.0)
     shortfall = achieved < MIN_RATE_RATIO * load
-    # the generator's own reasons except its rate check, which the search handles as loss
-    other = [r for r in str(gen.get("reason") or "").split("; ") if r and not r.startswith("achieved ")]
+    # the generator's own reasons except its rate and count checks ("achieved X pps < 99 % ...",
+    # "only N of M frames were sent"): the search counts a shortfall as loss
+    other = [r for r in str(gen.get("reason") or "").split("; ")
+             if r and not r.startswith(("achieved ", "only "))]
     per_backend = _lb_per_backend(st0, st1)
     out = {"payload": payload, "intended_load_pps": load, "intended_duration_s": duration,
            "offered": tx, "received": rx, "offered_duration_s": offered_s, "shortfall": shortfall,
