@@ -654,6 +654,8 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
 	uint64_t calls = 0;
 	int run_errno = 0;
+	struct timespec cpu0, cpu1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
 	while (!atomic_load(&run.stop)) {
 		/* one call per trial where possible: each call costs two RCU grace periods (the XDP
 		 * dispatcher is switched to the program and back, net/bpf/test_run.c), tens of ms on a
@@ -674,6 +676,7 @@ int main(int argc, char **argv)
 	}
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 	double t_stopped = now_s(); /* every counted frame left before this */
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
 	atomic_store(&run.sender_done, 1);
 	pthread_join(watch, NULL);
 	watching = false;
@@ -713,6 +716,9 @@ int main(int argc, char **argv)
 		printf(", \"xdp_xmit\": null, \"xdp_xmit_errors\": null");
 	printf(", \"cpu\": %d, \"pinned\": %s", cfg.cpu >= 0 ? cfg.cpu : sched_getcpu(),
 	       cfg.cpu >= 0 ? "true" : "false");
+	/* CPU time the sender got while sending (softirq work done on its behalf may be accounted
+	 * elsewhere): well below elapsed_s means the generator shared its CPU */
+	printf(", \"sender_cpu_s\": %.6f", (double)(cpu1.tv_sec - cpu0.tv_sec) + (double)(cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9);
 	printf(", \"calls\": %llu, \"xdp_batch\": %u, \"bucket\": %llu", (unsigned long long)calls,
 	       cfg.xdp_batch ? cfg.xdp_batch : 64, (unsigned long long)skel->rodata->bucket);
 	if (cfg.count)

@@ -14,7 +14,8 @@ Prints, in one run:
    xdpgen's own first-to-last-frame rate), median and min over ROUNDS, target within 1 %.
 
 The machine is shared (2 cores, several engineers): figures are noisy and describe this machine
-only; the load average is printed with them.
+only. With them: the load average, and the share of the sender's CPU spent in the kernel while
+xdpgen ran (from /proc/stat; the rest went to other processes), i.e. how much of a core it had.
 Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_generator.py [DURATION] [ROUNDS] [CPU]"""
 
 import json
@@ -44,12 +45,39 @@ def loadavg() -> str:
     return Path("/proc/loadavg").read_text().split(" ")[0]
 
 
+def cpu_ticks() -> list[int]:
+    """user, nice, system, idle, iowait, irq, softirq, steal of the sender's CPU (/proc/stat)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            return [int(x) for x in line.split()[1:9]]
+    return [0] * 8
+
+
+def kernel_share(t0: list[int], t1: list[int]) -> float:
+    """Share of the sender's CPU spent in the kernel (system + softirq: the generator and the
+    sink's NAPI) while it ran; the rest went to other processes (user) or was stolen."""
+    d = [b - a for a, b in zip(t0, t1)]
+    return (d[2] + d[5] + d[6]) / max(1, sum(d))
+
+
+shares: list[float] = []
+
+
 def xdpgen(gen: str, pcap: Path, *args) -> dict:
+    t0 = cpu_ticks()
     p = subprocess.run(["ip", "netns", "exec", gen, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
                         "--cpu", str(cpu), *map(str, args)], capture_output=True, text=True, timeout=600)
+    shares.append(kernel_share(t0, cpu_ticks()))
     if p.returncode:
         raise SystemExit(f"xdpgen failed (exit {p.returncode}): {p.stderr.strip()}")
     return json.loads(p.stdout)
+
+
+def contention() -> str:
+    """The CPU share the generator got in the runs since the last call (then forgotten)."""
+    out = f"CPU {cpu} in the kernel (generator + sink) {statistics.median(shares) * 100:.0f} % of the time"
+    shares.clear()
+    return out
 
 
 def trafgen_max(gen: str, cfg: Path, frames: int) -> float:
@@ -82,7 +110,7 @@ def main() -> None:
             time.sleep(0.2)
         mx = statistics.median(maxes)
         print(f"xdpgen maximum:  {mx / 1e6:.2f} Mpps median ({', '.join(f'{m / 1e6:.2f}' for m in maxes)}); "
-              f"xmit errors {errs}; target >= 5 Mpps", flush=True)
+              f"xmit errors {errs}; target >= 5 Mpps; {contention()}", flush=True)
 
         tmaxes = []
         for _ in range(rounds):
@@ -105,7 +133,7 @@ def main() -> None:
                 time.sleep(0.2)
             print(f"  {frac * 100:4.0f} % = {rate / 1e6:.3f} Mpps: achieved/requested median {statistics.median(ratios):.4f} "
                   f"(min {min(ratios):.4f}, max {max(ratios):.4f}; first-to-last frame median "
-                  f"{statistics.median(own):.4f}; {invalid}/{rounds} below 0.99); load average {loadavg()}", flush=True)
+                  f"{statistics.median(own):.4f}; {invalid}/{rounds} below 0.99); {contention()}", flush=True)
 
 
 if __name__ == "__main__":
