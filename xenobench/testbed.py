@@ -432,22 +432,32 @@ class NamespaceTestbed(Testbed):
             new = {pid: c for pid, c in self._napi_threads(dev).items() if pid not in before}
         if not new:
             raise TestbedError(f"Failed to find the NAPI thread of {ns}:{dev} after enabling threaded NAPI")
+        prio = self.cfg.section("testbed")["cpus"]["dut_rt_priority"]
         for pid in new:
             p = subprocess.run(["taskset", "-pc", str(cpu), str(pid)], capture_output=True, text=True)
             if p.returncode != 0:
                 raise TestbedError(f"Failed to pin NAPI thread {pid} of {ns}:{dev} to CPU {cpu}: {p.stderr.strip()}")
+            # SCHED_FIFO like the kernel's IRQ threads: NAPI in softirq preempts every task, and a
+            # threaded NAPI at normal priority would share the CPU with whatever else runs there
+            if prio:
+                p = subprocess.run(["chrt", "-f", "-p", str(prio), str(pid)], capture_output=True, text=True)
+                if p.returncode != 0:
+                    raise TestbedError(f"Failed to set SCHED_FIFO {prio} on NAPI thread {pid} of {ns}:{dev} "
+                                       f"(testbed.cpus.dut_rt_priority): {p.stderr.strip()}")
         self._write_state(napi_threads={str(pid): c for pid, c in new.items()})
 
     def cpu_placement(self) -> dict | None:
         """What runs where, read back from the kernel (recorded in every trial's host metadata)."""
         ns, dev = self._lb_ingress()
-        threads = {}
+        threads, sched = {}, {}
         for pid, comm in (self._state().get("napi_threads") or {}).items():
             p = subprocess.run(["taskset", "-pc", pid], capture_output=True, text=True)
             threads[comm] = p.stdout.rsplit(":", 1)[-1].strip() if p.returncode == 0 else None
+            p = subprocess.run(["chrt", "-p", pid], capture_output=True, text=True)
+            sched[comm] = " ".join(l.rsplit(":", 1)[-1].strip() for l in p.stdout.splitlines()) or None
         gen = (self.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
         return {"cpus_online": os.cpu_count(), "generator_cpu": gen, "dut_cpu": self.cfg.section("testbed")["cpus"]["dut"],
-                "dut_napi": {"node": ns, "dev": dev, "threads": threads},
+                "dut_napi": {"node": ns, "dev": dev, "threads": threads, "scheduling": sched},
                 "switch_fastpath": bool(self.cfg.section("testbed")["switch_fastpath"])}
 
     def down(self) -> dict:
