@@ -28,5 +28,9 @@ class TestbedError(XenobenchError):
     __test__ = False  # not a pytest class
 
 
+class TrafficError(XenobenchError):
+    """A traffic profile, its tunables, the generator or a traffic trial failed."""
+
+
 class DataError(XenobenchError):
     """A measurement or input data file (counter series, pcap, CSV) is malformed or empty."""

@@ -15,7 +15,8 @@ background_split, class-bits and dns-classes from the backends file — unless t
 from __future__ import annotations
 
 from ..backends import load_backends
-from .profiles import (Compiled, TrafficError, compile_frames, resolve_profile,  # noqa: F401
+from ..errors import TrafficError  # noqa: F401  (the traffic layer's error type, importable from here)
+from .profiles import (Compiled, compile_frames, resolve_profile,  # noqa: F401
                        to_trafgen, tunables_argv, write_pcap)
 
 GENERATORS = ("trafgen", "trex", "xdpgen")

@@ -28,16 +28,12 @@ from math import gcd, lcm
 from pathlib import Path
 
 from .. import REPO_ROOT
-from ..errors import XenobenchError
+from ..errors import TrafficError  # noqa: F401  (profiles raise it; importers may take it from here)
 
 PROFILE_DIR = REPO_ROOT / "trex_profiles"
 MAX_CYCLE_FRAMES = 65536        # frames in one compiled cycle (trafgen keeps each in memory)
 HEADERS = 42                    # Ethernet + IPv4 + UDP without FCS
 FCS = 4
-
-
-class TrafficError(XenobenchError):
-    """A profile, its tunables, the generator or a trial failed."""
 
 
 @dataclass

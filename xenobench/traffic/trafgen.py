@@ -40,9 +40,9 @@ import time
 from pathlib import Path
 
 from ..counters import snapshot
-from ..errors import NodeError
+from ..errors import NodeError, TrafficError
 from ..steady import steady_state_of_counter
-from .profiles import Compiled, TrafficError, to_trafgen
+from .profiles import Compiled, to_trafgen
 
 logger = logging.getLogger(__name__)
 

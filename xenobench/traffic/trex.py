@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import time
 
-from .profiles import TrafficError, resolve_profile, tunables_argv
+from ..errors import TrafficError
+from .profiles import resolve_profile, tunables_argv
 
 logger = logging.getLogger(__name__)
 
