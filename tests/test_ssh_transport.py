@@ -4,14 +4,18 @@ to the root namespace."""
 
 import dataclasses
 import json
+import os
+import re
 import shutil
+import signal
+import stat
 import subprocess
 import time
 
 import pytest
 
 from xenobench.errors import NodeError
-from xenobench.nodes import SshNode
+from xenobench.nodes import SshNode, _starttime
 from xenobench.config import SshConfig
 
 from .conftest import needs_root, start_sshd
@@ -94,3 +98,155 @@ def test_wrong_key_and_closed_port_fail_clearly(testbed, sshd, tmp_path):
     n.ssh = dataclasses.replace(n.ssh, port=2223)
     with pytest.raises(NodeError, match=r"Failed to connect to node fips2 \(root@198.18.0.2:2223\)"):
         n.run(["true"])
+
+
+# --- ssh.workdir and the private directory ----------------------------------------------------------
+def test_background_start_with_workdir_runs_there_and_is_found_later(testbed, sshd, tmp_path):
+    """`setsid cd DIR && ...` never started anything (setsid cannot run a shell builtin) though a
+    pid was printed; the cd now comes first. A second node object (a later invocation) finds the
+    process and its log through the recorded private directory; stop_all() removes it."""
+    d, server = sshd
+    wd = tmp_path / "work dir"  # a space: the cd is quoted
+    wd.mkdir()
+    n = ssh_node(testbed, d, server, workdir=str(wd))
+    try:
+        assert n.run(["pwd"]).stdout.strip() == str(wd)
+        h = n.start("wd-proc", ["sh", "-c", "pwd; echo started; exec sleep 120"], ready=0.5)
+        assert n.running("wd-proc")
+        private = n.work_dir
+        assert re.fullmatch(rf"/tmp/xenobench-{testbed.cfg.prefix.rstrip('-')}\.[0-9a-f]{{16}}", private)
+        assert h.log == f"{private}/logs/{server.name}.wd-proc.log"
+        st = os.stat(private)  # the file system is shared with the server's namespace
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, os.path.islink(private)) == (0o700, 0, False)
+        assert n.read_log(h).splitlines() == [str(wd), "started"]
+        assert _starttime(h.pid) == h.starttime_ticks
+        later = ssh_node(testbed, d, server, workdir=str(wd))
+        assert later.work_dir == private and later.running("wd-proc")
+        assert later.stop("wd-proc") is True
+        assert not os.path.exists(f"/proc/{h.pid}") or _starttime(h.pid) != h.starttime_ticks \
+            or open(f"/proc/{h.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+        later.remove_work_dir()  # what stop_all() does after stopping the processes
+        assert not os.path.exists(private)
+        assert not (testbed.cfg.state_dir / "remote" / f"{server.name}.json").exists()
+        later.close()
+    finally:
+        n.stop("wd-proc")
+        n.remove_work_dir()
+        n.close()
+
+
+def test_private_directory_taken_over_by_someone_else_is_refused(testbed, sshd, tmp_path):
+    """A recorded directory that became a symlink (or another user's) is not written into."""
+    d, server = sshd
+    n = ssh_node(testbed, d, server)
+    try:
+        private = n.work_dir
+        os.symlink(tmp_path, private)
+        with pytest.raises(NodeError, match=rf"{re.escape(private)} exists and is not a directory of this user"):
+            n.start("x", ["true"])
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        os.unlink(private)
+        (testbed.cfg.state_dir / "remote" / f"{server.name}.json").unlink(missing_ok=True)
+        n.close()
+
+
+# --- known_hosts as OpenSSH has it ---------------------------------------------------------------------
+OTHER_KEYS = (
+    "# a comment the file must keep\n"
+    "other.example sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29tAAAAIH1xA0Rm7qFw5b1YcSg"
+    "Jm3bT8V1Rz6v0hQ3h0n0x8yVGAAAABHNzaDo= security-key\n"
+    "|1|2fGZy0aZ2Zs1Qy3x1E3LrCzYx1c=|9hGm6aXz2oQmY7rQvX3mQ1nC0F4= ssh-ed25519 "
+    "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+    "@cert-authority *.example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGm3dbJ2HnV5C3Z3rKzqAeb7bW3oQk0p0u1"
+    "m5Hf3f3rK\n"
+    "@revoked * ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFk6Nd0r8lH6y1t7bW5Yk3C3q7n0HhXr2q8c1w0mE5sP")
+
+
+def _host_line(d, server):
+    return f"[{server.iface().addr}]:{PORT} " + " ".join((d / "host_key.pub").read_text().split()[:2])
+
+
+def test_new_host_key_is_appended_as_one_line(testbed, sshd, tmp_path):
+    """With accept_unknown_host_keys, one line is appended; comments, markers, hashed hosts and
+    key types paramiko does not know stay as they were (paramiko's save rewrote the file from what
+    it had parsed, and its loader failed on the markers)."""
+    d, server = sshd
+    kh = tmp_path / "known_hosts"
+    kh.write_text(OTHER_KEYS)  # no final newline: the appended line must still start on its own
+    for _ in range(2):  # the second connection finds the key: nothing more is written
+        n = ssh_node(testbed, d, server, accept_unknown_host_keys=True)
+        n.ssh = dataclasses.replace(n.ssh, known_hosts=str(kh))
+        try:
+            assert n.run(["echo", "ok"]).stdout == "ok\n"
+        finally:
+            n.close()
+        assert kh.read_text() == OTHER_KEYS + "\n" + _host_line(d, server) + "\n"
+
+
+def test_revoked_host_key_is_refused_even_when_listed_and_accepted(testbed, sshd, tmp_path):
+    d, server = sshd
+    key = " ".join((d / "host_key.pub").read_text().split()[:2])
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"{_host_line(d, server)}\n@revoked * {key}\n")
+    n = ssh_node(testbed, d, server, accept_unknown_host_keys=True)
+    n.ssh = dataclasses.replace(n.ssh, known_hosts=str(kh))
+    with pytest.raises(NodeError, match=rf"Failed to connect to node {server.name} \(.*\): host key of "
+                                        rf"\[{re.escape(server.iface().addr)}\]:{PORT} \(ssh-ed25519\) is marked "
+                                        rf"@revoked in {re.escape(str(kh))} line 2"):
+        n.run(["true"])
+    assert kh.read_text() == f"{_host_line(d, server)}\n@revoked * {key}\n"
+
+
+def test_cert_authority_line_explains_the_refusal(testbed, sshd, tmp_path):
+    d, server = sshd
+    kh = tmp_path / "known_hosts"
+    kh.write_text(OTHER_KEYS + "\n")
+    n = ssh_node(testbed, d, server)
+    n.ssh = dataclasses.replace(n.ssh, known_hosts=str(kh))
+    with pytest.raises(NodeError, match=r"is not in .*known_hosts; add it \(ssh-keyscan\) or set "
+                                        rf"nodes\.{server.name}\.ssh\.accept_unknown_host_keys: true; lines 4 are "
+                                        r"@cert-authority keys, which paramiko cannot check \(host certificates, "
+                                        r"paramiko issue #771\)"):
+        n.run(["true"])
+    kh.write_text("@marker * ssh-ed25519 AAAA\n")
+    with pytest.raises(NodeError, match=r"Failed to read known_hosts .*: line 1: unknown marker '@marker' "
+                                        r"\(OpenSSH knows @cert-authority and @revoked\)"):
+        n.run(["true"])
+
+
+# --- pids are checked against their start time before a signal -------------------------------------
+def _forge(node, tag):
+    """The record of `tag` with another start time: what a record looks like once its process
+    is gone and the kernel gave the pid to someone else."""
+    f = node.proc_dir / f"{node.name}.{tag}.json"
+    rec = json.loads(f.read_text())
+    rec["starttime_ticks"] += 1
+    f.write_text(json.dumps(rec))
+    return node.handle(tag)
+
+
+@pytest.mark.parametrize("transport", ["netns", "ssh"])
+def test_a_reused_pid_is_never_signalled(testbed, sshd, transport):
+    d, server = sshd
+    n = testbed.node(server.name) if transport == "netns" else ssh_node(testbed, d, server)
+    try:
+        h = n.start("pid-reuse", ["sleep", "120"])
+        forged = _forge(n, "pid-reuse")
+        assert n.signal(forged, signal.SIGTERM) is False
+        assert n.stop("pid-reuse") is False        # not ours: record dropped, process left alone
+        time.sleep(0.2)
+        assert _starttime(h.pid) == h.starttime_ticks  # still running
+        assert n.signal(h, signal.SIGKILL) is True
+        deadline = time.monotonic() + 5
+        while _starttime(h.pid) == h.starttime_ticks and time.monotonic() < deadline:
+            if open(f"/proc/{h.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+        st = _starttime(h.pid)
+        assert st != h.starttime_ticks or open(f"/proc/{h.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    finally:
+        n.stop("pid-reuse")
+        if transport == "ssh":
+            n.remove_work_dir()
+            n.close()

@@ -13,6 +13,7 @@ import ctypes
 import json
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -128,13 +129,13 @@ class Node(ABC):
             return False
         was_alive = self._alive(h)
         if was_alive:
-            self._signal(h, signal.SIGTERM)
+            self.signal(h, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             while self._alive(h) and time.monotonic() < deadline:
                 time.sleep(0.05)
             if self._alive(h):
                 logger.warning("%s: %s did not stop on SIGTERM within %.1fs, killing", self.name, tag, timeout)
-                self._signal(h, signal.SIGKILL)
+                self.signal(h, signal.SIGKILL)
                 time.sleep(0.1)
         self._forget(tag)
         return was_alive
@@ -202,9 +203,26 @@ class Node(ABC):
         if Path(remote).resolve() != Path(local).resolve():
             self.get(remote, local)
 
-    def signal(self, h: ProcessHandle, sig: int, *, sudo: bool = False) -> None:
-        """Signal a background process group; `sudo`: through sudo (it runs as root, we do not)."""
+    def signal(self, h: ProcessHandle, sig: int, *, sudo: bool = False) -> bool:
+        """Signal a background process group; `sudo`: through sudo (it runs as root, we do not).
+        Only while the pid is still the process we started: a record outlives its process (a crash,
+        a reboot), and the kernel reuses pids, so the start time recorded at spawn must still match
+        (/proc/<pid>/stat field 22). False, and nothing signalled, when it does not."""
+        if not self._same_process(h):
+            logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
+                           self.name, h.tag, h.pid, shlex.join(h.argv))
+            return False
         self._signal(h, sig)
+        return True
+
+    def _same_process(self, h: ProcessHandle) -> bool:
+        """Whether pid h.pid is still the process h was recorded for (True if the record has no
+        start time to compare: records of a node without /proc)."""
+        return h.starttime_ticks is None or self._starttime(h.pid) == h.starttime_ticks
+
+    def _starttime(self, pid: int) -> int | None:
+        """Start time of a pid on the node in clock ticks since boot, None if there is no such pid."""
+        return _starttime(pid)
 
     def _record(self, h: ProcessHandle) -> None:
         self.proc_dir.mkdir(parents=True, exist_ok=True)
@@ -313,8 +331,17 @@ class NetnsNode(Node):
 def _starttime(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+            return _stat_starttime(f.read())
+    except OSError:
+        return None
+
+
+def _stat_starttime(stat: str) -> int | None:
+    """Field 22 (starttime) of a /proc/<pid>/stat line; the command name (field 2) may hold
+    spaces and ')', so fields are counted after its last ')'."""
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
         return None
 
 
@@ -348,11 +375,117 @@ def socket_in_netns(netns: str, host: str, port: int, timeout: float) -> socket.
     return result["sock"]
 
 
-class SshNode(Node):
-    """A node reached over SSH (paramiko). Host keys are checked against known_hosts; an unknown
-    key is refused unless the config sets accept_unknown_host_keys: true."""
+class KnownHosts:
+    """known_hosts as OpenSSH reads it (sshd(8), SSH_KNOWN_HOSTS FILE FORMAT), for paramiko:
+    plain and hashed host lines become paramiko host keys; `@revoked` keys are refused even if
+    listed plainly; `@cert-authority` lines are understood but cannot be used, because paramiko
+    does not verify host certificates (paramiko issue #771), so they only explain a refusal; key
+    types paramiko does not know (sk-ssh-ed25519@openssh.com, ...) are skipped. The file is never
+    rewritten: a newly accepted key is appended as one line (paramiko's own save would rewrite it
+    from what it parsed, dropping comments, markers and unknown key types; paramiko issue #680)."""
 
-    REMOTE_STATE = "/tmp/xenobench"
+    def __init__(self, path: str):
+        import paramiko
+        self.path = path
+        self.keys = paramiko.HostKeys()
+        self.revoked: list[tuple[int, str, str]] = []   # (line, key type, base64)
+        self.authorities: list[tuple[int, str]] = []    # (line, host patterns)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(16 << 20)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise NodeError(f"Failed to read known_hosts {path}: {e.strerror or e}") from None
+        plain = []
+        for n, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            fields = line.split()
+            if line.startswith("@"):
+                if fields[0] == "@revoked" and len(fields) >= 4:
+                    self.revoked.append((n, fields[2], fields[3]))
+                elif fields[0] == "@cert-authority" and len(fields) >= 4:
+                    self.authorities.append((n, fields[1]))
+                else:
+                    raise NodeError(f"Failed to read known_hosts {path}: line {n}: unknown marker "
+                                    f"{fields[0]!r} (OpenSSH knows @cert-authority and @revoked)")
+                continue
+            plain.append((n, fields))
+        revoked = {(t, k) for _, t, k in self.revoked}
+        for n, fields in plain:
+            if len(fields) < 3:
+                raise NodeError(f"Failed to read known_hosts {path}: line {n}: expected hosts, key type "
+                                f"and key, got {' '.join(fields)[:80]!r}")
+            if (fields[1], fields[2]) in revoked:
+                continue  # @revoked wins over a plain line with the same key
+            try:
+                entry = paramiko.hostkeys.HostKeyEntry.from_line(" ".join(fields[:3]), n)
+            except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey):
+                raise NodeError(f"Failed to read known_hosts {path}: line {n}: key of type {fields[1]} "
+                                "is not valid base64") from None
+            if entry is None:
+                continue  # a key type paramiko does not know: left for OpenSSH
+            for host in entry.hostnames:
+                self.keys.add(host, entry.key.get_name(), entry.key)
+
+    def is_revoked(self, key) -> int | None:
+        """The line that revokes this key, if any."""
+        for n, t, k in self.revoked:
+            if t == key.get_name() and k == key.get_base64():
+                return n
+        return None
+
+    def append(self, host: str, key) -> None:
+        """One line for a newly accepted key, after the file's last line."""
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        with open(self.path, "a+b") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell():
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+            f.write(f"{host} {key.get_name()} {key.get_base64()}\n".encode())
+        self.keys.add(host, key.get_name(), key)
+
+
+def _host_key_policy(node: "SshNode", known: KnownHosts):
+    """paramiko's policy for a key not in known_hosts: refuse revoked keys always; accept and
+    append only with accept_unknown_host_keys; otherwise refuse naming the file and the fix."""
+    import paramiko
+
+    class Policy(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client, hostname, key):
+            n = known.is_revoked(key)
+            if n is not None:
+                raise paramiko.SSHException(f"host key of {hostname} ({key.get_name()}) is marked @revoked in "
+                                            f"{known.path} line {n}")
+            if node.ssh.accept_unknown_host_keys:
+                known.append(hostname, key)
+                logger.warning("%s: accepted the unknown host key of %s (%s %s), appended to %s", node.name,
+                               hostname, key.get_name(), key.get_fingerprint().hex(), known.path)
+                return
+            ca = (f"; lines {', '.join(str(n) for n, _ in known.authorities)} are @cert-authority keys, which "
+                  "paramiko cannot check (host certificates, paramiko issue #771): list the host's own key"
+                  if known.authorities else "")
+            raise paramiko.SSHException(f"host key of {hostname} is not in {known.path}; add it (ssh-keyscan) or "
+                                        f"set nodes.{node.name}.ssh.accept_unknown_host_keys: true{ca}")
+
+    return Policy()
+
+
+class SshNode(Node):
+    """A node reached over SSH (paramiko). Host keys are checked against known_hosts (class
+    KnownHosts); an unknown key is refused unless the config sets accept_unknown_host_keys: true.
+
+    The node's files (logs, staged inputs, outputs) live in a private directory, mode 0700, whose
+    name has 64 random bits (chosen here, created with an exclusive `mkdir -m 700` on first use,
+    as mktemp -d does): a predictable /tmp path lets another user of the host pre-create it or
+    plant a symlink there. Its name is recorded in state_dir/remote/<node>.json, so a later
+    invocation (stop, teardown after a crash) finds the processes' logs; stop_all() removes it."""
+
+    TMP = "/tmp"
 
     def __init__(self, cfg: Config, ncfg: NodeConfig):
         super().__init__(cfg, ncfg)
@@ -360,7 +493,34 @@ class SshNode(Node):
             raise NodeError(f"Failed to set up node {self.name}: no ssh section in {cfg.path}")
         self.ssh = ncfg.ssh
         self._client = None
-        self.remote_dir = f"{self.REMOTE_STATE}-{cfg.prefix.rstrip('-')}"
+        self._dir_ready = False
+        self._dir_record = cfg.state_dir / "remote" / f"{self.name}.json"
+
+    @property
+    def remote_dir(self) -> str:
+        """The node's private directory (its name; created on first use by _ensure_dir)."""
+        me = {"host": self.ssh.host, "port": self.ssh.port, "user": self.ssh.user}
+        try:
+            rec = json.loads(self._dir_record.read_text())
+            if {k: rec.get(k) for k in me} == me and isinstance(rec.get("dir"), str):
+                return rec["dir"]
+        except (OSError, ValueError):
+            pass
+        d = f"{self.TMP}/xenobench-{self.cfg.prefix.rstrip('-')}.{secrets.token_hex(8)}"
+        self._dir_record.parent.mkdir(parents=True, exist_ok=True)
+        self._dir_record.write_text(json.dumps({**me, "dir": d}))
+        return d
+
+    def _ensure_dir(self) -> str:
+        """Create the private directory, or check that the recorded one is still ours."""
+        d = self.remote_dir
+        if not self._dir_ready:
+            script = ('if [ -e "$1" ] || [ -L "$1" ]; then [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] || '
+                      '{ echo "$1 exists and is not a directory of this user" >&2; exit 3; }; '
+                      'else mkdir -m 700 "$1"; fi')
+            self.run(["sh", "-c", script, "sh", d])
+            self._dir_ready = True
+        return d
 
     @property
     def client(self):
@@ -373,13 +533,12 @@ class SshNode(Node):
 
         s = self.ssh
         c = paramiko.SSHClient()
-        known = os.path.expanduser(s.known_hosts or "~/.ssh/known_hosts")
-        if os.path.exists(known):
-            c.load_host_keys(known)
-        if s.accept_unknown_host_keys:
-            c.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-        else:
-            c.set_missing_host_key_policy(paramiko.RejectPolicy())
+        known = KnownHosts(os.path.expanduser(s.known_hosts or "~/.ssh/known_hosts"))
+        # not load_host_keys(): with it, paramiko rewrites the whole file on every new key
+        for host, keys in known.keys.items():
+            for ktype, key in keys.items():
+                c.get_host_keys().add(host, ktype, key)
+        c.set_missing_host_key_policy(_host_key_policy(self, known))
         sock = None
         where = f"{s.user}@{s.host}:{s.port}"
         try:
@@ -393,37 +552,38 @@ class SshNode(Node):
         except paramiko.SSHException as e:
             if sock:
                 sock.close()
-            msg = str(e)
-            if "not found in known_hosts" in msg:
-                msg = (f"host key of {s.host} is not in {known}; add it (ssh-keyscan) or set "
-                       f"nodes.{self.name}.ssh.accept_unknown_host_keys: true")
-            raise NodeError(f"Failed to connect to node {self.name} ({where}): {msg}") from None
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): {e}") from None
         except OSError as e:
             if sock:
                 sock.close()
             raise NodeError(f"Failed to connect to node {self.name} ({where}): {e.strerror or e}") from None
-        if s.accept_unknown_host_keys:
-            try:
-                os.makedirs(os.path.dirname(known), exist_ok=True)
-                c.save_host_keys(known)
-            except OSError:
-                logger.warning("could not save host key of %s to %s", s.host, known)
+        # a known key that is also @revoked was never added above; this catches a revoked key
+        # that paramiko matched through another line for the same host
+        n = known.is_revoked(c.get_transport().get_remote_server_key())
+        if n is not None:
+            c.close()
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): host key is marked @revoked in "
+                            f"{known.path} line {n}")
         return c
 
     def python_argv(self, module, *args):
         return [self.ssh.python, "-m", module, *map(str, args)]
 
     def _command(self, argv: list[str], env: dict[str, str] | None) -> str:
+        """argv (and env) as one shell word list: something `setsid` or `exec` can run."""
         cmd = shlex.join(argv)
         if env:
             cmd = shlex.join(["env", *(f"{k}={v}" for k, v in env.items())]) + " " + cmd
-        if self.ssh.workdir:
-            cmd = f"cd {shlex.quote(self.ssh.workdir)} && {cmd}"
         return cmd
+
+    def _cd(self) -> str:
+        """`cd WORKDIR && ` when the config sets ssh.workdir (a shell builtin: it goes before
+        setsid, never after it)."""
+        return f"cd {shlex.quote(self.ssh.workdir)} && " if self.ssh.workdir else ""
 
     def run(self, argv, *, timeout=60, check=True, input=None, env=None, own_sysfs=False):
         argv = list(map(str, argv))
-        cmd = self._command(argv, env)
+        cmd = self._cd() + self._command(argv, env)
         try:
             chan = self.client.get_transport().open_session(timeout=self.ssh.connect_timeout)
             chan.settimeout(timeout)
@@ -456,15 +616,20 @@ class SshNode(Node):
         return r.check() if check else r
 
     def _spawn(self, argv, log_path, env):
-        # setsid: the process leads its own group, so stop() can signal the whole group;
-        # >>: logs are appended, as on netns nodes
-        script = (f"mkdir -p {shlex.quote(os.path.dirname(log_path))} && "
+        # cd first (a builtin), then setsid: the process leads its own group, so stop() can
+        # signal the whole group; exec replaces the subshell, so $! is the program's pid and its
+        # start time is read in the same round trip; >>: logs are appended, as on netns nodes
+        if log_path.startswith(self.work_dir + "/"):
+            self._ensure_dir()
+        script = (f"mkdir -p {shlex.quote(os.path.dirname(log_path))} && {self._cd()}"
                   f"{{ setsid {self._command(argv, env)} >> {shlex.quote(log_path)} 2>&1 < /dev/null & }} "
-                  f"&& echo $!")
-        r = self.run(["sh", "-c", script])
-        pid = int(r.stdout.strip().splitlines()[-1])
-        st = self.run(["cat", f"/proc/{pid}/stat"], check=False).stdout
-        ticks = int(st.rsplit(")", 1)[1].split()[19]) if ")" in st else None
+                  f"&& echo $! && cat /proc/$!/stat")
+        out = self.run(["sh", "-c", script]).stdout.splitlines()
+        try:
+            pid = int(out[0])
+        except (IndexError, ValueError):
+            raise NodeError(f"Failed to start `{shlex.join(argv)}` on {self.name}: no pid in {out[:2]!r}") from None
+        ticks = _stat_starttime(out[1]) if len(out) > 1 else None
         return ProcessHandle(self.name, "", pid, argv, log_path, starttime_ticks=ticks)
 
     @property
@@ -472,33 +637,58 @@ class SshNode(Node):
         return self.remote_dir
 
     def output_path(self, local, name):
+        self._ensure_dir()
         return self.path(name)
 
     def stage(self, local, name, *, copy=True):
         remote = self.path(name)
         if copy:
+            self._ensure_dir()
             self.put(local, remote)
         return remote
 
     def signal(self, h, sig, *, sudo=False):
-        if sudo:
-            self.run(["sudo", "kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
-        else:
-            self._signal(h, sig)
+        if not sudo:
+            return super().signal(h, sig)
+        if not self._same_process(h):
+            logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
+                           self.name, h.tag, h.pid, shlex.join(h.argv))
+            return False
+        self.run(["sudo", "kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
+        return True
+
+    def _starttime(self, pid):
+        return _stat_starttime(self.run(["cat", f"/proc/{int(pid)}/stat"], check=False).stdout)
 
     def _alive(self, h):
         st = self.run(["cat", f"/proc/{h.pid}/stat"], check=False).stdout
         if ")" not in st:
             return False
         fields = st.rsplit(")", 1)[1].split()
-        if h.starttime_ticks is not None and int(fields[19]) != h.starttime_ticks:
+        if h.starttime_ticks is not None and _stat_starttime(st) != h.starttime_ticks:
             return False
         return fields[0] != "Z"
+
+    def stop_all(self):
+        """Stop every recorded process, then remove the private directory (teardown)."""
+        super().stop_all()
+        self.remove_work_dir()
+
+    def remove_work_dir(self) -> None:
+        """Remove the private directory (if it is still ours) and forget it."""
+        rec = self._dir_record
+        if rec.exists():
+            d = self.remote_dir
+            self.run(["sh", "-c", '[ ! -d "$1" ] || [ -L "$1" ] || [ ! -O "$1" ] || rm -rf -- "$1"', "sh", d])
+            rec.unlink(missing_ok=True)
+            self._dir_ready = False
 
     def _signal(self, h, sig):
         self.run(["kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
 
     def put(self, local, remote):
+        if remote.startswith(self.work_dir + "/"):
+            self._ensure_dir()
         try:
             sftp = self.client.open_sftp()
             try:
