@@ -4,7 +4,6 @@ verdict, the same message and the same parsed result for every case; the canonic
 harness hands XenoFlow reads back to the same set in both."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import yaml
 from xenobench.backends import MAX_BYTES, canonical_json, load_backends, write_canonical
 from xenobench.errors import BackendsError
 
-from .strategies import CHECK, c_load, needs_check
+from .strategies import c_load, needs_check
 
 CASES = yaml.safe_load((Path(__file__).parent / "vectors/backends/cases.yaml").read_text())
 YAML_ONLY = ("(top level): XenoFlow reads JSON only (the thesis's backends.json); "
@@ -134,3 +133,14 @@ def test_class_of_source_address_follows_low_bits(tmp_path):
 def test_missing_file_names_it(tmp_path):
     with pytest.raises(BackendsError, match=r"Failed to load backends .*nope.json: No such file"):
         load_backends(tmp_path / "nope.json")
+
+
+@needs_check
+def test_an_object_of_many_keys_is_refused_alike(tmp_path):
+    """80,000 keys, the first repeat at index 50,000: both name it (the C reader once compared
+    every pair of keys; this file took it a minute)."""
+    f = tmp_path / "b.json"
+    f.write_text("{" + ",".join(f'"k{i % 50000}":1' for i in range(80000)) + "}")
+    want = f"Failed to load backends {f}: (top level): duplicate key 'k0'"
+    assert py_verdict(f) == want
+    assert c_load(f) == (2, want)

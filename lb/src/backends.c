@@ -96,15 +96,20 @@ static struct xv *xv_new(enum xv_type t)
 
 static void xv_push(struct xv *v, struct xv *key, struct xv *item)
 {
-	v->items = realloc(v->items, sizeof(*v->items) * (size_t)(v->n + 1));
-	if (!v->items)
-		abort();
-	if (v->t == XV_MAP) {
-		v->keys = realloc(v->keys, sizeof(*v->keys) * (size_t)(v->n + 1));
-		if (!v->keys)
+	if ((v->n & (v->n - 1)) == 0) { /* n a power of two (or 0): double the room */
+		size_t room = v->n ? 2 * (size_t)v->n : 1;
+
+		v->items = realloc(v->items, sizeof(*v->items) * room);
+		if (!v->items)
 			abort();
-		v->keys[v->n] = key;
+		if (v->t == XV_MAP) {
+			v->keys = realloc(v->keys, sizeof(*v->keys) * room);
+			if (!v->keys)
+				abort();
+		}
 	}
+	if (v->t == XV_MAP)
+		v->keys[v->n] = key;
 	v->items[v->n++] = item;
 }
 
@@ -775,6 +780,45 @@ static int fail_at(struct ctx *c, const char *parent, const struct xv *k, const 
 	return rc;
 }
 
+static int key_cmp(const struct xv *a, const struct xv *b)
+{
+	int d = memcmp(a->s, b->s, a->slen < b->slen ? a->slen : b->slen);
+
+	return d ? d : (a->slen > b->slen) - (a->slen < b->slen);
+}
+
+static const struct xv *sort_map; /* the map first_duplicate() sorts the key indexes of */
+
+static int by_key_then_index(const void *a, const void *b)
+{
+	int i = *(const int *)a, j = *(const int *)b, d = key_cmp(sort_map->keys[i], sort_map->keys[j]);
+
+	return d ? d : (i > j) - (i < j);
+}
+
+/* the index of the first key (in file order) equal to an earlier one, or -1; sorted, so a file of
+ * 10^5 distinct keys costs milliseconds, not the minute a pairwise check took */
+static int first_duplicate(const struct xv *m)
+{
+	int *idx, best = -1;
+
+	if (m->n < 2)
+		return -1;
+	idx = malloc(sizeof(*idx) * (size_t)m->n);
+	if (!idx)
+		abort();
+	for (int i = 0; i < m->n; i++)
+		idx[i] = i;
+	sort_map = m;
+	qsort(idx, (size_t)m->n, sizeof(*idx), by_key_then_index);
+	for (int i = 1; i < m->n; i++) /* in a run of equal keys, the second index is its first repeat */
+		if (!key_cmp(m->keys[idx[i]], m->keys[idx[i - 1]]) &&
+		    (i < 2 || key_cmp(m->keys[idx[i - 1]], m->keys[idx[i - 2]])) && (best < 0 || idx[i] < best))
+			best = idx[i];
+	free(idx);
+	return best;
+}
+
 static int check_tree(struct ctx *c, const struct xv *v, struct sb *path)
 {
 	const char *here = path->n ? path->p : "(top level)";
@@ -804,12 +848,14 @@ static int check_tree(struct ctx *c, const struct xv *v, struct sb *path)
 		path->n = keep;
 		path->p[keep] = 0;
 	}
-	for (int i = 1; i < v->n; i++)
-		for (int j = 0; j < i; j++)
-			if (v->keys[i]->slen == v->keys[j]->slen && !memcmp(v->keys[i]->s, v->keys[j]->s, v->keys[i]->slen)) {
-				show(v->keys[i], r, sizeof(r));
-				return fail(c, path->n ? path->p : "(top level)", "duplicate key %s", r);
-			}
+	{
+		int dup = first_duplicate(v);
+
+		if (dup >= 0) {
+			show(v->keys[dup], r, sizeof(r));
+			return fail(c, path->n ? path->p : "(top level)", "duplicate key %s", r);
+		}
+	}
 	return 0;
 }
 
