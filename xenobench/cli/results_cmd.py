@@ -45,8 +45,9 @@ def compare_cmd(resdir, tolerance, as_json):
     else:
         for r in rows:
             verdict = ("ok  " if r["ok"] else "FAIL") if r["gating"] else ("(ok)" if r["ok"] else "(no)")
+            ci = f"  95 % CI [{r['ci'][0]:g}, {r['ci'][1]:g}], {r['verdict']}" if "ci" in r else ""  # paired rows
             click.echo(f"{verdict} {r['metric']:34} published {r['published']:>8g} reproduced "
-                       f"{r['reproduced']:>10.4g} {r['unit']:9} {r['deviation_pct']:+8.2f} %  {r['source']}")
+                       f"{r['reproduced']:>10.4g} {r['unit']:9} {r['deviation_pct']:+8.2f} %  {r['source']}{ci}")
         click.echo(f"tolerance {tolerance} %; (..) = informational, does not set the exit status")
     if failed(rows):
         sys.exit(1)
