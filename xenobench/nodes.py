@@ -643,8 +643,7 @@ class SshNode(Node):
     def stage(self, local, name, *, copy=True):
         remote = self.path(name)
         if copy:
-            self._ensure_dir()
-            self.put(local, remote)
+            self.put(local, remote)  # put() creates the private directory first
         return remote
 
     def signal(self, h, sig, *, sudo=False):
