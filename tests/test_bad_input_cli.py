@@ -221,3 +221,25 @@ def test_plan_only_known_names_still_plan():
     assert r.stdout.splitlines()[0].split() == ["loss", str(n), "points", "×", "3", "repetitions", "=",
                                                 str(3 * n), "trials"]
 
+
+
+def test_hugepages_mount_reaches_sh_as_one_word(tmp_path):
+    """xenoflow.hugepages.mount goes into `sh -c` under sudo on the DPU: a path with a space and a
+    ';' must stay one argument of mountpoint and mount, never a second command."""
+    import shlex
+    mnt = "/mnt/huge pages;touch /tmp/xenobench-pwned"
+    f = config_with(tmp_path, f"extends: {DEFAULT_CONFIG.parent / 'fips.yaml'}\n"
+                              f"xenoflow:\n  hugepages: {{count: 8, mount: '{mnt}'}}\n")
+    r = CliRunner().invoke(main, ["--config", str(f), "lb", "start", "--lb", "xenoflow", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.stdout.splitlines() if "mountpoint" in x)
+    sudo, sh, c, script = shlex.split(line)
+    assert (sudo, sh, c) == ("sudo", "sh", "-c")
+    assert shlex.split(script) == ["mountpoint", "-q", mnt, "||", "mount", "-t", "hugetlbfs", "-o", "pagesize=2048K",
+                                   "nodev", mnt]
+    bad = config_with(tmp_path, f"extends: {DEFAULT_CONFIG.parent / 'fips.yaml'}\n"
+                                "xenoflow:\n  hugepages: {count: 8, mount: 'dev/hugepages'}\n", "rel.yaml")
+    r = CliRunner().invoke(main, ["--config", str(bad), "config", "check"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (f"xenobench: Failed to load config {bad}: xenoflow.hugepages.mount: 'dev/hugepages' "
+                                "does not match '^/'")

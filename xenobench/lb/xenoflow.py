@@ -194,7 +194,7 @@ class XenoFlowLB(LoadBalancer):
             size = int(hp["size_kb"])
             steps.append(("hugepages", self._sudo(["sh", "-c", f"echo {int(hp['count'])} > "
                                                    f"/sys/kernel/mm/hugepages/hugepages-{size}kB/nr_hugepages"])))
-            mnt = hp["mount"]
+            mnt = shlex.quote(hp["mount"])  # a path from the config, inside sh -c under sudo
             steps.append(("hugepages", self._sudo(["sh", "-c", f"mountpoint -q {mnt} || "
                                                    f"mount -t hugetlbfs -o pagesize={size}K nodev {mnt}"])))
         steps.append(("start", self._sudo([f"{build}/xenoflow", *self._device_args(), *self._app_args(remote_b)])))
