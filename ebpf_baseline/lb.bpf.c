@@ -135,13 +135,20 @@ int xb_lb(struct xdp_md *ctx)
 	}
 	__u64 len = (__u64)(end - data);
 
+	if (cfg->egress != XB_EGRESS_TX &&
+	    bpf_redirect_map(&egress, 0, XDP_ABORTED) != XDP_REDIRECT) {
+		/* the egress slot is empty: the one redirect failure the program sees (the flags'
+		 * low bits are the verdict on a failed lookup); one after the program returns is
+		 * the kernel's (tracepoint xdp:xdp_redirect_err, the veth's xdp_tx_errors) */
+		count(XB_STAT_TX_ERROR);
+		return XDP_ABORTED;
+	}
 	add(&slot_stats, slot, len);
 	add(&backend_stats, *bidx, len);
+	/* the frame leaves after the program returns, so rewriting after the redirect call is in time */
 	__builtin_memcpy(eth->h_dest, be->mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, cfg->src_mac, ETH_ALEN);
-	if (cfg->egress == XB_EGRESS_TX)
-		return XDP_TX;
-	return bpf_redirect_map(&egress, 0, 0);
+	return cfg->egress == XB_EGRESS_TX ? XDP_TX : XDP_REDIRECT;
 }
 
 /* the benchmark's reference: forward every frame to the egress port, touching nothing */

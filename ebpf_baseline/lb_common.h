@@ -20,7 +20,7 @@ enum xb_stat {
 	XB_STAT_NON_IPV4,     /* not IPv4 (ARP, IPv6, VLAN-tagged, ...) */
 	XB_STAT_NON_SERVICE,  /* IPv4 but not UDP to vip:port */
 	XB_STAT_MALFORMED,    /* truncated headers, bad IHL */
-	XB_STAT_TX_ERROR,     /* redirect failed */
+	XB_STAT_TX_ERROR,     /* redirect refused: no egress port in the devmap (lb.bpf.c) */
 	XB_STAT_MAX,
 };
 
