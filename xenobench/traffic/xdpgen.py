@@ -96,6 +96,22 @@ def achieved_rate(r: dict) -> tuple[float, Steady | None]:
     return float(r.get("achieved_pps") or 0.0), None
 
 
+def _number(v) -> float | None:
+    """v as a finite float (bools refused), else None."""
+    if isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _integer(v) -> int | None:
+    f = _number(v)
+    return int(f) if f is not None and f == int(f) else None
+
+
 class XdpgenRun:
     """One xdpgen trial on the loadgen node: start() returns once frames are about to flow (or
     raises TrafficError with xdpgen's own message); stop()/wait() → the result dict."""
@@ -103,38 +119,37 @@ class XdpgenRun:
     def __init__(self, testbed, compiled: Compiled, rate_pps: float, duration_s: float | None = None,
                  count: int | None = None, cpu: int | None = None, iface: str | None = None,
                  bucket_ms: float | None = None, binary: str | Path | None = None):
-        try:
-            rate = float(rate_pps)
-        except (TypeError, ValueError):
-            rate = math.nan
-        if not math.isfinite(rate) or rate < 0:
+        rate = _number(rate_pps)
+        if rate is None or rate < 0:
             raise TrafficError(f"Failed to start xdpgen: rate {rate_pps!r} pps must be a number >= 0 "
                                "(0: as fast as possible)")
-        if duration_s is not None and not (duration_s > 0 and math.isfinite(duration_s)):
-            raise TrafficError(f"Failed to start xdpgen: duration {duration_s!r} s must be > 0")
-        if count is not None and (int(count) != count or count <= 0):
+        if duration_s is not None and not ((_number(duration_s) or 0) > 0):
+            raise TrafficError(f"Failed to start xdpgen: duration {duration_s!r} s must be a number > 0")
+        if count is not None and (_integer(count) or 0) <= 0:
             raise TrafficError(f"Failed to start xdpgen: count {count!r} must be a positive integer")
         if duration_s is not None and count is not None:
             raise TrafficError("Failed to start xdpgen: give a duration or a count, not both")
-        if cpu is not None and (int(cpu) != cpu or cpu < 0):
+        if cpu is not None and (_integer(cpu) is None or _integer(cpu) < 0):
             raise TrafficError(f"Failed to start xdpgen: cpu {cpu!r} must be a CPU number >= 0")
+        if bucket_ms is not None and not ((_number(bucket_ms) or 0) > 0):
+            raise TrafficError(f"Failed to start xdpgen: bucket_ms {bucket_ms!r} must be a number > 0")
         self.tb = testbed
         self.c = compiled
         self.rate = rate
-        self.duration = duration_s
-        self.cpu = cpu
-        self.bucket_ms = bucket_ms
+        self.duration = _number(duration_s) if duration_s is not None else None
+        self.cpu = _integer(cpu) if cpu is not None else None
+        self.bucket_ms = _number(bucket_ms) if bucket_ms is not None else None
         self.binary = Path(binary) if binary else BINARY
         self.node = testbed.node_for_role("loadgen")
         self.iface = iface or self.node.ncfg.iface().name
-        if count is None and duration_s is not None and self.rate > 0:
-            count = math.ceil(self.rate * duration_s)
-        self.count = int(count) if count is not None else None
+        if count is None and self.duration is not None and self.rate > 0:
+            count = math.ceil(self.rate * self.duration)
+        self.count = _integer(count) if count is not None else None
         self.deadline_s = None  # from the first frame
         if self.count is not None and self.rate > 0:
-            self.deadline_s = self.count / self.rate * 1.25 + (1.0 if duration_s is not None else 2.0)
-        elif duration_s is not None:
-            self.deadline_s = duration_s * 1.25 + 1.0
+            self.deadline_s = self.count / self.rate * 1.25 + (1.0 if self.duration is not None else 2.0)
+        elif self.duration is not None:
+            self.deadline_s = self.duration * 1.25 + 1.0
         self.h = None
         self.t0 = self.t1 = self.t_ready = None
         self._result = None
@@ -159,7 +174,8 @@ class XdpgenRun:
         if self.node.is_local and not self.binary.is_file():
             raise TrafficError(f"Failed to start xdpgen: {self.binary} does not exist "
                                "(build it: `make build` or `make -C loadgen`)")
-        pcap = self.node.stage(write_frames(self.tb, self.c), f"traffic/{self.c.profile.stem}.pcap")
+        local = write_frames(self.tb, self.c)
+        pcap = self.node.stage(local, f"traffic/{local.name}")
         log = self.node.log_path(TAG)
         self.log_offset = len(self.node.read_text(log))
         self.t0 = time.monotonic()
