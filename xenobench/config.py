@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import ipaddress
 import math
 import os
@@ -215,8 +216,14 @@ def _key_path(parts) -> str:
 def _load_schemas() -> dict[str, dict]:
     schemas = {}
     for f in sorted(SCHEMA_DIR.glob("*.schema.yaml")):
-        schemas[f.name.removesuffix(".schema.yaml")] = yaml.safe_load(f.read_text())
+        schemas[f.name.removesuffix(".schema.yaml")] = copy.deepcopy(_schema(f, f.stat().st_mtime_ns))
     return schemas
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(f: Path, mtime_ns: int) -> dict:
+    # parsed once per file version: PyYAML's pure-Python parser made the schemas most of a load
+    return yaml.safe_load(f.read_text())
 
 
 def _is_integer(checker, instance) -> bool:

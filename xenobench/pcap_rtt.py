@@ -318,6 +318,9 @@ class _Capture:
                 self._fail(f"truncated block at byte {off} (packet {idx}: {blen} bytes announced, "
                            f"{len(data) - off} present)")
             body = data[off + 8:off + blen - 4]
+            need = {1: 8, 6: 20, 2: 20}.get(btype, 0)  # fixed fields before options / packet data
+            if len(body) < need:
+                self._fail(f"block of type {btype} at byte {off} is {len(body)} bytes, its fixed fields {need}")
             if btype == 1:  # interface description
                 linktype = struct.unpack_from(e + "H", body, 0)[0]
                 num, den, tsoff = 1, 10 ** 6, 0
@@ -326,6 +329,8 @@ class _Capture:
                     code, olen = struct.unpack_from(e + "HH", body, o)
                     if code == 0:
                         break
+                    if o + 4 + olen > len(body):
+                        self._fail(f"option {code} of the interface block at byte {off} runs past the block")
                     if code == 9 and olen >= 1:  # if_tsresol: 10^-v, or 2^-v with the high bit
                         v = body[o + 4]
                         den = 2 ** (v & 0x7F) if v & 0x80 else 10 ** v
