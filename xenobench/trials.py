@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import platform
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -124,6 +125,10 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
     """Run one trial (with retries) and write its directory; returns result.json's content."""
     if trial.complete:
         return trial.read_result()
+    # attempts without result.json are a killed run's: start over, so that the directory holds
+    # only the attempts result.json lists (a stale attempt-2 beside a new attempt-1 is not data)
+    for stale in sorted(trial.path.glob("attempt-*")):
+        shutil.rmtree(stale)
     trial.path.mkdir(parents=True, exist_ok=True)
     params = {"experiment": experiment, "point": point, "repetition": repetition,
               "testbed": testbed.cfg.name, "config_hash": config_hash(testbed.cfg)}
