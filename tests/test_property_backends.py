@@ -84,3 +84,17 @@ def test_yaml_files_refused_cleanly_or_handed_to_c_as_the_same_set(workdir, data
         g = workdir / "from-yaml.json"
         g.write_text(canonical_json(load_backends(f)), encoding="utf-8")
         assert c_load(g) == py, f"file bytes: {data!r}"
+
+
+@needs_check
+@PROPERTY
+@given(x=st.floats(allow_nan=False, allow_infinity=False), as_list=st.booleans())
+def test_c_shows_any_float_as_python_does(workdir, x, as_list):
+    """Messages show a value as Python's ascii() does; for a float that is repr()'s shortest
+    round-trip digits and its switch to exponent form, which the C reader rebuilds."""
+    f = workdir / "w.json"
+    value = f"[{x!r}, 1]" if as_list else repr(x)
+    f.write_text('{"backends":[{"name":"a","mac_address":"02:00:00:00:00:01","weight":%s}]}' % value)
+    py = py_load(f)
+    assert py[1].endswith(f"weight: {value} is not an integer in 1..256")
+    assert c_load(f) == py

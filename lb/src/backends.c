@@ -142,37 +142,60 @@ static struct xv *xv_get(const struct xv *m, const char *key)
 }
 
 /* ---- Python's ascii() of a value, for messages */
+static bool reads_back(long long m, int scale, double want)
+{
+	char tmp[48];
+
+	snprintf(tmp, sizeof(tmp), "%llde%d", m, scale);
+	return strtod(tmp, NULL) == want;
+}
+
 static void ascii_float(double d, struct sb *b)
 {
 	char tmp[48], digits[24];
-	int p, exp, nd = 0, decpt;
-	const char *c;
+	double x = fabs(d);
+	long long m = 0;
+	int p, scale = 0, nd, decpt;
 
 	if (d == 0) {
 		sb_puts(b, signbit(d) ? "-0.0" : "0.0");
 		return;
 	}
-	/* the shortest digits that read back as d (repr's rule), then repr's layout: exponent form
-	 * when the decimal point would sit more than 16 digits right or 4 zeros left */
+	/* repr's digits: the fewest that read back as x, the closest to x among those. The correctly
+	 * rounded p digits (printf) usually are; next to a power of two, where the doubles below are
+	 * twice as dense, the neighbour on the far side can read back when they do not
+	 * (2^-24: 5.960464477539063e-08, not ...062e-08) */
 	for (p = 1; p <= 17; p++) {
-		snprintf(tmp, sizeof(tmp), "%.*e", p - 1, d);
-		if (strtod(tmp, NULL) == d)
+		char *e;
+
+		snprintf(tmp, sizeof(tmp), "%.*e", p - 1, x);
+		e = strchr(tmp, 'e');
+		m = 0;
+		for (const char *c = tmp; c < e; c++)
+			if (*c != '.')
+				m = m * 10 + (*c - '0');
+		scale = atoi(e + 1) - (p - 1);
+		if (reads_back(m, scale, x))
 			break;
+		if (strtod(tmp, NULL) < x ? reads_back(m + 1, scale, x) : m > 1 && reads_back(m - 1, scale, x)) {
+			m += strtod(tmp, NULL) < x ? 1 : -1;
+			break;
+		}
 	}
-	c = tmp;
-	if (*c == '-') {
+	snprintf(digits, sizeof(digits), "%lld", m);
+	nd = (int)strlen(digits);
+	while (nd > 1 && digits[nd - 1] == '0') {
+		digits[--nd] = 0;
+		scale++;
+	}
+	decpt = nd + scale; /* digits × 10^(decpt - nd) */
+	if (d < 0)
 		sb_putn(b, "-", 1);
-		c++;
-	}
-	for (; *c && *c != 'e'; c++)
-		if (*c != '.')
-			digits[nd++] = *c;
-	while (nd > 1 && digits[nd - 1] == '0')
-		nd--;
-	digits[nd] = 0;
-	exp = atoi(c + 1);
-	decpt = exp + 1;
+	/* repr's layout: exponent form when the point would sit more than 16 digits right or 4
+	 * zeros left */
 	if (decpt <= -4 || decpt > 16) {
+		int exp = decpt - 1;
+
 		sb_putn(b, digits, 1);
 		if (nd > 1) {
 			sb_putn(b, ".", 1);
