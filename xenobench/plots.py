@@ -33,7 +33,8 @@ STYLE = {"figure.figsize": (6.4, 3.9), "font.size": 10, "axes.titlesize": 10, "a
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 LB_NAMES = {"none": "no LB", "xenoflow": "XenoFlow", "ebpf": "eBPF/XDP LB", "katran": "Katran",
-            "kakao-loopback": "Kakao loopback", "kakao-255": "Kakao 255 backends"}
+            "kakao-loopback": "Kakao loopback", "kakao-255": "Kakao 255 backends",
+            "wire": "wire (no-op, testbed limit)"}
 PUB = dict(color="black")  # every published value is drawn in black and labelled "published"
 SPLIT_ORDER = ["single", "50/50", "70/30", "30/70", "worst"]
 SPLIT_LABELS = {"single": "single endpoint (100/0)", "worst": "worst case (0/100)"}
@@ -115,7 +116,8 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
         for i, (lb, g) in enumerate(x.groupby("lb")):
             med = g.groupby("payload_bytes").value.median().sort_index() / 1e6
             series[lb] = med
-            ax.plot([pos[int(p)] for p in med.index], med.values, **_style(i),
+            st = dict(color="grey", ls="--", marker="x") if lb == "wire" else _style(i)  # the limit line
+            ax.plot([pos[int(p)] for p in med.index], med.values, **st,
                     label=f"{_name(lb)}, measured (median of {g.repetition.nunique()} runs)")
         published = {}
         for metric, rng, va in (("pps_small_payload_mpps", [p for p in payloads if p < 23], "bottom"),
@@ -285,7 +287,9 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
 def rtt_under_load(resdir, outdir, testbed) -> dict:
     """RTT under background load for the splits (thesis Fig. 7.7 / paper Fig. 8)."""
     m = read_tidy(resdir, "rtt_summary")
-    m = _need(m[m.split.notna()], "rtt_under_load (summaries with a split)", resdir)
+    m = _need(m[m.split.notna() & (m.lb != "none")], "rtt_under_load (summaries with a split)", resdir)
+    if m.lb.nunique() > 1:  # the paired design measured several LBs: the figure is the thesis's, XenoFlow's
+        m = m[m.lb == ("xenoflow" if (m.lb == "xenoflow").any() else sorted(m.lb.unique())[0])]
     splits = sorted(m.split.unique(), key=lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else 99, s))
     series: dict = {}
     with plt.rc_context(STYLE):
