@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Benchmark: the maximum forwarding rate of the wire (no-op reference), the eBPF baseline and
+XenoFlow on the DOCA Flow emulation through the namespace testbed, alternating per round, next to
+the per-frame cost of each one's XDP program in BPF_PROG_TEST_RUN.
+
+Traffic: the udp_payload profile (trex_profiles/) at 22 B payload (64 B frames), compiled and sent
+through the traffic layer by the config's generator (config/local.yaml: xdpgen on its CPU, the
+LB's NAPI on testbed.cpus.dut) at its maximum for DURATION seconds per LB and round. Forwarding
+rate = frames the backends' interfaces received (veth rx_packets, counted before the backends'
+sink drops them) / the generator's send time. Also printed: the generator's rate and where the
+excess was dropped (the LB ingress's rx_dropped: its ring was full; the generator's xmit errors).
+
+Cost: the very program each LB attached to its ingress port, configured as it runs, run by
+`bpftool prog run id N ... repeat R` on the profile's first frames (nothing is sent in test-run
+mode). If the rates are bound by the LB stage, 1e9 / rate - cost (the testbed's own ns per frame on
+the DUT's CPU: veth, switch hop, sink) comes out the same for all three LBs.
+Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_lb_forwarding.py [ROUNDS] [DURATION] [CONFIG]
+"""
+
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbb-")
+
+from xenobench.config import load_config  # noqa: E402
+from xenobench.counters import snapshot  # noqa: E402
+from xenobench.lb import get_lb  # noqa: E402
+from xenobench.testbed import get_testbed  # noqa: E402
+from xenobench.traffic import compile_for, run_traffic, traffic_config  # noqa: E402
+
+LBS = ("wire", "ebpf", "xenoflow")
+TUNABLES = {"payload": 22, "flows": 256}
+REPEAT = 1_000_000
+
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+duration = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0
+cfg = load_config(sys.argv[3] if len(sys.argv) > 3 else None)
+tb = get_testbed(cfg)
+lbc = cfg.role("lb")
+ingress = (lbc.lb_port("ingress") or lbc.iface()).name
+lbn = tb.node(lbc.name)
+backends = [(b.name, b.iface().name) for b in cfg.backend_nodes()]
+
+
+def rx_total() -> int:
+    return sum(snapshot(tb.node(n), i)["view"]["rx_packets"] for n, i in backends)
+
+
+def attached_prog() -> int:
+    link = json.loads(lbn.run(["ip", "-j", "link", "show", "dev", ingress]).stdout)[0]
+    return link["xdp"]["prog"]["id"]
+
+
+def test_run_ns(prog_id: int, frames: list[str]) -> float:
+    """Mean of the kernel's ns per run over the given staged frames."""
+    ns = []
+    for f in frames:
+        out = lbn.run(["bpftool", "prog", "run", "id", str(prog_id), "data_in", f, "repeat", str(REPEAT)])
+        ns.append(int(re.search(r"duration \(average\): (\d+)ns", out.stdout + out.stderr).group(1)))
+    return statistics.mean(ns)
+
+
+tb.up()
+tmp = Path(tempfile.mkdtemp())
+compiled = compile_for(tb, "udp_payload", TUNABLES)
+staged = []
+for k, frame in enumerate(compiled.frames[:4]):  # frames of different classes
+    (tmp / f"f{k}.bin").write_bytes(frame)
+    staged.append(lbn.stage(tmp / f"f{k}.bin", f"bench-lb-frame{k}.bin"))
+rate, gen, drop_in, drop_gen, cost = ({k: [] for k in LBS} for _ in range(5))
+try:
+    for r in range(rounds):
+        for kind in LBS:
+            lb = get_lb(kind, tb)
+            lb.start()
+            try:
+                cost[kind].append(test_run_ns(attached_prog(), staged))
+                rx0, in0 = rx_total(), snapshot(lbn, ingress)["view"]["rx_dropped"]
+                res = run_traffic(tb, "udp_payload", TUNABLES, 0, duration_s=duration)
+                time.sleep(0.3)  # the DUT drains its rings
+                rx1, in1 = rx_total(), snapshot(lbn, ingress)["view"]["rx_dropped"]
+            finally:
+                lb.stop()
+            dt = res["duration_s"] or res["wall_s"]
+            rate[kind].append((rx1 - rx0) / dt)
+            gen[kind].append(res["achieved_pps"])
+            drop_in[kind].append(in1 - in0)
+            drop_gen[kind].append((res.get("tx_dropped") or 0) + (res.get("peer_dropped") or 0))
+            print(f"round {r + 1} {kind:8s}: forwarded {rate[kind][-1] / 1e6:.3f} Mpps, generator "
+                  f"{gen[kind][-1] / 1e6:.3f} Mpps, dropped at the LB ingress {drop_in[kind][-1]}, at the "
+                  f"generator {drop_gen[kind][-1]}, test-run {cost[kind][-1]:.0f} ns  (load {os.getloadavg()[0]:.1f})",
+                  flush=True)
+    med = {k: statistics.median(v) for k, v in rate.items()}
+    cmed = {k: statistics.median(v) for k, v in cost.items()}
+    g = traffic_config(cfg)["generator"]
+    print(f"\nmax forwarding, udp_payload {len(compiled.frames[0])} B frames by {g}, {rounds} rounds x {duration:g} s "
+          f"(median): " + ", ".join(f"{k} {med[k] / 1e6:.3f} Mpps" for k in LBS))
+    print("BPF_PROG_TEST_RUN cost of the attached program (median): "
+          + ", ".join(f"{k} {cmed[k]:.0f} ns" for k in LBS))
+    for a, b in (("ebpf", "wire"), ("xenoflow", "wire"), ("xenoflow", "ebpf")):
+        print(f"  {a}/{b}: rate ratio {med[a] / med[b]:.3f}; test-run cost ratio {b}/{a} {cmed[b] / cmed[a]:.3f}; "
+              f"DUT ns per frame {1e9 / med[a]:.0f} vs {1e9 / med[b]:.0f} (difference {1e9 / med[a] - 1e9 / med[b]:+.0f} ns, "
+              f"test-run difference {cmed[a] - cmed[b]:+.0f} ns)")
+    print("testbed's own cost per frame on the DUT CPU (1e9/rate - test-run cost): "
+          + ", ".join(f"{k} {1e9 / med[k] - cmed[k]:.0f} ns" for k in LBS))
+    print("drops (sum over rounds): " + "; ".join(f"{k}: LB ingress {sum(drop_in[k])}, generator {sum(drop_gen[k])}"
+                                                  for k in LBS))
+finally:
+    for kind in LBS:
+        lb = get_lb(kind, tb)
+        if lb.running():
+            lb.stop()
+    tb.down()
