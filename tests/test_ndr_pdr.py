@@ -11,7 +11,7 @@ import pytest
 from xenobench.config import load_config
 from xenobench.errors import ConfigError
 from xenobench.layout import ResultsTree
-from xenobench.search import (Goal, SearchError, SearchSettings, linear_sweep_trials,
+from xenobench.search import (Goal, Measured, SearchError, SearchSettings, linear_sweep_trials,
                               run_search, trial_runner)
 from xenobench.trials import Validity
 
@@ -150,7 +150,8 @@ def test_settings_from_config_defaults_are_csits():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"min_load_pps": 300_000}, r"Failed to configure the search: experiments.ndr_pdr: Min load 300000.0 must be smaller"),
+    ({"min_load_pps": 300_000, "max_load_pps": 200_000},
+     r"Failed to configure the search: experiments.ndr_pdr: Min load 300000.0 must be smaller"),
     ({"goals": [{"name": "NDR", "loss_ratio": 0}, {"name": "NDR", "loss_ratio": 0.01}]}, r"goals: names \['NDR', 'NDR'\] repeat"),
     ({"final_trial_duration_s": 0.1}, r"Single duration max must be at least initial"),
 ])
@@ -159,6 +160,18 @@ def test_bad_settings_name_the_section(change, message):
     sec = {**cfg.section("experiments")["ndr_pdr"], **change}
     with pytest.raises(ConfigError, match=message):
         SearchSettings.from_section(sec)
+
+
+@pytest.mark.parametrize("offered, received, intended, ratio", [
+    (20_261, 20_261, 20_260, 0.0),       # one frame more than intended (rounding): no shortfall
+    (20_000, 20_010, 20_000, 0.0),       # a stray frame at a backend: no negative loss
+    (19_000, 19_000, 20_000, 0.05),      # the generator sent 95 %: 5 % unsent counts as loss
+    (20_000, 19_900, 20_000, 0.005),     # the device lost 100
+])
+def test_measurer_counts(offered, received, intended, ratio):
+    from xenobench.search import TrialMeasurer
+    m = TrialMeasurer(lambda k, d, load: Measured(offered, received, d, intended), progress=lambda *_: None)
+    assert m.measure(1.0, 20_000.0).loss_ratio == pytest.approx(ratio)
 
 
 def test_linear_sweep_count():

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .aggregate import trial_results
-from .errors import DataError
+from .errors import DataError, XenobenchError
 from .results import read_all
 
 HARDWARE_TESTBEDS = ("fips", "thesis")
@@ -104,9 +104,52 @@ def _headlines(tidy: dict) -> list[list]:
             for lb, g in idle[idle.lb != "none"].groupby("lb"):
                 out.append([f"added RTT, {lb} vs no LB", f"{g.value.median() - base:+.1f} µs", len(g)])
         load = med[med.split.notna()]
-        for (sp, bg), g in load.groupby(["split", "background_pps"]):
-            out.append([f"RTT median under load, split {sp}, {bg / 1e3:g} kpps", f"{g.value.median():.1f} µs", len(g)])
+        for (lb, sp, bg), g in load.groupby(["lb", "split", "background_pps"]):
+            out.append([f"RTT median under load, {lb}, split {sp}, {bg / 1e3:g} kpps", f"{g.value.median():.1f} µs", len(g)])
     return out
+
+
+OFFERED_LOAD = ("pps", "loss", "compare")
+
+
+def _drop_rows(trials) -> list[list]:
+    """Where the frames of the offered-load trials were lost, summed per experiment and LB over the
+    valid trials, from the counters every trial snapshots (interface names from its config's roles):
+    at the generator (frames it made that its device refused), in the switch (taken by the
+    generator's device, never offered to the LB's ingress), at the LB's ingress (its receive ring
+    was full: rx_dropped), in the LB (received, not sent out of its egress) and after it."""
+    from .config import load_config
+    cfgs, sums = {}, {}
+    for t, r in trials:
+        if r.get("experiment") not in OFFERED_LOAD or not r.get("valid"):
+            continue
+        try:
+            meta = json.loads(t.metadata.read_text())
+            if meta["config"] not in cfgs:
+                cfgs[meta["config"]] = load_config(meta["config"])
+            cfg = cfgs[meta["config"]]
+            out = json.loads(t.attempt(r["chosen_attempt"]).outputs.read_text())
+            c = {k: v["view"] for k, v in out["counters"].items()}
+            lb = cfg.role("lb")
+            ing = c[f"{lb.name}:{(lb.lb_port('ingress') or lb.iface()).name}"]
+            eg = c[f"{lb.name}:{(lb.lb_port('egress') or lb.iface()).name}"]
+            gen = out["generator"]
+        except (OSError, ValueError, KeyError, XenobenchError):
+            continue
+        sent = int(gen.get("tx_packets") or 0)
+        link = gen.get("tx_link_packets")
+        link = sent if link is None else int(link)
+        rx_be = sum(c[f"{b.name}:{b.iface().name}"]["rx_packets"] for b in cfg.backend_nodes())
+        row = [sent, sent - link + int(gen.get("tx_dropped") or 0), link - ing["rx_packets"] - ing["rx_dropped"],
+               ing["rx_dropped"], ing["rx_packets"] - eg["tx_packets"], eg["tx_packets"] - rx_be, rx_be]
+        key = (r["experiment"], r.get("point", {}).get("lb") or cfg.section("experiments")[r["experiment"]].get("lb"))
+        sums[key] = [a + b for a, b in zip(sums.get(key, [0] * len(row)), row)]
+    rows = []
+    for (exp, lb), v in sums.items():
+        where = ["the generator", "the switch", "the LB's ingress", "the LB", "after the LB"]
+        worst = max(range(5), key=lambda i: v[1 + i])
+        rows.append([exp, lb, *v, where[worst] if v[1 + worst] > 0 else "nowhere"])
+    return rows
 
 
 def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | Path | None = None,
@@ -117,7 +160,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     out = Path(out) if out else resdir / "report.md"
     L = [f"# xenobench run report — testbed `{testbed}`", ""]
     if testbed not in HARDWARE_TESTBEDS:
-        L += ["Numbers from this testbed describe this machine (Linux namespaces, veth, trafgen, XDP; "
+        L += ["Numbers from this testbed describe this machine (Linux namespaces, veth, trafgen or xdpgen, XDP; "
               "XenoFlow on the DOCA Flow emulation), never a BlueField-3.", ""]
     trials = trial_results(resdir)
     n_valid = sum(1 for _, r in trials if r.get("valid"))
@@ -161,6 +204,13 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     L.append("")
 
     L += _paired_section(tidy)
+
+    drops = _drop_rows(trials)
+    if drops:
+        L += ["## Where frames were lost (offered-load trials, from the trials' counters)", ""]
+        L += _table(["experiment", "lb", "offered", "at the generator", "in the switch", "at the LB's ingress",
+                     "in the LB", "after the LB", "received by the backends", "most lost at"], drops)
+        L.append("")
 
     L += ["## Published vs reproduced", ""]
     if thesis_compare and Path(thesis_compare).exists():

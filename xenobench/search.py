@@ -111,9 +111,9 @@ class SearchSettings:
 @dataclass
 class Measured:
     """What one trial gives the search: packets offered by the generator and received after the
-    device; intended_count only when the generator fell short of the asked load, so that the
-    shortfall counts as loss (MLRsearch's unsent count): a load the generator cannot offer is no
-    load the device was shown to forward."""
+    device, and the packets intended (load x duration; None = as offered): a shortfall counts as
+    loss (MLRsearch's unsent count), since a load the generator cannot offer is no load the device
+    was shown to forward."""
     offered: int
     received: int
     offered_duration_s: float | None = None
@@ -147,14 +147,17 @@ class TrialMeasurer(AbstractMeasurer):
             raise SearchError(f"Failed to measure search trial {k} ({m.path or 'no directory'}) at "
                               f"{intended_load:.0f} pps for {intended_duration:g} s: "
                               f"{'; '.join(m.reasons) or 'invalid'}")
-        # Frames received beyond those sent (a stray ARP at a backend) are no negative loss.
+        # Frames received beyond those sent (a stray ARP at a backend) are no negative loss, and
+        # frames sent beyond those intended (rounding) no negative shortfall: MLRsearch counts the
+        # absolute value of either as bad.
         loss = max(0, m.offered - m.received)
+        intended = None if m.intended_count is None else max(int(m.intended_count), m.offered)
         res = MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
                                 offered_count=m.offered, loss_count=loss,
-                                offered_duration=m.offered_duration_s, intended_count=m.intended_count)
+                                offered_duration=m.offered_duration_s, intended_count=intended)
         self.trials.append({"trial": k, "duration_s": intended_duration, "load_pps": intended_load,
                             "offered": m.offered, "received": m.received, "loss_count": loss,
-                            "intended_count": m.intended_count, "loss_ratio": res.loss_ratio,
+                            "intended_count": intended, "loss_ratio": res.loss_ratio,
                             "seconds": round(time.monotonic() - t0, 3), "path": m.path})
         self.progress(f"[search] trial {k}: {intended_load:.0f} pps x {intended_duration:g} s -> "
                       f"loss ratio {res.loss_ratio:.6f}")
