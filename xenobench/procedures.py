@@ -246,9 +246,9 @@ def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
         capture = kind not in captured
         captured.add(kind)
         lb = None if kind == "none" else get_lb(kind, ctx.testbed)
-        if lb is not None:
-            lb.start()
-        try:
+        try:  # stopped also when its start failed half-way: nothing of a block outlives it
+            if lb is not None:
+                lb.start()
             s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
                       via="direct" if kind == "none" else "lb", capture=capture)
         finally:
