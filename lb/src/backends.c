@@ -883,6 +883,24 @@ static int check_tree(struct ctx *c, const struct xv *v, struct sb *path)
 }
 
 /* ---- the schema (xenobench/backends.py: parse_backends) */
+/* a JSON string literal of UTF-8 text without NUL: only '"', '\\' and control characters need escapes */
+static char *json_quote(const char *s)
+{
+	struct sb b = {0};
+
+	sb_putn(&b, "\"", 1);
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if (*c == '"' || *c == '\\')
+			sb_printf(&b, "\\%c", *c);
+		else if (*c < 0x20)
+			sb_printf(&b, "\\u%04x", *c);
+		else
+			sb_putn(&b, (const char *)c, 1);
+	}
+	sb_putn(&b, "\"", 1);
+	return b.p;
+}
+
 static bool parse_mac(const struct xv *v, uint8_t mac[6], char out[18])
 {
 	if (v->t != XV_STR || v->slen != 17)
@@ -969,6 +987,7 @@ static int validate(struct ctx *c, const struct xv *doc, struct xf_backends *out
 		be->name = strdup(name->s);
 		if (!be->name)
 			abort();
+		be->name_json = json_quote(name->s);
 		out->n = i + 1;
 		total += be->weight;
 	}
@@ -1134,7 +1153,8 @@ void xf_backends_free(struct xf_backends *bs)
 {
 	for (int i = 0; i < XF_MAX_BACKENDS; i++) {
 		free(bs->b[i].name);
-		bs->b[i].name = NULL;
+		free(bs->b[i].name_json);
+		bs->b[i].name = bs->b[i].name_json = NULL;
 	}
 	bs->n = 0;
 }

@@ -20,6 +20,7 @@
 
 struct xf_backend {
 	char *name; /* UTF-8, no NUL inside */
+	char *name_json; /* the name as a JSON string, quotes included, for the JSON lines XenoFlow prints */
 	char mac_str[18]; /* lower-case colon form */
 	uint8_t mac[6];
 	int weight;

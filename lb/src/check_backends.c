@@ -6,22 +6,6 @@
 
 #include "backends.h"
 
-/* a JSON string: names are UTF-8 without U+0000 (the parser refuses it), so only '"', '\' and
- * control characters need escapes */
-static void put_json_string(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-		if (*c == '"' || *c == '\\')
-			printf("\\%c", *c);
-		else if (*c < 0x20)
-			printf("\\u%04x", *c);
-		else
-			putchar(*c);
-	}
-	putchar('"');
-}
-
 int main(int argc, char **argv)
 {
 	static struct xf_backends bs;
@@ -40,9 +24,8 @@ int main(int argc, char **argv)
 		printf("%s%d", s ? ", " : "", bs.slots[s]);
 	printf("], \"backends\": [");
 	for (int i = 0; i < bs.n; i++) {
-		printf("%s{\"name\": ", i ? ", " : "");
-		put_json_string(bs.b[i].name);
-		printf(", \"mac\": \"%s\", \"weight\": %d}", bs.b[i].mac_str, bs.b[i].weight);
+		printf("%s{\"name\": %s, \"mac\": \"%s\", \"weight\": %d}", i ? ", " : "", bs.b[i].name_json,
+		       bs.b[i].mac_str, bs.b[i].weight);
 	}
 	printf("]}\n");
 	xf_backends_free(&bs);

@@ -211,8 +211,8 @@ static doca_error_t print_stats(const char *event, const struct xf_backends *bs,
 	for (int i = 0; i < bs->n; i++) {
 		double pps = dt > 0 ? (double)(pkts[i] - st->prev_pkts[i]) / dt : 0;
 
-		printf("%s{\"name\": \"%s\", \"mac\": \"%s\", \"packets\": %lu, \"bytes\": %lu, \"pps\": %.1f}",
-		       i ? ", " : "", bs->b[i].name, bs->b[i].mac_str, (unsigned long)pkts[i], (unsigned long)bytes[i],
+		printf("%s{\"name\": %s, \"mac\": \"%s\", \"packets\": %lu, \"bytes\": %lu, \"pps\": %.1f}",
+		       i ? ", " : "", bs->b[i].name_json, bs->b[i].mac_str, (unsigned long)pkts[i], (unsigned long)bytes[i],
 		       pps);
 		st->prev_pkts[i] = pkts[i];
 	}
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
 		printf("%s%d", c ? ", " : "", bs.slots[c]);
 	printf("], \"backends\": [");
 	for (int i = 0; i < bs.n; i++)
-		printf("%s\"%s\"", i ? ", " : "", bs.b[i].name);
+		printf("%s%s", i ? ", " : "", bs.b[i].name_json);
 	printf("], \"src_mac\": \"%s\"}\n", cfg.src_mac_str);
 	fflush(stdout);
 
