@@ -153,7 +153,7 @@ static bool reads_back(long long m, int scale, double want)
 static void ascii_float(double d, struct sb *b)
 {
 	char tmp[48], digits[24];
-	double x = fabs(d);
+	double x = d < 0 ? -d : d; /* no libm needed */
 	long long m = 0;
 	int p, scale = 0, nd, decpt;
 
