@@ -55,6 +55,12 @@ def test_verdict_and_ranking_claim_an_order_only_where_the_ci_excludes_zero():
     assert latency.ranking([x, e, xe]) == "none < xenoflow ~ ebpf"
     assert latency.ranking([x, e, mk("xenoflow", "ebpf", -0.5, -0.9, -0.1)]) == "none < xenoflow < ebpf"
     assert latency.ranking([mk("xenoflow", "none", 0.2, -0.3, 0.6)]) == "none ~ xenoflow"
+    # a distinguishable pair with an indistinguishable variant between them is named after the chain
+    w = mk("wire", "none", 5.2, 1.0, 9.0)
+    chain = [mk("ebpf", "none", 1.0, 0.5, 1.5), w, mk("xenoflow", "none", 9.0, 8.0, 10.0),
+             mk("wire", "ebpf", 4.0, -1.0, 9.0), mk("xenoflow", "wire", 3.0, -2.0, 8.0),
+             mk("xenoflow", "ebpf", 8.0, 7.0, 9.0)]
+    assert latency.ranking(chain) == "none < ebpf ~ wire ~ xenoflow; ebpf < xenoflow"
 
 
 def _fake_paired_trial(tree: ResultsTree, rep: int, rtts: dict[tuple[int, str], list[int]]) -> None:

@@ -92,16 +92,25 @@ def compare(blocks, lb: str, reference: str, resamples: int, seed: int) -> Paire
 
 def ranking(diffs: list[PairedDiff], reference: str = "none") -> str:
     """One line: the variants ordered by added latency against `reference`, a '<' only between
-    neighbours whose own paired CI (in `diffs`) excludes zero, '~' (not distinguishable) otherwise."""
+    neighbours whose own paired CI (in `diffs`) excludes zero, '~' (not distinguishable) otherwise;
+    then the pairs of LBs further apart that are distinguishable although a '~' lies between them
+    ("none < ebpf ~ wire ~ xenoflow; ebpf < xenoflow"; each LB against the reference is its own
+    verdict, stated beside it)."""
     vs_ref = sorted((d for d in diffs if d.reference == reference), key=lambda d: d.median_us)
     names = [reference] + [d.lb for d in vs_ref]
     meds = [0.0] + [d.median_us for d in vs_ref]
-    order = sorted(zip(meds, names))
-    out = order[0][1]
-    for (_, a), (_, b) in zip(order, order[1:]):
+    order = [n for _, n in sorted(zip(meds, names))]
+
+    def apart(a, b):
         pair = next((d for d in diffs if {d.lb, d.reference} == {a, b}), None)
-        out += (" < " if pair is not None and pair.verdict != NOT_DISTINGUISHABLE else " ~ ") + b
-    return out
+        return pair is not None and pair.verdict != NOT_DISTINGUISHABLE
+
+    out = order[0]
+    for a, b in zip(order, order[1:]):
+        out += (" < " if apart(a, b) else " ~ ") + b
+    chained = [(i, j) for i in range(len(order)) for j in range(i + 2, len(order))
+               if reference not in (order[i], order[j]) and apart(order[i], order[j]) and not all(apart(order[k], order[k + 1]) for k in range(i, j))]
+    return out + "".join(f"; {order[i]} < {order[j]}" for i, j in chained)
 
 
 _PARTS = ("median_us", "ci_low_us", "ci_high_us", "pairs", "bootstrap_seed", "bootstrap_resamples")

@@ -442,7 +442,7 @@ def _paired_panel(ax, diffs: list, title: str) -> dict:
                     (i, d.median_us), xytext=(10, -6), textcoords="offset points", fontsize=7)
         out[d.lb] = {"median_us": d.median_us, "ci": [d.ci_low_us, d.ci_high_us], "verdict": d.verdict}
     ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xticks(range(len(vs)), [_name(d.lb) for d in vs])
+    ax.set_xticks(range(len(vs)), [_name(d.lb).replace(" (", "\n(") for d in vs], fontsize=8)
     ax.set_xlim(-0.5, len(vs) - 0.2)
     ax.set_ylabel("added RTT vs no LB (µs)")
     ax.set_title(title)
@@ -459,7 +459,7 @@ def rtt_added(resdir, outdir, testbed) -> dict:
     series: dict = {}
     with plt.rc_context(STYLE):
         ncol = 1 + (not load.empty)
-        fig, axes = plt.subplots(1, ncol, figsize=(4.8 * ncol, 3.9), squeeze=False)
+        fig, axes = plt.subplots(1, ncol, figsize=(5.6 * ncol, 3.9), squeeze=False)
         ax = axes[0][0]
         lines = []
         for srv, g in idle.groupby(idle.server.fillna("-")):

@@ -224,7 +224,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
                 " (absolute values describe this machine, not a BlueField: the comparison shows the "
                 "method, not a reproduction)")
         L += [f"From this testbed (`{resdir}`){note}:", ""]
-        L += _table(["metric", "published", "measured", "unit", "deviation", "within 5 %", "source"],
+        L += _table(["metric", "published", "measured", "unit", "deviation", "within 5 % (or CI)", "source"],
                     _compare_rows(rows))
     except DataError as e:
         L.append(f"This testbed: {e}")
