@@ -424,7 +424,8 @@ def ndr_pdr(resdir, outdir, testbed) -> dict:
         _title(ax, "NDR / PDR by MLRsearch", testbed)
         n = x.groupby(["lb", "payload_bytes"]).repetition.nunique().min()
         _caption(fig, f"Bars: median over {n}+ searches (dots: each search); NDR/PDR = the highest offered load "
-                      "at which the search's trials lost 0 % / at most 0.5 % (relevant lower bound)."
+                      "MLRsearch classed as a lower bound at 0 % / 0.5 % loss (its relevant lower bound; the "
+                      "exceed ratio, widths and every trial are in each search's search.json)."
                       + ("" if reference(testbed) else " " + LOCAL_NOTE), y=-0.1)
         _save(fig, outdir, "ndr_pdr")
     return series
