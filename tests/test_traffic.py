@@ -25,6 +25,12 @@ from xenobench.traffic.trex import TrexDriver, evaluate
 
 from .conftest import needs_root
 
+@pytest.fixture(autouse=True)
+def trafgen_generator(local_cfg, monkeypatch):
+    """This module tests trafgen, whatever config/local.yaml's default generator (xdpgen: test_xdpgen.py)."""
+    monkeypatch.setitem(local_cfg.raw["traffic"], "generator", "trafgen")
+
+
 LOCAL = {"vip": "198.18.0.100", "dst_mac": "02:00:00:00:05:00", "src_mac": "02:00:00:00:04:00",
          "src_ip_base": "198.19.0.0"}
 
@@ -170,8 +176,9 @@ def test_cli_compile_cfg_and_pcap(tmp_path):
 
 # --- namespace testbed -------------------------------------------------------------------------------
 def _capture(testbed, n, path):
-    port = testbed.switch_port("fips4", "eth0")
-    p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{testbed.switch_ns}", "tcpdump", "-i", port, "-Q", "in",
+    # at the LB's ingress: the switch forwards bound MACs at XDP, before any capture on its ports
+    ns, port = f"{testbed.cfg.prefix}fips5", "p0"
+    p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{ns}", "tcpdump", "-i", port, "-Q", "in",
                           "-n", "-U", "-s", "0", "-c", str(n), "-w", str(path)],
                          stderr=subprocess.PIPE, text=True)
     line = p.stderr.readline()  # "tcpdump: listening on ..." once the capture is open
