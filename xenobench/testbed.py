@@ -17,6 +17,7 @@ Two things make it measure the load balancer rather than the plumbing (README, "
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import json
 import logging
 import os
@@ -27,8 +28,9 @@ import time
 from pathlib import Path
 
 from . import REPO_ROOT
+from .agents.bpf import counters as bpf_counters
 from .config import Config, NodeConfig
-from .errors import NodeError, TestbedError
+from .errors import NodeError, TestbedError, XenobenchError
 from .nodes import NETNS_RUN_DIR, Node, make_node
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ FASTPATH_OBJ = REPO_ROOT / "switch" / "build" / "fastpath.bpf.o"
 FASTPATH_PROG = "sw_fastpath"
 SINK_OBJ = REPO_ROOT / "switch" / "build" / "sink.bpf.o"
 SINK_PROG = "backend_sink"
+SINK_STATS = ("dropped", "passed")  # enum sink_stat
 # the generator's sources are src_ip_base + n, n < flows x 2^k classes <= 256 x 256: one /16
 SINK_PREFIX = 16
 SW_STATS = ("forwarded", "to_bridge", "malformed")  # enum sw_stat (switch/switch_common.h)
@@ -49,6 +52,11 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     if check and p.returncode != 0:
         raise TestbedError(f"Failed to run `ip {' '.join(args)}`: {p.stderr.strip()}")
     return p
+
+
+def _hex(b: bytes) -> str:
+    """bpftool's `hex` argument form."""
+    return " ".join(f"{x:02x}" for x in b)
 
 
 def ensure_bpffs() -> bool:
@@ -309,13 +317,11 @@ class NamespaceTestbed(Testbed):
         for n, i, port in self._ports():
             if not i.mac:
                 continue
-            key = int.from_bytes(bytes.fromhex(i.mac.replace(":", "")) + b"\0\0", "little")
-            idx = links[port]
-            hx = lambda b: " ".join(f"{x:02x}" for x in b)  # noqa: E731
-            cmds.append(f"map update pinned {pin / 'maps' / 'fdb'} key hex {hx(key.to_bytes(8, 'little'))} "
-                        f"value hex {hx(idx.to_bytes(4, 'little'))}")
-            cmds.append(f"map update pinned {pin / 'maps' / 'ports'} key hex {hx(idx.to_bytes(4, 'little'))} "
-                        f"value hex {hx(idx.to_bytes(4, 'little'))}")
+            # the key is the u64 the program copies the MAC into: its 6 bytes, then 2 zero bytes
+            mac = _hex(bytes.fromhex(i.mac.replace(":", "")) + b"\0\0")
+            idx = _hex(links[port].to_bytes(4, "little"))
+            cmds.append(f"map update pinned {pin / 'maps' / 'fdb'} key hex {mac} value hex {idx}")
+            cmds.append(f"map update pinned {pin / 'maps' / 'ports'} key hex {idx} value hex {idx}")
         self._bpftool_batch(sw, "switch-fdb", cmds)
         for n, i, port in self._ports():
             # the node's end receives redirected frames (ndo_xdp_xmit) only with a NAPI: GRO gives it one
@@ -340,7 +346,6 @@ class NamespaceTestbed(Testbed):
 
     def _load_backend_sink(self) -> None:
         """Load switch/build/sink.bpf.o once with the generator's source block (traffic.src_ip_base)."""
-        import ipaddress
         base = self.cfg.section("traffic").get("src_ip_base")
         if not SINK_OBJ.exists():
             raise TestbedError(f"Failed to attach the backend sink: {SINK_OBJ} is not built (run `make build` "
@@ -350,7 +355,7 @@ class NamespaceTestbed(Testbed):
                                "(the sink drops frames from that block; or set testbed.backend_sink: false)")
         net = ipaddress.IPv4Network(f"{base}/{SINK_PREFIX}", strict=False)
         self._load(self.switch_ns, SINK_OBJ, self.sink_pindir)
-        val = " ".join(f"{x:02x}" for x in net.network_address.packed + net.netmask.packed)
+        val = _hex(net.network_address.packed + net.netmask.packed)
         self._bpftool_batch(self.switch_ns, "backend-sink",
                             [f"map update pinned {self.sink_pindir / 'maps' / 'sink_config'} key hex 00 00 00 00 value hex {val}"])
 
@@ -378,23 +383,18 @@ class NamespaceTestbed(Testbed):
 
     def sink_stats(self) -> dict[str, int]:
         """The sink's counters summed over CPUs and backends (enum sink_stat)."""
-        return self._percpu(self.sink_pindir / "maps" / "sink_stats", ("dropped", "passed"))
+        return self._percpu(self.sink_pindir / "maps" / "sink_stats", SINK_STATS)
 
     def switch_stats(self) -> dict[str, int]:
         """The fast path's counters summed over CPUs (enum sw_stat)."""
         return self._percpu(self.fastpath_pindir / "maps" / "sw_stats", SW_STATS)
 
-    def _percpu(self, pin: Path, names: tuple[str, ...]) -> dict[str, int]:
-        p = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", str(pin)], capture_output=True, text=True)
-        if p.returncode != 0:
-            raise TestbedError(f"Failed to read {pin}: {p.stderr.strip()}")
-        out = dict.fromkeys(names, 0)
-        for ent in json.loads(p.stdout or "[]"):
-            k = int.from_bytes(bytes(int(x, 16) for x in ent["key"]), "little")
-            if k < len(names):
-                out[names[k]] = sum(int.from_bytes(bytes(int(x, 16) for x in v["value"]), "little")
-                                    for v in ent["values"])
-        return out
+    @staticmethod
+    def _percpu(pin: Path, names: tuple[str, ...]) -> dict[str, int]:
+        try:
+            return bpf_counters(pin, names)
+        except XenobenchError as e:
+            raise TestbedError(f"Failed to read {pin}: {e}") from None
 
     # --- CPU placement -----------------------------------------------------------------------------
     def _lb_ingress(self) -> tuple[str, str]:
