@@ -124,7 +124,7 @@ def _load(tmp_path, data: bytes):
     return cfg
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=100, **SETTINGS)
 @given(doc=config_docs())
 def test_config_with_any_values_loads_or_fails_with_config_error(tmp_path, doc):
     try:
