@@ -250,3 +250,12 @@ def test_python_bad_input_raises_clear_errors(xtb):
     with pytest.raises(TrafficError, match=r"^Failed to start xdpgen: /nonexistent/xdpgen does not exist"):
         XdpgenRun(xtb, c, 1000, count=10, binary="/nonexistent/xdpgen").start()
     _no_leftovers(xtb)
+
+
+def test_dry_run_names_the_configured_local_generator():
+    from xenobench.cli import main
+    r = CliRunner().invoke(main, ["traffic", "run", "udp_payload", "--rate", "1000", "--duration", "1",
+                                  "--dry-run", "--json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.output)
+    assert plan["generator"] == "xdpgen" and plan["frames_per_cycle"] == 256 and plan["frame_len"] == 64

@@ -82,8 +82,8 @@ def run_cmd(obj, profile, tunables, rate, duration, count, as_json, dry_run):
             click.echo(f"# {plan['generator']}: {profile} at {plan['requested_pps']:.0f} pps (dry run, nothing sent)")
             for line in plan.get("calls", []):
                 click.echo(line)
-            if plan["generator"] == "trafgen":
-                click.echo(f"trafgen: {plan['frames_per_cycle']} frames per cycle, {plan['frame_len']} B each")
+            if plan["generator"] != "trex":
+                click.echo(f"{plan['generator']}: {plan['frames_per_cycle']} frames per cycle, {plan['frame_len']} B each")
         return
     res = run_traffic(obj.testbed(), profile, parse_tunables(tunables), rate, duration_s=duration, count=count)
     if as_json:
@@ -112,7 +112,7 @@ def _dry_run(cfg, profile, tunables, rate, duration, count) -> dict:
         _, streams = load_streams(profile, tun)
         return TrexDriver(tcfg).plan(profile, tun, rate, duration, streams)
     c = compile_for(cfg, profile, tunables)
-    return {"generator": "trafgen", "requested_pps": float(rate), "duration_s": duration, "count": count,
+    return {"generator": tcfg["generator"], "requested_pps": float(rate), "duration_s": duration, "count": count,
             "profile": str(c.profile), "tunables": c.argv, "frames_per_cycle": c.cycle,
             "frame_len": len(c.frames[0])}
 
