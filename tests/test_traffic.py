@@ -269,10 +269,13 @@ def test_bad_input_raises_and_leaves_nothing(testbed):
 
 
 @needs_root
-def test_cli_run_json(testbed):
+def test_cli_run_json(testbed, tmp_path):
     env = {"XENOBENCH_NS_PREFIX": os.environ["XENOBENCH_NS_PREFIX"]}
-    res = CliRunner().invoke(cli, ["traffic", "run", "udp_payload", "-t", "payload=64", "--rate", "8000",
-                                   "--count", "4000", "--json"], env=env)
+    # the CLI reads its own config: the local testbed with trafgen as the generator
+    conf = tmp_path / "trafgen.yaml"
+    conf.write_text(f"extends: {testbed.cfg.path.resolve()}\ntraffic: {{generator: trafgen}}\n")
+    res = CliRunner().invoke(cli, ["--config", str(conf), "traffic", "run", "udp_payload", "-t", "payload=64",
+                                   "--rate", "8000", "--count", "4000", "--json"], env=env)
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert list(d)[:5] == ["requested_pps", "achieved_pps", "tx_packets", "valid", "reason"]
