@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from ..agents.ebpf_lb import read_stats
@@ -61,21 +60,7 @@ class EbpfLB(LoadBalancer):
             raise NodeError(f"Failed to start ebpf on {lb.name}:{ing.name}: already running; "
                             "`xenobench lb stop --lb ebpf` first")
         node.stage(bfile, f"ebpf-backends{Path(bfile).suffix}")
-        log_path = node.log_path(TAG)
-        offset = len(node.read_text(log_path))
-        h = node.start(TAG, argv, log=log_path)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            logtext = node.read_text(h.log)[offset:]
-            if '"event": "started"' in logtext:
-                return {"lb": "ebpf", "node": lb.name, "pid": h.pid, "mode": "generic" if generic else "native",
-                        "log": h.log}
-            if not node.running(TAG):
-                node.stop(TAG)
-                raise NodeError(f"Failed to start ebpf on {lb.name}: {logtext.strip().splitlines()[-1] if logtext.strip() else 'exited'}")
-            time.sleep(0.05)
-        node.stop(TAG)
-        raise NodeError(f"Failed to start ebpf on {lb.name}: no start within 10 s; log {h.log}")
+        return self._start_controller(node, TAG, argv, generic)
 
     def stop(self) -> bool:
         lb, ing, _ = self._ports()

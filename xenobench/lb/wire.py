@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from ..agents.wire_lb import read_stats
@@ -60,22 +59,7 @@ class WireLB(LoadBalancer):
         if node.running(TAG):
             raise NodeError(f"Failed to start wire on {node.name}: already running; `xenobench lb stop --lb wire` first")
         node.stage(bfile, name)
-        log_path = node.log_path(TAG)
-        offset = len(node.read_text(log_path))
-        h = node.start(TAG, argv, log=log_path)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            text = node.read_text(h.log)[offset:]
-            if '"event": "started"' in text:
-                return {"lb": "wire", "node": node.name, "pid": h.pid, "mode": "generic" if generic else "native",
-                        "log": h.log}
-            if not node.running(TAG):
-                node.stop(TAG)
-                raise NodeError(f"Failed to start wire on {node.name}: "
-                                f"{text.strip().splitlines()[-1] if text.strip() else 'exited'}")
-            time.sleep(0.05)
-        node.stop(TAG)
-        raise NodeError(f"Failed to start wire on {node.name}: no start within 10 s; log {h.log}")
+        return self._start_controller(node, TAG, argv, generic)
 
     def stop(self) -> bool:
         return self.node.stop(TAG, timeout=5)
