@@ -14,6 +14,11 @@ Cost: the very program each LB attached to its ingress port, configured as it ru
 `bpftool prog run id N ... repeat R` on the profile's first frames (nothing is sent in test-run
 mode). If the rates are bound by the LB stage, 1e9 / rate - cost (the testbed's own ns per frame on
 the DUT's CPU: veth, switch hop, sink) comes out the same for all three LBs.
+Where the DUT's CPU goes (no PMU needed): during a max-rate run,
+`perf record -e cpu-clock -C 1 -g -- sleep 3; perf report --no-children --sort sym`. On the 2-core
+VM of 2026-11-23 (eBPF LB, 2.26 Mpps): veth receive (veth_xdp_rcv*, three hops) 43 %, redirect and
+page-pool return ~25 %, the LB's program 5 %, the switch's fast path 7 %, the backends' sink 1.5 %;
+so the LBs' 15-30 ns differences are a few per cent of the ~600 ns per frame.
 Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_lb_forwarding.py [ROUNDS] [DURATION] [CONFIG]
 """
 
@@ -107,6 +112,14 @@ try:
         print(f"  {a}/{b}: rate ratio {med[a] / med[b]:.3f}; test-run cost ratio {b}/{a} {cmed[b] / cmed[a]:.3f}; "
               f"DUT ns per frame {1e9 / med[a]:.0f} vs {1e9 / med[b]:.0f} (difference {1e9 / med[a] - 1e9 / med[b]:+.0f} ns, "
               f"test-run difference {cmed[a] - cmed[b]:+.0f} ns)")
+    # The rounds alternate the LBs, so a per-round difference cancels slow drift of the machine;
+    # its spread over rounds is the noise a cost difference must exceed to be seen in the rates.
+    print("per-round difference of DUT ns per frame (min / median / max over rounds) vs test-run difference:")
+    for a, b in (("ebpf", "wire"), ("xenoflow", "wire"), ("xenoflow", "ebpf")):
+        d = sorted(1e9 / x - 1e9 / y for x, y in zip(rate[a], rate[b]))
+        t = statistics.median(x - y for x, y in zip(cost[a], cost[b]))
+        seen = "resolved" if d[0] > 0 or d[-1] < 0 else "not resolved (the rounds disagree in sign)"
+        print(f"  {a} - {b}: {d[0]:+.0f} / {statistics.median(d):+.0f} / {d[-1]:+.0f} ns; test-run {t:+.0f} ns; {seen}")
     print("testbed's own cost per frame on the DUT CPU (1e9/rate - test-run cost): "
           + ", ".join(f"{k} {1e9 / med[k] - cmed[k]:.0f} ns" for k in LBS))
     print("drops (sum over rounds): " + "; ".join(f"{k}: LB ingress {sum(drop_in[k])}, generator {sum(drop_gen[k])}"
