@@ -40,6 +40,7 @@ from xenobench.testbed import get_testbed  # noqa: E402
 from xenobench.traffic import compile_for, run_traffic, traffic_config  # noqa: E402
 
 LBS = ("wire", "ebpf", "xenoflow")
+PAIRS = (("ebpf", "wire"), ("xenoflow", "wire"), ("xenoflow", "ebpf"))  # compared as a - b
 TUNABLES = {"payload": 22, "flows": 256}
 REPEAT = 1_000_000
 
@@ -108,14 +109,14 @@ try:
           f"(median): " + ", ".join(f"{k} {med[k] / 1e6:.3f} Mpps" for k in LBS))
     print("BPF_PROG_TEST_RUN cost of the attached program (median): "
           + ", ".join(f"{k} {cmed[k]:.0f} ns" for k in LBS))
-    for a, b in (("ebpf", "wire"), ("xenoflow", "wire"), ("xenoflow", "ebpf")):
+    for a, b in PAIRS:
         print(f"  {a}/{b}: rate ratio {med[a] / med[b]:.3f}; test-run cost ratio {b}/{a} {cmed[b] / cmed[a]:.3f}; "
               f"DUT ns per frame {1e9 / med[a]:.0f} vs {1e9 / med[b]:.0f} (difference {1e9 / med[a] - 1e9 / med[b]:+.0f} ns, "
               f"test-run difference {cmed[a] - cmed[b]:+.0f} ns)")
     # The rounds alternate the LBs, so a per-round difference cancels slow drift of the machine;
     # its spread over rounds is the noise a cost difference must exceed to be seen in the rates.
     print("per-round difference of DUT ns per frame (min / median / max over rounds) vs test-run difference:")
-    for a, b in (("ebpf", "wire"), ("xenoflow", "wire"), ("xenoflow", "ebpf")):
+    for a, b in PAIRS:
         d = sorted(1e9 / x - 1e9 / y for x, y in zip(rate[a], rate[b]))
         t = statistics.median(x - y for x, y in zip(cost[a], cost[b]))
         seen = "resolved" if d[0] > 0 or d[-1] < 0 else "not resolved (the rounds disagree in sign)"
