@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark: the maximum forwarding rate of the wire (no-op reference), the eBPF baseline and
 XenoFlow on the DOCA Flow emulation through the namespace testbed, alternating per round, next to
-the per-frame cost of each one's XDP program in BPF_PROG_TEST_RUN.
+the per-frame cost of each one's XDP program in BPF_PROG_TEST_RUN and on the live path (the
+kernel's BPF run-time statistics over a second phase of the same traffic, xenobench.progcost: what
+the compare experiment records).
 
 Traffic: the udp_payload profile (trex_profiles/) at 22 B payload (64 B frames), compiled and sent
 through the traffic layer by the config's generator (config/local.yaml: xdpgen on its CPU, the
@@ -22,7 +24,6 @@ so the LBs' 15-30 ns differences are a few per cent of the ~600 ns per frame.
 Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_lb_forwarding.py [ROUNDS] [DURATION] [CONFIG]
 """
 
-import json
 import os
 import re
 import statistics
@@ -36,6 +37,7 @@ os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbb-")
 from xenobench.config import load_config  # noqa: E402
 from xenobench.counters import snapshot  # noqa: E402
 from xenobench.lb import get_lb  # noqa: E402
+from xenobench.progcost import measure, xdp_prog_id  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 from xenobench.traffic import compile_for, run_traffic, traffic_config  # noqa: E402
 
@@ -58,11 +60,6 @@ def rx_total() -> int:
     return sum(snapshot(tb.node(n), i)["view"]["rx_packets"] for n, i in backends)
 
 
-def attached_prog() -> int:
-    link = json.loads(lbn.run(["ip", "-j", "link", "show", "dev", ingress]).stdout)[0]
-    return link["xdp"]["prog"]["id"]
-
-
 def test_run_ns(prog_id: int, frames: list[str]) -> float:
     """Mean of the kernel's ns per run over the given staged frames."""
     ns = []
@@ -79,18 +76,20 @@ staged = []
 for k, frame in enumerate(compiled.frames[:4]):  # frames of different classes
     (tmp / f"f{k}.bin").write_bytes(frame)
     staged.append(lbn.stage(tmp / f"f{k}.bin", f"bench-lb-frame{k}.bin"))
-rate, gen, drop_in, drop_gen, cost = ({k: [] for k in LBS} for _ in range(5))
+rate, gen, drop_in, drop_gen, cost, live = ({k: [] for k in LBS} for _ in range(6))
 try:
     for r in range(rounds):
         for kind in LBS:
             lb = get_lb(kind, tb)
             lb.start()
             try:
-                cost[kind].append(test_run_ns(attached_prog(), staged))
+                cost[kind].append(test_run_ns(xdp_prog_id(lbn, ingress), staged))
                 rx0, in0 = rx_total(), snapshot(lbn, ingress)["view"]["rx_dropped"]
                 res = run_traffic(tb, "udp_payload", TUNABLES, 0, duration_s=duration)
                 time.sleep(0.3)  # the DUT drains its rings
                 rx1, in1 = rx_total(), snapshot(lbn, ingress)["view"]["rx_dropped"]
+                live[kind].append(measure(tb, lambda: run_traffic(tb, "udp_payload", TUNABLES, 0,
+                                                                  duration_s=duration / 2))["ns_per_run"])
             finally:
                 lb.stop()
             dt = res["duration_s"] or res["wall_s"]
@@ -100,15 +99,18 @@ try:
             drop_gen[kind].append((res.get("tx_dropped") or 0) + (res.get("peer_dropped") or 0))
             print(f"round {r + 1} {kind:8s}: forwarded {rate[kind][-1] / 1e6:.3f} Mpps, generator "
                   f"{gen[kind][-1] / 1e6:.3f} Mpps, dropped at the LB ingress {drop_in[kind][-1]}, at the "
-                  f"generator {drop_gen[kind][-1]}, test-run {cost[kind][-1]:.0f} ns  (load {os.getloadavg()[0]:.1f})",
+                  f"generator {drop_gen[kind][-1]}, test-run {cost[kind][-1]:.0f} ns, live {live[kind][-1]:.1f} ns  (load {os.getloadavg()[0]:.1f})",
                   flush=True)
     med = {k: statistics.median(v) for k, v in rate.items()}
     cmed = {k: statistics.median(v) for k, v in cost.items()}
     g = traffic_config(cfg)["generator"]
     print(f"\nmax forwarding, udp_payload {len(compiled.frames[0])} B frames by {g}, {rounds} rounds x {duration:g} s "
           f"(median): " + ", ".join(f"{k} {med[k] / 1e6:.3f} Mpps" for k in LBS))
+    lmed = {k: statistics.median(v) for k, v in live.items()}
     print("BPF_PROG_TEST_RUN cost of the attached program (median): "
           + ", ".join(f"{k} {cmed[k]:.0f} ns" for k in LBS))
+    print("live cost of the attached program, BPF run-time statistics at the maximum rate (median): "
+          + ", ".join(f"{k} {lmed[k]:.1f} ns" for k in LBS))
     for a, b in PAIRS:
         print(f"  {a}/{b}: rate ratio {med[a] / med[b]:.3f}; test-run cost ratio {b}/{a} {cmed[b] / cmed[a]:.3f}; "
               f"DUT ns per frame {1e9 / med[a]:.0f} vs {1e9 / med[b]:.0f} (difference {1e9 / med[a] - 1e9 / med[b]:+.0f} ns, "
@@ -121,6 +123,11 @@ try:
         t = statistics.median(x - y for x, y in zip(cost[a], cost[b]))
         seen = "resolved" if d[0] > 0 or d[-1] < 0 else "not resolved (the rounds disagree in sign)"
         print(f"  {a} - {b}: {d[0]:+.0f} / {statistics.median(d):+.0f} / {d[-1]:+.0f} ns; test-run {t:+.0f} ns; {seen}")
+    print("per-round difference of the live program cost (min / median / max over rounds):")
+    for a, b in PAIRS:
+        d = sorted(x - y for x, y in zip(live[a], live[b]))
+        seen = "resolved" if d[0] > 0 or d[-1] < 0 else "not resolved (the rounds disagree in sign)"
+        print(f"  {a} - {b}: {d[0]:+.1f} / {statistics.median(d):+.1f} / {d[-1]:+.1f} ns; {seen}")
     print("testbed's own cost per frame on the DUT CPU (1e9/rate - test-run cost): "
           + ", ".join(f"{k} {1e9 / med[k] - cmed[k]:.0f} ns" for k in LBS))
     print("drops (sum over rounds): " + "; ".join(f"{k}: LB ingress {sum(drop_in[k])}, generator {sum(drop_gen[k])}"

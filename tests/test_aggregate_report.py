@@ -125,3 +125,27 @@ def test_report_lists_figures_invalid_trials_and_headlines(resdir, tmp_path):
     assert "| added RTT, xenoflow vs no LB | +5.0 µs | 1 |" in text
     assert "| loss at 50 kpps requested | 2.000 % | 1 |" in text
     assert "never a BlueField-3" in text
+
+
+def test_compare_rows_carry_the_lb_programs_time_and_the_report_both(resdir, tmp_path):
+    """A compare trial with its program-cost phase (xenobench.progcost) gives a max_pps row and an
+    lb_prog_ns_per_frame row; one whose phase was skipped (a hardware LB) or failed gives the rate
+    only, and the headline median of the rate is not mixed with the time."""
+    gen = {"achieved_pps": 2.5e6, "valid": True}
+    _trial(resdir, "compare", "lb-ebpf", 1, {"lb": "ebpf"},
+           {"payload": 22, "rx_pps": 1.6e6, "generator": gen,
+            "lb_prog": {"runs": 1_000_000, "run_time_ns": 41_500_000, "ns_per_run": 41.5}})
+    _trial(resdir, "compare", "lb-xenoflow", 1, {"lb": "xenoflow"},
+           {"payload": 22, "rx_pps": 1.7e6, "generator": gen,
+            "lb_prog": {"skipped": "no XDP program on fips5:p0 to time (a hardware LB has none)"}})
+    _trial(resdir, "compare", "lb-wire", 1, {"lb": "wire"},
+           {"payload": 22, "rx_pps": 1.8e6, "generator": gen, "lb_prog": {"error": "Failed to start ..."}})
+    aggregate(resdir, progress=lambda m: None)
+    c = read_tidy(resdir, "compare")
+    assert sorted(zip(c.lb, c.metric, c.value, c.unit)) == [
+        ("ebpf", "lb_prog_ns_per_frame", 41.5, "ns"), ("ebpf", "max_pps", 1.6e6, "packets/s"),
+        ("wire", "max_pps", 1.8e6, "packets/s"), ("xenoflow", "max_pps", 1.7e6, "packets/s")]
+    text = write_report(resdir, tmp_path).read_text()
+    assert "| max rate at 64 B frames, ebpf | 1.6000 Mpps | 1 |" in text
+    assert "| LB program time per frame (BPF run-time statistics), ebpf | 41.5 ns | 1 |" in text
+    assert "program time per frame (BPF run-time statistics), xenoflow" not in text

@@ -62,6 +62,7 @@ def test_fixture_loss_rtt_and_comparison_series(fixture_figures):
     c = s["lb_comparison"]
     # compare.csv (a live max-rate trial) overrides the pps-derived 64 B frame value
     assert c["measured"] == pytest.approx({"xenoflow": 96.0, "ebpf": 30.5, "xenoflow @24 B payload": 92.9})
+    assert c["prog_ns"] == {"ebpf": 41.5}  # the program-time row is a label, never a rate
     assert c["published"] == {"xenoflow": 92.8, "katran": 38.0, "kakao-loopback": 35.5, "kakao-255": 28.0}
 
 

@@ -100,6 +100,12 @@ def test_full_ci_run(clean_ci):
     assert len(inv) == 1 + n_invalid
     pps = read_tidy(ROOT / "results/ci", "pps")
     assert len(pps[pps.metric == "rx_pps"]) == valid["pps"]
+    # compare: every valid trial also timed its LB's program on the live path (xenobench.progcost)
+    for r in (r for r in results["compare"] if r["valid"]):
+        cost = r["outputs"]["lb_prog"]
+        assert 0 < cost["runs"] <= cost["phase"]["tx_packets"] + 10 and 0 < cost["ns_per_run"] < 10_000, cost
+    cmp_ = read_tidy(ROOT / "results/ci", "compare")
+    assert len(cmp_[cmp_.metric == "lb_prog_ns_per_frame"]) == valid["compare"]
     summ = read_tidy(ROOT / "results/ci", "rtt_summary")
     med = summ[summ.metric == "rtt_median_us"]
     # one summary per LB and repetition: the paired rtt trials hold every LB of config/ci.yaml's rtt.lbs

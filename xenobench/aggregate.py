@@ -185,6 +185,10 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
                                    unit="packets/s"))
         else:
             out["compare"].append(row(**common, metric="max_pps", value=o["rx_pps"], unit="packets/s"))
+            cost = o.get("lb_prog") or {}
+            if cost.get("ns_per_run") is not None:  # xenobench.progcost: the LB program's own time
+                out["compare"].append(row(**common, metric="lb_prog_ns_per_frame", value=cost["ns_per_run"],
+                                          unit="ns"))
         return out
     if exp in ("rtt", "rtt_load"):
         split = pt.get("split")

@@ -122,6 +122,26 @@ class Node(ABC):
                 raise NodeError(f"Failed to start {tag} on {self.name}: exited at once; log {log_path}: {tail}")
         return h
 
+    def start_until(self, tag: str, argv: list[str], marker: str, *, what: str,
+                    timeout: float = 10.0) -> ProcessHandle:
+        """start() and wait until the process's log (from now on) contains `marker`; one that exits
+        or stays silent is stopped and reported with its last log line (`what` names it)."""
+        log_path = self.log_path(tag)
+        offset = len(self.read_text(log_path))
+        h = self.start(tag, argv, log=log_path)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.read_text(h.log)[offset:]
+            if marker in text:
+                return h
+            if not self.running(tag):
+                self.stop(tag)
+                raise NodeError(f"Failed to start {what} on {self.name}: "
+                                f"{text.strip().splitlines()[-1] if text.strip() else 'exited'}")
+            time.sleep(0.05)
+        self.stop(tag)
+        raise NodeError(f"Failed to start {what} on {self.name}: not ready within {timeout:g} s; log {h.log}")
+
     def stop(self, tag: str, timeout: float = 5.0) -> bool:
         """SIGTERM the tagged process group, SIGKILL after timeout. False if it was not running."""
         h = self.handle(tag)

@@ -331,6 +331,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
     if not reference(testbed):
         pub = pub.iloc[0:0]
     measured: dict = {}
+    prog_ns: dict = {}  # xenobench.progcost: the LB program's own time per frame, where measured
     try:
         pps = read_tidy(resdir, "pps")
         x = pps[pps.metric == "rx_pps"]
@@ -346,6 +347,8 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         c = read_tidy(resdir, "compare")
         for lb, g in c[c.metric == "max_pps"].groupby("lb"):
             measured[lb] = float(g.value.median()) / 1e6
+        for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):
+            prog_ns[lb] = float(g.value.median())
     except DataError:
         pass
     if not measured and pub.empty:
@@ -355,7 +358,8 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         labels, vals, styles = [], [], []
         for k, v in measured.items():
             lb, _, at = k.partition(" @")
-            labels.append(f"{_name(lb)}\nmeasured\n" + (at if at else "64 B frame"))
+            labels.append(f"{_name(lb)}\nmeasured\n" + (at if at else "64 B frame")
+                          + (f"\nprogram {prog_ns[lb]:.0f} ns" if lb in prog_ns and not at else ""))
             vals.append(v)
             styles.append(dict(color=COLORS[0], edgecolor="black"))
         for p in pub.itertuples():
@@ -380,7 +384,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         else:
             _caption(fig, LOCAL_NOTE, y=-0.08)
         _save(fig, outdir, "lb_comparison")
-    return {"measured": measured, "published": dict(zip(pub.lb, pub.value.astype(float)))}
+    return {"measured": measured, "prog_ns": prog_ns, "published": dict(zip(pub.lb, pub.value.astype(float)))}
 
 
 def _rate_unit(values) -> tuple[float, str]:

@@ -26,6 +26,7 @@ from .lb import get_lb
 from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
+from .progcost import measure as measure_prog_cost
 from .rtt import probe
 from .search import SearchSettings, goal, run_search, trial_runner
 from .results import line_rate_pps
@@ -168,7 +169,22 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     if fwd is not None:
         v.require("lb_counters_consistent", rx <= fwd * 1.001 + 10 and fwd <= tx * 1.001 + 10,
                   f"lb forwarded {fwd}, backends received {rx}, generator sent {tx}")
+    cost_s = float(ex.get("prog_cost_s") or 0)
+    if lb is not None and cost_s > 0:  # after the rate's phase: the statistics slow every program
+        out["lb_prog"] = _prog_cost(ctx, tun, rate, cost_s)
     return out, v
+
+
+def _prog_cost(ctx: TrialContext, tun: dict, rate: float, seconds: float) -> dict:
+    """The LB program's ns per frame over a phase of the same traffic (xenobench.progcost); a
+    failure is recorded, not fatal: the rate above stands without it."""
+    def phase():
+        g = run_traffic(ctx.testbed, "udp_payload", tun, rate, duration_s=seconds)
+        return {k: g.get(k) for k in ("tx_packets", "achieved_pps", "valid", "reason")}
+    try:
+        return measure_prog_cost(ctx.testbed, phase)
+    except XenobenchError as e:
+        return {"error": str(e)}
 
 
 def rtt_probe(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:

@@ -87,8 +87,12 @@ def _headlines(tidy: dict) -> list[list]:
         for (lb, pl), g in x.groupby(["lb", "payload_bytes"]):
             out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps", len(g)])
     if "compare" in tidy:
-        for lb, g in tidy["compare"].groupby("lb"):
+        c = tidy["compare"]
+        for lb, g in c[c.metric == "max_pps"].groupby("lb"):
             out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps", len(g)])
+        for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):
+            out.append([f"LB program time per frame (BPF run-time statistics), {lb}",
+                        f"{g.value.median():.1f} ns", len(g)])
     if "loss" in tidy:
         x = tidy["loss"][tidy["loss"].metric == "loss_pct"]
         for req, g in x.groupby(x.source.str.extract(r"rate_pps-(\d+)")[0].astype(float)):

@@ -51,6 +51,7 @@ OPTIONAL = ("server",)  # added later; files written before it read as empty
 # value in a packets/s column is the classic silent factor-10^6 bug). Other metrics are allowed.
 UNITS = {
     "rx_pps": "packets/s", "tx_pps": "packets/s", "max_pps": "packets/s",
+    "lb_prog_ns_per_frame": "ns",  # xenobench.progcost
     "nominal_offered_pps": "packets/s",
     "loss_pct": "%", "cv_pct": "%",
     "rtt_us": "us", "n": "count", "lost": "count",

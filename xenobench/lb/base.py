@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from ..errors import NodeError
 
 CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within this long
 
@@ -46,20 +44,6 @@ class LoadBalancer(ABC):
     def _start_controller(self, node, tag: str, argv: list[str], generic: bool) -> dict:
         """Start an XDP controller agent (xenobench.agents.bpf.run_controller) on the node and wait
         for its "started" line; a controller that exits or stays silent is stopped and reported."""
-        log_path = node.log_path(tag)
-        offset = len(node.read_text(log_path))
-        h = node.start(tag, argv, log=log_path)
-        deadline = time.monotonic() + CONTROLLER_START_S
-        while time.monotonic() < deadline:
-            text = node.read_text(h.log)[offset:]
-            if '"event": "started"' in text:
-                return {"lb": self.kind, "node": node.name, "pid": h.pid,
-                        "mode": "generic" if generic else "native", "log": h.log}
-            if not node.running(tag):
-                node.stop(tag)
-                raise NodeError(f"Failed to start {self.kind} on {node.name}: "
-                                f"{text.strip().splitlines()[-1] if text.strip() else 'exited'}")
-            time.sleep(0.05)
-        node.stop(tag)
-        raise NodeError(f"Failed to start {self.kind} on {node.name}: no start within {CONTROLLER_START_S} s; "
-                        f"log {h.log}")
+        h = node.start_until(tag, argv, '"event": "started"', what=self.kind, timeout=CONTROLLER_START_S)
+        return {"lb": self.kind, "node": node.name, "pid": h.pid,
+                "mode": "generic" if generic else "native", "log": h.log}

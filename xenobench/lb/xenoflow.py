@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import REPO_ROOT
 from ..backends import load_backends, write_canonical
 from ..errors import ConfigError, NodeError
+from ..progcost import xdp_prog_id
 from .base import LoadBalancer
 
 TAG = "lb-xenoflow"
@@ -373,21 +374,12 @@ class XenoFlowLB(LoadBalancer):
             time.sleep(0.05)
         node.stop(TAG)  # SIGTERM/SIGKILL only if still alive; forgets the handle
         if self.mode == "emulation":
-            left = self._xdp_attached()
+            left = xdp_prog_id(self.node, self.ing.name)
             if left:
                 node.run(["ip", "link", "set", "dev", self.ing.name, "xdp", "off"], check=False)
                 raise NodeError(f"Failed to stop xenoflow cleanly on {node.name}: XDP program {left} was left "
                                 f"attached to {self.ing.name} (detached it now)")
         return was
-
-    def _xdp_attached(self) -> int | None:
-        r = self.node.run(["ip", "-j", "link", "show", "dev", self.ing.name], check=False)
-        try:
-            links = json.loads(r.stdout or "[]")
-        except ValueError:
-            return None
-        xdp = links[0].get("xdp") if links else None
-        return xdp.get("prog", {}).get("id") if xdp else None
 
     def running(self) -> bool:
         return self.node.running(TAG)
