@@ -140,6 +140,34 @@ def test_dut_napi_thread_is_pinned_and_recorded(testbed):
     assert out in ("1", "enabled")
 
 
+def test_dut_napi_goes_inline_for_latency_and_back_to_a_pinned_thread(testbed):
+    ns = f"{testbed.cfg.prefix}fips5"
+
+    def threaded():
+        return subprocess.run(["ip", "netns", "exec", ns, "cat", "/sys/class/net/p0/threaded"],
+                              capture_output=True, text=True).stdout.strip()
+
+    first = testbed.cpu_placement()["dut_napi"]
+    assert first["mode"] == "threaded"
+    try:
+        testbed.place_dut("inline")
+        inline = testbed.cpu_placement()["dut_napi"]
+        assert (inline["mode"], inline["threads"], threaded()) == ("inline", {}, "0")
+        testbed.place_dut("inline")  # idempotent
+        assert testbed.cpu_placement()["dut_napi"]["mode"] == "inline"
+        with pytest.raises(Exception, match=r"Failed to place the LB's NAPI: mode 'busy' is not one of threaded, inline"):
+            testbed.place_dut("busy")
+    finally:
+        testbed.place_dut("threaded")
+    again = testbed.cpu_placement()["dut_napi"]
+    cpu, prio = (testbed.cfg.section("testbed")["cpus"][k] for k in ("dut", "dut_rt_priority"))
+    (comm, cpus), = again["threads"].items()
+    assert again["mode"] == "threaded" and threaded() in ("1", "enabled") and cpus == str(cpu)
+    assert again["scheduling"][comm] == f"SCHED_FIFO {prio}"  # a new kthread, placed like the first
+    testbed.place_dut("threaded")
+    assert testbed.cpu_placement()["dut_napi"]["threads"] == again["threads"]  # idempotent: not re-created
+
+
 def test_placement_on_a_missing_cpu_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbf-")
     cfg = tmp_path / "c.yaml"

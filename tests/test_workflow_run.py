@@ -104,6 +104,10 @@ def test_full_ci_run(clean_ci):
     for r in (r for r in results["compare"] if r["valid"]):
         cost = r["outputs"]["lb_prog"]
         assert 0 < cost["runs"] <= cost["phase"]["tx_packets"] + 10 and 0 < cost["ns_per_run"] < 10_000, cost
+    # the LB's NAPI: a pinned thread for rates, inline for RTTs (recorded in every trial's metadata)
+    for e, mode in (("pps", "threaded"), ("compare", "threaded"), ("rtt", "inline"), ("rtt_load", "inline")):
+        for f in (ROOT / "results/ci/trials" / e).glob("*/rep-*/metadata.json"):
+            assert json.loads(f.read_text())["cpu_placement"]["dut_napi"]["mode"] == mode, f
     cmp_ = read_tidy(ROOT / "results/ci", "compare")
     assert len(cmp_[cmp_.metric == "lb_prog_ns_per_frame"]) == valid["compare"]
     summ = read_tidy(ROOT / "results/ci", "rtt_summary")

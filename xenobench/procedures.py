@@ -69,6 +69,14 @@ def point_server(cfg, experiment: str, point: dict) -> str | None:
     return point.get("server") or _ex(cfg, experiment).get("server") or "xdp"
 
 
+def dut_mode(cfg, experiment: str) -> str:
+    """How the LB's NAPI runs for an experiment (NamespaceTestbed.place_dut): on a CPU of its own
+    for rates; for RTTs as the config's testbed.cpus.latency_napi says (default inline)."""
+    if experiment in ("rtt", "rtt_load"):
+        return cfg.section("testbed")["cpus"]["latency_napi"]
+    return "threaded"
+
+
 # --- set-up of a point ---------------------------------------------------------------------------
 @contextlib.contextmanager
 def point_setup(testbed, experiment: str, point: dict, progress=print):
@@ -76,6 +84,7 @@ def point_setup(testbed, experiment: str, point: dict, progress=print):
     cfg = testbed.cfg
     stack = contextlib.ExitStack()
     with stack:
+        testbed.place_dut(dut_mode(cfg, experiment))
         server = point_server(cfg, experiment, point)
         if server:
             stop_server(testbed, server)  # a server left by an interrupted run

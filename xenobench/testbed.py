@@ -10,8 +10,9 @@ up after a crashed or killed harness too.
 Two things make it measure the load balancer rather than the plumbing (README, "The testbed"):
 - the switch's fast path (switch/fastpath.bpf.c) on every switch port forwards frames to bound
   MACs at XDP, as the MSN2100 does in hardware; only broadcast/unknown frames reach the bridge;
-- CPU placement: the LB's ingress port runs threaded NAPI pinned to `testbed.cpus.dut`, so the
-  LB (and everything it forwards) runs on one CPU and the generator (traffic.xdpgen.cpu) on another.
+- CPU placement: for rate measurements the LB's ingress port runs threaded NAPI pinned to
+  `testbed.cpus.dut`, so the LB (and everything it forwards) runs on one CPU and the generator
+  (traffic.xdpgen.cpu) on another; for latency measurements it runs inline (`place_dut`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ SINK_STATS = ("dropped", "passed")  # enum sink_stat
 SINK_PREFIX = 16
 SW_STATS = ("forwarded", "to_bridge", "malformed")  # enum sw_stat (switch/switch_common.h)
 NAPI_LOCK = Path("/run/lock/xenobench-napi.lock")  # napi/<dev>-<id> kthreads are global
+DUT_MODES = ("threaded", "inline")  # NamespaceTestbed.place_dut
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -112,6 +114,10 @@ class Testbed:
     def cpu_placement(self) -> dict | None:
         """Where the generator and the DUT's packet processing run (None: not placed here)."""
         return None
+
+    def place_dut(self, mode: str) -> None:
+        """How the LB's packet processing is scheduled ("threaded" for rates, "inline" for
+        latency; NamespaceTestbed.place_dut); a hardware testbed's is the hardware's: no-op."""
 
     def release_backend_sink(self, node: str) -> None:
         """A service (a DNS server) takes a backend's interface over; no-op without a sink."""
@@ -291,7 +297,7 @@ class NamespaceTestbed(Testbed):
             self._load_backend_sink()
             for b in cfg.backend_nodes():
                 self.restore_backend_sink(b.name)
-        self._place_dut_napi(tb["cpus"]["dut"])
+        self.place_dut("threaded")
 
     # --- the switch's XDP fast path ---------------------------------------------------------------
     @property
@@ -411,11 +417,38 @@ class NamespaceTestbed(Testbed):
                 out[int(pid)] = comm.strip()
         return out
 
+    def _set_threaded(self, on: bool) -> None:
+        ns, dev = self._lb_ingress()
+        # `ip netns exec` (not nsenter) remounts /sys, so /sys/class/net is the namespace's
+        p = subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", f"echo {int(on)} > /sys/class/net/{dev}/threaded"],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise TestbedError(f"Failed to {'enable' if on else 'disable'} threaded NAPI on {ns}:{dev}: "
+                               f"{p.stderr.strip()}")
+
+    def place_dut(self, mode: str) -> None:
+        """How the LB ingress port's NAPI runs from now on (idempotent):
+        - "threaded": its kthread pinned to testbed.cpus.dut at SCHED_FIFO, so the LB's XDP program
+          and every hop after it run on a CPU of their own, away from the generator's (rates);
+        - "inline": in softirq on the CPU that handed the frame over, as a NIC's interrupt runs it
+          (latency: a sleeping kthread's wake-up on another vCPU adds 5-30 µs to every RTT)."""
+        if mode not in DUT_MODES:
+            raise TestbedError(f"Failed to place the LB's NAPI: mode {mode!r} is not one of {', '.join(DUT_MODES)}")
+        st = self._state()
+        _, dev = self._lb_ingress()
+        mine = set(st.get("napi_threads") or {})
+        if st.get("dut_napi") == mode and (mode == "inline" or (mine and mine <= set(map(str, self._napi_threads(dev))))):
+            return
+        self._set_threaded(False)
+        self._write_state(napi_threads={}, dut_napi="inline")
+        if mode == "threaded":
+            self._place_dut_napi(self.cfg.section("testbed")["cpus"]["dut"])
+            self._write_state(dut_napi="threaded")
+
     def _place_dut_napi(self, cpu: int) -> None:
-        """Threaded NAPI on the LB's ingress veth, its kthread pinned to `cpu`: the LB's XDP program
-        and every hop after it (switch, backends) run there, away from the generator's CPU.
-        The kthreads are named napi/<dev>-<napi id> in every namespace alike, so the ones this
-        testbed created are told apart by a before/after look under a lock."""
+        """Threaded NAPI on the LB's ingress veth, its kthread pinned to `cpu`. The kthreads are
+        named napi/<dev>-<napi id> in every namespace alike, so the ones this testbed created are
+        told apart by a before/after look under a lock."""
         ns, dev = self._lb_ingress()
         if cpu >= (os.cpu_count() or 1):
             raise TestbedError(f"Failed to pin the LB's NAPI: testbed.cpus.dut: CPU {cpu} does not exist "
@@ -424,11 +457,7 @@ class NamespaceTestbed(Testbed):
         with open(NAPI_LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             before = self._napi_threads(dev)
-            # `ip netns exec` (not nsenter) remounts /sys, so /sys/class/net is the namespace's
-            p = subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/threaded"],
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                raise TestbedError(f"Failed to enable threaded NAPI on {ns}:{dev}: {p.stderr.strip()}")
+            self._set_threaded(True)
             new = {pid: c for pid, c in self._napi_threads(dev).items() if pid not in before}
         if not new:
             raise TestbedError(f"Failed to find the NAPI thread of {ns}:{dev} after enabling threaded NAPI")
@@ -457,7 +486,8 @@ class NamespaceTestbed(Testbed):
             sched[comm] = " ".join(l.rsplit(":", 1)[-1].strip() for l in p.stdout.splitlines()) or None
         gen = (self.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
         return {"cpus_online": os.cpu_count(), "generator_cpu": gen, "dut_cpu": self.cfg.section("testbed")["cpus"]["dut"],
-                "dut_napi": {"node": ns, "dev": dev, "threads": threads, "scheduling": sched},
+                "dut_napi": {"node": ns, "dev": dev, "mode": self._state().get("dut_napi"), "threads": threads,
+                             "scheduling": sched},
                 "switch_fastpath": bool(self.cfg.section("testbed")["switch_fastpath"])}
 
     def down(self) -> dict:
