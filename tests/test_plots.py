@@ -155,3 +155,21 @@ def test_cli_plot(tmp_path):
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.strip().strip("[]").replace('"', "").split(", ")) == sorted(NAMES)
     assert (tmp_path / "f" / "lb_comparison.pdf").stat().st_size > 1000
+
+
+def test_rtt_under_load_draws_the_level_without_background_on_every_split(tmp_path):
+    """rtt_load measures level 0 once (split "none", xenobench.experiments.points): that point is
+    the origin of each split's line, not a line of its own."""
+    from xenobench.plots import rtt_under_load
+    d = tmp_path / "res"
+    d.mkdir()
+    head = ("testbed,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
+            "background_pps,metric,value,unit,source\n")
+    rows = [("none", 0, 15), ("single", 100000, 17), ("worst", 100000, 16), ("worst", 250000, 19)]
+    (d / "rtt_summary.csv").write_text(head + "".join(
+        f"fx,xenoflow,xdp,,,,,1,{sp},{bg},rtt_{k}_us,{v + dv},us,fixture\n"
+        for sp, bg, v in rows for k, dv in (("median", 0), ("p25", -1), ("p75", 1))))
+    s = rtt_under_load(d, tmp_path / "f", "fx")
+    assert set(s) == {"single", "worst"}
+    assert s["single"].to_dict() == {0.0: 15, 0.1: 17}
+    assert s["worst"].to_dict() == {0.0: 15, 0.1: 16, 0.25: 19}

@@ -18,6 +18,7 @@ from .layout import ResultsTree, TrialDir
 
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 ORDER = ("pps", "loss", "ndr_pdr", "rtt", "rtt_load", "compare")
+NO_SPLIT = "none"  # rtt_load's split at level 0 (xenobench.plots draws it on every split's line)
 
 
 def definitions() -> dict[str, dict]:
@@ -55,7 +56,9 @@ def points(cfg, experiment: str) -> list[dict]:
             return [{"server": s} for s in p["servers"]]
         return [{"lb": lb, "server": s} for s in p["servers"] for lb in p["lbs"]]
     if experiment == "rtt_load":
-        return [{"level_pps": int(lv), "split": sp} for lv in p["levels_pps"] for sp in p["splits"]]
+        # no background, nothing to split: level 0 is one point (split "none"), every split's origin
+        return [{"level_pps": int(lv), "split": sp if lv > 0 else NO_SPLIT} for lv in p["levels_pps"]
+                for sp in (p["splits"] if lv > 0 else [NO_SPLIT])]
     if experiment == "compare":
         return [{"lb": lb} for lb in p["lbs"]]
     raise ConfigError(f"Failed to plan experiment {experiment!r}: unknown (known: {', '.join(ORDER)})")

@@ -22,6 +22,7 @@ import pandas as pd  # noqa: E402
 from . import latency  # noqa: E402
 from .compare import THESIS_64B_PAYLOAD, read_published  # noqa: E402
 from .errors import DataError  # noqa: E402
+from .experiments import NO_SPLIT  # noqa: E402
 from .results import HEADERS, l1_gbps, l2_gbps, line_rate_pps, read_tidy  # noqa: E402
 
 # One style for all figures, readable in print: Okabe-Ito colours (colour-blind safe), distinct
@@ -290,6 +291,10 @@ def rtt_under_load(resdir, outdir, testbed) -> dict:
     m = _need(m[m.split.notna() & (m.lb != "none")], "rtt_under_load (summaries with a split)", resdir)
     if m.lb.nunique() > 1:  # the paired design measured several LBs: the figure is the thesis's, XenoFlow's
         m = m[m.lb == ("xenoflow" if (m.lb == "xenoflow").any() else sorted(m.lb.unique())[0])]
+    # the level without background was measured once (split "none"): the origin of every split's line
+    origin, split_rows = m[m.split == NO_SPLIT], m[m.split != NO_SPLIT]
+    if len(split_rows):
+        m = pd.concat([split_rows] + [origin.assign(split=sp) for sp in split_rows.split.unique()])
     splits = sorted(m.split.unique(), key=lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else 99, s))
     series: dict = {}
     with plt.rc_context(STYLE):
