@@ -149,3 +149,28 @@ def test_compare_rows_carry_the_lb_programs_time_and_the_report_both(resdir, tmp
     assert "| max rate at 64 B frames, ebpf | 1.6000 Mpps | 1 |" in text
     assert "| LB program time per frame (BPF run-time statistics), ebpf | 41.5 ns | 1 |" in text
     assert "program time per frame (BPF run-time statistics), xenoflow" not in text
+
+
+def _counters(gen_tx, p0_rx, p0_drop, p1_tx, b2, b3):
+    v = {"fips4:eth0": {"tx_packets": gen_tx}, "fips5:p0": {"rx_packets": p0_rx, "rx_dropped": p0_drop},
+         "fips5:p1": {"tx_packets": p1_tx}, "fips2:eth0": {"rx_packets": b2}, "fips3:eth0": {"rx_packets": b3}}
+    return {k: {"view": {"rx_packets": 0, "rx_dropped": 0, "tx_packets": 0, **x}} for k, x in v.items()}
+
+
+def test_drop_table_counts_every_traffic_phase_the_counters_span(tmp_path):
+    """The counters of a compare trial span the rate phase and the program-cost phase: the table's
+    offered frames are both phases' generator counts, so every stage balances (0 in the switch);
+    counters that disagree (a negative share) are named, not shown as a loss."""
+    from xenobench.config import DEFAULT_CONFIG
+    r = tmp_path / "local"
+    gen = {"tx_packets": 700, "tx_link_packets": 700, "tx_dropped": 0, "valid": True, "achieved_pps": 700.0}
+    phase = {"tx_packets": 300, "tx_link_packets": 300, "tx_dropped": 0}
+    for lb, counters in (("ebpf", _counters(1000, 900, 100, 900, 450, 450)),
+                         ("wire", _counters(1000, 990, 100, 990, 990, 0))):  # 90 frames from nowhere
+        d = _trial(r, "compare", f"lb-{lb}", 1, {"lb": lb},
+                   {"payload": 22, "rx_pps": 1.0, "generator": gen,
+                    "lb_prog": {"runs": 900, "ns_per_run": 60.0, "phase": phase}, "counters": counters})
+        (d / "metadata.json").write_text(json.dumps({"config": str(DEFAULT_CONFIG)}))
+    text = write_report(r, tmp_path).read_text()
+    assert "| compare | ebpf | 1000 | 0 | 0 | 100 | 0 | 0 | 900 | the LB's ingress |" in text
+    assert "| compare | wire | 1000 | 0 | -90 | 100 | 0 | 0 | 990 | counters disagree (the switch: negative) |" in text

@@ -189,7 +189,8 @@ def _prog_cost(ctx: TrialContext, tun: dict, rate: float, seconds: float) -> dic
     failure is recorded, not fatal: the rate above stands without it."""
     def phase():
         g = run_traffic(ctx.testbed, "udp_payload", tun, rate, duration_s=seconds)
-        return {k: g.get(k) for k in ("tx_packets", "achieved_pps", "valid", "reason")}
+        # what the report's drop table adds to the rate phase's (the trial's counters span both)
+        return {k: g.get(k) for k in ("tx_packets", "tx_link_packets", "tx_dropped", "achieved_pps", "valid", "reason")}
     try:
         return measure_prog_cost(ctx.testbed, phase)
     except XenobenchError as e:

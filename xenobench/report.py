@@ -137,14 +137,16 @@ def _drop_rows(trials) -> list[list]:
             lb = cfg.role("lb")
             ing = c[f"{lb.name}:{(lb.lb_port('ingress') or lb.iface()).name}"]
             eg = c[f"{lb.name}:{(lb.lb_port('egress') or lb.iface()).name}"]
-            gen = out["generator"]
+            # every traffic phase the counters span: the rate's, and compare's program-cost phase
+            gens = [out["generator"]] + [p for p in [(out.get("lb_prog") or {}).get("phase")] if p]
         except (OSError, ValueError, KeyError, XenobenchError):
             continue
-        sent = int(gen.get("tx_packets") or 0)
-        link = gen.get("tx_link_packets")
-        link = sent if link is None else int(link)
+        sent = sum(int(g.get("tx_packets") or 0) for g in gens)
+        link = sum(int(g["tx_link_packets"] if g.get("tx_link_packets") is not None else g.get("tx_packets") or 0)
+                   for g in gens)
+        refused = sum(int(g.get("tx_dropped") or 0) for g in gens)
         rx_be = sum(c[f"{b.name}:{b.iface().name}"]["rx_packets"] for b in cfg.backend_nodes())
-        row = [sent, sent - link + int(gen.get("tx_dropped") or 0), link - ing["rx_packets"] - ing["rx_dropped"],
+        row = [sent, sent - link + refused, link - ing["rx_packets"] - ing["rx_dropped"],
                ing["rx_dropped"], ing["rx_packets"] - eg["tx_packets"], eg["tx_packets"] - rx_be, rx_be]
         key = (r["experiment"], r.get("point", {}).get("lb") or cfg.section("experiments")[r["experiment"]].get("lb"))
         sums[key] = [a + b for a, b in zip(sums.get(key, [0] * len(row)), row)]
@@ -152,7 +154,10 @@ def _drop_rows(trials) -> list[list]:
     for (exp, lb), v in sums.items():
         where = ["the generator", "the switch", "the LB's ingress", "the LB", "after the LB"]
         worst = max(range(5), key=lambda i: v[1 + i])
-        rows.append([exp, lb, *v, where[worst] if v[1 + worst] > 0 else "nowhere"])
+        # a stage that "lost" a negative count got frames from nowhere: the counters disagree
+        bad = [where[i] for i in range(5) if v[1 + i] < -max(10, v[0] // 1000)]
+        rows.append([exp, lb, *v, f"counters disagree ({', '.join(bad)}: negative)" if bad
+                     else where[worst] if v[1 + worst] > 0 else "nowhere"])
     return rows
 
 
