@@ -13,8 +13,9 @@ sink drops them) / the generator's send time. Also printed: the generator's rate
 excess was dropped (the LB ingress's rx_dropped: its ring was full; the generator's xmit errors).
 
 Cost: the very program each LB attached to its ingress port, configured as it runs, run by
-`bpftool prog run id N ... repeat R` on the profile's first frames (nothing is sent in test-run
-mode). If the rates are bound by the LB stage, 1e9 / rate - cost (the testbed's own ns per frame on
+`bpftool prog run id N ... ctx_in (ingress = the LB's port) repeat R` on the profile's first
+frames, refused unless the verdict is XDP_REDIRECT (nothing is sent in test-run mode; before
+2026-11-23 the context was missing and XenoFlow-emu's 37 ns were its pass path, not forwarding). If the rates are bound by the LB stage, 1e9 / rate - cost (the testbed's own ns per frame on
 the DUT's CPU: veth, switch hop, sink) comes out the same for all three LBs.
 Where the DUT's CPU goes (no PMU needed): during a max-rate run,
 `perf record -e cpu-clock -C 1 -g -- sleep 3; perf report --no-children --sort sym`. On the 2-core
@@ -24,9 +25,11 @@ so the LBs' 15-30 ns differences are a few per cent of the ~600 ns per frame.
 Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_lb_forwarding.py [ROUNDS] [DURATION] [CONFIG]
 """
 
+import json
 import os
 import re
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -60,12 +63,20 @@ def rx_total() -> int:
     return sum(snapshot(tb.node(n), i)["view"]["rx_packets"] for n, i in backends)
 
 
-def test_run_ns(prog_id: int, frames: list[str]) -> float:
-    """Mean of the kernel's ns per run over the given staged frames."""
+def test_run_ns(prog_id: int, frames: list[tuple[str, str]]) -> float:
+    """Mean of the kernel's ns per run over the given staged (frame, xdp_md) files. The context
+    names the ingress port: without it the run's ingress is the loopback device, and XenoFlow's
+    emulation, whose pipes match on the port, passes the frame instead of forwarding it."""
     ns = []
-    for f in frames:
-        out = lbn.run(["bpftool", "prog", "run", "id", str(prog_id), "data_in", f, "repeat", str(REPEAT)])
-        ns.append(int(re.search(r"duration \(average\): (\d+)ns", out.stdout + out.stderr).group(1)))
+    for f, ctx in frames:
+        out = lbn.run(["bpftool", "prog", "run", "id", str(prog_id), "data_in", f, "ctx_in", ctx,
+                       "repeat", str(REPEAT)])
+        text = out.stdout + out.stderr
+        verdict = re.search(r"Return value: (\d+)", text).group(1)
+        if verdict != "4":
+            sys.exit(f"Failed to time program {prog_id} in BPF_PROG_TEST_RUN: verdict {verdict}, not XDP_REDIRECT "
+                     f"(the frame did not take the forwarding path)")
+        ns.append(int(re.search(r"duration \(average\): (\d+)ns", text).group(1)))
     return statistics.mean(ns)
 
 
@@ -73,9 +84,13 @@ tb.up()
 tmp = Path(tempfile.mkdtemp())
 compiled = compile_for(tb, "udp_payload", TUNABLES)
 staged = []
+ifindex = json.loads(lbn.run(["ip", "-j", "link", "show", "dev", ingress]).stdout)[0]["ifindex"]
 for k, frame in enumerate(compiled.frames[:4]):  # frames of different classes
     (tmp / f"f{k}.bin").write_bytes(frame)
-    staged.append(lbn.stage(tmp / f"f{k}.bin", f"bench-lb-frame{k}.bin"))
+    # struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex
+    (tmp / f"c{k}.bin").write_bytes(struct.pack("<6I", 0, len(frame), 0, ifindex, 0, 0))
+    staged.append((lbn.stage(tmp / f"f{k}.bin", f"bench-lb-frame{k}.bin"),
+                   lbn.stage(tmp / f"c{k}.bin", f"bench-lb-ctx{k}.bin")))
 rate, gen, drop_in, drop_gen, cost, live = ({k: [] for k in LBS} for _ in range(6))
 try:
     for r in range(rounds):
