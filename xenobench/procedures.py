@@ -84,7 +84,10 @@ def point_setup(testbed, experiment: str, point: dict, progress=print):
     cfg = testbed.cfg
     stack = contextlib.ExitStack()
     with stack:
-        testbed.place_dut(dut_mode(cfg, experiment))
+        mode = dut_mode(cfg, experiment)
+        testbed.place_dut(mode)
+        if mode != "threaded":  # an up testbed's placement (NamespaceTestbed.up) is back after the point
+            stack.callback(_restore_dut, testbed)
         server = point_server(cfg, experiment, point)
         if server:
             stop_server(testbed, server)  # a server left by an interrupted run
@@ -104,6 +107,13 @@ def point_setup(testbed, experiment: str, point: dict, progress=print):
             lb.start()
             stack.callback(lb.stop)
         yield lb
+
+
+def _restore_dut(testbed) -> None:
+    try:
+        testbed.place_dut("threaded")
+    except XenobenchError as e:  # a testbed torn down meanwhile (Ctrl-C) has nothing to restore
+        log.warning("%s", e)
 
 
 def _lb_stats(lb) -> dict | None:
