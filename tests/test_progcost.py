@@ -13,10 +13,11 @@ import pytest
 
 from xenobench.agents.bpf import bpftool
 from xenobench.lb import get_lb
-from xenobench.progcost import TAG, measure, prog_run_stats, xdp_prog_id
+from xenobench.progcost import TAG, measure, prog_run_stats, run_time_stats, xdp_prog_id
 from xenobench.testbed import SINK_OBJ, ensure_bpffs, unmount_bpffs_if_unused
 
 from .conftest import needs_root
+from .test_ssh_transport import sshd, ssh_node  # noqa: F401  (module fixture: a real OpenSSH server)
 
 pytestmark = [needs_root, pytest.mark.skipif(not SINK_OBJ.exists(), reason="switch/ not built (make -C switch)")]
 
@@ -108,3 +109,31 @@ def test_agent_refusal_is_reported_not_hung(testbed):
                                         r"statistics on: bpf\(2\) syscall number unknown for vax"):
         node.start_until("xbt-stats", [sys.executable, "-c", code], '"event": "started"', what="stats", timeout=5)
     assert not node.running("xbt-stats")
+
+
+def test_over_ssh_the_agent_and_the_program_counters_work_on_the_node(testbed, sshd):
+    """The thesis testbed reaches fips5 over ssh: the same agent, started and stopped through a
+    real OpenSSH server (in the dns_backend's namespace, whose eth0 carries the backends' sink),
+    times the program there; the program id agrees with the one seen from the namespace."""
+    d, server = sshd
+    n = ssh_node(testbed, d, server, python=sys.executable)  # the node's python with xenobench
+    lg, g = testbed.cfg.role("loadgen").iface(), testbed.node("fips4")
+    count = 200
+    try:
+        pid = xdp_prog_id(n, server.iface().name)
+        assert pid is not None and pid == xdp_prog_id(testbed.node(server.name), server.iface().name)
+        with run_time_stats(n):
+            assert n.running(TAG)
+            before = prog_run_stats(n, pid)
+            g.run(g.python_argv("xenobench.agents.udpcheck", "send", "--iface", lg.name, "--src-mac", lg.mac,
+                                "--dst-mac", server.iface().mac, "--src-ip", "198.19.0.9", "--dst-ip",
+                                server.iface().addr, "--port", "9", "--payload", "s" * 22, "--count", str(count)))
+            time.sleep(0.2)
+            after = prog_run_stats(n, pid)
+        assert not n.running(TAG)
+        # the program also ran for the ssh session's own segments of the commands in between (5 here)
+        assert count <= after["run_cnt"] - before["run_cnt"] <= count + 40
+        assert after["run_time_ns"] > before["run_time_ns"] and after["name"] == "backend_sink"
+    finally:
+        n.remove_work_dir()
+        n.close()
