@@ -61,6 +61,8 @@ CASES = [
      "nodes.fips1: Additional properties are not allowed ('colour' was unexpected)"),
     ("two-clients", _set(["nodes", "fips3", "role"], "client"),
      "nodes: role 'client' is given to more than one node: fips1, fips3"),
+    ("fractional-rate", _set(["experiments", "loss", "rates_pps"], [250000, 1500.5]),
+     "experiments.loss.rates_pps[1]: 1500.5 is not of type 'integer'"),
     ("ssh-without-section", _set(["nodes", "fips1", "transport"], "ssh"),
      "nodes.fips1: transport is 'ssh' but the node has no 'ssh' section (host, user, key, known_hosts)"),
 ]
