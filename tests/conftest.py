@@ -53,3 +53,13 @@ def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None 
     host_pub = (d / "host_key.pub").read_text().split()
     (d / "known_hosts").write_text(f"[{addr}]:{port} {host_pub[0]} {host_pub[1]}\n")
     return d / "client_key", d / "known_hosts", addr
+
+
+def send_from_loadgen(testbed, *, dst_mac: str, dst_ip: str, port: int, payload: str, count: int,
+                      src_ip: str = "198.19.0.9") -> None:
+    """`count` UDP frames from the loadgen node's interface (xenobench.agents.udpcheck), from the
+    generator's source range by default (the backends' sink drops them)."""
+    lg, g = testbed.cfg.role("loadgen").iface(), testbed.node(testbed.cfg.role("loadgen").name)
+    g.run(g.python_argv("xenobench.agents.udpcheck", "send", "--iface", lg.name, "--src-mac", lg.mac,
+                        "--dst-mac", dst_mac, "--src-ip", src_ip, "--dst-ip", dst_ip, "--port", str(port),
+                        "--payload", payload, "--count", str(count)))

@@ -25,7 +25,7 @@ from xenobench.errors import BackendsError, ConfigError
 from xenobench.lb import KINDS, get_lb
 from xenobench.testbed import SINK_OBJ, ensure_bpffs, unmount_bpffs_if_unused
 
-from .conftest import needs_root
+from .conftest import needs_root, send_from_loadgen
 
 pytestmark = [needs_root, pytest.mark.skipif(not OBJ.exists(), reason="switch/ not built (make -C switch)")]
 
@@ -128,17 +128,14 @@ def test_bad_backends_file_and_missing_egress_port_start_nothing(testbed, tmp_pa
 def test_live_every_frame_reaches_the_first_backend_counted_exactly(testbed):
     lb = get_lb("wire", testbed)
     n = 200
-    lg = testbed.cfg.role("loadgen").iface()
     ifs = [("fips2", "eth0"), ("fips3", "eth0"), ("fips5", "p0"), ("fips5", "p1")]
     lb.start()
     try:
         with pytest.raises(Exception, match="already running"):
             lb.start()
         before, st0 = {k: snapshot(testbed.node(k[0]), k[1]) for k in ifs}, lb.stats()
-        g = testbed.node("fips4")
-        g.run(g.python_argv("xenobench.agents.udpcheck", "send", "--iface", lg.name, "--src-mac", lg.mac,
-                            "--dst-mac", testbed.cfg.lb_mac, "--src-ip", "198.19.0.9", "--dst-ip",
-                            testbed.cfg.service.vip, "--port", "53", "--payload", "w" * 22, "--count", str(n)))
+        send_from_loadgen(testbed, dst_mac=testbed.cfg.lb_mac, dst_ip=testbed.cfg.service.vip, port=53,
+                          payload="w" * 22, count=n)
         time.sleep(0.3)
         got = {k: diff(before[k], snapshot(testbed.node(k[0]), k[1]))["view"] for k in ifs}
         st1 = lb.stats()

@@ -142,7 +142,8 @@ def _drop_rows(trials) -> list[list]:
         except (OSError, ValueError, KeyError, XenobenchError):
             continue
         sent = sum(int(g.get("tx_packets") or 0) for g in gens)
-        link = sum(int(g["tx_link_packets"] if g.get("tx_link_packets") is not None else g.get("tx_packets") or 0)
+        # frames the generator's device took (its own count where it has one, else all it made)
+        link = sum(int(g.get("tx_link_packets") if g.get("tx_link_packets") is not None else g.get("tx_packets") or 0)
                    for g in gens)
         refused = sum(int(g.get("tx_dropped") or 0) for g in gens)
         rx_be = sum(c[f"{b.name}:{b.iface().name}"]["rx_packets"] for b in cfg.backend_nodes())

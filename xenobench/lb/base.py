@@ -5,7 +5,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-
 CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within this long
 
 
