@@ -168,6 +168,38 @@ def _bound(stat) -> float | None:
     return None if stat is None else float(stat)
 
 
+# Trial durations are sums of measured seconds; a remainder this small is rounding, not time.
+_DURATION_EPS_S = 1e-9
+
+
+def pessimistic_loss_ratio(stat) -> float:
+    """The loss ratio MLRsearch's conditional throughput uses (`TargetStat.pessimistic_loss_ratio`
+    of mlrsearch 1.2.1: the exceed-ratio quantile of the long trials' loss ratios, missing duration
+    counted as full loss), with one change: a remainder below _DURATION_EPS_S is zero. The package
+    compares the float sum of the trials' durations with the same durations subtracted in loss-ratio
+    order, and where the two orders round apart (two good trials at the PDR load, exceed ratio 0:
+    (a + b) - b - a = 3e-17) it returns 1.0 for a load it classed as a lower bound, whose
+    conditional throughput then fails with "Not positive: 0.0"."""
+    t = stat.target
+    remaining = max(t.duration_sum, stat.good_long + stat.bad_long) * (1.0 - t.exceed_ratio)
+    ratio = None
+    for r, dursum in sorted(stat.long_losses.items()):
+        if ratio is not None and remaining <= _DURATION_EPS_S:
+            return ratio
+        ratio, remaining = r, remaining - dursum
+    return 1.0 if ratio is None or remaining > _DURATION_EPS_S else ratio
+
+
+def conditional_throughput(result) -> float | None:
+    """A goal's conditional throughput (MLRsearch's `GoalResult.conditional_throughput`: the relevant
+    lower bound's load times one minus its pessimistic loss ratio), None without a lower bound."""
+    rlb = result.relevant_lower_bound
+    if not rlb:
+        return None
+    (stat,) = rlb.target_to_stat.values()  # a TrimmedStat holds the goal's final target only
+    return float(rlb) * (1.0 - pessimistic_loss_ratio(stat))
+
+
 def run_search(settings: SearchSettings, trial: TrialFn, sdir: SearchDir | None = None,
                progress=print) -> dict:
     """Search every goal at once; returns (and writes to sdir.record, if given) the record:
@@ -189,9 +221,8 @@ def run_search(settings: SearchSettings, trial: TrialFn, sdir: SearchDir | None 
     for g, sg in zip(settings.goals, settings.mlr_config().goals):
         r = found[sg]
         lo, hi = _bound(r.relevant_lower_bound), _bound(r.relevant_upper_bound)
-        ct = r.conditional_throughput
         goals.append({"name": g.name, "loss_ratio": g.loss_ratio,
-                      "conditional_throughput_pps": None if ct is None else float(ct),
+                      "conditional_throughput_pps": conditional_throughput(r),
                       "lower_bound_pps": lo, "upper_bound_pps": hi,
                       # width reached, in the package's terms (relative to the upper bound);
                       # None where a bound is missing (max load forwarded, or min load lost)
