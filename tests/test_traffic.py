@@ -18,7 +18,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from xenobench.cli import main as cli
-from xenobench.config import load_config
+from xenobench.config import load_config, section_with_defaults
 from xenobench.traffic import TrafficError, compile_for, run_traffic, start_traffic, to_trafgen
 from xenobench.traffic.profiles import compile_frames, read_pcap
 from xenobench.traffic.trex import TrexDriver, evaluate
@@ -301,8 +301,9 @@ def test_trex_server_start_stop_with_a_test_double_binary(testbed, tmp_path):
     from xenobench.traffic.trex import start_server, stop_server
     (tmp_path / "t-rex-64").write_text('#!/bin/sh\necho "fake t-rex-64 $* in $(pwd)"\nexec sleep 30\n')
     (tmp_path / "t-rex-64").chmod(0o755)
-    tcfg = {"trex": {"server": "fips4", "version": "v3.04",
-                     "daemon": {"path": str(tmp_path), "args": ["-i", "-c", 2], "ready_s": 0.3, "wait_rpc_s": 0}}}
+    tcfg = section_with_defaults("traffic", {"trex": {
+        "server": "fips4", "version": "v3.04",
+        "daemon": {"path": str(tmp_path), "args": ["-i", "-c", 2], "ready_s": 0.3, "wait_rpc_s": 0}}})
     lg = testbed.node("fips4")
     h = start_server(testbed, tcfg)
     try:
@@ -312,7 +313,9 @@ def test_trex_server_start_stop_with_a_test_double_binary(testbed, tmp_path):
         assert stop_server(testbed) is True
     assert not lg.running("trex-server") and stop_server(testbed) is False
     with pytest.raises(TrafficError, match=r"^Failed to start the TRex server: traffic.trex.daemon.path is not set"):
-        start_server(testbed, {"trex": {"server": "fips4", "version": "v3.04"}})
+        start_server(testbed, section_with_defaults("traffic", {"trex": {"server": "fips4", "version": "v3.04"}}))
+    with pytest.raises(TrafficError, match=r"^Failed to use TRex: traffic.trex \(server, version\) is not set"):
+        TrexDriver(section_with_defaults("traffic", {"generator": "trafgen"}))
 
 
 # --- compiler details ------------------------------------------------------------------------------
@@ -396,7 +399,8 @@ def test_trafgen_validity_from_counters(local_cfg):
 
 def test_trex_driver_real_client_without_server_reports_connection_failure():
     """The real STLClient (in the worker process) against a port where no TRex server listens."""
-    d = TrexDriver({"trex": {"server": "127.0.0.1", "sync_port": 45999, "async_port": 45998, "version": "v3.04"}})
+    d = TrexDriver(section_with_defaults("traffic", {"trex": {"server": "127.0.0.1", "sync_port": 45999,
+                                                              "async_port": 45998, "version": "v3.04"}}))
     with pytest.raises(TrafficError) as e:
         d.run("udp_payload", {"payload": 22}, 1000, duration_s=1)
     assert str(e.value).startswith("Failed to connect to TRex server 127.0.0.1:45999: "

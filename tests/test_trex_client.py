@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from xenobench import REPO_ROOT
 from xenobench.cli import main as cli
-from xenobench.config import load_config
+from xenobench.config import load_config, section_with_defaults
 from xenobench.experiments import plan
 from xenobench.traffic import TrafficError, run_traffic, traffic_config
 from xenobench.traffic.profiles import compile_frames, compile_stream, load_streams
@@ -85,9 +85,9 @@ def test_pps_mult_below_resolution_is_refused():
 
 
 def _tcfg(srv, ports=(0,), version="v3.04"):
-    return {"generator": "trex", "trex": {"server": "127.0.0.1", "sync_port": srv.sync_port,
-                                          "async_port": srv.async_port, "ports": list(ports), "version": version,
-                                          "user": "xenobench"}}
+    return section_with_defaults("traffic", {
+        "generator": "trex", "trex": {"server": "127.0.0.1", "sync_port": srv.sync_port,
+                                      "async_port": srv.async_port, "ports": list(ports), "version": version}})
 
 
 def test_trex_server_double_real_client_full_trial_at_15_mpps():

@@ -341,6 +341,16 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     return _build(raw, path)
 
 
+def section_with_defaults(section: str, doc: dict, where: str = "(built in code)") -> dict:
+    """One section given as a mapping (a test's or a tool's, not read from a file): validated
+    against its schema like a loaded config's, and returned with the schema's defaults filled in."""
+    schema = _load_schemas()[section]
+    raw = {section: copy.deepcopy(doc)}
+    validate_section(raw, section, schema, Path(where))
+    apply_defaults(raw[section], schema)
+    return raw[section]
+
+
 def _check_sections(raw: dict, known: list[str], path: Path) -> None:
     """A misspelled section would otherwise be ignored and its defaults used: refuse it."""
     for key in raw:

@@ -78,13 +78,13 @@ class TrexDriver:
     def __init__(self, tcfg: dict, client_factory=None, profile_loader=None):
         self.tcfg = tcfg
         self.in_process = client_factory is not None
-        t = tcfg.get("trex") or {}
-        self.server = t.get("server", "localhost")
-        self.sync_port = int(t.get("sync_port", 4501))
-        self.async_port = int(t.get("async_port", 4500))
-        self.ports = list(t.get("ports", [0]))
-        self.version = t.get("version")
-        self.user = t.get("user", "xenobench")
+        t = _trex_section(tcfg)
+        self.server = t["server"]
+        self.sync_port = t["sync_port"]
+        self.async_port = t["async_port"]
+        self.ports = list(t["ports"])
+        self.version = t["version"]
+        self.user = t["user"]
         self.client_factory = client_factory
         self.server_version = None
         self.profile_loader = profile_loader or _stl_profile_loader
@@ -335,28 +335,41 @@ def _quiet_disconnect(c) -> None:
 
 
 # --- deploy: the TRex server over SSH ----------------------------------------------------------
-def server_argv(tcfg: dict) -> list[str]:
-    d = (tcfg.get("trex") or {}).get("daemon") or {}
-    path = d.get("path")
-    if not path:
+def _trex_section(tcfg: dict) -> dict:
+    """traffic.trex of a validated traffic section (its defaults are the schema's, filled in by
+    config loading or config.section_with_defaults); refused where the config has none."""
+    t = tcfg.get("trex")
+    if not t:
+        raise TrafficError("Failed to use TRex: traffic.trex (server, version) is not set in the config")
+    return t
+
+
+def _daemon_section(tcfg: dict) -> dict:
+    d = _trex_section(tcfg).get("daemon")
+    if not d:
         raise TrafficError("Failed to start the TRex server: traffic.trex.daemon.path is not set in the config")
-    args = [str(a) for a in d.get("args", ["-i"])]
+    return d
+
+
+def server_argv(tcfg: dict) -> list[str]:
+    d = _daemon_section(tcfg)
+    path = d["path"]
+    args = [str(a) for a in d["args"]]
     # t-rex-64 must run from its install directory (it finds its libraries relative to it)
     return ["sh", "-c", 'cd "$1" && shift && exec ./t-rex-64 "$@"', "t-rex", str(path), *args]
 
 
 def start_server(testbed, tcfg: dict):
     """Start t-rex-64 on the loadgen node (over SSH on the thesis testbed); refused if it runs.
-    Waits daemon.ready_s (default 2 s) and checks it is still alive, then, unless
+    Waits daemon.ready_s and checks it is still alive, then, unless
     daemon.wait_rpc_s is 0, until the RPC port (trex.server:sync_port) accepts connections."""
     import socket
-    t = tcfg.get("trex") or {}
-    d = t.get("daemon") or {}
+    t, d = _trex_section(tcfg), _daemon_section(tcfg)
     node = testbed.node_for_role("loadgen")
-    h = node.start(SERVER_TAG, server_argv(tcfg), ready=float(d.get("ready_s", 2.0)))
-    wait = float(d.get("wait_rpc_s", 60))
+    h = node.start(SERVER_TAG, server_argv(tcfg), ready=float(d["ready_s"]))
+    wait = float(d["wait_rpc_s"])
     if wait > 0:
-        addr = (t.get("server", "localhost"), int(t.get("sync_port", 4501)))
+        addr = (t["server"], t["sync_port"])
         end = time.monotonic() + wait
         while True:
             try:
