@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from xenobench.cli import main
 from xenobench.config import DEFAULT_CONFIG
+from xenobench.errors import DataError
 
 LOCAL = DEFAULT_CONFIG.read_text()
 TIDY_HEADER = ("testbed,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
@@ -206,13 +207,21 @@ def test_bad_input_gives_one_line_and_exit_code(tmp_path, name, make, code, expe
 
 
 def test_plot_names_the_inf_value_per_figure(tmp_path):
-    """plot goes on with the other figures; the one that needs pps.csv says why it is skipped."""
+    """plot goes on with the other figures; the one that needs pps.csv says why it is skipped.
+    With no figure left to draw, plot fails (a green workflow step with no figures would hide it)."""
     d = results_dir(tmp_path, "pps", ["fx,xenoflow,,2,44,,1,1,,,rx_pps,inf,packets/s,fixture"])
     r = CliRunner().invoke(main, ["plot", str(d), "--out", str(tmp_path / "fig")])
-    assert r.exit_code == 0 and r.exception is None, r.output
+    assert r.exit_code == DataError.exit_code and isinstance(r.exception, SystemExit), r.output
+    err = r.stderr.splitlines()
     assert (f"pps_vs_payload: skipped (Failed to read tidy results {d}/pps.csv: line 2: column value: 'inf' is "
-            "not a finite number)") in r.stderr.splitlines()
-    assert r.stdout.strip() == "[]"
+            "not a finite number)") in err
+    assert err[-1] == (f"xenobench: Failed to plot {d}: no figure had the data it needs (reasons above; "
+                       "--placeholders writes a figure stating each reason instead)")
+    assert r.stdout == ""
+    # with placeholders (the workflow's way) every figure states its reason and plot succeeds
+    r = CliRunner().invoke(main, ["plot", str(d), "--out", str(tmp_path / "fig"), "--placeholders"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "fig" / "pps_vs_payload.png").exists()
 
 
 def test_plan_only_known_names_still_plan():
