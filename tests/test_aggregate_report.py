@@ -3,6 +3,7 @@ hand-made trial directories (the live path is covered by tests/test_workflow_run
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -174,3 +175,33 @@ def test_drop_table_counts_every_traffic_phase_the_counters_span(tmp_path):
     text = write_report(r, tmp_path).read_text()
     assert "| compare | ebpf | 1000 | 0 | 0 | 100 | 0 | 0 | 900 | the LB's ingress |" in text
     assert "| compare | wire | 1000 | 0 | -90 | 100 | 0 | 0 | 990 | counters disagree (the switch: negative) |" in text
+
+
+def test_report_reads_the_thesis_comparison_and_names_a_bad_one(resdir, tmp_path):
+    """--thesis-compare: `xenobench compare` output goes into the report row by row; a file that is
+    not that output (wrong shape, a missing field, non-JSON, too large) is refused by name."""
+    from xenobench.compare import compare
+    from xenobench.report import MAX_COMPARE_BYTES
+    aggregate(resdir, progress=lambda m: None)
+    good = tmp_path / "compare.json"
+    rows = compare(Path(__file__).parent / "fixtures" / "results" / "small")
+    good.write_text(json.dumps(rows))
+    text = write_report(resdir, tmp_path, thesis_compare=good, out=tmp_path / "r.md").read_text()
+    assert ("| pps_small_payload_mpps | 96.7 | 96.95 | Mpps | +0.26 % | yes | paper: Sec. 5.2 / Fig. 4 (text) |"
+            in text.splitlines())
+    bad = tmp_path / "bad.json"
+    for content, message in [
+        ('{"metric": "x"}', "expected a JSON list of rows (`xenobench compare` output), got dict"),
+        (json.dumps([{**rows[0], "ok": "yes"}]), "row 0: ok: 'yes' is not true or false"),
+        (json.dumps([rows[0], {k: v for k, v in rows[1].items() if k != "unit"}]), "row 1: unit: None is not a string"),
+        (json.dumps([{**rows[0], "deviation_pct": True}]), "row 0: deviation_pct: True is not a number"),
+        (json.dumps([{**rows[0], "deviation_pct": float("nan")}]), "row 0: deviation_pct: nan is not a finite number"),
+        (json.dumps(rows)[:-40], "line 1 column"),  # truncated JSON: the parser says where
+        (" " * (MAX_COMPARE_BYTES + 1), f"larger than {MAX_COMPARE_BYTES} bytes"),
+    ]:
+        bad.write_text(content)
+        with pytest.raises(DataError) as e:
+            write_report(resdir, tmp_path, thesis_compare=bad, out=tmp_path / "r2.md")
+        assert str(e.value).startswith(f"Failed to read the comparison {bad}: "), e.value
+        assert message in str(e.value)
+    assert not (tmp_path / "r2.md").exists()  # nothing written from a refused input

@@ -37,6 +37,43 @@ def _compare_rows(rows: list[dict]) -> list[list]:
              "yes" if r["ok"] else "**no**", r["source"]] for r in rows]
 
 
+MAX_COMPARE_BYTES = 1 << 20  # `xenobench compare` writes one short row per published number
+_NUMBER = (int, float)
+_COMPARE_FIELDS = {"metric": str, "unit": str, "source": str, "ok": bool, "deviation_pct": _NUMBER,
+                   "published": _NUMBER}
+_KIND_NAMES = {str: "a string", bool: "true or false", _NUMBER: "a number"}
+
+
+def read_compare_rows(path: str | Path) -> list[dict]:
+    """The rows `xenobench compare` wrote to a JSON file (the thesis data's compare.json), checked
+    field by field so a wrong or truncated file is named, not a KeyError in the report."""
+    from .config import read_capped
+    where = f"Failed to read the comparison {path}"
+    try:
+        rows = json.loads(read_capped(Path(path), MAX_COMPARE_BYTES))
+    except OSError as e:
+        raise DataError(f"{where}: {e.strerror or e}") from None
+    except ValueError as e:  # too large, not UTF-8, not JSON
+        raise DataError(f"{where}: {e}") from None
+    if not isinstance(rows, list):
+        raise DataError(f"{where}: expected a JSON list of rows (`xenobench compare` output), "
+                        f"got {type(rows).__name__}")
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise DataError(f"{where}: row {i}: expected an object, got {type(r).__name__}")
+        for key, kind in _COMPARE_FIELDS.items():
+            v = r.get(key)
+            if not isinstance(v, kind) or (kind is not bool and isinstance(v, bool)):
+                raise DataError(f"{where}: row {i}: {key}: {v!r} is not {_KIND_NAMES[kind]}")
+            if key == "deviation_pct" and not np.isfinite(v):
+                raise DataError(f"{where}: row {i}: {key}: {v!r} is not a finite number")
+        if "reproduced" not in r:
+            raise DataError(f"{where}: row {i}: reproduced: missing")
+        if "ci" in r and not (isinstance(r["ci"], list) and len(r["ci"]) == 2 and "verdict" in r):
+            raise DataError(f"{where}: row {i}: ci: {r['ci']!r} is not [low, high] with a verdict")
+    return rows
+
+
 def _ndr_pdr_lines(tidy: dict) -> list[list]:
     """NDR/PDR per LB and frame: median over searches, the bounds' spread, trials per search."""
     if "ndr_pdr" not in tidy:
@@ -223,10 +260,10 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
         L.append("")
 
     L += ["## Published vs reproduced", ""]
-    if thesis_compare and Path(thesis_compare).exists():
+    if thesis_compare:
         L += ["From the thesis's raw measurements (`results/thesis`):", ""]
         L += _table(["metric", "published", "reproduced", "unit", "deviation", "ok", "source"],
-                    _compare_rows(json.loads(Path(thesis_compare).read_text())))
+                    _compare_rows(read_compare_rows(thesis_compare)))
         L.append("")
     try:
         rows = compare(resdir)

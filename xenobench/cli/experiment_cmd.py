@@ -73,7 +73,8 @@ def aggregate_cmd(resdir):
 @experiment_group.command("report")
 @click.argument("resdir", type=click.Path(file_okay=False))
 @click.option("--figures", "figdir", required=True, type=click.Path(file_okay=False), help="Figure directory.")
-@click.option("--thesis-compare", type=click.Path(dir_okay=False), help="compare.json of the thesis data.")
+@click.option("--thesis-compare", type=click.Path(dir_okay=False, exists=True),
+              help="compare.json of the thesis data (`xenobench compare results/thesis`).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Default: RESDIR/report.md.")
 def report_cmd(resdir, figdir, thesis_compare, out):
     """Write the run report (figures, invalid trials, wall times, published vs reproduced)."""
