@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
     iproute2 ethtool kmod iputils-ping procps psmisc
     clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev gcc-multilib pkg-config
-    meson ninja-build libcmocka-dev libjson-c-dev libyaml-dev
+    meson ninja-build libcmocka-dev libyaml-dev
     netsniff-ng tcpdump
     bind9 bind9-utils bind9-dnsutils
     openssh-server openssh-client

@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +73,17 @@ def test_ssh_run_background_and_files(testbed, sshd, tmp_path):
         n.put(src, str(tmp_path / "remote" / "copy.bin"))
         n.get(str(tmp_path / "remote" / "copy.bin"), tmp_path / "back.bin")
         assert (tmp_path / "back.bin").read_bytes() == src.read_bytes()
+        # a relative path (xenoflow.remote_src's default) means the login's home to SFTP and to a
+        # command alike: what put() wrote there, cat finds by the same name
+        rel = f"xenobench-test-{os.getpid()}/sub/copy.txt"
+        src.write_text("relative to home\n")
+        try:
+            n.put(src, rel)
+            assert n.run(["cat", rel]).stdout == "relative to home\n"
+            home = n.run(["sh", "-c", 'printf %s "$HOME"']).stdout
+            assert Path(home, rel).read_text() == "relative to home\n"  # the same host's file system
+        finally:
+            n.run(["rm", "-rf", "--", rel.split("/")[0]])
     finally:
         n.close()
 

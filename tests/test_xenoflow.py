@@ -198,11 +198,11 @@ def test_doca_deploy_dry_run_for_fips_prints_ovs_build_and_start():
     assert lines[0] == "# xenoflow (doca) on fips5-dpu"
     assert "sudo ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1" in cmds  # the paper's
     build = [c.split("; ", 1)[1] for c in cmds if "meson setup" in c or "ninja -C" in c]  # after DOCA's PKG_CONFIG_PATH
-    assert build == ["test -f /tmp/xenobench-xenoflow/build/build.ninja || meson setup "
-                     "/tmp/xenobench-xenoflow/build /tmp/xenobench-xenoflow/src/lb -Demulation=false'",
-                     "ninja -C /tmp/xenobench-xenoflow/build'"]
+    assert build == ["test -f xenobench-xenoflow/build/build.ninja || meson setup "
+                     "xenobench-xenoflow/build xenobench-xenoflow/src/lb -Demulation=false'",
+                     "ninja -C xenobench-xenoflow/build'"]
     start = cmds[-1]
-    assert start.startswith("sudo /tmp/xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
+    assert start.startswith("sudo xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
                             "-a 03:00.1,dv_flow_en=2 -- -b ")
     assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4" in start  # the thesis's source MAC: BF3 p1
     order = [next(i for i, c in enumerate(cmds) if key in c)
@@ -257,7 +257,7 @@ def test_doca_deploy_sequence_on_recording_node_double(monkeypatch):
     assert dbl.calls[8][1] == ["sudo", "ovs-ofctl", "-O", "OpenFlow12", "add-flow", "ovsbr2",
                                "ip,in_port=pf1hpf,actions=output:p1"]
     assert dbl.calls[3][2] == "/tmp/xenobench-xbt/xenoflow-backends.json"
-    assert dbl.calls[-1][1][1:6] == ["/tmp/xenobench-xenoflow/build/xenoflow", "-a", "03:00.0,dv_flow_en=2", "-a",
+    assert dbl.calls[-1][1][1:6] == ["xenobench-xenoflow/build/xenoflow", "-a", "03:00.0,dv_flow_en=2", "-a",
                                      "03:00.1,dv_flow_en=2"]
     # the tarball holds the sources, not a build directory
     import tarfile
