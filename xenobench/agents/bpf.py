@@ -105,6 +105,17 @@ def controller_parser(prog: str, description: str, interval_default: float) -> t
     return ap, r
 
 
+def keep_lb_state(state_dir: str | Path, mode: str, backends: str | Path) -> None:
+    """What `lb stats` of an LB controller reads once it runs: bpffs holds only BPF objects, so the
+    mode and a copy of the backends file (its suffix kept: JSON or YAML) go to state_dir."""
+    state = Path(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "mode").write_text(mode)
+    for old in state.glob("backends.*"):
+        old.unlink()
+    shutil.copyfile(backends, state / ("backends" + Path(backends).suffix))
+
+
 def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: bool,
                    setup: Callable[[], dict], read_stats: Callable[[], dict], interval: float,
                    after_attach: Callable[[], None] | None = None) -> int:

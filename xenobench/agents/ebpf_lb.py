@@ -11,7 +11,6 @@ SIGINT/SIGTERM detaches and unpins everything (xenobench.agents.bpf.run_controll
 from __future__ import annotations
 
 import ipaddress
-import shutil
 import struct
 import sys
 from pathlib import Path
@@ -20,8 +19,8 @@ from typing import Callable
 from .. import REPO_ROOT
 from ..backends import load_backends
 from ..errors import XenobenchError
-from .bpf import (bpftool_stdout, controller_parser, counters, ip_link, load_pinned, map_update, percpu_sum,
-                  run_controller)
+from .bpf import (bpftool_stdout, controller_parser, counters, ip_link, keep_lb_state, load_pinned, map_update,
+                  percpu_sum, run_controller)
 from .net import mac_bytes
 
 OBJ = REPO_ROOT / "ebpf_baseline" / "build" / "lb.bpf.o"
@@ -84,18 +83,10 @@ def run(a) -> int:
                          src_mac=a.src_mac, egress_ifindex=ifindex)
         return {"ingress": a.ingress, "mode": mode, **info}
 
-    def keep_state() -> None:
-        # bpffs holds only BPF objects: the mode and the backends file `lb stats` needs go here
-        state = Path(a.state_dir)
-        state.mkdir(parents=True, exist_ok=True)
-        (state / "mode").write_text(mode)
-        for old in state.glob("backends.*"):
-            old.unlink()
-        shutil.copyfile(a.backends, state / ("backends" + Path(a.backends).suffix))
-
     return run_controller(what="the eBPF LB", iface=a.ingress, pindir=pindir, prog=PROG, generic=a.generic,
                           setup=setup, read_stats=lambda: read_stats(pindir, a.backends, mode),
-                          interval=a.interval, after_attach=keep_state)
+                          interval=a.interval,
+                          after_attach=lambda: keep_lb_state(a.state_dir, mode, a.backends))
 
 
 def main(argv=None) -> int:

@@ -12,8 +12,6 @@ switch/build/wire.bpf.o with its maps pinned under --pin-dir, fills them, attach
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import struct
 import sys
 from pathlib import Path
@@ -22,7 +20,8 @@ from typing import Callable
 from .. import REPO_ROOT
 from ..backends import load_backends
 from ..errors import XenobenchError
-from .bpf import bpftool_stdout, ip_link, load_pinned, map_update, percpu_sum, run_controller
+from .bpf import (bpftool_stdout, controller_parser, ip_link, keep_lb_state, load_pinned, map_update,
+                  percpu_sum, run_controller)
 from .net import mac_bytes
 
 OBJ = REPO_ROOT / "switch" / "build" / "wire.bpf.o"
@@ -63,31 +62,19 @@ def run(a) -> int:
         map_update(m / "wire_egress", struct.pack("<I", 0), struct.pack("<I", link["ifindex"]))
         return {"ingress": a.ingress, "egress": a.egress, "mode": mode, "backend": to.name}
 
-    def keep_state() -> None:
-        state = Path(a.state_dir)
-        state.mkdir(parents=True, exist_ok=True)
-        (state / "mode").write_text(mode)
-        for old in state.glob("backends.*"):
-            old.unlink()
-        shutil.copyfile(a.backends, state / ("backends" + Path(a.backends).suffix))
-
     return run_controller(what="the wire LB", iface=a.ingress, pindir=pindir, prog=PROG, generic=a.generic,
                           setup=setup, read_stats=lambda: read_stats(pindir, a.backends, mode),
-                          interval=a.interval, after_attach=keep_state)
+                          interval=a.interval,
+                          after_attach=lambda: keep_lb_state(a.state_dir, mode, a.backends))
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xenobench.agents.wire_lb", description="wire reference LB controller")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="load, attach, print stats as JSON lines until SIGINT/SIGTERM")
+    ap, r = controller_parser("python -m xenobench.agents.wire_lb", "wire reference LB controller", 1.0)
     r.add_argument("--backends", required=True, help="its first backend receives every frame")
     r.add_argument("--ingress", required=True)
     r.add_argument("--egress", required=True)
     r.add_argument("--src-mac", required=True, help="source MAC written into forwarded frames")
-    r.add_argument("--pin-dir", required=True)
     r.add_argument("--state-dir", required=True, help="where the mode and a copy of the backends file go")
-    r.add_argument("--interval", type=float, default=1.0, help="seconds between stats lines")
-    r.add_argument("--generic", action="store_true", help="generic (skb) mode instead of native")
     return run(ap.parse_args(argv))
 
 
