@@ -15,6 +15,7 @@ background_split, class-bits and dns-classes from the backends file — unless t
 from __future__ import annotations
 
 from ..backends import load_backends
+from ..errors import NodeError
 from ..errors import TrafficError  # noqa: F401  (the traffic layer's error type, importable from here)
 from .profiles import (Compiled, compile_frames, resolve_profile,  # noqa: F401
                        to_trafgen, tunables_argv, write_pcap)
@@ -98,6 +99,17 @@ def _generator(testbed) -> str:
     return g
 
 
+def _local_run(testbed, profile, tun: dict, rate: float, duration_s, count, opts: dict):
+    """The trial object of a local generator (XdpgenRun or TrafgenRun; start/wait/stop), not started."""
+    frames = compile_frames(profile, tun)
+    if _generator(testbed) == "xdpgen":  # XDP live frames (loadgen/)
+        from .xdpgen import from_config
+        return from_config(testbed, frames, rate, duration_s, count, **opts)
+    from .trafgen import TrafgenRun
+    return TrafgenRun(testbed, frames, rate, duration_s, count,
+                      cpus=opts.get("cpus", traffic_config(testbed.cfg)["trafgen"]["cpus"]))
+
+
 def start_traffic(testbed, profile, tunables: dict | None, rate_pps: float, duration_s: float | None = None,
                   count: int | None = None, **opts) -> TrafficHandle:
     """Start a trial in the background and return at once; h.stop() → the result dict."""
@@ -106,14 +118,7 @@ def start_traffic(testbed, profile, tunables: dict | None, rate_pps: float, dura
     if _generator(testbed) == "trex":
         from .trex import TrexDriver
         return TrafficHandle(TrexDriver(traffic_config(testbed.cfg), **opts).start(profile, tun, rate, duration_s))
-    if _generator(testbed) == "xdpgen":  # XDP live frames (loadgen/)
-        from .xdpgen import from_config
-        return TrafficHandle(from_config(testbed, compile_frames(profile, tun), rate, duration_s, count, **opts).start())
-    from .trafgen import TrafgenRun
-    tg = traffic_config(testbed.cfg)["trafgen"]
-    run = TrafgenRun(testbed, compile_frames(profile, tun), rate, duration_s, count,
-                     cpus=opts.get("cpus", tg["cpus"]))
-    return TrafficHandle(run.start())
+    return TrafficHandle(_local_run(testbed, profile, tun, rate, duration_s, count, opts).start())
 
 
 def run_traffic(testbed, profile, tunables: dict | None, rate_pps: float, duration_s: float | None = None,
@@ -124,10 +129,12 @@ def run_traffic(testbed, profile, tunables: dict | None, rate_pps: float, durati
     if _generator(testbed) == "trex":
         from .trex import TrexDriver
         return TrexDriver(traffic_config(testbed.cfg), **opts).run(profile, tun, rate, duration_s, count)
-    if _generator(testbed) == "xdpgen":
-        from .xdpgen import run as xdpgen_run
-        return xdpgen_run(testbed, compile_frames(profile, tun), rate, duration_s, count, **opts)
-    from .trafgen import run
-    tg = traffic_config(testbed.cfg)["trafgen"]
-    return run(testbed, compile_frames(profile, tun), rate, duration_s, count,
-               cpus=opts.get("cpus", tg["cpus"]))
+    run = _local_run(testbed, profile, tun, rate, duration_s, count, opts).start()
+    try:
+        return run.wait()
+    except BaseException:  # an error or ^C while waiting: the generator must not outlive the trial
+        try:
+            run.stop()
+        except NodeError:
+            pass
+        raise

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from ..counters import snapshot
-from ..errors import NodeError, TrafficError
+from ..errors import TrafficError
 from ..steady import steady_state_of_counter
 from .profiles import Compiled, to_trafgen
 
@@ -333,17 +333,3 @@ class TxSampler:
         self._t.join(timeout=2)
         return self.samples
 
-
-def run(testbed, compiled: Compiled, rate_pps: float, duration_s=None, count=None, cpus: int = 1) -> dict:
-    if duration_s is None and count is None:
-        raise TrafficError("Failed to run trafgen: give a duration or a count")
-    r = TrafgenRun(testbed, compiled, rate_pps, duration_s, count, cpus)
-    r.start()
-    try:
-        return r.wait()
-    except BaseException:
-        try:
-            r.stop()
-        except NodeError:
-            pass
-        raise

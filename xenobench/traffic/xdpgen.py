@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 
 from .. import REPO_ROOT
-from ..errors import NodeError
 from ..steady import Steady, steady_state_of_counter
 from .profiles import FCS, Compiled, TrafficError, write_pcap
 
@@ -264,21 +263,6 @@ def from_config(testbed, compiled: Compiled, rate_pps: float, duration_s=None, c
     return XdpgenRun(testbed, compiled, rate_pps, duration_s, count, cpu=opts.get("cpu", xc.get("cpu")),
                      iface=opts.get("iface"), bucket_ms=opts.get("bucket_ms", xc.get("bucket_ms")))
 
-
-def run(testbed, compiled: Compiled, rate_pps: float, duration_s=None, count=None, **opts) -> dict:
-    """One trial to completion (blocking)."""
-    if duration_s is None and count is None:
-        raise TrafficError("Failed to run xdpgen: give a duration or a count")
-    r = from_config(testbed, compiled, rate_pps, duration_s, count, **opts)
-    r.start()
-    try:
-        return r.wait()
-    except BaseException:
-        try:
-            r.stop()
-        except NodeError:
-            pass
-        raise
 
 
 SINK_OBJ = REPO_ROOT / "loadgen" / "build" / "xdp_sink.bpf.o"
