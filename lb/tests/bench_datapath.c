@@ -20,6 +20,7 @@
 
 #include "flow_lb.h"
 #include "ports.h"
+#include "emu_ports.h"
 
 int main(int argc, char **argv)
 {
@@ -41,15 +42,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "Failed to parse CLASS_BITS: %d is not in 0..12\n", k);
 		return 1;
 	}
-	if (unshare(CLONE_NEWNET) ||
-	    system("ip link add xe0 type veth peer name xe0p && ip link add xe1 type veth peer name xe1p && "
-		   "for d in xe0 xe0p xe1 xe1p; do ip link set $d up; done")) {
-		fprintf(stderr, "Failed to set up the namespace (root needed)\n");
+	if (emu_ports_in_private_netns(NULL))
 		return 1;
-	}
 	doca_log_level_set_global_lower_limit(DOCA_LOG_LEVEL_ERROR);
-	doca_flow_emu_bind_port(0, "xe0"); /* what rte_eal_init does for -a xe0 -a xe1 */
-	doca_flow_emu_bind_port(1, "xe1");
 	for (int c = 0; c < n; c++) {
 		memcpy(macs[c], (uint8_t[6]){0x02, 0, 0, 0, (uint8_t)(c >> 8), (uint8_t)c}, 6);
 	}

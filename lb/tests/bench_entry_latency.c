@@ -31,6 +31,7 @@
 
 #include "flow_lb.h"
 #include "ports.h"
+#include "emu_ports.h"
 
 static const uint8_t BMAC[6] = {0x02, 0, 0, 0, 0x0a, 0x07}, LB_OUT[6] = {0x02, 0, 0, 0, 0x05, 0x01};
 static atomic_int stop_sender;
@@ -89,16 +90,9 @@ int main(int argc, char **argv)
 	pthread_t th;
 	int rx, on = 1;
 
-	if (unshare(CLONE_NEWNET) ||
-	    system("ip link set lo up && ip link add xe0 type veth peer name xe0p && ip link add xe1 type veth peer name "
-		   "xe1p && ethtool -K xe1p gro on >/dev/null && ethtool -K xe0 gro on >/dev/null && "
-		   "for d in xe0 xe0p xe1 xe1p; do ip link set $d up; done")) {
-		fprintf(stderr, "Failed to set up the namespace (root needed)\n");
+	if (emu_ports_in_private_netns("ethtool -K xe1p gro on >/dev/null && ethtool -K xe0 gro on >/dev/null"))
 		return 1;
-	}
 	doca_log_level_set_global_lower_limit(DOCA_LOG_LEVEL_ERROR);
-	doca_flow_emu_bind_port(0, "xe0");
-	doca_flow_emu_bind_port(1, "xe1");
 	if (xf_dpdk_ports_init(&dpdk) || xf_init_doca_flow(1, "vnf,hws", XF_NR_COUNTERS, 2, xf_check_for_valid_entry) ||
 	    xf_init_doca_flow_ports(2, ports) || xf_setup_class_counters(ports[0], 2, ids) ||
 	    xf_create_root_pipe(ports[0], 1, 1, &pipe) ||

@@ -30,6 +30,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include "emu_ports.h"
 
 #define XDP_DROP 1
 #define XDP_PASS 2
@@ -813,21 +814,8 @@ int main(void)
 		fprintf(stderr, "test_emu needs root (network namespace, XDP)\n");
 		return 77; /* meson: skipped */
 	}
-	/* a private network namespace with two veth pairs: ports 0 and 1. No IPv6 and no multicast:
-	 * the kernel's own router solicitations and DAD probes would reach the ports' datapath and
-	 * count as misses in the middle of a test (seen: a miss count of 4 where 3 frames were run) */
-	if (unshare(CLONE_NEWNET)) {
-		perror("Failed to unshare the network namespace");
+	if (emu_ports_in_private_netns(NULL))
 		return 1;
-	}
-	if (system("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 && "
-		   "ip link set lo up && ip link add xe0 type veth peer name xe0p && ip link add xe1 type veth peer "
-		   "name xe1p && for d in xe0 xe0p xe1 xe1p; do ip link set $d multicast off up; done")) {
-		fprintf(stderr, "Failed to create veth pairs\n");
-		return 1;
-	}
-	doca_flow_emu_bind_port(0, "xe0");
-	doca_flow_emu_bind_port(1, "xe1");
 	doca_log_level_set_global_lower_limit(getenv("EMU_TEST_VERBOSE") ? DOCA_LOG_LEVEL_DEBUG : DOCA_LOG_LEVEL_CRIT);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

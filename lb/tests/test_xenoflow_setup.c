@@ -29,6 +29,7 @@
 
 #include "flow_lb.h"
 #include "ports.h"
+#include "emu_ports.h"
 
 #define XDP_REDIRECT 4
 
@@ -160,19 +161,8 @@ int main(void)
 		fprintf(stderr, "test_xenoflow_setup needs root (network namespace, XDP)\n");
 		return 77; /* meson: skipped */
 	}
-	if (unshare(CLONE_NEWNET)) {
-		perror("Failed to unshare the network namespace");
+	if (emu_ports_in_private_netns(NULL))
 		return 1;
-	}
-	/* no IPv6, no multicast: the kernel's own RS/DAD frames would count as misses (test_emu.c) */
-	if (system("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 && "
-		   "ip link set lo up && ip link add xe0 type veth peer name xe0p && ip link add xe1 type veth peer "
-		   "name xe1p && for d in xe0 xe0p xe1 xe1p; do ip link set $d multicast off up; done")) {
-		fprintf(stderr, "Failed to create veth pairs\n");
-		return 1;
-	}
-	doca_flow_emu_bind_port(0, "xe0");
-	doca_flow_emu_bind_port(1, "xe1");
 	doca_log_level_set_global_lower_limit(getenv("EMU_TEST_VERBOSE") ? DOCA_LOG_LEVEL_DEBUG : DOCA_LOG_LEVEL_CRIT);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
