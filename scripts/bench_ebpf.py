@@ -10,7 +10,6 @@ testbed's own traffic. Usage (root): .venv/bin/python scripts/bench_ebpf.py [REP
 
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -19,9 +18,12 @@ from xenobench.agents.ebpf_lb import fill_maps, load
 from xenobench.config import load_config
 from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
 from xenobench.traffic import compile_frames, fill_tunables
+import benchargs  # scripts/benchargs.py
 
-repeat = sys.argv[1] if len(sys.argv) > 1 else "1000000"
-cfg = load_config(sys.argv[2] if len(sys.argv) > 2 else None)
+args = benchargs.parse(__doc__, ("REPEAT", benchargs.positive_int, 1_000_000, "runs of each program per frame"),
+                       ("CONFIG", benchargs.existing_file, None, "testbed config (None: config/local.yaml)"))
+repeat = str(args.repeat)
+cfg = load_config(args.config)
 lb = cfg.role("lb")
 egress = lb.lb_port("egress") or lb.iface()
 pindir = Path("/sys/fs/bpf/xb-bench-ebpf")

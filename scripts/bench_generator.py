@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,10 +32,12 @@ from xenobench.config import load_config  # noqa: E402
 from xenobench.traffic.profiles import compile_frames, to_trafgen, write_pcap  # noqa: E402
 from xenobench.traffic.trafgen import parse_output  # noqa: E402
 from xenobench.traffic.xdpgen import BINARY, achieved_rate, xdp_sink_pair  # noqa: E402
+import benchargs  # noqa: E402  (scripts/benchargs.py)
 
-duration = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
-rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-cpu = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+args = benchargs.parse(__doc__, ("DURATION", benchargs.positive_float, 2.0, "seconds per trial"),
+                       ("ROUNDS", benchargs.positive_int, 3, "trials per figure"),
+                       ("CPU", benchargs.non_negative_int, 1, "CPU the sender is pinned to"))
+duration, rounds, cpu = args.duration, args.rounds, args.cpu
 TUN = {"payload": 22, "flows": 256, "vip": "198.18.0.100", "dst_mac": "02:00:00:00:05:00",
        "src_mac": "02:00:00:00:04:00", "src_ip_base": "198.19.0.0"}
 

@@ -3,7 +3,6 @@
 Prints the time of each stage; run it on an otherwise idle machine.
 Usage: .venv/bin/python scripts/bench_ingest_plot.py [THESIS_DATA_DIR]"""
 
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -11,8 +10,10 @@ from pathlib import Path
 from xenobench import REPO_ROOT
 from xenobench.ingest import ingest_thesis
 from xenobench.plots import plot_all
+import benchargs  # scripts/benchargs.py
 
-data = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT.parent / "shared" / "thesis-data"
+data = benchargs.parse(__doc__, ("THESIS_DATA_DIR", benchargs.existing_dir, REPO_ROOT.parent / "shared" / "thesis-data",
+                                "the thesis's raw data")).thesis_data_dir
 files = [f for f in data.rglob("*") if f.is_file()]
 size_mb = sum(f.stat().st_size for f in files) / 1e6
 with tempfile.TemporaryDirectory() as tmp:

@@ -43,15 +43,18 @@ from xenobench.lb import get_lb  # noqa: E402
 from xenobench.progcost import measure, xdp_prog_id  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 from xenobench.traffic import compile_for, run_traffic, traffic_config  # noqa: E402
+import benchargs  # noqa: E402  (scripts/benchargs.py)
 
 LBS = ("wire", "ebpf", "xenoflow")
 PAIRS = (("ebpf", "wire"), ("xenoflow", "wire"), ("xenoflow", "ebpf"))  # compared as a - b
 TUNABLES = {"payload": 22, "flows": 256}
 REPEAT = 1_000_000
 
-rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-duration = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0
-cfg = load_config(sys.argv[3] if len(sys.argv) > 3 else None)
+args = benchargs.parse(__doc__, ("ROUNDS", benchargs.positive_int, 3, "alternating rounds over the three LBs"),
+                       ("DURATION", benchargs.positive_float, 2.0, "seconds per trial"),
+                       ("CONFIG", benchargs.existing_file, None, "testbed config (None: config/local.yaml)"))
+rounds, duration = args.rounds, args.duration
+cfg = load_config(args.config)
 tb = get_testbed(cfg)
 lbc = cfg.role("lb")
 ingress = (lbc.lb_port("ingress") or lbc.iface()).name

@@ -7,14 +7,15 @@ Usage: .venv/bin/python scripts/bench_pcap_reader.py [THESIS_DATA_DIR]"""
 
 import sys
 import time
-from pathlib import Path
 
 import dpkt
 
 from xenobench import REPO_ROOT
 from xenobench.pcap_rtt import analyze_pcap, read_pcap
+import benchargs  # scripts/benchargs.py
 
-data = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT.parent / "shared" / "thesis-data"
+data = benchargs.parse(__doc__, ("THESIS_DATA_DIR", benchargs.existing_dir, REPO_ROOT.parent / "shared" / "thesis-data",
+                                "the thesis's raw data (captures under rtt/)")).thesis_data_dir
 files = sorted((data / "rtt").rglob("*.pcap"))
 if not files:
     sys.exit(f"no captures under {data}/rtt")

@@ -6,7 +6,6 @@ sendto/recvmsg minus the kernel timestamps). A last run per server without the c
 what tcpdump adds. Numbers describe this machine (2 shared cores), not a BlueField.
 Usage (root): XENOBENCH_NS_PREFIX=xbc- .venv/bin/python scripts/bench_rtt.py [COUNT] [RATE_QPS]"""
 
-import sys
 import tempfile
 from pathlib import Path
 
@@ -15,9 +14,11 @@ from xenobench.dns import start_server, stop_server
 from xenobench.lb import get_lb
 from xenobench.rtt import probe
 from xenobench.testbed import get_testbed
+import benchargs  # scripts/benchargs.py
 
-count = int(sys.argv[1]) if len(sys.argv) > 1 else 900
-rate = float(sys.argv[2]) if len(sys.argv) > 2 else 500
+args = benchargs.parse(__doc__, ("COUNT", benchargs.positive_int, 900, "queries per row"),
+                       ("RATE_QPS", benchargs.positive_float, 500.0, "queries per second"))
+count, rate = args.count, args.rate_qps
 tb = get_testbed(load_config())
 was_up = tb.is_up()
 tb.up()

@@ -30,9 +30,16 @@ from xenobench.layout import ResultsTree, SearchDir  # noqa: E402
 from xenobench.procedures import measured_ifaces, point_setup, search_trial  # noqa: E402
 from xenobench.search import SearchSettings, linear_sweep_trials, run_search, trial_runner  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
+import benchargs  # noqa: E402  (scripts/benchargs.py)
 
-lb_kind = sys.argv[1] if len(sys.argv) > 1 else "xenoflow"
-root = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp(prefix="bench_search-"))
+LBS = ("ebpf", "xenoflow", "wire")
+
+args = benchargs.parse(__doc__, ("LB", str, "xenoflow", "load balancer: ebpf, xenoflow or wire"),
+                       ("RESULTS_DIR", Path, None, "kept results tree (None: a temporary one, removed)"))
+if args.lb not in LBS:
+    sys.exit(f"Failed to run the benchmark: LB {args.lb!r} is not one of {', '.join(LBS)}")
+lb_kind = args.lb
+root = args.results_dir or Path(tempfile.mkdtemp(prefix="bench_search-"))
 cfg = load_config()
 tb = get_testbed(cfg)
 tb.up()
@@ -88,5 +95,5 @@ try:
               f"(target <= 0.33)", flush=True)
 finally:
     tb.down()
-    if len(sys.argv) <= 2:
+    if args.results_dir is None:
         shutil.rmtree(root, ignore_errors=True)

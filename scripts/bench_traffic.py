@@ -12,7 +12,6 @@ Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_traffic.py
 
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbb-")
@@ -20,9 +19,11 @@ os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbb-")
 from xenobench.config import load_config  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 from xenobench.traffic import run_traffic  # noqa: E402
+import benchargs  # noqa: E402  (scripts/benchargs.py)
 
-duration = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
-rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+args = benchargs.parse(__doc__, ("DURATION", benchargs.positive_float, 2.0, "seconds per trial"),
+                       ("ROUNDS", benchargs.positive_int, 3, "trials per figure"))
+duration, rounds = args.duration, args.rounds
 tb = get_testbed(load_config())
 tb.up()
 TUN = {"payload": 22, "flows": 256}

@@ -8,9 +8,10 @@ in its own private network namespace. Usage (root): .venv/bin/python scripts/ben
 import subprocess
 import sys
 from pathlib import Path
+import benchargs  # scripts/benchargs.py
 
 exe = Path(__file__).resolve().parent.parent / "lb" / "build" / "tests" / "bench_entry_latency"
 if not exe.exists():
     sys.exit(f"Failed to run {exe}: not built (make -C lb)")
-rounds = sys.argv[1] if len(sys.argv) > 1 else "50"
+rounds = str(benchargs.parse(__doc__, ("ROUNDS", benchargs.positive_int, 50, "entry insertions timed")).rounds)
 sys.exit(subprocess.run([str(exe), rounds]).returncode)
