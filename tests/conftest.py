@@ -55,11 +55,15 @@ def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None 
     return d / "client_key", d / "known_hosts", addr
 
 
-def send_from_loadgen(testbed, *, dst_mac: str, dst_ip: str, port: int, payload: str, count: int,
-                      src_ip: str = "198.19.0.9") -> None:
-    """`count` UDP frames from the loadgen node's interface (xenobench.agents.udpcheck), from the
-    generator's source range by default (the backends' sink drops them)."""
-    lg, g = testbed.cfg.role("loadgen").iface(), testbed.node(testbed.cfg.role("loadgen").name)
-    g.run(g.python_argv("xenobench.agents.udpcheck", "send", "--iface", lg.name, "--src-mac", lg.mac,
-                        "--dst-mac", dst_mac, "--src-ip", src_ip, "--dst-ip", dst_ip, "--port", str(port),
-                        "--payload", payload, "--count", str(count)))
+def send_udp(testbed, role: str, *, dst_mac: str, dst_ip: str, port: int, payload: str, count: int,
+             src_ip: str | None = None, check: bool = True, timeout: float | None = None):
+    """`count` UDP frames out of the interface of the node with `role` (xenobench.agents.udpcheck:
+    raw frames, so any destination MAC), from that interface's address unless src_ip is given
+    (the loadgen's tests use the generator's range, 198.19.0.x, which the backends' sink drops).
+    Returns the run's result."""
+    nc = testbed.cfg.role(role)
+    i, node = nc.iface(), testbed.node(nc.name)
+    return node.run(node.python_argv("xenobench.agents.udpcheck", "send", "--iface", i.name, "--src-mac", i.mac,
+                                     "--dst-mac", dst_mac, "--src-ip", src_ip or i.addr, "--dst-ip", dst_ip,
+                                     "--port", str(port), "--payload", payload, "--count", str(count)),
+                    check=check, timeout=timeout)

@@ -21,7 +21,7 @@ from xenobench.agents.bpf import bpftool
 from xenobench.agents.ebpf_lb import OBJ, fill_maps, load, read_stats
 from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
 
-from .conftest import needs_root
+from .conftest import needs_root, send_udp
 
 pytestmark = [needs_root, pytest.mark.skipif(not OBJ.exists(), reason="ebpf_baseline not built (make -C ebpf_baseline)")]
 
@@ -187,7 +187,6 @@ def udp_in(node) -> int:
 
 def test_live_split_matches_backend_counters_and_refuses_second_start(testbed):
     lb = get_lb("ebpf", testbed)
-    c = testbed.node("fips1")
     b2, b3 = testbed.node("fips2"), testbed.node("fips3")
     res = lb.start()
     try:
@@ -197,16 +196,12 @@ def test_live_split_matches_backend_counters_and_refuses_second_start(testbed):
         before = (udp_in(b2), udp_in(b3))
         sent = {"198.18.0.16": 70, "198.18.0.17": 30, "198.18.0.18": 40}
         for src, n in sent.items():
-            c.run(c.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
-                                "--dst-mac", LB_IN, "--src-ip", src, "--dst-ip", VIP, "--port", "9053",
-                                "--payload", "x", "--count", str(n)))
+            send_udp(testbed, "client", dst_mac=LB_IN, src_ip=src, dst_ip=VIP, port=9053, payload="x", count=n)
         time.sleep(0.3)
         # port 9053 is not the service port: everything passes to the LB's kernel, nothing is forwarded
         assert [b["packets"] for b in lb.stats()["backends"]] == [0, 0]
         for src, n in sent.items():
-            c.run(c.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
-                                "--dst-mac", LB_IN, "--src-ip", src, "--dst-ip", VIP, "--port", "53",
-                                "--payload", "x", "--count", str(n)))
+            send_udp(testbed, "client", dst_mac=LB_IN, src_ip=src, dst_ip=VIP, port=53, payload="x", count=n)
         time.sleep(0.3)
         after = (udp_in(b2), udp_in(b3))
         st = lb.stats()
@@ -247,10 +242,8 @@ def test_over_ssh_transport_start_stats_stop(testbed, tmp_path):
         res = lb.start()
         try:
             assert res["mode"] == "native"
-            c = testbed.node("fips1")
-            c.run(c.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
-                                "--dst-mac", LB_IN, "--src-ip", "198.18.0.17", "--dst-ip", VIP, "--port", "53",
-                                "--payload", "x", "--count", "25"))
+            send_udp(testbed, "client", dst_mac=LB_IN, src_ip="198.18.0.17", dst_ip=VIP, port=53, payload="x",
+                     count=25)
             time.sleep(0.3)
             st = lb.stats()
             assert {b["name"]: b["packets"] for b in st["backends"]} == {"fips2": 0, "fips3": 25}

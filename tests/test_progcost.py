@@ -16,7 +16,7 @@ from xenobench.lb import get_lb
 from xenobench.progcost import TAG, measure, prog_run_stats, run_time_stats, xdp_prog_id
 from xenobench.testbed import SINK_OBJ, ensure_bpffs, unmount_bpffs_if_unused
 
-from .conftest import needs_root, send_from_loadgen
+from .conftest import needs_root, send_udp
 from .test_ssh_transport import sshd, ssh_node  # noqa: F401  (module fixture: a real OpenSSH server)
 
 pytestmark = [needs_root, pytest.mark.skipif(not SINK_OBJ.exists(), reason="switch/ not built (make -C switch)")]
@@ -72,7 +72,7 @@ def test_live_phase_times_one_run_per_frame_on_the_lb_ingress(testbed):
     assert measure(testbed, lambda: None) == {
         "skipped": "no XDP program on fips5:p0 to time (a hardware LB has none)"}
     def send():
-        send_from_loadgen(testbed, dst_mac=testbed.cfg.lb_mac, dst_ip=testbed.cfg.service.vip, port=53,
+        send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=testbed.cfg.lb_mac, dst_ip=testbed.cfg.service.vip, port=53,
                           payload="w" * 22, count=n)
         time.sleep(0.2)
         return "sent"
@@ -120,7 +120,7 @@ def test_over_ssh_the_agent_and_the_program_counters_work_on_the_node(testbed, s
         with run_time_stats(n):
             assert n.running(TAG)
             before = prog_run_stats(n, pid)
-            send_from_loadgen(testbed, dst_mac=server.iface().mac, dst_ip=server.iface().addr, port=9,
+            send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=server.iface().mac, dst_ip=server.iface().addr, port=9,
                               payload="s" * 22, count=count)
             time.sleep(0.2)
             after = prog_run_stats(n, pid)

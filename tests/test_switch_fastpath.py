@@ -17,7 +17,7 @@ from xenobench.config import load_config
 from xenobench.counters import diff, snapshot
 from xenobench.testbed import get_testbed
 
-from .conftest import needs_root
+from .conftest import needs_root, send_udp
 from .test_testbed import machine_state
 
 pytestmark = needs_root
@@ -39,11 +39,8 @@ def rx_diff(before, after) -> dict:
 
 def send(tb, dst_mac: str, count: int, src_ip: str = "198.18.0.4", dst_ip: str = "198.18.0.99"):
     """`count` UDP frames from the loadgen (fips4) to dst_mac, through the switch."""
-    g = tb.node("fips4")
-    lg = tb.cfg.nodes["fips4"].iface()
-    g.run(g.python_argv("xenobench.agents.udpcheck", "send", "--iface", lg.name, "--src-mac", lg.mac,
-                        "--dst-mac", dst_mac, "--src-ip", src_ip, "--dst-ip", dst_ip, "--port", "9",
-                        "--payload", "fastpath-test", "--count", str(count)), timeout=30)
+    send_udp(tb, "loadgen", dst_mac=dst_mac, src_ip=src_ip, dst_ip=dst_ip, port=9, payload="fastpath-test",
+             count=count, timeout=30)
     time.sleep(0.2)  # the receiving NAPI runs after the send returns
 
 

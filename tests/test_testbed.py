@@ -16,7 +16,7 @@ from xenobench.counters import diff, snapshot
 from xenobench.errors import NodeError
 from xenobench.testbed import get_testbed
 
-from .conftest import needs_root
+from .conftest import needs_root, send_udp
 
 pytestmark = needs_root
 
@@ -117,14 +117,11 @@ def test_netns_node_run_start_stop_files(testbed, tmp_path):
 
 def test_counters_diff_counts_exactly_the_frames_sent(testbed):
     client, backend = testbed.node("fips1"), testbed.node("fips2")
-    ci, bi = testbed.cfg.role("client").iface(), testbed.cfg.role("dns_backend").iface()
+    bi = testbed.cfg.role("dns_backend").iface()
     # to an address nobody owns: the backend drops it silently (no ICMP, hence no ARP back)
     b0, c0 = snapshot(backend, "eth0"), snapshot(client, "eth0")
     n = 137
-    client.run(client.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0",
-                                  "--src-mac", ci.mac, "--dst-mac", bi.mac, "--src-ip", ci.addr,
-                                  "--dst-ip", "198.18.0.250", "--port", "9", "--payload", "count-me",
-                                  "--count", str(n)))
+    send_udp(testbed, "client", dst_mac=bi.mac, dst_ip="198.18.0.250", port=9, payload="count-me", count=n)
     time.sleep(0.2)
     b1, c1 = snapshot(backend, "eth0"), snapshot(client, "eth0")
     assert c1["driver"] == "veth"

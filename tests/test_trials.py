@@ -6,7 +6,7 @@ import json
 from xenobench.layout import TrialDir, point_id
 from xenobench.trials import Validity, run_trial
 
-from .conftest import needs_root
+from .conftest import needs_root, send_udp
 
 pytestmark = needs_root
 
@@ -16,11 +16,9 @@ IFACES = [("fips1", "eth0"), ("fips2", "eth0")]
 def send_frames(ctx):
     """A real procedure: N raw frames client → dns backend MAC, to an address nobody owns."""
     tb = ctx.testbed
-    client, ci, bi = tb.node("fips1"), tb.cfg.role("client").iface(), tb.cfg.role("dns_backend").iface()
+    bi = tb.cfg.role("dns_backend").iface()
     n = ctx.point["frames"]
-    r = client.run(client.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", ci.mac,
-                                      "--dst-mac", bi.mac, "--src-ip", ci.addr, "--dst-ip", "198.18.0.251",
-                                      "--port", "9", "--payload", "t", "--count", str(n)))
+    r = send_udp(tb, "client", dst_mac=bi.mac, dst_ip="198.18.0.251", port=9, payload="t", count=n, check=False)
     v = Validity()
     v.require("sender_ok", r.ok)
     return {"sender": r.stdout.strip()}, v

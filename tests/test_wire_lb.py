@@ -25,7 +25,7 @@ from xenobench.errors import BackendsError, ConfigError
 from xenobench.lb import KINDS, get_lb
 from xenobench.testbed import SINK_OBJ, ensure_bpffs, unmount_bpffs_if_unused
 
-from .conftest import needs_root, send_from_loadgen
+from .conftest import needs_root, send_udp
 
 pytestmark = [needs_root, pytest.mark.skipif(not OBJ.exists(), reason="switch/ not built (make -C switch)")]
 
@@ -134,7 +134,7 @@ def test_live_every_frame_reaches_the_first_backend_counted_exactly(testbed):
         with pytest.raises(Exception, match="already running"):
             lb.start()
         before, st0 = {k: snapshot(testbed.node(k[0]), k[1]) for k in ifs}, lb.stats()
-        send_from_loadgen(testbed, dst_mac=testbed.cfg.lb_mac, dst_ip=testbed.cfg.service.vip, port=53,
+        send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=testbed.cfg.lb_mac, dst_ip=testbed.cfg.service.vip, port=53,
                           payload="w" * 22, count=n)
         time.sleep(0.3)
         got = {k: diff(before[k], snapshot(testbed.node(k[0]), k[1]))["view"] for k in ifs}

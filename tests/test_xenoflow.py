@@ -27,7 +27,7 @@ from xenobench.errors import BackendsError, NodeError
 from xenobench.lb import get_lb
 from xenobench.lb.xenoflow import BINARY, parse_lines
 
-from .conftest import needs_root, start_sshd
+from .conftest import needs_root, start_sshd, send_udp
 
 BUILD = REPO_ROOT / "lb" / "build"
 CASES = yaml.safe_load((REPO_ROOT / "tests" / "vectors" / "backends" / "cases.yaml").read_text())
@@ -93,10 +93,7 @@ def udp_in(node) -> int:
 
 
 def send(testbed, src: str, n: int, payload="x"):
-    c = testbed.node("fips1")
-    c.run(c.python_argv("xenobench.agents.udpcheck", "send", "--iface", "eth0", "--src-mac", "02:00:00:00:01:00",
-                        "--dst-mac", LB_IN, "--src-ip", src, "--dst-ip", VIP, "--port", "53",
-                        "--payload", payload, "--count", str(n)))
+    send_udp(testbed, "client", dst_mac=LB_IN, src_ip=src, dst_ip=VIP, port=53, payload=payload, count=n)
 
 
 def capture(testbed, node: str, direction: str, n: int, path: Path) -> subprocess.Popen:
