@@ -4,17 +4,20 @@ and with the eBPF load balancer: the prober's kernel-timestamp median/std/p99, t
 analysis, their per-query difference, and the prober's own overhead (user-space clock around
 sendto/recvmsg minus the kernel timestamps). A last run per server without the capture shows
 what tcpdump adds. Numbers describe this machine (2 shared cores), not a BlueField.
-Usage (root): XENOBENCH_NS_PREFIX=xbc- .venv/bin/python scripts/bench_rtt.py [COUNT] [RATE_QPS]"""
+Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_rtt.py [COUNT] [RATE_QPS]"""
 
+import os
 import tempfile
 from pathlib import Path
 
-from xenobench.config import load_config
-from xenobench.dns import start_server, stop_server
-from xenobench.lb import get_lb
-from xenobench.rtt import probe
-from xenobench.testbed import get_testbed
-import benchargs  # scripts/benchargs.py
+os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbb-")
+
+import benchargs  # noqa: E402  (scripts/benchargs.py)
+from xenobench.config import load_config  # noqa: E402
+from xenobench.dns import start_server, stop_server  # noqa: E402
+from xenobench.lb import get_lb  # noqa: E402
+from xenobench.rtt import probe  # noqa: E402
+from xenobench.testbed import get_testbed  # noqa: E402
 
 args = benchargs.parse(__doc__, ("COUNT", benchargs.positive_int, 900, "queries per row"),
                        ("RATE_QPS", benchargs.positive_float, 500.0, "queries per second"))
