@@ -72,8 +72,8 @@ def test_live_phase_times_one_run_per_frame_on_the_lb_ingress(testbed):
     assert measure(testbed, lambda: None) == {
         "skipped": "no XDP program on fips5:p0 to time (a hardware LB has none)"}
     def send():
-        send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=testbed.cfg.lb_mac, dst_ip=testbed.cfg.service.vip, port=53,
-                          payload="w" * 22, count=n)
+        send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=testbed.cfg.lb_mac,
+                 dst_ip=testbed.cfg.service.vip, port=53, payload="w" * 22, count=n)
         time.sleep(0.2)
         return "sent"
 
@@ -120,8 +120,8 @@ def test_over_ssh_the_agent_and_the_program_counters_work_on_the_node(testbed, s
         with run_time_stats(n):
             assert n.running(TAG)
             before = prog_run_stats(n, pid)
-            send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=server.iface().mac, dst_ip=server.iface().addr, port=9,
-                              payload="s" * 22, count=count)
+            send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=server.iface().mac,
+                     dst_ip=server.iface().addr, port=9, payload="s" * 22, count=count)
             time.sleep(0.2)
             after = prog_run_stats(n, pid)
         assert not n.running(TAG)

@@ -190,7 +190,7 @@ def test_down_leaves_no_program_pin_or_thread(monkeypatch):
     b = tb.cfg.role("backend")
     sink = json.loads(subprocess.run(["ip", "-n", f"{tb.cfg.prefix}{b.name}", "-j", "link", "show", "dev",
                                       b.iface().name], capture_output=True, text=True).stdout)[0]["xdp"]["prog"]["id"]
-    threads = [int(p) for p in tb._state()["napi_threads"]]
+    threads = [int(p) for placed in tb._placed_threads().values() for p in placed]
     tb.down()
     assert machine_state("xbf-") == before
     # the kernel dismantles a deleted namespace in a work queue: wait for it, then nothing is left
@@ -202,3 +202,54 @@ def test_down_leaves_no_program_pin_or_thread(monkeypatch):
     while left() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left() == []
+
+
+def test_switch_hops_run_as_pinned_threads_and_forward(tmp_path, monkeypatch):
+    """testbed.cpus.hops (for machines with more CPUs; here both hops on CPU 0): the switch ports
+    fed by the generator and by the LB's egress get pinned SCHED_FIFO NAPI threads for rates, are
+    recorded in the placement, still forward every frame (the wire LB's path to the sink), go
+    inline with the DUT for latency, and leave nothing behind."""
+    from xenobench.lb import get_lb
+    monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbh-")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"extends: {load_config().path}\ntestbed: {{name: hops, cpus: {{hops: {{from_generator: 0, from_lb: 0}}}}}}\n")
+    tb = get_testbed(load_config(cfg))
+    before = machine_state("xbh-")
+    prio = tb.cfg.section("testbed")["cpus"]["dut_rt_priority"]
+
+    def threaded(dev):
+        return subprocess.run(["ip", "netns", "exec", tb.switch_ns, "cat", f"/sys/class/net/{dev}/threaded"],
+                              capture_output=True, text=True).stdout.strip()
+    tb.up()
+    try:
+        hops = tb.cpu_placement()["hop_napi"]
+        assert {w: h["dev"] for w, h in hops.items()} == {"from_generator": "fips4-eth0", "from_lb": "fips5-p1"}
+        for what, h in hops.items():
+            (comm, cpus), = h["threads"].items()
+            assert comm.startswith(f"napi/{h['dev']}"[:15]) and cpus == "0", (what, h)
+            assert h["scheduling"][comm] == f"SCHED_FIFO {prio}" and h["mode"] == "threaded"
+            assert threaded(h["dev"]) in ("1", "enabled")
+        lb = get_lb("wire", tb)
+        lb.start()
+        try:
+            s0 = tb.sink_stats()
+            send_udp(tb, "loadgen", src_ip="198.19.0.9", dst_mac=tb.cfg.lb_mac, dst_ip=tb.cfg.service.vip,
+                     port=53, payload="h" * 22, count=N)
+            time.sleep(0.3)
+            assert tb.sink_stats()["dropped"] - s0["dropped"] == N  # all of them through both threaded hops
+        finally:
+            lb.stop()
+        tb.place_dut("inline")
+        pl = tb.cpu_placement()
+        assert all(h["threads"] == {} and h["mode"] == "inline" for h in pl["hop_napi"].values())
+        assert (threaded("fips4-eth0"), threaded("fips5-p1")) == ("0", "0")
+        tb.place_dut("threaded")
+        assert all(len(h["threads"]) == 1 for h in tb.cpu_placement()["hop_napi"].values())
+    finally:
+        tb.down()
+    assert machine_state("xbh-") == before
+    cfg.write_text(f"extends: {load_config().path}\ntestbed: {{name: hops, cpus: {{hops: {{from_lb: 4096}}}}}}\n")
+    with pytest.raises(Exception, match=r"Failed to pin the NAPI of switch port fips5-p1: "
+                                         r"testbed.cpus.hops.from_lb: CPU 4096 does not exist"):
+        get_testbed(load_config(cfg)).up()
+    assert machine_state("xbh-") == before

@@ -134,8 +134,8 @@ def test_live_every_frame_reaches_the_first_backend_counted_exactly(testbed):
         with pytest.raises(Exception, match="already running"):
             lb.start()
         before, st0 = {k: snapshot(testbed.node(k[0]), k[1]) for k in ifs}, lb.stats()
-        send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=testbed.cfg.lb_mac, dst_ip=testbed.cfg.service.vip, port=53,
-                          payload="w" * 22, count=n)
+        send_udp(testbed, "loadgen", src_ip="198.19.0.9", dst_mac=testbed.cfg.lb_mac,
+                 dst_ip=testbed.cfg.service.vip, port=53, payload="w" * 22, count=n)
         time.sleep(0.3)
         got = {k: diff(before[k], snapshot(testbed.node(k[0]), k[1]))["view"] for k in ifs}
         st1 = lb.stats()

@@ -407,18 +407,35 @@ class NamespaceTestbed(Testbed):
         lb = self.cfg.role("lb")
         return f"{self.cfg.prefix}{lb.name}", (lb.lb_port("ingress") or lb.iface()).name
 
+    def _napi_placements(self) -> list[tuple[str, str, str, int, str]]:
+        """(what, namespace, device, CPU, config key) of every NAPI that runs as a pinned thread
+        for rates: the LB's ingress port, and the switch hops testbed.cpus.hops names."""
+        cpus = self.cfg.section("testbed")["cpus"]
+        ns, dev = self._lb_ingress()
+        out = [("dut", ns, dev, cpus["dut"], "testbed.cpus.dut")]
+        hops = cpus.get("hops") or {}
+        lb = self.cfg.role("lb")
+        ports = {"from_generator": self.cfg.role("loadgen"), "from_lb": lb}
+        for what, cpu in sorted(hops.items()):
+            n = ports[what]
+            i = (lb.lb_port("egress") or lb.iface()) if n is lb else n.iface()
+            out.append((what, self.switch_ns, self.switch_port(n.name, i.name), cpu, f"testbed.cpus.hops.{what}"))
+        return out
+
     @staticmethod
     def _napi_threads(dev: str) -> dict[int, str]:
+        """napi/<dev>-<id> kthreads (their names cut at 15 characters, as the kernel stores them)."""
+        prefix = f"napi/{dev}-"[:15]
         p = subprocess.run(["ps", "-e", "-o", "pid=,comm="], capture_output=True, text=True)
         out = {}
         for line in p.stdout.splitlines():
             pid, _, comm = line.strip().partition(" ")
-            if comm.strip().startswith(f"napi/{dev}-"):
+            if comm.strip().startswith(prefix):
                 out[int(pid)] = comm.strip()
         return out
 
-    def _set_threaded(self, on: bool) -> None:
-        ns, dev = self._lb_ingress()
+    @staticmethod
+    def _set_threaded(ns: str, dev: str, on: bool) -> None:
         # `ip netns exec` (not nsenter) remounts /sys, so /sys/class/net is the namespace's
         p = subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", f"echo {int(on)} > /sys/class/net/{dev}/threaded"],
                            capture_output=True, text=True)
@@ -426,38 +443,53 @@ class NamespaceTestbed(Testbed):
             raise TestbedError(f"Failed to {'enable' if on else 'disable'} threaded NAPI on {ns}:{dev}: "
                                f"{p.stderr.strip()}")
 
+    def _placed_threads(self) -> dict[str, dict[str, str]]:
+        """The pinned NAPI threads this testbed made, {what: {pid: comm}}, from its state file."""
+        st = self._state().get("napi_threads") or {}
+        if st and all(isinstance(v, str) for v in st.values()):  # a state file of before the hops
+            return {"dut": st}
+        return st
+
     def place_dut(self, mode: str) -> None:
-        """How the LB ingress port's NAPI runs from now on (idempotent):
-        - "threaded": its kthread pinned to testbed.cpus.dut at SCHED_FIFO, so the LB's XDP program
+        """How the LB ingress port's NAPI (and the switch hops of testbed.cpus.hops) run from now on
+        (idempotent):
+        - "threaded": each as a kthread pinned to its CPU at SCHED_FIFO, so the LB's XDP program
           and every hop after it run on a CPU of their own, away from the generator's (rates);
         - "inline": in softirq on the CPU that handed the frame over, as a NIC's interrupt runs it
           (latency: a sleeping kthread's wake-up on another vCPU adds 5-30 µs to every RTT)."""
         if mode not in DUT_MODES:
             raise TestbedError(f"Failed to place the LB's NAPI: mode {mode!r} is not one of {', '.join(DUT_MODES)}")
-        st = self._state()
-        _, dev = self._lb_ingress()
-        mine = set(st.get("napi_threads") or {})
-        if st.get("dut_napi") == mode and (mode == "inline" or (mine and mine <= set(map(str, self._napi_threads(dev))))):
+        placements = self._napi_placements()
+        placed = self._placed_threads()
+        if self._state().get("dut_napi") == mode and (mode == "inline" or (
+                set(placed) == {p[0] for p in placements}
+                and all(placed[what] and set(placed[what]) <= set(map(str, self._napi_threads(dev)))
+                        for what, _, dev, _, _ in placements))):
             return
-        self._set_threaded(False)
+        for _, ns, dev, _, _ in placements:
+            self._set_threaded(ns, dev, False)
         self._write_state(napi_threads={}, dut_napi="inline")
         if mode == "threaded":
-            self._place_dut_napi(self.cfg.section("testbed")["cpus"]["dut"])
+            placed = {}
+            for what, ns, dev, cpu, key in placements:
+                placed[what] = self._place_napi(ns, dev, cpu, key)
+                self._write_state(napi_threads=placed)
             self._write_state(dut_napi="threaded")
 
-    def _place_dut_napi(self, cpu: int) -> None:
-        """Threaded NAPI on the LB's ingress veth, its kthread pinned to `cpu`. The kthreads are
-        named napi/<dev>-<napi id> in every namespace alike, so the ones this testbed created are
-        told apart by a before/after look under a lock."""
-        ns, dev = self._lb_ingress()
+    def _place_napi(self, ns: str, dev: str, cpu: int, key: str) -> dict[str, str]:
+        """Threaded NAPI on a veth, its kthread pinned to `cpu` at testbed.cpus.dut_rt_priority;
+        returns {pid: comm} of the threads made. The kthreads are named napi/<dev>-<napi id> in
+        every namespace alike, so the ones made here are told apart by a before/after look under a
+        lock."""
         if cpu >= (os.cpu_count() or 1):
-            raise TestbedError(f"Failed to pin the LB's NAPI: testbed.cpus.dut: CPU {cpu} does not exist "
+            who = "the LB's NAPI" if key == "testbed.cpus.dut" else f"the NAPI of switch port {dev}"
+            raise TestbedError(f"Failed to pin {who}: {key}: CPU {cpu} does not exist "
                                f"(this machine has {os.cpu_count()}; {self.cfg.path})")
         NAPI_LOCK.parent.mkdir(parents=True, exist_ok=True)
         with open(NAPI_LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             before = self._napi_threads(dev)
-            self._set_threaded(True)
+            self._set_threaded(ns, dev, True)
             new = {pid: c for pid, c in self._napi_threads(dev).items() if pid not in before}
         if not new:
             raise TestbedError(f"Failed to find the NAPI thread of {ns}:{dev} after enabling threaded NAPI")
@@ -473,22 +505,31 @@ class NamespaceTestbed(Testbed):
                 if p.returncode != 0:
                     raise TestbedError(f"Failed to set SCHED_FIFO {prio} on NAPI thread {pid} of {ns}:{dev} "
                                        f"(testbed.cpus.dut_rt_priority): {p.stderr.strip()}")
-        self._write_state(napi_threads={str(pid): c for pid, c in new.items()})
+        return {str(pid): c for pid, c in new.items()}
 
     def cpu_placement(self) -> dict | None:
         """What runs where, read back from the kernel (recorded in every trial's host metadata)."""
-        ns, dev = self._lb_ingress()
-        threads, sched = {}, {}
-        for pid, comm in (self._state().get("napi_threads") or {}).items():
-            p = subprocess.run(["taskset", "-pc", pid], capture_output=True, text=True)
-            threads[comm] = p.stdout.rsplit(":", 1)[-1].strip() if p.returncode == 0 else None
-            p = subprocess.run(["chrt", "-p", pid], capture_output=True, text=True)
-            sched[comm] = " ".join(l.rsplit(":", 1)[-1].strip() for l in p.stdout.splitlines()) or None
+        placed = self._placed_threads()
+        mode = self._state().get("dut_napi")
+
+        def read_back(what: str, ns: str, dev: str) -> dict:
+            threads, sched = {}, {}
+            for pid, comm in (placed.get(what) or {}).items():
+                p = subprocess.run(["taskset", "-pc", pid], capture_output=True, text=True)
+                threads[comm] = p.stdout.rsplit(":", 1)[-1].strip() if p.returncode == 0 else None
+                p = subprocess.run(["chrt", "-p", pid], capture_output=True, text=True)
+                sched[comm] = " ".join(l.rsplit(":", 1)[-1].strip() for l in p.stdout.splitlines()) or None
+            return {"node": ns, "dev": dev, "mode": mode, "threads": threads, "scheduling": sched}
+
+        placements = self._napi_placements()
+        (_, ns, dev, _, _), hops = placements[0], placements[1:]
         gen = (self.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
-        return {"cpus_online": os.cpu_count(), "generator_cpu": gen, "dut_cpu": self.cfg.section("testbed")["cpus"]["dut"],
-                "dut_napi": {"node": ns, "dev": dev, "mode": self._state().get("dut_napi"), "threads": threads,
-                             "scheduling": sched},
-                "switch_fastpath": bool(self.cfg.section("testbed")["switch_fastpath"])}
+        out = {"cpus_online": os.cpu_count(), "generator_cpu": gen, "dut_cpu": self.cfg.section("testbed")["cpus"]["dut"],
+               "dut_napi": read_back("dut", ns, dev),
+               "switch_fastpath": bool(self.cfg.section("testbed")["switch_fastpath"])}
+        if hops:
+            out["hop_napi"] = {what: {"cpu": cpu, **read_back(what, hns, hdev)} for what, hns, hdev, cpu, _ in hops}
+        return out
 
     def down(self) -> dict:
         st = self._state()
