@@ -9,48 +9,24 @@ import argparse
 from pathlib import Path
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return v
+def _checked(kind, what: str, ok, rule: str):
+    """An argparse type: `kind` of the text, refused naming the value unless ok(value)."""
+    def convert(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"{text!r} {rule}")
+        return v
+    return convert
 
 
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
-    return v
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return v
-
-
-def existing_dir(text: str) -> Path:
-    p = Path(text)
-    if not p.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
-    return p
-
-
-def existing_file(text: str) -> Path:
-    p = Path(text)
-    if not p.is_file():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a file")
-    return p
+positive_int = _checked(int, "a whole number", lambda v: v >= 1, "must be at least 1")
+non_negative_int = _checked(int, "a whole number", lambda v: v >= 0, "must be 0 or more")
+positive_float = _checked(float, "a number", lambda v: 0 < v < float("inf"), "must be a finite number above 0")
+existing_dir = _checked(Path, "a path", Path.is_dir, "is not a directory")
+existing_file = _checked(Path, "a path", Path.is_file, "is not a file")
 
 
 def parse(doc: str, *args: tuple, argv: list[str] | None = None) -> argparse.Namespace:
