@@ -244,7 +244,15 @@ def test_switch_hops_run_as_pinned_threads_and_forward(tmp_path, monkeypatch):
         assert all(h["threads"] == {} and h["mode"] == "inline" for h in pl["hop_napi"].values())
         assert (threaded("fips4-eth0"), threaded("fips5-p1")) == ("0", "0")
         tb.place_dut("threaded")
-        assert all(len(h["threads"]) == 1 for h in tb.cpu_placement()["hop_napi"].values())
+        placed = tb.cpu_placement()
+        assert all(len(h["threads"]) == 1 for h in placed["hop_napi"].values())
+        # a placement naming a missing CPU is refused before anything changes (the running
+        # testbed, seen through a config that differs only there, keeps its threads)
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(f"extends: {load_config().path}\ntestbed: {{name: hops, cpus: {{hops: {{from_generator: 0, from_lb: 4096}}}}}}\n")
+        with pytest.raises(Exception, match=r"testbed.cpus.hops.from_lb: CPU 4096 does not exist"):
+            get_testbed(load_config(bad)).place_dut("inline")
+        assert tb.cpu_placement() == placed and threaded("fips5-p1") in ("1", "enabled")
     finally:
         tb.down()
     assert machine_state("xbh-") == before

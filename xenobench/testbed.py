@@ -460,6 +460,11 @@ class NamespaceTestbed(Testbed):
         if mode not in DUT_MODES:
             raise TestbedError(f"Failed to place the LB's NAPI: mode {mode!r} is not one of {', '.join(DUT_MODES)}")
         placements = self._napi_placements()
+        for _, _, dev, cpu, key in placements:  # all checked before anything changes
+            if cpu >= (os.cpu_count() or 1):
+                who = "the LB's NAPI" if key == "testbed.cpus.dut" else f"the NAPI of switch port {dev}"
+                raise TestbedError(f"Failed to pin {who}: {key}: CPU {cpu} does not exist "
+                                   f"(this machine has {os.cpu_count()}; {self.cfg.path})")
         placed = self._placed_threads()
         if self._state().get("dut_napi") == mode and (mode == "inline" or (
                 set(placed) == {p[0] for p in placements}
@@ -471,20 +476,17 @@ class NamespaceTestbed(Testbed):
         self._write_state(napi_threads={}, dut_napi="inline")
         if mode == "threaded":
             placed = {}
-            for what, ns, dev, cpu, key in placements:
-                placed[what] = self._place_napi(ns, dev, cpu, key)
+            for what, ns, dev, cpu, _ in placements:
+                placed[what] = self._place_napi(ns, dev, cpu)
                 self._write_state(napi_threads=placed)
             self._write_state(dut_napi="threaded")
 
-    def _place_napi(self, ns: str, dev: str, cpu: int, key: str) -> dict[str, str]:
-        """Threaded NAPI on a veth, its kthread pinned to `cpu` at testbed.cpus.dut_rt_priority;
+    def _place_napi(self, ns: str, dev: str, cpu: int) -> dict[str, str]:
+        """Threaded NAPI on a veth, its kthread pinned to `cpu` (checked by place_dut) at
+        testbed.cpus.dut_rt_priority;
         returns {pid: comm} of the threads made. The kthreads are named napi/<dev>-<napi id> in
         every namespace alike, so the ones made here are told apart by a before/after look under a
         lock."""
-        if cpu >= (os.cpu_count() or 1):
-            who = "the LB's NAPI" if key == "testbed.cpus.dut" else f"the NAPI of switch port {dev}"
-            raise TestbedError(f"Failed to pin {who}: {key}: CPU {cpu} does not exist "
-                               f"(this machine has {os.cpu_count()}; {self.cfg.path})")
         NAPI_LOCK.parent.mkdir(parents=True, exist_ok=True)
         with open(NAPI_LOCK, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
