@@ -58,6 +58,12 @@ def test_ssh_run_background_and_files(testbed, sshd, tmp_path):
         with pytest.raises(NodeError, match=r"exit status 7: err"):
             n.run(["sh", "-c", "echo err >&2; exit 7"])
         assert n.run(["cat"], input="via stdin").stdout == "via stdin"
+        # a large output comes back whole (the reader must wait for EOF, not for the exit status:
+        # test_output_after_the_exit_status_is_read_to_eof)
+        big = ["python3", "-c", "import sys; sys.stdout.write('x' * 4000000); sys.stderr.write('e' * 70000)"]
+        for _ in range(3):
+            r = n.run(big)
+            assert (len(r.stdout), len(r.stderr)) == (4000000, 70000)
         with pytest.raises(NodeError, match="timed out after 0.5 s"):
             n.run(["sleep", "5"], timeout=0.5)
         h = n.start("remote-sleep", ["sleep", "120"])
@@ -262,3 +268,73 @@ def test_a_reused_pid_is_never_signalled(testbed, sshd, transport):
         if transport == "ssh":
             n.remove_work_dir()
             n.close()
+
+
+class ChannelDouble:
+    """A test double of paramiko's Channel at the SSH boundary, replaying what a real sshd did in
+    CI: the exit status arrives first, the rest of the output later, then EOF (sshd sends the status
+    when the process exits, ahead of output still waiting for the window). A real sshd does this
+    only under load, so the timing is forced here: events = (seconds after exec, kind, value)."""
+
+    def __init__(self, events):
+        self.events = sorted(events, key=lambda e: e[0])
+        self.out, self.err = bytearray(), bytearray()
+        self.status = None
+        self.eof_received_ = False
+        self.t0 = time.monotonic()
+
+    def _arrive(self):  # what paramiko's transport thread would have buffered by now
+        while self.events and time.monotonic() - self.t0 >= self.events[0][0]:
+            _, kind, value = self.events.pop(0)
+            if kind == "status":
+                self.status = value
+            elif kind == "out":
+                self.out += value
+            elif kind == "err":
+                self.err += value
+            else:
+                self.eof_received_ = True
+
+    @property
+    def eof_received(self):
+        self._arrive()
+        return self.eof_received_
+
+    def recv_ready(self):
+        self._arrive()
+        return bool(self.out)
+
+    def recv_stderr_ready(self):
+        self._arrive()
+        return bool(self.err)
+
+    def exit_status_ready(self):
+        self._arrive()
+        return self.status is not None
+
+    def recv(self, n):
+        data, self.out[:] = bytes(self.out[:n]), self.out[n:]
+        return data
+
+    def recv_stderr(self, n):
+        data, self.err[:] = bytes(self.err[:n]), self.err[n:]
+        return data
+
+    def recv_exit_status(self):
+        return self.status
+
+    def settimeout(self, t): pass
+    def exec_command(self, cmd): pass
+    def shutdown_write(self): pass
+    def close(self): pass
+
+
+def test_output_after_the_exit_status_is_read_to_eof(testbed, tmp_path):
+    chan = ChannelDouble([(0, "out", b"a" * 32768), (0, "status", 0), (0.05, "out", b"b" * 32768),
+                          (0.06, "err", b"warn"), (0.1, "out", b"c" * 32768), (0.1, "eof", None)])
+    transport = type("T", (), {"open_session": lambda self, timeout=None: chan})()
+    n = SshNode(testbed.cfg, dataclasses.replace(testbed.cfg.nodes["fips2"], transport="ssh",
+                                                 ssh=SshConfig(host="192.0.2.1", key=str(tmp_path / "k"))))
+    n._client = type("C", (), {"get_transport": lambda self: transport, "close": lambda self: None})()
+    r = n.run(["bpftool", "map", "dump"])
+    assert (r.stdout, r.stderr, r.returncode) == ("a" * 32768 + "b" * 32768 + "c" * 32768, "warn", 0)

@@ -614,16 +614,21 @@ class SshNode(Node):
             out, err = bytearray(), bytearray()
             deadline = time.monotonic() + timeout
             while True:
+                if time.monotonic() > deadline:
+                    chan.close()
+                    raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: "
+                                    f"timed out after {timeout:g} s")
                 if chan.recv_ready():
                     out += chan.recv(65536)
                 elif chan.recv_stderr_ready():
                     err += chan.recv_stderr(65536)
-                elif chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                # Done at the channel's EOF, not at the exit status: sshd sends the status when the
+                # process exits, which can be before the last of its output (a 200 kB `bpftool map
+                # dump` came back cut at 96 kB). EOF follows all data, so once it is seen, what is
+                # not buffered yet never comes: check it first, the buffers after.
+                elif (chan.eof_received and chan.exit_status_ready()
+                      and not chan.recv_ready() and not chan.recv_stderr_ready()):
                     break
-                elif time.monotonic() > deadline:
-                    chan.close()
-                    raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: "
-                                    f"timed out after {timeout:g} s")
                 else:
                     time.sleep(0.002)
             rc = chan.recv_exit_status()
