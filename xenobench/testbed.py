@@ -445,10 +445,7 @@ class NamespaceTestbed(Testbed):
 
     def _placed_threads(self) -> dict[str, dict[str, str]]:
         """The pinned NAPI threads this testbed made, {what: {pid: comm}}, from its state file."""
-        st = self._state().get("napi_threads") or {}
-        if st and all(isinstance(v, str) for v in st.values()):  # a state file of before the hops
-            return {"dut": st}
-        return st
+        return self._state().get("napi_threads") or {}
 
     def place_dut(self, mode: str) -> None:
         """How the LB ingress port's NAPI (and the switch hops of testbed.cpus.hops) run from now on
