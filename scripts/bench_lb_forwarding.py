@@ -39,18 +39,22 @@ os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbb-")
 
 from xenobench.config import load_config  # noqa: E402
 from xenobench.counters import snapshot  # noqa: E402
-from xenobench.lb import get_lb  # noqa: E402
+from xenobench.lb import LBS as LB_KINDS, get_lb  # noqa: E402
 from xenobench.progcost import measure, xdp_prog_id  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 from xenobench.traffic import compile_for, run_traffic, traffic_config  # noqa: E402
 import benchargs  # noqa: E402  (scripts/benchargs.py)
 
-LBS = ("wire", "ebpf", "xenoflow")
-PAIRS = (("ebpf", "wire"), ("xenoflow", "wire"), ("xenoflow", "ebpf"))  # compared as a - b
+REFS = tuple(k for k, v in LB_KINDS.items() if v.reference)          # the wire: the testbed's limit
+UNDER_TEST = tuple(k for k, v in LB_KINDS.items() if not v.reference)
+LBS = REFS + UNDER_TEST
+# compared as a - b: every LB against each reference, then the LBs against each other
+PAIRS = tuple((a, r) for r in REFS for a in UNDER_TEST) + tuple(
+    (b, a) for i, a in enumerate(UNDER_TEST) for b in UNDER_TEST[i + 1:])
 TUNABLES = {"payload": 22, "flows": 256}
 REPEAT = 1_000_000
 
-args = benchargs.parse(__doc__, ("ROUNDS", benchargs.positive_int, 3, "alternating rounds over the three LBs"),
+args = benchargs.parse(__doc__, ("ROUNDS", benchargs.positive_int, 3, "alternating rounds over every LB kind"),
                        ("DURATION", benchargs.positive_float, 2.0, "seconds per trial"),
                        ("CONFIG", benchargs.existing_file, None, "testbed config (None: config/local.yaml)"))
 rounds, duration = args.rounds, args.duration

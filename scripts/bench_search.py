@@ -32,9 +32,9 @@ from xenobench.search import SearchSettings, linear_sweep_trials, run_search, tr
 from xenobench.testbed import get_testbed  # noqa: E402
 import benchargs  # noqa: E402  (scripts/benchargs.py)
 
-LBS = ("ebpf", "xenoflow", "wire")
+from xenobench.lb import KINDS as LBS  # noqa: E402
 
-args = benchargs.parse(__doc__, ("LB", str, "xenoflow", "load balancer: ebpf, xenoflow or wire"),
+args = benchargs.parse(__doc__, ("LB", str, "xenoflow", "load balancer: " + ", ".join(LBS)),
                        ("RESULTS_DIR", Path, None, "kept results tree (None: a temporary one, removed)"))
 if args.lb not in LBS:
     sys.exit(f"Failed to run the benchmark: LB {args.lb!r} is not one of {', '.join(LBS)}")

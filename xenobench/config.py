@@ -213,10 +213,31 @@ def _key_path(parts) -> str:
     return out or "(top level)"
 
 
+def _enums() -> dict[str, list[str]]:
+    """Lists a schema names by `x-enum` instead of repeating them: each has one owner in code."""
+    from .dns import KINDS as DNS_SERVERS
+    from .lb import KINDS, NONE
+    return {"lb_kinds": list(KINDS), "lb_kinds_or_none": [NONE, *KINDS], "dns_servers": list(DNS_SERVERS)}
+
+
+def _fill_enums(node: Any, enums: dict[str, list[str]]) -> None:
+    if isinstance(node, dict):
+        if "x-enum" in node:
+            node["enum"] = enums[node.pop("x-enum")]
+        for v in node.values():
+            _fill_enums(v, enums)
+    elif isinstance(node, list):
+        for v in node:
+            _fill_enums(v, enums)
+
+
 def _load_schemas() -> dict[str, dict]:
     schemas = {}
+    enums = _enums()
     for f in sorted(SCHEMA_DIR.glob("*.schema.yaml")):
-        schemas[f.name.removesuffix(".schema.yaml")] = copy.deepcopy(_schema(f, f.stat().st_mtime_ns))
+        sch = copy.deepcopy(_schema(f, f.stat().st_mtime_ns))
+        _fill_enums(sch, enums)
+        schemas[f.name.removesuffix(".schema.yaml")] = sch
     return schemas
 
 
@@ -257,7 +278,9 @@ def _resolve_ref(schema: dict, root: dict) -> dict:
     node = root
     for part in ref.removeprefix("#/").split("/"):
         node = node[part]
-    return node
+    # keywords beside the $ref (a `default`, a `description`) apply too (draft 2020-12, §8.2.3.1)
+    siblings = {k: v for k, v in schema.items() if k != "$ref"}
+    return {**node, **siblings} if siblings else node
 
 
 def apply_defaults(doc, schema: dict, root: dict | None = None) -> None:

@@ -22,6 +22,7 @@ import pandas as pd  # noqa: E402
 from . import latency  # noqa: E402
 from .compare import THESIS_64B_PAYLOAD, read_published  # noqa: E402
 from .errors import DataError  # noqa: E402
+from .lb import LBS, label as lb_label  # noqa: E402
 from .experiments import NO_SPLIT  # noqa: E402
 from .results import HEADERS, l1_gbps, l2_gbps, line_rate_pps, read_tidy  # noqa: E402
 
@@ -33,9 +34,6 @@ STYLE = {"figure.figsize": (6.4, 3.9), "font.size": 10, "axes.titlesize": 10, "a
          "savefig.dpi": 200, "pdf.fonttype": 42}
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
-LB_NAMES = {"none": "no LB", "xenoflow": "XenoFlow", "ebpf": "eBPF/XDP LB", "katran": "Katran",
-            "kakao-loopback": "Kakao loopback", "kakao-255": "Kakao 255 backends",
-            "wire": "wire (no-op, testbed limit)"}
 PUB = dict(color="black")  # every published value is drawn in black and labelled "published"
 SPLIT_ORDER = ["single", "50/50", "70/30", "30/70", "worst"]
 SPLIT_LABELS = {"single": "single endpoint (100/0)", "worst": "worst case (0/100)"}
@@ -48,7 +46,13 @@ def _style(i: int) -> dict:
 
 
 def _name(lb: str) -> str:
-    return LB_NAMES.get(lb, lb)
+    return lb_label(lb)
+
+
+def _is_reference(lb: str) -> bool:
+    """A reference line (the wire: the testbed's limit), drawn dashed and grey."""
+    k = LBS.get(lb)
+    return bool(k and k.reference)
 
 
 REFERENCE_TESTBEDS = ("thesis", "fips")
@@ -117,7 +121,7 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
         for i, (lb, g) in enumerate(x.groupby("lb")):
             med = g.groupby("payload_bytes").value.median().sort_index() / 1e6
             series[lb] = med
-            st = dict(color="grey", ls="--", marker="x") if lb == "wire" else _style(i)  # the limit line
+            st = dict(color="grey", ls="--", marker="x") if _is_reference(lb) else _style(i)  # the limit line
             ax.plot([pos[int(p)] for p in med.index], med.values, **st,
                     label=f"{_name(lb)}, measured (median of {g.repetition.nunique()} runs)")
         published = {}

@@ -21,8 +21,7 @@ from .dns import start_server, stop_server
 from .errors import ConfigError, XenobenchError
 from .experiments import definitions, paired, points
 from .latency import block_order
-from .lb import KINDS as LB_KINDS
-from .lb import get_lb
+from .lb import NONE, get_lb, stop_all
 from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
@@ -95,13 +94,9 @@ def point_setup(testbed, experiment: str, point: dict, progress=print):
             start_server(testbed, server)
             stack.callback(stop_server, testbed, server)
         kind = point_lb(cfg, experiment, point)
-        for other in LB_KINDS:  # one LB at a time on the LB node
-            lb_other = get_lb(other, testbed)
-            if lb_other.running():
-                progress(f"[{experiment}] stopping {other} left running")
-                lb_other.stop()
+        stop_all(testbed, progress=lambda m: progress(f"[{experiment}] {m}"))  # one LB at a time on the node
         lb = None
-        if kind != "none":
+        if kind != NONE:
             lb = get_lb(kind, testbed)
             progress(f"[{experiment}] starting load balancer {kind}")
             lb.start()
@@ -271,10 +266,7 @@ def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
     seed = int(ex["seed"]) + int(ctx.repetition)
     order = block_order(lbs, int(ex["blocks"]), seed)
     count, rate = int(ex["block_probes"]), float(ex["rate_qps"])
-    for other in LB_KINDS:  # a block's LB is the only one running
-        o = get_lb(other, ctx.testbed)
-        if o.running():
-            o.stop()
+    stop_all(ctx.testbed)  # a block's LB is the only one running
     blocks, captured = [], set()
     v = Validity()
     for i, kind in enumerate(order, 1):

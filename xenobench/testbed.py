@@ -125,6 +125,21 @@ class Testbed:
     def restore_backend_sink(self, node: str) -> None:
         """Give the interface back to the backend sink after release_backend_sink."""
 
+    #: services this testbed can set up around a load balancer (LoadBalancer.needs)
+    services: tuple[str, ...] = ()
+
+    def provide(self, needs: tuple[str, ...], lb_kind: str) -> None:
+        """Set up what an LB needs around it (LoadBalancer.needs), idempotent; refuses by name
+        what this testbed cannot provide."""
+        missing = [n for n in needs if n not in self.services]
+        if missing:
+            raise TestbedError(f"Failed to start {lb_kind} on testbed {self.cfg.name}: it needs "
+                               f"{', '.join(missing)}, which this testbed does not provide "
+                               f"(provides: {', '.join(self.services) or 'nothing'})")
+
+    def withdraw(self, needs: tuple[str, ...], lb_kind: str) -> None:
+        """Undo provide() once the LB has stopped."""
+
     def down(self) -> dict:
         for n in self.nodes():
             try:

@@ -1,11 +1,11 @@
-"""The eBPF baseline's controller (ebpf_baseline/lb.bpf.c), run on the LB node as
-`python -m xenobench.agents.ebpf_lb run ...` inside the node's namespace, so the devmap's ifindex
-resolves there.
+"""The eBPF baseline's agent (ebpf_baseline/lb.bpf.c), an XdpLbAgent (xenobench.agents.xdp_lb):
+`python -m xenobench.agents.ebpf_lb run ...` on the LB node.
 
-It validates the backends file, loads ebpf_baseline/build/lb.bpf.o with its maps pinned under
---pin-dir, fills config/slots/backends/egress, attaches in native mode (generic only with
+It loads ebpf_baseline/build/lb.bpf.o with its maps pinned under --pin-dir, fills
+config/slots/backends/egress from the backends file, attaches in native mode (generic only with
 --generic; the mode that ran is recorded), prints stats as JSON lines every interval, and on
-SIGINT/SIGTERM detaches and unpins everything (xenobench.agents.bpf.run_controller).
+SIGINT/SIGTERM detaches and unpins everything. With --egress it redirects to that port (p0 -> p1);
+without, it sends out of its ingress port by XDP_TX (a one-port host like fips5's).
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from typing import Callable
 
 from .. import REPO_ROOT
 from ..backends import load_backends
-from ..errors import XenobenchError
-from .bpf import (bpftool_stdout, controller_parser, counters, ip_link, keep_lb_state, load_pinned, map_update,
-                  percpu_sum, run_controller)
+from .bpf import bpftool_stdout, counters, load_pinned, map_update, percpu_sum
 from .net import mac_bytes
+from .xdp_lb import XdpLbAgent
 
 OBJ = REPO_ROOT / "ebpf_baseline" / "build" / "lb.bpf.o"
 PROG = "xb_lb"
@@ -66,42 +65,21 @@ def read_stats(pindir: Path, backends_file, mode: str, run: Callable[..., str] =
     return out
 
 
-def run(a) -> int:
-    pindir = Path(a.pin_dir)
-    mode = "generic" if a.generic else "native"
-
-    def setup() -> dict:
-        ifindex = None
-        if a.egress_mode == "redirect":
-            link = ip_link(a.egress)
-            if link is None:
-                raise XenobenchError(f"Failed to find egress interface {a.egress}")
-            ifindex = link["ifindex"]
-        load_backends(a.backends)  # validate before anything is loaded
-        load(pindir)
-        info = fill_maps(pindir, a.backends, vip=a.vip, port=a.port, policy=a.policy, egress=a.egress_mode,
-                         src_mac=a.src_mac, egress_ifindex=ifindex)
-        return {"ingress": a.ingress, "mode": mode, **info}
-
-    return run_controller(what="the eBPF LB", iface=a.ingress, pindir=pindir, prog=PROG, generic=a.generic,
-                          setup=setup, read_stats=lambda: read_stats(pindir, a.backends, mode),
-                          interval=a.interval,
-                          after_attach=lambda: keep_lb_state(a.state_dir, mode, a.backends))
+def _configure(pindir: Path, backends: Path, a, egress_ifindex: int | None) -> dict:
+    return fill_maps(pindir, backends, vip=a.vip, port=a.port, policy=a.policy,
+                     egress="redirect" if egress_ifindex is not None else "tx", src_mac=a.src_mac,
+                     egress_ifindex=egress_ifindex)
 
 
-def main(argv=None) -> int:
-    ap, r = controller_parser("python -m xenobench.agents.ebpf_lb", "eBPF baseline controller", 1.0)
-    r.add_argument("--backends", required=True)
-    r.add_argument("--ingress", required=True)
-    r.add_argument("--egress", help="egress port (redirect mode)")
-    r.add_argument("--egress-mode", choices=sorted(EGRESS), default="redirect")
-    r.add_argument("--src-mac", required=True, help="source MAC written into forwarded frames")
-    r.add_argument("--vip", required=True)
-    r.add_argument("--port", type=int, default=53)
+def _add_args(r) -> None:
+    r.add_argument("--vip", required=True, help="the service address (IPv4)")
+    r.add_argument("--port", type=int, default=53, help="the service's UDP port")
     r.add_argument("--policy", choices=sorted(POLICY), default="pass", help="non-service frames")
-    r.add_argument("--state-dir", required=True, help="where the mode and a copy of the backends file go")
-    return run(ap.parse_args(argv))
 
+
+AGENT = XdpLbAgent(name="the eBPF LB", prog_name="xenobench.agents.ebpf_lb", obj=OBJ, prog=PROG,
+                   build_hint="make -C ebpf_baseline", configure=_configure, read_stats=read_stats,
+                   add_args=_add_args, description="eBPF baseline controller")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(AGENT.main())

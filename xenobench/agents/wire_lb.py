@@ -1,13 +1,9 @@
-"""The wire reference LB's controller (switch/wire.bpf.c), run on the LB node as
-`python -m xenobench.agents.wire_lb run ...` inside the node's namespace, so the devmap's ifindex
-resolves there.
+"""The wire reference LB's agent (switch/wire.bpf.c), an XdpLbAgent (xenobench.agents.xdp_lb):
+`python -m xenobench.agents.wire_lb run ...` on the LB node.
 
 The wire forwards every frame from the ingress to the egress port with its MACs rewritten to one
 backend (the backends file's first) and the egress port, and nothing else: the testbed's own
-forwarding limit, against which the eBPF LB and XenoFlow are plotted. It loads
-switch/build/wire.bpf.o with its maps pinned under --pin-dir, fills them, attaches (native unless
---generic), prints stats as JSON lines every interval and on SIGINT/SIGTERM detaches and unpins
-(xenobench.agents.bpf.run_controller).
+forwarding limit, against which the eBPF LB and XenoFlow are plotted.
 """
 
 from __future__ import annotations
@@ -19,10 +15,9 @@ from typing import Callable
 
 from .. import REPO_ROOT
 from ..backends import load_backends
-from ..errors import XenobenchError
-from .bpf import (bpftool_stdout, controller_parser, ip_link, keep_lb_state, load_pinned, map_update,
-                  percpu_sum, run_controller)
+from .bpf import bpftool_stdout, map_update, percpu_sum
 from .net import mac_bytes
+from .xdp_lb import XdpLbAgent
 
 OBJ = REPO_ROOT / "switch" / "build" / "wire.bpf.o"
 PROG = "wire"
@@ -46,37 +41,17 @@ def read_stats(pindir: Path, backends_file, mode: str, run: Callable[..., str] =
             "miss": 0, "non_ipv4": 0, "non_service": 0, "malformed": mal[0], "tx_error": 0, "mode": mode}
 
 
-def run(a) -> int:
-    pindir = Path(a.pin_dir)
-    mode = "generic" if a.generic else "native"
-
-    def setup() -> dict:
-        link = ip_link(a.egress)
-        if link is None:
-            raise XenobenchError(f"Failed to find egress interface {a.egress}")
-        bs = load_backends(a.backends)  # validate before anything is loaded
-        to = bs.backends[0]
-        load_pinned(OBJ, pindir, "make -C switch")
-        m = pindir / "maps"
-        map_update(m / "wire_config", struct.pack("<I", 0), config_bytes(to.mac, a.src_mac))
-        map_update(m / "wire_egress", struct.pack("<I", 0), struct.pack("<I", link["ifindex"]))
-        return {"ingress": a.ingress, "egress": a.egress, "mode": mode, "backend": to.name}
-
-    return run_controller(what="the wire LB", iface=a.ingress, pindir=pindir, prog=PROG, generic=a.generic,
-                          setup=setup, read_stats=lambda: read_stats(pindir, a.backends, mode),
-                          interval=a.interval,
-                          after_attach=lambda: keep_lb_state(a.state_dir, mode, a.backends))
+def _configure(pindir: Path, backends: Path, a, egress_ifindex: int | None) -> dict:
+    to = load_backends(backends).backends[0]
+    m = pindir / "maps"
+    map_update(m / "wire_config", struct.pack("<I", 0), config_bytes(to.mac, a.src_mac))
+    map_update(m / "wire_egress", struct.pack("<I", 0), struct.pack("<I", egress_ifindex))
+    return {"backend": to.name}
 
 
-def main(argv=None) -> int:
-    ap, r = controller_parser("python -m xenobench.agents.wire_lb", "wire reference LB controller", 1.0)
-    r.add_argument("--backends", required=True, help="its first backend receives every frame")
-    r.add_argument("--ingress", required=True)
-    r.add_argument("--egress", required=True)
-    r.add_argument("--src-mac", required=True, help="source MAC written into forwarded frames")
-    r.add_argument("--state-dir", required=True, help="where the mode and a copy of the backends file go")
-    return run(ap.parse_args(argv))
-
+AGENT = XdpLbAgent(name="the wire LB", prog_name="xenobench.agents.wire_lb", obj=OBJ, prog=PROG,
+                   build_hint="make -C switch", configure=_configure, read_stats=read_stats,
+                   egress_required=True, description="wire reference LB controller")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(AGENT.main())

@@ -1,19 +1,69 @@
 """Load balancers under test, driven alike by experiments and by `xenobench lb ...`.
 
-Each implementation module (`ebpf`, `xenoflow`, and `wire`, the no-op reference: p0 → p1) provides `make(testbed) -> LoadBalancer`.
+This module is the one list of LB kinds: the config schema's LB enums (xenobench.config), the
+CLI's choices, the figures' labels (xenobench.plots) and the benchmarks all read `LBS`. Each kind's
+driver module (xenobench.lb.<module>) provides `make(testbed) -> LoadBalancer`.
+
+Adding a load balancer (README, "Adding a load balancer"): its data plane and agent
+(xenobench/agents/<kind>_lb.py, an `XdpLbAgent` for an XDP program), its driver
+(xenobench/lb/<kind>.py, an `XdpControllerLB` subclass), one entry below, a fixture-table test,
+and its line in the README.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .base import LoadBalancer
 
-KINDS = ("ebpf", "xenoflow", "wire")
+#: the pseudo-kind of the RTT experiments: the client sends straight to the DNS backend
+NONE = "none"
+
+
+@dataclass(frozen=True)
+class LBKind:
+    name: str
+    label: str            # how figures and reports name it
+    module: str           # its driver, xenobench.lb.<module>
+    reference: bool = False  # a reference line (the testbed's limit), not a load balancer under test
+
+
+LBS: dict[str, LBKind] = {k.name: k for k in (
+    LBKind("xenoflow", "XenoFlow", "xenoflow"),
+    LBKind("ebpf", "eBPF/XDP LB", "ebpf"),
+    LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True),
+)}
+KINDS: tuple[str, ...] = tuple(LBS)
+#: labels of the kinds that are not measured here but appear in published numbers or as RTT paths
+OTHER_LABELS = {NONE: "no LB", "katran": "Katran", "kakao-loopback": "Kakao loopback",
+                "kakao-255": "Kakao 255 backends"}
+
+
+def label(kind: str) -> str:
+    """How a figure names an LB kind (an unknown one by its own name)."""
+    k = LBS.get(kind)
+    return k.label if k else OTHER_LABELS.get(kind, kind)
 
 
 def get_lb(kind: str, testbed) -> LoadBalancer:
-    if kind not in KINDS:
+    if kind not in LBS:
         raise ConfigError(f"Failed to select load balancer: unknown kind {kind!r} (known: {', '.join(KINDS)})")
-    return importlib.import_module(f"{__name__}.{kind}").make(testbed)
+    return importlib.import_module(f"{__name__}.{LBS[kind].module}").make(testbed)
+
+
+def stop_all(testbed, keep: str | None = None, progress=None) -> list[str]:
+    """Stop every LB kind running on the LB node except `keep` (one LB at a time on the node);
+    returns the kinds stopped."""
+    stopped = []
+    for kind in KINDS:
+        if kind == keep:
+            continue
+        lb = get_lb(kind, testbed)
+        if lb.running():
+            if progress:
+                progress(f"stopping {kind} left running")
+            lb.stop()
+            stopped.append(kind)
+    return stopped

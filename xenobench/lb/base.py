@@ -10,6 +10,10 @@ CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within th
 
 class LoadBalancer(ABC):
     kind: str = ""
+    #: what the LB needs of the testbed around it, set up by Testbed.provide before it starts and
+    #: withdrawn after it stops (e.g. an encapsulating LB: routing by the outer destination in the
+    #: switch, decapsulation on the backends); a testbed that cannot provide one refuses by name
+    needs: tuple[str, ...] = ()
 
     def __init__(self, testbed):
         self.testbed = testbed
@@ -40,9 +44,11 @@ class LoadBalancer(ABC):
     def running(self) -> bool:
         return False
 
-    def _start_controller(self, node, tag: str, argv: list[str], generic: bool) -> dict:
-        """Start an XDP controller agent (xenobench.agents.bpf.run_controller) on the node and wait
-        for its "started" line; a controller that exits or stays silent is stopped and reported."""
-        h = node.start_until(tag, argv, '"event": "started"', what=self.kind, timeout=CONTROLLER_START_S)
-        return {"lb": self.kind, "node": node.name, "pid": h.pid,
-                "mode": "generic" if generic else "native", "log": h.log}
+    def provide_needs(self) -> None:
+        """Set up what this LB needs of the testbed (`needs`); idempotent."""
+        if self.needs:
+            self.testbed.provide(self.needs, self.kind)
+
+    def withdraw_needs(self) -> None:
+        if self.needs:
+            self.testbed.withdraw(self.needs, self.kind)

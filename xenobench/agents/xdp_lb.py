@@ -1,0 +1,75 @@
+"""One agent shape for every load balancer that is an XDP program with a controller (the eBPF
+baseline, the wire reference, ...), run on the LB node as `python -m xenobench.agents.<kind>_lb run
+...` inside the node's namespace, so a devmap's ifindex resolves there.
+
+An LB supplies an `XdpLbAgent`: its BPF object and program, the options only it has, how it fills
+its maps from the validated backends file (`configure`) and how it reads its counters into the
+shape `lb stats` prints for every LB (`read_stats`). `main` gives every such agent the same command
+line (--backends, --ingress, --egress, --src-mac, --state-dir, and xenobench.agents.bpf's --pin-dir,
+--interval, --generic) and the controller life cycle of xenobench.agents.bpf.run_controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..backends import load_backends
+from ..errors import XenobenchError
+from .bpf import controller_parser, ip_link, keep_lb_state, load_pinned, run_controller
+
+
+@dataclass(frozen=True)
+class XdpLbAgent:
+    name: str                 # "the eBPF LB": how messages name it
+    prog_name: str            # `python -m xenobench.agents.<module>`
+    obj: Path                 # the built BPF object
+    prog: str                 # its XDP program's name
+    build_hint: str           # the command that builds obj
+    #: (pindir, backends file, parsed args, egress ifindex or None) -> what the "started" line reports
+    configure: Callable[[Path, Path, argparse.Namespace, int | None], dict]
+    #: (pindir, backends file, mode, run) -> the common stats shape
+    read_stats: Callable[..., dict]
+    egress_required: bool = False
+    add_args: Callable[[argparse.ArgumentParser], None] | None = None
+    description: str = ""
+
+    def parser(self) -> argparse.ArgumentParser:
+        ap, r = controller_parser(f"python -m {self.prog_name}", self.description or f"{self.name} controller", 1.0)
+        r.add_argument("--backends", required=True, help="the backends file (canonical JSON from the harness)")
+        r.add_argument("--ingress", required=True, help="interface the program attaches to")
+        r.add_argument("--egress", required=self.egress_required,
+                       help="egress port (redirect); " + ("required" if self.egress_required else
+                                                          "without it frames leave by XDP_TX out of --ingress"))
+        r.add_argument("--src-mac", required=True, help="source MAC written into forwarded frames")
+        r.add_argument("--state-dir", required=True, help="where the mode and a copy of the backends file go")
+        if self.add_args:
+            self.add_args(r)
+        return ap
+
+    def run(self, a: argparse.Namespace) -> int:
+        pindir = Path(a.pin_dir)
+        mode = "generic" if a.generic else "native"
+
+        def setup() -> dict:
+            ifindex = None
+            if a.egress:
+                link = ip_link(a.egress)
+                if link is None:
+                    raise XenobenchError(f"Failed to find egress interface {a.egress}: no such device "
+                                         f"(give an interface of this node to --egress)")
+                ifindex = link["ifindex"]
+            load_backends(a.backends)  # validate before anything is loaded
+            load_pinned(self.obj, pindir, self.build_hint)
+            info = self.configure(pindir, Path(a.backends), a, ifindex)
+            return {"ingress": a.ingress, **({"egress": a.egress} if a.egress else {}), "mode": mode, **info}
+
+        return run_controller(what=self.name, iface=a.ingress, pindir=pindir, prog=self.prog, generic=a.generic,
+                              setup=setup, read_stats=lambda: self.read_stats(pindir, a.backends, mode),
+                              interval=a.interval,
+                              after_attach=lambda: keep_lb_state(a.state_dir, mode, a.backends))
+
+    def main(self, argv=None) -> int:
+        return self.run(self.parser().parse_args(argv))

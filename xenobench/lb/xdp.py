@@ -1,0 +1,120 @@
+"""The harness face of every load balancer that is an XDP program run by a controller agent
+(xenobench.agents.xdp_lb): the eBPF baseline, the wire reference, and any XDP LB added the same way.
+
+A driver subclass names its kind and agent module and adds the agent options only it has
+(`extra_args`); this class stages the backends file the harness validated (its canonical JSON, as
+XenoFlow gets it) on the LB node, starts the agent there and waits for its "started" line, stops it,
+and reads its counters on the node through the agent's own `read_stats` (bpftool there), so it works
+over either transport.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..backends import write_canonical
+from ..errors import ConfigError, NodeError
+from .base import CONTROLLER_START_S, LoadBalancer
+
+
+class XdpControllerLB(LoadBalancer):
+    #: the agent module (an XdpLbAgent's `python -m` entry point), e.g. "xenobench.agents.ebpf_lb"
+    agent: str = ""
+    #: whether the LB forwards out of a second port (p0 -> p1); False: XDP_TX out of its ingress
+    needs_egress: bool = False
+
+    @property
+    def tag(self) -> str:
+        return f"lb-{self.kind}"
+
+    @property
+    def node(self):
+        return self.testbed.node(self.cfg.role("lb").name)
+
+    @property
+    def pindir(self) -> Path:
+        return self.testbed.bpffs_dir / self.kind
+
+    @property
+    def statedir(self) -> Path:
+        """Where the agent keeps its mode and backends copy, on the LB node."""
+        return Path(self.node.path(self.kind))
+
+    def ports(self):
+        """(LB node config, ingress, egress or None)."""
+        lb = self.cfg.role("lb")
+        ing, eg = lb.lb_port("ingress") or lb.iface(), lb.lb_port("egress")
+        if eg is None and self.needs_egress:
+            raise ConfigError(f"Failed to start {self.kind} on {lb.name}: it needs an egress port "
+                              f"(nodes.{lb.name}.interfaces[].lb_port: egress in {self.cfg.path})")
+        return lb, ing, eg
+
+    def extra_args(self, ingress, egress) -> list[str]:
+        """The agent options only this LB has."""
+        return []
+
+    def interval_s(self) -> float:
+        return float(self.cfg.section("ebpf")["stats_interval_s"])
+
+    def argv(self, staged: str, generic: bool = False) -> list[str]:
+        _, ing, eg = self.ports()
+        return self.node.python_argv(
+            self.agent, "run", "--backends", staged, "--ingress", ing.name,
+            *(["--egress", eg.name] if eg else []), "--src-mac", (eg or ing).mac,
+            "--pin-dir", str(self.pindir), "--state-dir", str(self.statedir),
+            "--interval", str(self.interval_s()), *(["--generic"] if generic else []),
+            *self.extra_args(ing, eg))
+
+    def start(self, backends=None, *, dry_run=False, generic=False, **opts) -> dict:
+        # the agent gets the canonical JSON of the file (validated here; JSON or YAML), as XenoFlow does
+        # (a bad file fails here, before anything runs on the node)
+        bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / self.kind)
+        node = self.node
+        name = f"{self.kind}-backends{Path(bfile).suffix}"
+        argv = self.argv(node.stage(bfile, name, copy=False), generic)
+        if dry_run:
+            return {"commands": [" ".join(argv)]}
+        if node.running(self.tag):
+            raise NodeError(f"Failed to start {self.kind} on {node.name}: already running; "
+                            f"`xenobench lb stop --lb {self.kind}` first")
+        node.stage(bfile, name)
+        self.provide_needs()
+        try:
+            h = node.start_until(self.tag, argv, '"event": "started"', what=self.kind, timeout=CONTROLLER_START_S)
+        except BaseException:
+            self.withdraw_needs()
+            raise
+        return {"lb": self.kind, "node": node.name, "pid": h.pid,
+                "mode": "generic" if generic else "native", "log": h.log}
+
+    def stop(self) -> bool:
+        try:
+            return self.node.stop(self.tag, timeout=5)
+        finally:
+            self.withdraw_needs()
+
+    def running(self) -> bool:
+        return self.node.running(self.tag)
+
+    def stats(self) -> dict:
+        node = self.node
+        if not node.run(["test", "-d", str(self.pindir / "maps")], check=False).ok:
+            raise NodeError(f"Failed to read {self.kind} stats on {node.name}: not running (no pinned maps "
+                            f"under {self.pindir})")
+        mode = node.read_text(str(self.statedir / "mode")).strip() or "native"
+        # the backends file the running agent loaded (it keeps a copy in its state dir)
+        names = node.run(["ls", str(self.statedir)], check=False).stdout.split()
+        copy = next((n for n in names if n.startswith("backends.")), None)
+        local = Path(tempfile.mkdtemp()) / (copy or "backends.json")
+        try:
+            if copy:
+                local.write_text(node.read_text(str(self.statedir / copy)))
+            else:
+                shutil.copyfile(self.backends_file(None), local)
+            spec = importlib.import_module(self.agent).AGENT
+            return spec.read_stats(self.pindir, local, mode, run=lambda *a: node.run(["bpftool", *a]).stdout)
+        finally:
+            shutil.rmtree(local.parent, ignore_errors=True)
