@@ -235,3 +235,68 @@ def test_copied_or_linked_trial_is_refused_by_name(tmp_path):
     assert res.exit_code == 1
     assert one_line(res) == (f"xenobench: Failed to read trial result {d.parent / 'rep-3' / 'result.json'}: "
                              "repetition: 1 is not rep-3's (a copied or moved trial?)")
+
+
+# --- item 2: a trial is reused only when it was recorded for the same point -------------------------
+def _cfg(tmp_path, change=None, name="c.yaml"):
+    import yaml
+
+    from xenobench.config import DEFAULT_CONFIG, load_config
+    doc = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    if change:
+        change(doc)
+    f = tmp_path / name
+    f.write_text(yaml.safe_dump(doc))
+    return load_config(f)
+
+
+def _recorded(tmp_path, cfg, point=PPS[2]):
+    """A complete trial as run_trial leaves it, recorded under cfg."""
+    from xenobench.layout import ResultsTree
+    from xenobench.trials import trial_params
+    t = ResultsTree(tmp_path / "results", cfg.name).trial("pps", point, 1)
+    t.path.mkdir(parents=True)
+    params = trial_params(cfg, "pps", point, 1)
+    t.params.write_text(json.dumps(params))
+    t.write_result({**params, "valid": True, "attempts": [{"attempt": 1, "reasons": []}], "chosen_attempt": 1,
+                    "outputs": {}})
+    return t
+
+
+@pytest.mark.parametrize("change,differs", [
+    (lambda d: d["experiments"]["pps"].update(duration_s=5), "experiments.pps.duration_s: 2 -> 5"),
+    (lambda d: d["experiments"]["pps"].update(lbs=["xenoflow"]), 'experiments.pps.lbs: ["wire", "xenoflow", "ebpf"]'
+                                                                  ' -> ["xenoflow"]'),
+    (lambda d: d["experiments"].update(settle_s=7), "experiments.settle_s: "),
+    (lambda d: d["service"].update(port=5353), "service.port: 53 -> 5353"),
+])
+def test_trial_recorded_for_another_point_is_set_aside_and_rerun(tmp_path, change, differs):
+    from xenobench.trials import reusable, trial_params
+    t = _recorded(tmp_path, _cfg(tmp_path))
+    new = _cfg(tmp_path, change, "new.yaml")
+    lines = []
+    assert not reusable(t, trial_params(new, "pps", PPS[2], 1), lines.append)
+    assert not t.path.exists(), "a stale trial is not kept where it would be counted"
+    [stale] = (t.path.parent / "stale").iterdir()
+    assert stale.name.startswith("rep-1-") and (stale / "result.json").is_file()  # moved, never deleted
+    [line] = lines
+    assert line.startswith(f"{t.path} was recorded for another point (") and differs in line, line
+    assert line.endswith(f"): moved to {stale}, running it again"), line
+
+
+def test_trial_recorded_for_the_same_point_is_reused(tmp_path):
+    from xenobench.trials import reusable, trial_params
+    cfg = _cfg(tmp_path)
+    t = _recorded(tmp_path, cfg)
+    # the same point: another experiment's section, the repetition count, the file's comments differ
+    same = _cfg(tmp_path, lambda d: (d["experiments"]["loss"].update(rates_pps=[1000]),
+                                     d["experiments"].update(repetitions=9)), "same.yaml")
+    assert reusable(t, trial_params(same, "pps", PPS[2], 1), lambda m: pytest.fail(m))
+    assert reusable(t, trial_params(cfg, "pps", PPS[2], 1), lambda m: pytest.fail(m))
+    # a trial from before params recorded the point configuration: run again, the old one kept aside
+    p = json.loads(t.params.read_text())
+    del p["point_config"]
+    t.params.write_text(json.dumps(p))
+    lines = []
+    assert not reusable(t, trial_params(cfg, "pps", PPS[2], 1), lines.append)
+    assert "point_config: \"(unset)\" -> {" in lines[0]
