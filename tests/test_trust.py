@@ -300,3 +300,33 @@ def test_trial_recorded_for_the_same_point_is_reused(tmp_path):
     lines = []
     assert not reusable(t, trial_params(cfg, "pps", PPS[2], 1), lines.append)
     assert "point_config: \"(unset)\" -> {" in lines[0]
+
+
+# --- item 5: --config keys and several --configfile's are merged and validated, never dropped --------
+def _plan(*args):
+    from .test_workflow import dry_run
+    p = dry_run(*args)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_snakemake_config_keys_are_merged_and_validated(tmp_path):
+    code, out = _plan("--config", 'experiments={"repetitions": 1}')
+    assert code == 0 and re.search(r"measurement points x 1 repetitions", out), out
+    code, out = _plan("--config", 'experimnts={"repetitions": 1}')
+    assert code != 0 and "experimnts: unknown section" in out and "did you mean 'experiments'" in out, out
+    code, out = _plan("--config", 'experiments={"repetitionz": 1}')
+    assert code != 0 and "repetitionz" in out, out
+
+
+def test_several_configfiles_merge_in_order(tmp_path):
+    two = tmp_path / "two.yaml"
+    two.write_text("experiments: {repetitions: 2}\n")
+    five = tmp_path / "five.yaml"
+    five.write_text("experiments: {repetitions: 5, settle_s: 0.5}\n")
+    code, out = _plan("--configfile", "config/ci.yaml", str(five), str(two))
+    assert code == 0 and "xenobench: testbed ci " in out and "x 2 repetitions" in out, out
+    code, out = _plan("--configfile", "config/ci.yaml", str(two), "--config", 'experiments={"repetitions": 4}')
+    assert code == 0 and "x 4 repetitions" in out, out
+    # the flag repeated: Snakemake keeps the last file only, so it is refused rather than half-read
+    code, out = _plan("--configfile", "config/ci.yaml", "--configfile", str(two))
+    assert code != 0 and "--configfile given more than once" in out, out
