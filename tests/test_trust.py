@@ -330,3 +330,14 @@ def test_several_configfiles_merge_in_order(tmp_path):
     # the flag repeated: Snakemake keeps the last file only, so it is refused rather than half-read
     code, out = _plan("--configfile", "config/ci.yaml", "--configfile", str(two))
     assert code != 0 and "--configfile given more than once" in out, out
+
+
+# --- item 7 (part): --results under a regular file is refused before the testbed goes up --------------
+def test_results_under_a_file_refused_before_the_testbed(tmp_path, monkeypatch):
+    from xenobench import cli
+    monkeypatch.setattr(cli.Context, "testbed", lambda self: pytest.fail("the testbed was brought up"))
+    (tmp_path / "afile").write_text("x")
+    res = run(["experiment", "run", "pps", "lb-xenoflow_payload-22", "--results", str(tmp_path / "afile" / "r")])
+    assert res.exit_code == 1
+    assert one_line(res) == (f"xenobench: Failed to use results directory {tmp_path / 'afile' / 'r'}: "
+                             f"{tmp_path / 'afile'} is not a directory (give --results a directory)")
