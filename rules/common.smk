@@ -12,7 +12,32 @@ from xenobench.layout import ResultsTree, point_id
 
 # No `configfile:` directive: Snakemake would deep-merge --configfile over it, mixing the
 # namespace testbed's nodes into the thesis testbed's. The default applies only when none is given.
-CONFIG_PATH = (list(workflow.overwrite_configfiles) or ["config/local.yaml"])[-1]
+# Several --configfile's merge in order and --config keys over them, as Snakemake merges them: each
+# layer `extends:` the one before (xenobench.config's merge) in a file the jobs read too, so every key
+# is validated like a file's (a typo is refused by name) and none is dropped.
+def _layered_config(files, overrides):
+    import hashlib, yaml
+    if sum(a in ("--configfile", "--configfiles") for a in sys.argv) > 1:  # argparse keeps the last only
+        sys.exit("xenobench: Failed to merge config: --configfile given more than once (Snakemake keeps the last "
+                 "only): give the files after one --configfile, in order")
+    # Snakemake reads a --config mapping's scalars as text (YAML BaseLoader): typed as a file's would be
+    typed = lambda v: ({k: typed(x) for k, x in v.items()} if isinstance(v, dict) else [typed(x) for x in v]  # noqa: E731
+                       if isinstance(v, list) else yaml.safe_load(v) if isinstance(v, str) else v)
+    overrides = typed(dict(overrides))
+    path = files[0]
+    for layer, doc in [*((f, yaml.safe_load(Path(f).read_text()) or {}) for f in files[1:]),
+                       *([("--config", overrides)] if overrides else [])]:
+        if not isinstance(doc, dict) or "extends" in doc:
+            sys.exit(f"xenobench: Failed to merge config {layer}: give extends: only in the first --configfile "
+                     "(a mapping of sections after it)")
+        text = yaml.safe_dump({"extends": str(Path(path).resolve()), **doc}, sort_keys=False)
+        out = Path(".xenobench/config") / f"snakemake-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        path = str(out)
+    return path
+CONFIG_PATH = _layered_config(list(workflow.overwrite_configfiles) or ["config/local.yaml"],
+                              workflow.config_settings.config)  # --config alone (overwrite_config: files too)
 CFG = load_config(CONFIG_PATH)  # every section's schema + semantic checks (MACs, roles, ...); resolves `extends:`
 config.clear()
 config.update(CFG.raw)

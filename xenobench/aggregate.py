@@ -12,45 +12,86 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from . import latency
 from .errors import ConfigError, DataError
 from .experiments import definition
 from .layout import ResultsTree, TrialDir, point_id
-from .results import KINDS, row, write_tidy
+from .results import COLUMNS, KINDS, row, validate, write_tidy
 
 RTT_PERCENTILES = (1, 5, 25, 75, 95, 99)
 
 
 def trial_results(resdir: Path) -> list[tuple[TrialDir, dict]]:
     """(trial, result.json) of every completed trial under <resdir>/trials, in sorted order."""
+    if not Path(resdir).is_dir():
+        raise DataError(f"Failed to read results {resdir}: no such directory (run the experiments first, or "
+                        "give results/<testbed>)")
     return [(t, t.read_result()) for t in ResultsTree.of(resdir).completed_trials()]
+
+
+def trial_rows(testbed: str, trial: TrialDir, res: dict, resdir: Path, paired: dict) -> dict[str, list[dict]]:
+    """rows_for_trial, with a malformed result named by its file and the rows checked against the
+    metrics' units and ranges (xenobench.results.validate) before any is written."""
+    try:
+        rows = rows_for_trial(testbed, trial, res, resdir, paired)
+    except KeyError as e:
+        raise DataError(f"Failed to aggregate trial {trial.result}: {e.args[0]!r} is missing "
+                        "(not a result xenobench wrote?)") from None
+    except (TypeError, ValueError, AttributeError) as e:
+        raise DataError(f"Failed to aggregate trial {trial.result}: malformed ({e})") from None
+    for k, rs in rows.items():
+        if rs:
+            validate(k, pd.DataFrame(rs, columns=COLUMNS), f"of trial {trial.result}", by_source=True)
+    return rows
 
 
 def read_probe_records(path: Path) -> list[float]:
     """RTTs in µs of the answered probes (status ok) in a prober's raw records: JSON lines
-    (xenobench.rtt) or CSV, each with rtt_ns and status."""
+    (xenobench.rtt) or CSV, each with rtt_ns and status. A line that is not a record or an
+    rtt_ns that is not a whole number of ns is refused, naming the line."""
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise DataError(f"Failed to read probe records {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"Failed to read probe records {path}: {getattr(e, 'strerror', None) or e}") from None
+    recs = []  # (line, record)
     if path.suffix == ".jsonl":
-        recs = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                recs.append(json.loads(line))
+                r = json.loads(line)
             except json.JSONDecodeError as e:
                 raise DataError(f"Failed to read probe records {path}: line {n}: {e.msg}") from None
+            except RecursionError:
+                raise DataError(f"Failed to read probe records {path}: line {n}: nested too deeply") from None
+            if not isinstance(r, dict):
+                raise DataError(f"Failed to read probe records {path}: line {n}: {line[:40]!r} is not a record "
+                                "(a JSON object)")
+            recs.append((n, r))
     else:
         rd = csv.DictReader(text.splitlines())
         if rd.fieldnames is None or "rtt_ns" not in rd.fieldnames:
             raise DataError(f"Failed to read probe records {path}: no rtt_ns column")
-        recs = list(rd)
-    return [int(r["rtt_ns"]) / 1000.0 for r in recs
-            if r.get("status", "ok") == "ok" and r.get("rtt_ns") not in ("", None)]
+        recs = list(enumerate(rd, 2))
+    out = []
+    for n, r in recs:
+        v = r.get("rtt_ns")
+        if r.get("status", "ok") != "ok" or v in ("", None):
+            continue
+        try:
+            ns = int(v) if not isinstance(v, float) else None  # 1.5 or NaN ns: not the prober's record
+        except ValueError:
+            ns = None
+        if ns is None or isinstance(v, bool):
+            raise DataError(f"Failed to read probe records {path}: line {n}: rtt_ns: {v!r} is not a whole number "
+                            "of nanoseconds")
+        out.append(ns / 1000.0)
+    return out
 
 
 def _rtt_stats(v: np.ndarray) -> dict:
@@ -251,7 +292,7 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
             invalid.append({"trial": str(trial.path.relative_to(resdir)), "experiment": res["experiment"],
                             "attempts": len(res["attempts"]), "reasons": "; ".join(reasons)})
             continue
-        for k, rs in rows_for_trial(testbed, trial, res, resdir, paired).items():
+        for k, rs in trial_rows(testbed, trial, res, resdir, paired).items():
             rows[k] += rs
     for _, ent in sorted(paired.items()):  # the paired design: per point, over its valid repetitions
         common = dict(ent["common"], source=ent["source"])
@@ -264,10 +305,13 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
             progress(f"{k}.csv: {len(rs)} rows")
         elif (resdir / f"{k}.csv").exists():  # this directory's CSVs are ours: none stale
             (resdir / f"{k}.csv").unlink()
-    with open(resdir / "invalid.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["trial", "experiment", "attempts", "reasons"])
-        w.writeheader()
-        w.writerows(invalid)
+    try:
+        with open(resdir / "invalid.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["trial", "experiment", "attempts", "reasons"])
+            w.writeheader()
+            w.writerows(invalid)
+    except OSError as e:
+        raise DataError(f"Failed to write {resdir / 'invalid.csv'}: {e.strerror or e}") from None
     written["invalid"] = len(invalid)
     progress(f"invalid.csv: {len(invalid)} invalid trials")
     return written

@@ -30,7 +30,7 @@ from .rtt import probe
 from .search import SearchSettings, goal, run_search, trial_runner
 from .results import line_rate_pps
 from .traffic import fill_tunables, run_traffic, start_traffic
-from .trials import TrialContext, Validity, run_trial
+from .trials import TrialContext, Validity, reusable, run_trial, trial_params
 
 log = logging.getLogger(__name__)
 
@@ -401,7 +401,7 @@ def find_point(cfg, experiment: str, pid: str) -> dict:
 def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("results"),
               progress=print) -> dict:
     """Every repetition of one point; writes <point dir>/point.json last (Snakemake's output).
-    Completed repetitions (result.json present) are not re-run."""
+    Completed repetitions recorded for this point are not re-run (xenobench.trials.reusable)."""
     cfg = testbed.cfg
     d = definition(experiment)
     proc = PROCEDURES[d.procedure]
@@ -413,7 +413,8 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
     ex_all = cfg.section("experiments")
     reps = int(ex_all["repetitions"])
     tree = ResultsTree(Path(results_root), cfg.name)
-    todo = [r for r in range(1, reps + 1) if not tree.trial(experiment, point, r).complete]
+    todo = [r for r in range(1, reps + 1)  # complete and recorded for this point: kept; else (re-)run
+            if not reusable(tree.trial(experiment, point, r), trial_params(cfg, experiment, point, r), progress)]
     results = []
     if todo:
         testbed.up()  # idempotent; a resumed run may find the testbed down

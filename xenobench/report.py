@@ -14,6 +14,7 @@ import numpy as np
 
 from .aggregate import trial_results
 from .errors import DataError, XenobenchError
+from .layout import read_json
 from .results import read_all
 
 HARDWARE_TESTBEDS = ("fips", "thesis")
@@ -244,8 +245,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     per: dict[str, list[float]] = {}
     for t, r in trials:
         per.setdefault(r["experiment"], []).append(
-            sum(json.loads(t.attempt(a["attempt"]).outputs.read_text()).get("seconds", 0)
-                for a in r["attempts"] if t.attempt(a["attempt"]).outputs.exists()))
+            sum(_seconds(t.attempt(a["attempt"]).outputs) for a in r["attempts"]
+                if t.attempt(a["attempt"]).outputs.exists()))
     L += _table(["experiment", "trials", "seconds in procedures"],
                 [[e, len(v), f"{sum(v):.1f}"] for e, v in per.items()]) if per else ["No trials."]
     L.append("")
@@ -286,6 +287,18 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     except DataError as e:
         L.append(f"This testbed: {e}")
     L.append("")
-    out.write_text("\n".join(L))
+    try:
+        out.write_text("\n".join(L))
+    except OSError as e:
+        raise DataError(f"Failed to write the report {out}: {e.strerror or e}") from None
     return out
+
+
+def _seconds(outputs: Path) -> float:
+    """The seconds an attempt's procedure took (outputs.json), refused by name when malformed."""
+    o = read_json(outputs, "attempt outputs")
+    v = o.get("seconds", 0) if isinstance(o, dict) else None
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
+        raise DataError(f"Failed to read attempt outputs {outputs}: seconds: {v!r} is not a number of seconds >= 0")
+    return float(v)
 
