@@ -18,7 +18,7 @@ from . import latency
 from .errors import ConfigError, DataError
 from .experiments import definition
 from .layout import ResultsTree, TrialDir, point_id
-from .results import COLUMNS, KINDS, row, validate, write_tidy
+from .results import COLUMNS, KINDS, metric, row, validate, write_tidy
 
 RTT_PERCENTILES = (1, 5, 25, 75, 95, 99)
 
@@ -235,7 +235,7 @@ def _rate_rows(testbed: str, d, trial: TrialDir, res: dict, facts: dict, src: st
                 continue
             raise DataError(f"Failed to aggregate trial {trial.path}: outputs.{m['from']} (metric {m['metric']} "
                             f"of experiments/{d.id}.yaml) is missing from result.json")
-        rows.append(row(**common, metric=m["metric"], value=v, unit=m["unit"]))
+        rows.append(row(**common, metric=m["metric"], value=v, unit=metric(m["metric"]).unit))
     return {table: rows}
 
 

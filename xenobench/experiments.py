@@ -60,6 +60,11 @@ def _load(f: Path, validator) -> Experiment:
                           f"(the shape is {SCHEMA.relative_to(REPO_ROOT)})")
     if d["id"] != f.stem:
         raise ConfigError(f"Failed to load experiment {f}: id: {d['id']!r} is not the file's name {f.stem!r}")
+    from .results import metric
+    for m in d["tidy"].get("metrics") or ():
+        if metric(m["metric"]) is None:
+            raise ConfigError(f"Failed to load experiment {f}: tidy.metrics: {m['metric']!r} is not a metric "
+                              "xenobench.results.METRICS knows (add its unit and range there)")
     names = [v["name"] for v in d["variables"]]
     for v in d["variables"]:
         if v.get("none_when_zero") and v["none_when_zero"] not in names[:names.index(v["name"])]:
