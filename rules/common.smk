@@ -40,7 +40,7 @@ wildcard_constraints:
 
 def testbed_down():
     """Leave nothing behind, on success and on failure alike (namespace testbed only)."""
-    if CFG.transport == "netns":
+    if CFG.testbed_kind == "namespaces":
         shell(f"{XB} testbed down")
 
 
