@@ -17,6 +17,8 @@ config.clear()
 config.update(CFG.raw)
 validate(config, "../config/schema/main.schema.yaml")
 TESTBED = CFG.name
+# nodes reached over ssh: the workflow deploys to them before the testbed check (rule deploy)
+SSH_NODES = [n.name for n in CFG.nodes.values() if n.transport == "ssh"]
 XB = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"  # the venv that runs Snakemake
 CONDA_ENV = "../environment.yml"  # the same packages for --use-conda (testbed machines)
 THESIS_DATA = config.get("thesis_data", "../shared/thesis-data")

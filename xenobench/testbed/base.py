@@ -89,11 +89,15 @@ class Testbed:
 
     def down(self, *, purge: bool = False) -> dict:
         """Stop what the harness started on the nodes; `purge`: remove the state directory too
-        (logs, process records)."""
+        (logs, process records) and what `xenobench deploy` placed on the nodes."""
         self.stop_processes()
+        purged = []
         if purge:
+            from ..deploy import purge as purge_deployed
+            purged = purge_deployed(self)
+            self.stop_processes()  # closes the connections purge opened
             shutil.rmtree(self.cfg.state_dir, ignore_errors=True)
-        return {"removed": []}
+        return {"removed": [], "purged": purged}
 
     def status(self) -> dict:
         return {"testbed": self.cfg.name, "kind": self.kind,
