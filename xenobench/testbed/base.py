@@ -125,7 +125,8 @@ class Testbed:
         token = f"xenobench-check-{b.name}-{time.time_ns()}"
         desc = f"UDP to VIP {self.cfg.service.vip} with {b.name}'s MAC arrives at {b.name}"
         recv = backend.start("check-recv", backend.python_argv(
-            "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--port", str(port),
+            "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--iface", b.iface().name,
+            "--port", str(port),
             "--expect", token, "--timeout", "5"))
         try:
             time.sleep(0.3)
