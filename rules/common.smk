@@ -40,8 +40,16 @@ wildcard_constraints:
     point=r"[A-Za-z0-9_.-]+",
 
 
+# the workflow starts TRex itself (rule trex_server) when the experiments generate with it
+USES_TREX = CFG.section("traffic").get("generator") == "trex"
+
+
 def testbed_down():
-    """Leave nothing behind, on success and on failure alike (namespace testbed only)."""
+    """Leave nothing behind, on success and on failure alike (namespace testbed only); stop the
+    TRex server the workflow started, its log into the results."""
+    if USES_TREX and Path(f"results/{TESTBED}/trex_server.txt").exists():
+        shell(f"{XB} traffic server stop --collect results/{TESTBED}/logs/trex_server.log || true")
+        Path(f"results/{TESTBED}/trex_server.txt").unlink()
     if CFG.testbed_kind == "namespaces":
         shell(f"{XB} testbed down")
 

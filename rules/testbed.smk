@@ -31,3 +31,19 @@ rule testbed_check:
         xb=XB,
     shell:
         "({params.xb} testbed up && {params.xb} testbed check) > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+
+
+rule trex_server:
+    """The TRex server on the loadgen node, started before the first experiment job (traffic.generator
+    trex); one already answering on its RPC port is reported and left alone. Stopped, its log
+    collected into results/<testbed>/logs/trex_server.log, when the workflow ends (testbed_down)."""
+    input:
+        check=f"{RESULTS}/testbed_check.txt",
+    output:
+        f"{RESULTS}/trex_server.txt",
+    log:
+        f"{RESULTS}/logs/trex_server_start.log",
+    params:
+        xb=XB,
+    shell:
+        "{params.xb} traffic server start > {output} 2> {log}"
