@@ -7,6 +7,7 @@ from snakemake.utils import validate
 
 from xenobench.config import load_config
 from xenobench.experiments import ORDER, points
+from xenobench.plots import FIGURES as PLOTS, THESIS_FIGURES
 from xenobench.layout import ResultsTree, point_id
 
 # No `configfile:` directive: Snakemake would deep-merge --configfile over it, mixing the
@@ -21,12 +22,11 @@ TESTBED = CFG.name
 SSH_NODES = [n.name for n in CFG.nodes.values() if n.transport == "ssh"]
 XB = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"  # the venv that runs Snakemake
 CONDA_ENV = "../environment.yml"  # the same packages for --use-conda (testbed machines)
-THESIS_DATA = config.get("thesis_data", "../shared/thesis-data")
+THESIS_DATA = "../shared/thesis-data"  # the thesis's raw measurements (results/thesis/ is committed)
 TREE = ResultsTree(Path("results"), TESTBED)  # xenobench.layout owns every path below results/<testbed>
 RESULTS = str(TREE.dir)
 FIGURES = f"figures/{TESTBED}"
-FIGURE_NAMES = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none",
-                "rtt_under_load", "lb_comparison", "ndr_pdr", "rtt_added"]
+FIGURE_NAMES = list(PLOTS)  # xenobench.plots owns the list
 
 # every measurement point of this testbed: (experiment, point id); trials live below its directory
 POINTS = [(e, point_id(p)) for e in ORDER for p in points(CFG, e)]
@@ -59,7 +59,7 @@ def point_outputs():
 
 
 def all_outputs():
-    out = [f"{RESULTS}/testbed_check.txt", *THESIS_FIGURES, "results/thesis/compare.json"]
+    out = [f"{RESULTS}/testbed_check.txt", *THESIS_FIGURE_FILES, "results/thesis/compare.json"]
     if POINTS:
         out += [f"{RESULTS}/report.md"]
     return out

@@ -43,7 +43,7 @@ import yaml
 
 from .errors import DataError
 from .results import row, write_tidy
-from .steady import STEADY_FRACTION, steady_state  # noqa: F401  (STEADY_FRACTION: sampler imports it here)
+from .steady import steady_state
 
 MANIFEST = "manifest.yaml"
 PROVENANCE = "provenance.json"

@@ -153,7 +153,11 @@ def _headlines(tidy: dict) -> list[list]:
     return out
 
 
-OFFERED_LOAD = ("pps", "loss", "compare")
+def _is_rate(experiment) -> bool:
+    """A rate experiment (experiments/<id>.yaml kind: rate): traffic counted along its path."""
+    from .experiments import definitions
+    d = definitions().get(experiment) if isinstance(experiment, str) else None
+    return d is not None and d.kind == "rate"
 
 
 def _drop_rows(trials) -> list[list]:
@@ -165,7 +169,7 @@ def _drop_rows(trials) -> list[list]:
     from .config import load_config
     cfgs, sums = {}, {}
     for t, r in trials:
-        if r.get("experiment") not in OFFERED_LOAD or not r.get("valid"):
+        if not _is_rate(r.get("experiment")) or not r.get("valid"):
             continue
         try:
             meta = json.loads(t.metadata.read_text())
@@ -189,7 +193,7 @@ def _drop_rows(trials) -> list[list]:
         rx_be = sum(c[f"{b.name}:{b.iface().name}"]["rx_packets"] for b in cfg.backend_nodes())
         row = [sent, sent - link + refused, link - ing["rx_packets"] - ing["rx_dropped"],
                ing["rx_dropped"], ing["rx_packets"] - eg["tx_packets"], eg["tx_packets"] - rx_be, rx_be]
-        key = (r["experiment"], r.get("point", {}).get("lb") or cfg.section("experiments")[r["experiment"]].get("lb"))
+        key = (r["experiment"], (r["outputs"].get("facts") or {}).get("lb"))  # the LB the trial recorded
         sums[key] = [a + b for a, b in zip(sums.get(key, [0] * len(row)), row)]
     rows = []
     for (exp, lb), v in sums.items():

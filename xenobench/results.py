@@ -30,6 +30,7 @@ COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
     "lb",             # xenoflow | ebpf | none | katran | kakao-loopback | kakao-255
     "server",         # RTT: the DNS backend answering the probes: reflector | python | bind9
+    "generator",      # what offered the traffic (the trial's record): trex | xdpgen | trafgen
     "payload_bytes",  # UDP payload
     "frame_bytes",    # Ethernet frame without FCS = payload + 42
     "offered_pps",    # offered load (generator), packets/s
@@ -45,7 +46,7 @@ COLUMNS = [
 NUMERIC = ("payload_bytes", "frame_bytes", "offered_pps", "measured_pps", "repetition",
            "background_pps", "value")
 REQUIRED = ("testbed", "lb", "metric", "value", "unit", "source")  # never empty
-OPTIONAL = ("server",)  # added later; files written before it read as empty
+OPTIONAL = ("server", "generator")  # added later; files written before them read as empty
 
 # Units of the metrics the harness writes; a known metric with another unit is an error (a Mpps
 # value in a packets/s column is the classic silent factor-10^6 bug). Other metrics are allowed.
@@ -187,7 +188,7 @@ def read_tidy(path: str | Path, kind: str) -> pd.DataFrame:
                     break
                 skip += 1
         # text columns as text: a metric or unit written as a number must not become an int
-        df = pd.read_csv(f, skiprows=skip, dtype={c: str for c in ("testbed", "lb", "server", "split", "metric",
+        df = pd.read_csv(f, skiprows=skip, dtype={c: str for c in ("testbed", "lb", "server", "generator", "split", "metric",
                                                                    "unit", "source")})
     except FileNotFoundError:
         raise DataError(f"Failed to read tidy results {f}: no such file") from None

@@ -98,9 +98,10 @@ class NamespaceTopology:
         return rec if isinstance(rec, dict) else {}
 
     def is_mine(self) -> bool:
-        """Whether the prefix's record is this config's testbed."""
+        """Whether the prefix's record is this config's testbed: the same name and state directory
+        (as when the record lived in that directory; the config file may be named relative or not)."""
         rec = self.record()
-        return (rec.get("testbed"), rec.get("config")) == (self.cfg.name, str(self.cfg.path))
+        return (rec.get("testbed"), rec.get("state_dir")) == (self.cfg.name, str(self.cfg.state_dir))
 
     def write_record(self, **kw) -> None:
         self.record_file.parent.mkdir(parents=True, exist_ok=True)
