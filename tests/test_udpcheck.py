@@ -14,6 +14,7 @@ def test_recv_without_the_address_configured_on_the_backend(testbed):
     node = testbed.node(b.name)
     assert NOT_HERE not in node.run(["ip", "-o", "addr"]).stdout
     token = f"xbd-check-{time.time_ns()}"
+    offset = len(node.read_text(node.log_path("udpcheck-test")))  # logs are appended across runs
     h = node.start("udpcheck-test", node.python_argv(
         "xenobench.agents.udpcheck", "recv", "--bind", NOT_HERE, "--iface", b.iface().name,
         "--port", "9", "--expect", token, "--timeout", "5"))
@@ -25,7 +26,7 @@ def test_recv_without_the_address_configured_on_the_backend(testbed):
         deadline = time.monotonic() + 5
         while node.running("udpcheck-test") and time.monotonic() < deadline:
             time.sleep(0.05)
-        out = node.read_log(h).strip().splitlines()
+        out = node.read_text(h.log)[offset:].strip().splitlines()
     finally:
         node.stop("udpcheck-test")
     ci = testbed.cfg.role("client").iface()
