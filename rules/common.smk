@@ -43,6 +43,8 @@ config.clear()
 config.update(CFG.raw)
 validate(config, "../config/schema/main.schema.yaml")
 TESTBED = CFG.name
+# nodes reached over ssh: the workflow deploys to them before the testbed check (rule deploy)
+SSH_NODES = [n.name for n in CFG.nodes.values() if n.transport == "ssh"]
 XB = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"  # the venv that runs Snakemake
 CONDA_ENV = "../environment.yml"  # the same packages for --use-conda (testbed machines)
 THESIS_DATA = "../shared/thesis-data"  # the thesis's raw measurements (results/thesis/ is committed)
@@ -63,8 +65,16 @@ wildcard_constraints:
     point=r"[A-Za-z0-9_.-]+",
 
 
+# the workflow starts TRex itself (rule trex_server) when the experiments generate with it
+USES_TREX = CFG.section("traffic").get("generator") == "trex"
+
+
 def testbed_down():
-    """Leave nothing behind, on success and on failure alike (namespace testbed only)."""
+    """Leave nothing behind, on success and on failure alike (namespace testbed only); stop the
+    TRex server the workflow started, its log into the results."""
+    if USES_TREX and Path(f"results/{TESTBED}/trex_server.txt").exists():
+        shell(f"{XB} traffic server stop --collect results/{TESTBED}/logs/trex_server.log || true")
+        Path(f"results/{TESTBED}/trex_server.txt").unlink()
     if CFG.testbed_kind == "namespaces":
         shell(f"{XB} testbed down")
 

@@ -22,7 +22,8 @@ def up(obj):
 
 
 @testbed_group.command("down")
-@click.option("--purge", is_flag=True, help="Remove the state directory (logs, process records) too.")
+@click.option("--purge", is_flag=True, help="Remove the state directory (logs, process records) and what "
+              "`xenobench deploy` placed on the nodes too.")
 @click.pass_obj
 def down(obj, purge):
     """Remove every namespace, link, pinned BPF object and process the testbed of this prefix
@@ -31,6 +32,8 @@ def down(obj, purge):
     res = obj.testbed().down(purge=purge)
     click.echo(f"testbed {obj.config.name}: down, removed {len(res.get('removed', []))} namespaces "
                f"({time.monotonic() - t0:.2f} s)")
+    if res.get("purged"):
+        click.echo(f"removed the deployed artefact from {', '.join(res['purged'])}")
 
 
 @testbed_group.command("status")

@@ -55,6 +55,36 @@ class ProcessHandle:
     starttime_ticks: int | None = None  # /proc/<pid>/stat field 22, guards against pid reuse
 
 
+# What sudo prints when it may not run a command without a password (sudo's plugins/sudoers:
+# "a password is required" for `sudo -n`, "a terminal is required to read the password" without
+# -n over an exec channel, which has no terminal).
+SUDO_REFUSALS = ("a password is required", "a terminal is required")
+
+
+def sudo_argv(argv: list[str]) -> list[str]:
+    """argv through sudo, never prompting (-n, sudo(8)): over SSH there is no terminal to ask on,
+    so a missing rule fails at once with a message sudo_refused() recognises."""
+    return ["sudo", "-n", *argv]
+
+
+def sudo_refused(r: "CommandResult") -> bool:
+    """Whether a command run through sudo failed because sudo wants a password."""
+    return r.returncode != 0 and any(m in (r.stderr + r.stdout) for m in SUDO_REFUSALS)
+
+
+def sudoers_rule(user: str, commands: list[str]) -> str:
+    """The sudoers line that lets `user` run `commands` as root without a password, for a file
+    in /etc/sudoers.d/ (sudoers(5): user host = (runas) NOPASSWD: commands)."""
+    return f"{user} ALL=(root) NOPASSWD: {', '.join(commands)}"
+
+
+def sudoers_fix(user: str, commands: list[str]) -> str:
+    """The operator's command that installs sudoers_rule (checked by visudo before it counts)."""
+    rule = sudoers_rule(user, commands)
+    return (f"echo '{rule}' | sudo tee /etc/sudoers.d/xenobench && sudo chmod 440 /etc/sudoers.d/xenobench "
+            "&& sudo visudo -cf /etc/sudoers.d/xenobench")
+
+
 class Node(ABC):
     """A testbed node. Subclasses implement the transport."""
 
@@ -72,6 +102,18 @@ class Node(ABC):
             own_sysfs: bool = False) -> CommandResult:
         """Run argv to completion. own_sysfs (netns only): run it through `ip netns exec` so that
         /sys shows the namespace's devices (this hides /sys/fs/bpf)."""
+
+    deploy_dir: str | None = None
+    """Where `xenobench deploy` unpacks the node-side artefact on the node (xenobench.deploy);
+    None: the node shares this machine's tree, nothing is shipped to it."""
+
+    def python_env(self) -> dict[str, str]:
+        """Environment a python_argv command needs to import the deployed agents ({} here)."""
+        return {}
+
+    def remove_deployed(self) -> bool:
+        """Remove what `xenobench deploy` placed on the node; False if there was nothing."""
+        return False
 
     def python_argv(self, module: str, *args: str) -> list[str]:
         """argv that runs `python -m module args` with xenobench importable on this node."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..config import Config, NodeConfig
 from ..errors import NodeError
-from .base import CommandResult, Node, ProcessHandle, _stat_starttime
+from .base import CommandResult, Node, ProcessHandle, _stat_starttime, sudo_argv
 from .known_hosts import KnownHosts, host_key_policy
 from .netns import socket_in_netns
 
@@ -30,6 +30,11 @@ class SshNode(Node):
     invocation (stop, teardown after a crash) finds the processes' logs; stop_all() removes it."""
 
     TMP = "/tmp"
+    deploy_dir = "xenobench-deploy"
+    """Where `xenobench deploy` unpacks the node-side artefact (xenobench.deploy), relative to
+    the login's working directory (ssh.workdir, else the home): one directory per content hash,
+    `current` the link to the deployed one. It outlives the private directory (stop_all): it is
+    removed by `testbed down --purge` only."""
 
     def __init__(self, cfg: Config, ncfg: NodeConfig):
         super().__init__(cfg, ncfg)
@@ -110,8 +115,21 @@ class SshNode(Node):
                             f"{known.path} line {n}")
         return c
 
+    def python_env(self) -> dict[str, str]:
+        """The environment that makes the deployed agents importable: the artefact first on
+        PYTHONPATH (Python makes the relative entry absolute against the working directory,
+        which is ssh.workdir or the home for every command); before a deploy the path does not
+        exist and a xenobench installed on the node is used instead."""
+        return {"PYTHONPATH": f"{self.deploy_dir}/current"}
+
     def python_argv(self, module, *args):
-        return [self.ssh.python, "-m", module, *map(str, args)]
+        env = [f"{k}={v}" for k, v in self.python_env().items()]
+        return ["env", *env, self.ssh.python, "-m", module, *map(str, args)]
+
+    def remove_deployed(self) -> bool:
+        """Remove what `xenobench deploy` placed (DEPLOY_DIR); False if there was nothing."""
+        r = self.run(["sh", "-c", '[ -d "$1" ] && rm -rf -- "$1"', "sh", self.deploy_dir], check=False)
+        return r.ok
 
     def _command(self, argv: list[str], env: dict[str, str] | None) -> str:
         """argv (and env) as one shell word list: something `setsid` or `exec` can run."""
@@ -202,7 +220,7 @@ class SshNode(Node):
             logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
                            self.name, h.tag, h.pid, shlex.join(h.argv))
             return False
-        self.run(["sudo", "kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
+        self.run(sudo_argv(["kill", f"-{int(sig)}", "--", f"-{h.pid}"]), check=False)
         return True
 
     def _starttime(self, pid):

@@ -89,11 +89,15 @@ class Testbed:
 
     def down(self, *, purge: bool = False) -> dict:
         """Stop what the harness started on the nodes; `purge`: remove the state directory too
-        (logs, process records)."""
+        (logs, process records) and what `xenobench deploy` placed on the nodes."""
         self.stop_processes()
+        purged = []
         if purge:
+            from ..deploy import purge as purge_deployed
+            purged = purge_deployed(self)
+            self.stop_processes()  # closes the connections purge opened
             shutil.rmtree(self.cfg.state_dir, ignore_errors=True)
-        return {"removed": []}
+        return {"removed": [], "purged": purged}
 
     def status(self) -> dict:
         return {"testbed": self.cfg.name, "kind": self.kind,
@@ -121,7 +125,8 @@ class Testbed:
         token = f"xenobench-check-{b.name}-{time.time_ns()}"
         desc = f"UDP to VIP {self.cfg.service.vip} with {b.name}'s MAC arrives at {b.name}"
         recv = backend.start("check-recv", backend.python_argv(
-            "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--port", str(port),
+            "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--iface", b.iface().name,
+            "--port", str(port),
             "--expect", token, "--timeout", "5"))
         try:
             time.sleep(0.3)
