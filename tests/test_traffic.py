@@ -19,7 +19,7 @@ from scapy.layers.l2 import Ether
 
 from xenobench.cli import main as cli
 from xenobench.config import load_config, section_with_defaults
-from xenobench.traffic import TrafficError, compile_for, run_traffic, start_traffic, to_trafgen
+from xenobench.traffic import TrafficError, TrialSpec, compile_for, run_traffic, start_traffic, to_trafgen
 from xenobench.traffic.profiles import compile_frames, read_pcap
 from xenobench.traffic.trex import TrexDriver, evaluate
 
@@ -261,9 +261,9 @@ def test_max_rate_run_and_background_start_stop(testbed):
 def test_bad_input_raises_and_leaves_nothing(testbed):
     with pytest.raises(TrafficError, match=r"argument --split: 'x' is not single"):
         start_traffic(testbed, "background_split", {"split": "x"}, 1000)
-    with pytest.raises(TrafficError, match=r"^Failed to start traffic: rate -5 pps must be >= 0"):
+    with pytest.raises(TrafficError, match=r"^Failed to start traffic: rate -5 pps must be a number >= 0"):
         run_traffic(testbed, "udp_payload", {}, -5, count=10)
-    with pytest.raises(TrafficError, match=r"^Failed to run traffic: give duration_s or count$"):
+    with pytest.raises(TrafficError, match=r"^Failed to run traffic: give a duration or a count$"):
         run_traffic(testbed, "udp_payload", {}, 1000)
     _no_leftovers(testbed)
 
@@ -286,12 +286,16 @@ def test_cli_run_json(testbed, tmp_path):
 # --- TRex driver: validity from TRex statistics --------------------------------------------------
 # The driver against the real STLClient and a TRex server double: tests/test_trex_client.py.
 def test_trex_evaluate_validity_from_statistics():
-    ok = evaluate({0: {"opackets": 1980}, "global": {"queue_full": 0}}, {}, [0], 1000, 2)
+    def spec(rate):
+        return TrialSpec.of(rate, duration_s=2, counts=False)
+    ok = evaluate({0: {"opackets": 1980}, "global": {"queue_full": 0}}, {}, [0], spec(1000), 2)
     assert ok["valid"] and ok["achieved_pps"] == 990
-    low = evaluate({0: {"opackets": 1979}, "global": {"queue_full": 7}}, {}, [0], 1000, 2)
-    assert low["reason"] == "achieved 990 pps < 99 % of requested 1000 pps; queue full: TRex reported queue_full 7"
-    assert evaluate({0: {"opackets": 5}, "global": {}}, {}, [0], 0, 2)["valid"]  # rate 0: no ratio check
-    assert evaluate({0: {"opackets": 0}, "global": {}}, {}, [0], 0, 2)["reason"] == "TRex sent no frames on ports [0]"
+    low = evaluate({0: {"opackets": 1979}, "global": {"queue_full": 7}}, {}, [0], spec(1000), 2)
+    assert low["reason"] == ("achieved 990 pps < 99 % of requested 1000 pps; "
+                             "queue full: TRex ports [0] reported queue_full 7")
+    assert low.failed == ["rate", "queue"]
+    assert evaluate({0: {"opackets": 5}, "global": {}}, {}, [0], spec(0), 2)["valid"]  # rate 0: no ratio check
+    assert evaluate({0: {"opackets": 0}, "global": {}}, {}, [0], spec(0), 2)["reason"] == "no frames left TRex ports [0]"
 
 
 @needs_root
@@ -378,7 +382,7 @@ def test_trafgen_validity_from_counters(local_cfg):
     out = "      1000 packets outgoing\n     64000 bytes outgoing\n   1 sec, 0 usec on CPU0 (1000 packets)\n"
 
     def collect(rate, count, link, dropped, text=out):
-        r = TrafgenRun(get_testbed(local_cfg), c, rate, count=count)
+        r = TrafgenRun(get_testbed(local_cfg), c, TrialSpec.of(rate, count=count))
         r.before, r.t0, r.t1 = {"view": {"tx_packets": 5, "tx_dropped": 1}}, 0.0, 1.01
         return r._collect(text, {"view": {"tx_packets": 5 + link, "tx_dropped": 1 + dropped}}, [])
 
@@ -402,7 +406,7 @@ def test_trex_driver_real_client_without_server_reports_connection_failure():
     d = TrexDriver(section_with_defaults("traffic", {"trex": {"server": "127.0.0.1", "sync_port": 45999,
                                                               "async_port": 45998, "version": "v3.04"}}))
     with pytest.raises(TrafficError) as e:
-        d.run("udp_payload", {"payload": 22}, 1000, duration_s=1)
+        d.run("udp_payload", {"payload": 22}, TrialSpec.of(1000, duration_s=1, counts=False))
     assert str(e.value).startswith("Failed to connect to TRex server 127.0.0.1:45999: "
                                    "*** [RPC] - Failed to get server response from tcp://127.0.0.1:45999")
     import sys
