@@ -148,7 +148,7 @@ def test_run_traffic_dispatches_to_trex_on_fips_config_server_double(tmp_path):
     assert res["generator"] == "trex" and res["valid"] and res["tx_packets"] == 1000
     assert res["tunables"]["dst_mac"] == "c4:70:bd:a0:56:ac" and res["tunables"]["vip"] == "10.3.10.45"
     assert res["tunables"]["dns_classes"] == "0"
-    assert res["spec"] == {"rate_pps": 2000.0, "duration_s": 0.5, "count": None, "deadline_s": 1.625}
+    assert res["spec"] == {"rate_pps": 2000.0, "duration_s": 0.5, "count": None, "deadline_s": 2.625}
     (add,) = srv.call("add_stream")
     assert add["stream"]["vm"]["cache"] == 10  # a 70/30 cycle: 10 frames
 
