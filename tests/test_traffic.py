@@ -586,3 +586,27 @@ def test_proc_net_dev_reader_names_every_column(tmp_path):
         assert isinstance(s.read(), int)
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("edit,msg", [
+    ({"step": 0}, "flow variable 'src' has step 0; TRex takes a whole number > 0"),
+    ({"size": 3}, "flow variable 'src' has size 3; TRex takes 1, 2, 4 or 8 bytes"),
+    ({"min_value": 9, "max_value": 2, "init_value": 9},
+     "flow variable 'src' needs min_value <= init_value <= max_value, has 9 <= 9 <= 2"),
+    ({"init_value": 1}, "flow variable 'src' needs min_value <= init_value <= max_value, "
+                        "has 167772161 <= 1 <= 167772162"),
+    ({"size": 1}, "flow variable 'src' has min_value 167772161, not a whole number in 0..255 (1 bytes)"),
+    ({"value_list": [1, 256], "size": 1}, "flow variable 'src' lists value 256, not a whole number in 0..255 (1 bytes)"),
+    ({"value_list": [1, 2], "step": 2}, "flow variable 'src' steps its value_list by 2; the trafgen compiler "
+                                        "takes step 1 only"),
+])
+def test_flow_variable_trex_refuses_is_refused(edit, msg):
+    """The flow variable checks of the TRex server (trex_stl_rpc_cmds.cpp check_min_max,
+    check_value_list), on the fixture's stream as the real client wrote it."""
+    from xenobench.traffic.profiles import compile_stream, load_streams
+    _, (s, _) = load_streams(REFUSED, {"case": "ok"})
+    var = {**s["vm"]["instructions"][0], **edit}
+    s = {**s, "vm": {**s["vm"], "instructions": [var, *s["vm"]["instructions"][1:]]}}
+    with pytest.raises(TrafficError) as e:
+        compile_stream(s, "stream 0")
+    assert str(e.value) == f"Failed to compile stream 0: {msg}"

@@ -149,8 +149,16 @@ def fix_l4(buf: bytearray, l3: int, l4: int, proto_csum_off: int) -> None:
     buf[l4 + proto_csum_off:l4 + proto_csum_off + 2] = struct.pack("!H", c)
 
 
+def _uint(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
 # --- field engine -----------------------------------------------------------------------------
 class _Var:
+    """A flow variable's values over one cycle, checked as the TRex server checks them
+    (trex-core src/stx/stl/trex_stl_rpc_cmds.cpp parse_vm_instr_flow_var, check_min_max,
+    check_value_list: size 1, 2, 4 or 8; step > 0; min <= init <= max; every value within the size)."""
+
     def __init__(self, ins: dict, where: str):
         self.name, self.size = ins["name"], ins["size"]
         if ins.get("next_var"):
@@ -159,7 +167,14 @@ class _Var:
         if ins["op"] not in ("inc", "dec"):
             raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has op {ins['op']!r}; "
                                "only inc and dec have an exact cycle to compile")
+        if self.size not in (1, 2, 4, 8):
+            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has size {self.size!r}; "
+                               "TRex takes 1, 2, 4 or 8 bytes")
         self.op, self.step = ins["op"], ins.get("step", 1)
+        if not _uint(self.step) or self.step == 0:
+            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has step {self.step!r}; "
+                               "TRex takes a whole number > 0")
+        top = (1 << (8 * self.size)) - 1
         self.values = ins.get("value_list")
         if self.values is not None:
             seq = list(self.values)
@@ -169,9 +184,20 @@ class _Var:
             if self.step != 1:  # TRex steps through a list by `step` (inc_mod_list); this compiler by 1
                 raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} steps its value_list "
                                    f"by {self.step}; the trafgen compiler takes step 1 only")
+            bad = next((x for x in seq if not _uint(x) or x > top), None)
+            if bad is not None:
+                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} lists value {bad!r}, "
+                                   f"not a whole number in 0..{top} ({self.size} bytes)")
             self.seq = seq if self.op == "inc" else seq[::-1]
         else:
             lo, hi, v = ins["min_value"], ins["max_value"], ins["init_value"]
+            for key, x in (("min_value", lo), ("max_value", hi), ("init_value", v)):
+                if not _uint(x) or x > top:
+                    raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has {key} {x!r}, "
+                                       f"not a whole number in 0..{top} ({self.size} bytes)")
+            if not lo <= v <= hi:
+                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} needs min_value <= "
+                                   f"init_value <= max_value, has {lo} <= {v} <= {hi}")
             seq, start = [], v
             while True:
                 seq.append(v)
