@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: the XDP live-frames generator (loadgen/xdpgen) against trafgen, both sending 64 B
 frames (udp_payload, 22 B payload, 256 sources) from one pinned CPU into a veth whose peer drops
-every frame at XDP (xenobench.traffic.xdpgen.xdp_sink_pair: namespaces <prefix>xg-gen and
+every frame at XDP (tests/xdp_sink.py xdp_sink_pair, a test fixture: namespaces <prefix>xg-gen and
 <prefix>xg-sink, removed at the end). The peer's NAPI runs on the sender's CPU too (softirq after
 each XDP flush), so "one core" is the whole path.
 
@@ -22,16 +22,21 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbb-")
 
+from xenobench import REPO_ROOT  # noqa: E402
 from xenobench.config import load_config  # noqa: E402
 from xenobench.traffic.profiles import compile_frames, to_trafgen, write_pcap  # noqa: E402
 from xenobench.traffic.trafgen import parse_output  # noqa: E402
-from xenobench.traffic.xdpgen import BINARY, achieved_rate, xdp_sink_pair  # noqa: E402
+from xenobench.traffic.xdpgen import BINARY, achieved_rate  # noqa: E402
+
+sys.path.insert(0, str(REPO_ROOT))  # the sink pair is a test fixture: tests/xdp_sink.py
+from tests.xdp_sink import xdp_sink_pair  # noqa: E402
 import benchargs  # noqa: E402  (scripts/benchargs.py)
 
 args = benchargs.parse(__doc__, ("DURATION", benchargs.positive_float, 2.0, "seconds per trial"),

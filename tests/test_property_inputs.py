@@ -7,7 +7,11 @@ a result or raises the project's own error (ConfigError, DataError), never anoth
   probes and answers, truncated and mutated, and random bytes behind each format's magic;
 - the thesis raw series (xenobench.ingest.read_series): random lines and bytes;
 - the tidy CSVs (xenobench.results.read_tidy): the fixture's pps.csv with cells replaced and
-  bytes mutated; what is accepted has finite numbers and the schema's columns.
+  bytes mutated; what is accepted has finite numbers and the schema's columns;
+- the profile compiler (xenobench.traffic.profiles.compile_streams): a user profile's streams as
+  the TRex client writes them (typed as STLStream.to_json types them), with rates, flags, flow
+  variables, offsets and checksum fixes replaced: frames of the packet's own length, or
+  TrafficError.
 
 Example counts are bounded (settings below) so the file stays within a few tens of seconds;
 derandomized, so a failure reproduces. The byte mutator is tests/strategies.py's.
@@ -27,10 +31,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xenobench.config import DEFAULT_CONFIG, Config, load_config
-from xenobench.errors import ConfigError, DataError
+from xenobench.errors import ConfigError, DataError, TrafficError
 from xenobench.ingest import MAX_COUNT, read_series
 from xenobench.pcap_rtt import RttResult, analyze_pcap
 from xenobench.results import COLUMNS, NUMERIC, read_tidy
+from xenobench.traffic.profiles import compile_streams, load_streams
 
 from xenobench import REPO_ROOT
 
@@ -347,3 +352,74 @@ def test_the_property_seeds_are_accepted(tmp_path):
     f = tmp_path / "s.txt"
     f.write_bytes(b"1\n2\n")
     assert read_series(f).tolist() == [1, 2]
+
+
+# --- the profile compiler ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def seed_streams():
+    """Two streams of tests/fixtures/traffic/refused.py --case ok, loaded by the real TRex client:
+    a flow variable written into IP.src with an IPv4 checksum fix, and a plain one."""
+    return load_streams("tests/fixtures/traffic/refused.py", {"case": "ok"})[1]
+
+
+RATE = st.one_of(st.sampled_from([0, -1, 0.0004, 0.5, 1, 100, 1e9, float("nan"), float("inf"), -float("inf")]),
+                 st.floats(), st.integers(-10, 10**7))
+OFFSET = st.one_of(st.integers(-4, 70), st.integers(-2**16, 2**16))
+U64 = st.one_of(st.integers(0, 300), st.sampled_from([0, 255, 256, 2**16, 2**32 - 1, 2**32, 2**64 - 1]),
+                st.integers(-5, -1))
+# (where in the stream, the values the client can put there)
+STREAM_EDITS = [
+    (("mode", "rate", "value"), RATE),
+    (("enabled",), st.booleans()),
+    (("self_start",), st.booleans()),
+    (("vm", "instructions", 0, "size"), st.sampled_from([1, 2, 3, 4, 8, 0])),
+    (("vm", "instructions", 0, "step"), U64),
+    (("vm", "instructions", 0, "min_value"), U64),
+    (("vm", "instructions", 0, "max_value"), U64),
+    (("vm", "instructions", 0, "init_value"), U64),
+    (("vm", "instructions", 0, "value_list"), st.lists(U64, max_size=5)),
+    (("vm", "instructions", 0, "op"), st.sampled_from(["inc", "dec", "random"])),
+    (("vm", "instructions", 1, "pkt_offset"), OFFSET),
+    (("vm", "instructions", 1, "add_value"), st.integers(-2**33, 2**33)),
+    (("vm", "instructions", 1, "name"), st.sampled_from(["src", "nope"])),
+    (("vm", "instructions", 2, "pkt_offset"), OFFSET),
+    (("vm", "instructions", 2), st.builds(lambda l2, l3, t: {"type": "fix_checksum_hw", "l2_len": l2, "l3_len": l3,
+                                                           "l4_type": t},
+                                        st.integers(0, 70), st.integers(0, 70), st.sampled_from([11, 13, 17]))),
+    (("vm", "instructions", 1), st.builds(lambda off, cast, mask, shift: {
+        "type": "write_mask_flow_var", "name": "src", "pkt_offset": off, "pkt_cast_size": cast, "mask": mask,
+        "shift": shift, "add_value": 0, "is_big_endian": True},
+        OFFSET, st.sampled_from([1, 2, 3, 4]), st.integers(0, 2**32 - 1), st.integers(-32, 32))),
+]
+
+
+@st.composite
+def stream_sets(draw, seeds):
+    streams = copy.deepcopy(seeds)
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(streams) - 1))
+        path, values = draw(st.sampled_from(STREAM_EDITS))
+        node = streams[i]
+        try:
+            for k in path[:-1]:
+                node = node[k]
+            node[path[-1]] = draw(values)
+        except (KeyError, IndexError, TypeError):  # the plain stream has no field engine
+            continue
+    if draw(st.booleans()):
+        streams = draw(st.permutations(streams))
+    return streams
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(data=st.data())
+def test_profile_compiler_returns_frames_or_traffic_error(seed_streams, data):
+    import base64
+    streams = data.draw(stream_sets(seed_streams))
+    try:
+        frames = compile_streams(streams, "profile fuzz.py")
+    except TrafficError as e:
+        assert str(e).startswith("Failed to compile ") and "fuzz.py" in str(e), e
+        return
+    lengths = {len(base64.b64decode(s["packet"]["binary"])) for s in streams}
+    assert frames and {len(f) for f in frames} <= lengths  # no write grew or cut a frame

@@ -19,7 +19,7 @@ from scapy.layers.l2 import Ether
 
 from xenobench.cli import main as cli
 from xenobench.config import load_config, section_with_defaults
-from xenobench.traffic import TrafficError, compile_for, run_traffic, start_traffic, to_trafgen
+from xenobench.traffic import TrafficError, TrialSpec, compile_for, run_traffic, start_traffic, to_trafgen
 from xenobench.traffic.profiles import compile_frames, read_pcap
 from xenobench.traffic.trex import TrexDriver, evaluate
 
@@ -261,9 +261,9 @@ def test_max_rate_run_and_background_start_stop(testbed):
 def test_bad_input_raises_and_leaves_nothing(testbed):
     with pytest.raises(TrafficError, match=r"argument --split: 'x' is not single"):
         start_traffic(testbed, "background_split", {"split": "x"}, 1000)
-    with pytest.raises(TrafficError, match=r"^Failed to start traffic: rate -5 pps must be >= 0"):
+    with pytest.raises(TrafficError, match=r"^Failed to start traffic: rate -5 pps must be a number >= 0"):
         run_traffic(testbed, "udp_payload", {}, -5, count=10)
-    with pytest.raises(TrafficError, match=r"^Failed to run traffic: give duration_s or count$"):
+    with pytest.raises(TrafficError, match=r"^Failed to run traffic: give a duration or a count$"):
         run_traffic(testbed, "udp_payload", {}, 1000)
     _no_leftovers(testbed)
 
@@ -286,12 +286,16 @@ def test_cli_run_json(testbed, tmp_path):
 # --- TRex driver: validity from TRex statistics --------------------------------------------------
 # The driver against the real STLClient and a TRex server double: tests/test_trex_client.py.
 def test_trex_evaluate_validity_from_statistics():
-    ok = evaluate({0: {"opackets": 1980}, "global": {"queue_full": 0}}, {}, [0], 1000, 2)
+    def spec(rate):
+        return TrialSpec.of(rate, duration_s=2, counts=False)
+    ok = evaluate({0: {"opackets": 1980}, "global": {"queue_full": 0}}, {}, [0], spec(1000), 2)
     assert ok["valid"] and ok["achieved_pps"] == 990
-    low = evaluate({0: {"opackets": 1979}, "global": {"queue_full": 7}}, {}, [0], 1000, 2)
-    assert low["reason"] == "achieved 990 pps < 99 % of requested 1000 pps; queue full: TRex reported queue_full 7"
-    assert evaluate({0: {"opackets": 5}, "global": {}}, {}, [0], 0, 2)["valid"]  # rate 0: no ratio check
-    assert evaluate({0: {"opackets": 0}, "global": {}}, {}, [0], 0, 2)["reason"] == "TRex sent no frames on ports [0]"
+    low = evaluate({0: {"opackets": 1979}, "global": {"queue_full": 7}}, {}, [0], spec(1000), 2)
+    assert low["reason"] == ("achieved 990 pps < 99 % of requested 1000 pps; "
+                             "queue full: TRex ports [0] reported queue_full 7")
+    assert low.failed == ["rate", "queue"]
+    assert evaluate({0: {"opackets": 5}, "global": {}}, {}, [0], spec(0), 2)["valid"]  # rate 0: no ratio check
+    assert evaluate({0: {"opackets": 0}, "global": {}}, {}, [0], spec(0), 2)["reason"] == "no frames left TRex ports [0]"
 
 
 @needs_root
@@ -378,7 +382,7 @@ def test_trafgen_validity_from_counters(local_cfg):
     out = "      1000 packets outgoing\n     64000 bytes outgoing\n   1 sec, 0 usec on CPU0 (1000 packets)\n"
 
     def collect(rate, count, link, dropped, text=out):
-        r = TrafgenRun(get_testbed(local_cfg), c, rate, count=count)
+        r = TrafgenRun(get_testbed(local_cfg), c, TrialSpec.of(rate, count=count))
         r.before, r.t0, r.t1 = {"view": {"tx_packets": 5, "tx_dropped": 1}}, 0.0, 1.01
         return r._collect(text, {"view": {"tx_packets": 5 + link, "tx_dropped": 1 + dropped}}, [])
 
@@ -402,8 +406,207 @@ def test_trex_driver_real_client_without_server_reports_connection_failure():
     d = TrexDriver(section_with_defaults("traffic", {"trex": {"server": "127.0.0.1", "sync_port": 45999,
                                                               "async_port": 45998, "version": "v3.04"}}))
     with pytest.raises(TrafficError) as e:
-        d.run("udp_payload", {"payload": 22}, 1000, duration_s=1)
+        d.run("udp_payload", {"payload": 22}, TrialSpec.of(1000, duration_s=1, counts=False))
     assert str(e.value).startswith("Failed to connect to TRex server 127.0.0.1:45999: "
                                    "*** [RPC] - Failed to get server response from tcp://127.0.0.1:45999")
     import sys
     assert "trex" not in sys.modules  # the TRex client never entered the harness process
+
+
+# --- the profile compiler refuses what TRex refuses ------------------------------------------------
+# tests/fixtures/traffic/refused.py builds each case with the real TRex client (which accepts them
+# all); the TRex server refuses each (trex-core src/stx/stl/, cited in profiles.py). Before the
+# compiler checked them: tracebacks (ZeroDivisionError, ValueError, OverflowError, IndexError from
+# to_trafgen) or, worse, frames silently grown past the packet or an empty capture.
+REFUSED = "tests/fixtures/traffic/refused.py"
+
+
+@pytest.mark.parametrize("case,msg", [
+    ("all_disabled", ": none of its 2 streams is enabled and self-starting, so there is nothing to send "
+                     "(set enabled=True, self_start=True on one)"),
+    ("not_self_start", ": none of its 2 streams is enabled and self-starting, so there is nothing to send "
+                       "(set enabled=True, self_start=True on one)"),
+    ("two_zero_pps", "stream 0 of profile {}: mode.rate pps 0 is not a finite number > 0 "
+                     "(TRex refuses it, enabled or not: give the stream a positive rate)"),
+    ("one_zero_pps", "stream 0 of profile {}: mode.rate pps 0 is not a finite number > 0 "
+                     "(TRex refuses it, enabled or not: give the stream a positive rate)"),
+    ("nan_pps", "stream 0 of profile {}: mode.rate pps nan is not a finite number > 0 "
+                "(TRex refuses it, enabled or not: give the stream a positive rate)"),
+    ("inf_pps", "stream 0 of profile {}: mode.rate pps inf is not a finite number > 0 "
+                "(TRex refuses it, enabled or not: give the stream a positive rate)"),
+    ("empty_value_list", "stream 0 of profile {}: flow variable 'src' has an empty value_list; "
+                         "give it at least one value"),
+    ("write_past", "stream 0 of profile {}: write_flow_var of 'src' (4 B) at pkt_offset 58 reaches byte 61, "
+                   "past the 60-byte packet"),
+    ("mask_past", "stream 0 of profile {}: write_mask_flow_var of 'src' (1 B) at pkt_offset 60 reaches byte 60, "
+                  "past the 60-byte packet"),
+    ("ipv4_past", "stream 0 of profile {}: fix_checksum_ipv4 (a 20-byte IPv4 header) at pkt_offset 50 reaches "
+                  "byte 69, past the 60-byte packet"),
+    ("hw_past", "stream 0 of profile {}: fix_checksum_hw (l2_len 14, l3_len 42, l4_type 11) at pkt_offset 14 "
+                "reaches byte 63, past the 60-byte packet"),
+])
+def test_profile_trex_refuses_is_refused_naming_stream_and_field(case, msg, tmp_path):
+    from xenobench import REPO_ROOT
+    path = REPO_ROOT / REFUSED
+    want = "xenobench: Failed to compile " + (msg.format(path) if "{}" in msg else f"profile {path}{msg}")
+    for out in ([], ["--out", str(tmp_path / "x.pcap")]):  # stdout (.cfg) and a capture alike
+        res = CliRunner().invoke(cli, ["traffic", "compile", str(path), "-t", f"case={case}", *out])
+        assert (res.exit_code, res.output.strip()) == (1, want), res.output
+        assert not (tmp_path / "x.pcap").exists()
+
+
+def test_profile_refusal_baseline_compiles():
+    c = compile_frames(REFUSED, {"case": "ok"})
+    # 100 : 50 pps: 2 frames of the first stream (sources 10.0.0.1, .2) per 1 of the second (no field
+    # engine: its one frame, source 10.0.0.1), interleaved; every frame the packet's 60 bytes
+    assert [Ether(f)[IP].src for f in c.frames] == ["10.0.0.1", "10.0.0.1", "10.0.0.2"]
+    assert c.cycle == 3 and {len(f) for f in c.frames} == {60}
+
+
+# --- the generator contract --------------------------------------------------------------------------
+@pytest.mark.parametrize("args,kw,want", [
+    # (rate, duration, count), options → (rate_pps, duration_s, count, deadline_s)
+    ((50_000, 2, None), {}, (50_000.0, 2.0, 100_000, 4.5)),
+    ((3, 0.5, None), {}, (3.0, 0.5, 2, 2 / 3 * 1.25 + 2)),          # ceil(1.5) frames
+    ((0, 2, None), {}, (0.0, 2.0, None, 4.5)),                       # as fast as possible, for 2 s
+    ((1000, None, 500), {}, (1000.0, None, 500, 2.625)),
+    ((0, None, 500), {}, (0.0, None, 500, None)),                    # the generator's stall rule ends it
+    ((1000, None, None), {}, (1000.0, None, None, None)),            # background: until stopped
+    ((1000, None, 500), {"counts": False}, (1000.0, 0.5, None, 2.625)),   # TRex: for count / rate s
+    ((1000, 2, None), {"counts": False}, (1000.0, 2.0, None, 4.5)),
+])
+def test_trial_spec_counts_and_deadline(args, kw, want):
+    s = TrialSpec.of(*args, **kw)
+    assert (s.rate_pps, s.duration_s, s.count) == want[:3]
+    assert s.deadline_s == (pytest.approx(want[3]) if want[3] is not None else None)
+
+
+@pytest.mark.parametrize("args,kw,msg", [
+    ((-5, 1, None), {}, "Failed to start traffic: rate -5 pps must be a number >= 0 (0: as fast as possible)"),
+    ((float("nan"), 1, None), {}, "Failed to start traffic: rate nan pps must be a number >= 0 (0: as fast as possible)"),
+    ((float("inf"), 1, None), {}, "Failed to start traffic: rate inf pps must be a number >= 0 (0: as fast as possible)"),
+    ((True, 1, None), {}, "Failed to start traffic: rate True pps must be a number >= 0 (0: as fast as possible)"),
+    (("fast", 1, None), {}, "Failed to start traffic: rate 'fast' pps must be a number >= 0 (0: as fast as possible)"),
+    ((1000, 0, None), {}, "Failed to start traffic: duration 0 s must be a number > 0"),
+    ((1000, float("nan"), None), {}, "Failed to start traffic: duration nan s must be a number > 0"),
+    ((1000, None, 0), {}, "Failed to start traffic: count 0 must be a positive integer"),
+    ((1000, None, 2.5), {}, "Failed to start traffic: count 2.5 must be a positive integer"),
+    ((1000, None, float("inf")), {}, "Failed to start traffic: count inf must be a positive integer"),
+    ((1000, 1, 10), {}, "Failed to start traffic: give a duration or a count, not both"),
+    ((1000, None, None), {"blocking": True}, "Failed to run traffic: give a duration or a count"),
+    ((0, None, 10), {"counts": False}, "Failed to run traffic: a count needs a rate with this generator, which "
+                                       "sends for a duration (count / rate)"),
+])
+def test_trial_spec_refuses_with_the_value_named(args, kw, msg):
+    with pytest.raises(TrafficError) as e:
+        TrialSpec.of(*args, **kw)
+    assert str(e.value) == msg
+
+
+@pytest.mark.parametrize("rate,count,tx,achieved,qfull,faults,failed", [
+    (1000, 1000, 1000, 990.0, 0, [], []),                      # exactly 99 %: valid
+    (1000, 1000, 1000, 989.9, 0, [], ["rate"]),
+    (1000, 1000, 999, 1000.0, 0, [], ["count"]),
+    (1000, None, 0, 0.0, 0, [], ["sent"]),                     # nothing sent: no rate verdict on top
+    (0, None, 5, 1.0, 0, [], []),                              # rate 0: no ratio check
+    (0, 10, 5, 1.0, 0, ["x stalled"], ["fault", "count"]),
+    (1000, None, 2000, 1000.0, 3, [], ["queue"]),
+])
+def test_judge_is_the_one_validity_rule(rate, count, tx, achieved, qfull, faults, failed):
+    from xenobench.traffic import judge
+    spec = TrialSpec.of(rate, count=count)
+    assert list(judge(spec, tx_packets=tx, achieved_pps=achieved, where="n:e", queue_full=qfull,
+                      faults=faults)) == failed
+
+
+def test_registry_is_the_schemas_list_of_generators():
+    import yaml
+
+    from xenobench import REPO_ROOT
+    from xenobench.traffic import GENERATORS
+    schema = yaml.safe_load((REPO_ROOT / "config/schema/traffic.schema.yaml").read_text())
+    assert sorted(GENERATORS) == sorted(schema["properties"]["generator"]["enum"])
+    assert {n: g.counts for n, g in GENERATORS.items()} == {"trafgen": True, "xdpgen": True, "trex": False}
+
+
+def _results(local_cfg):
+    """One result of each generator, from recorded counters and outputs (no testbed needed)."""
+    from xenobench.testbed import get_testbed
+    from xenobench.traffic.trafgen import TrafgenRun
+    from xenobench.traffic.xdpgen import XdpgenRun
+    tb = get_testbed(local_cfg)
+    tun = {**LOCAL, "flows": 2}
+    c = compile_frames("udp_payload", tun)
+    spec = TrialSpec.of(1000, duration_s=1)
+    tg = TrafgenRun(tb, c, spec)
+    tg.before, tg.t0, tg.t1 = {"view": {"tx_packets": 5, "tx_dropped": 0}}, 0.0, 1.0
+    yield tg._collect("1000 packets outgoing\n  1 sec, 0 usec on CPU0 (1000 packets)\n",
+                      {"view": {"tx_packets": 1005, "tx_dropped": 0}}, [])
+    xg = XdpgenRun(tb, c, spec)
+    xg.t0, xg.t1 = 0.0, 1.0
+    yield xg._collect(json.dumps({"frames": 1000, "xdp_xmit": 1000, "xdp_xmit_errors": 0, "elapsed_s": 1.0,
+                                  "achieved_pps": 1000.0, "stopped_by": "count"}))
+    yield evaluate({0: {"opackets": 1000}, "global": {}}, {}, [0], TrialSpec.of(1000, duration_s=1, counts=False),
+                   1.0, profile=str(c.profile), tunables=tun)
+
+
+def test_every_generators_result_has_the_contracts_keys_and_survives_json(local_cfg):
+    from xenobench.traffic import TrialResult
+    got = list(_results(local_cfg))
+    assert [r["generator"] for r in got] == ["trafgen", "xdpgen", "trex"]
+    for r in got:
+        assert isinstance(r, TrialResult) and set(TrialResult.COMMON) <= set(r), (r["generator"], r)
+        assert r["valid"] and r["reason"] == "" and r["failed"] == [] and r["tx_packets"] == 1000, r
+        assert r["tunables"]["dst_mac"] == "02:00:00:00:05:00" and r["profile"].endswith("udp_payload.py")
+        assert r["spec"]["rate_pps"] == 1000.0 and r["spec"]["duration_s"] == 1.0
+        assert json.loads(json.dumps(r)) == r  # records store it as it is
+    assert [r["spec"]["count"] for r in got] == [1000, 1000, None]  # TRex sends for the duration
+
+
+# --- /proc/net/dev: one reader (counters), used by the rate sampler and trafgen's tx sampler -----------
+PROC_NET_DEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+  eth0: 9135040  137001    0    0    0     0          0         0     1242      17    0    3    0     0       0          0
+"""
+
+
+def test_proc_net_dev_reader_names_every_column(tmp_path):
+    from xenobench.counters import parse_proc_net_dev, read_proc_net_dev
+    from xenobench.traffic.trafgen import TxSampler
+    assert [parse_proc_net_dev(PROC_NET_DEV, "eth0", k) for k in ("rx_packets", "tx_packets", "tx_drop")] == \
+        [137001, 17, 3]
+    f = tmp_path / "dev"
+    f.write_text(PROC_NET_DEV)
+    assert read_proc_net_dev(str(f), "eth0", "tx_bytes") == 1242
+    assert read_proc_net_dev(str(f), "p9", "tx_bytes") is None and read_proc_net_dev(str(tmp_path / "x"), "eth0",
+                                                                                     "tx_bytes") is None
+    # trafgen's sampler reads the loopback of this process's namespace, without a process spawn
+    s = TxSampler(os.getpid(), "lo")
+    try:
+        assert isinstance(s.read(), int)
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("edit,msg", [
+    ({"step": 0}, "flow variable 'src' has step 0; TRex takes a whole number > 0"),
+    ({"size": 3}, "flow variable 'src' has size 3; TRex takes 1, 2, 4 or 8 bytes"),
+    ({"min_value": 9, "max_value": 2, "init_value": 9},
+     "flow variable 'src' needs min_value <= init_value <= max_value, has 9 <= 9 <= 2"),
+    ({"init_value": 1}, "flow variable 'src' needs min_value <= init_value <= max_value, "
+                        "has 167772161 <= 1 <= 167772162"),
+    ({"size": 1}, "flow variable 'src' has min_value 167772161, not a whole number in 0..255 (1 bytes)"),
+    ({"value_list": [1, 256], "size": 1}, "flow variable 'src' lists value 256, not a whole number in 0..255 (1 bytes)"),
+    ({"value_list": [1, 2], "step": 2}, "flow variable 'src' steps its value_list by 2; the trafgen compiler "
+                                        "takes step 1 only"),
+])
+def test_flow_variable_trex_refuses_is_refused(edit, msg):
+    """The flow variable checks of the TRex server (trex_stl_rpc_cmds.cpp check_min_max,
+    check_value_list), on the fixture's stream as the real client wrote it."""
+    from xenobench.traffic.profiles import compile_stream, load_streams
+    _, (s, _) = load_streams(REFUSED, {"case": "ok"})
+    var = {**s["vm"]["instructions"][0], **edit}
+    s = {**s, "vm": {**s["vm"], "instructions": [var, *s["vm"]["instructions"][1:]]}}
+    with pytest.raises(TrafficError) as e:
+        compile_stream(s, "stream 0")
+    assert str(e.value) == f"Failed to compile stream 0: {msg}"

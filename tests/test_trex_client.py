@@ -19,7 +19,7 @@ from xenobench import REPO_ROOT
 from xenobench.cli import main as cli
 from xenobench.config import load_config, section_with_defaults
 from xenobench.experiments import plan
-from xenobench.traffic import TrafficError, run_traffic, traffic_config
+from xenobench.traffic import TrafficError, TrialSpec, run_traffic, traffic_config
 from xenobench.traffic.profiles import compile_frames, compile_stream, load_streams
 from xenobench.traffic.trex import TrexDriver, pps_mult
 
@@ -92,7 +92,7 @@ def _tcfg(srv, ports=(0,), version="v3.04"):
 
 def test_trex_server_double_real_client_full_trial_at_15_mpps():
     with TrexServerDouble(ports=2) as srv:
-        res = TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL, "payload": 22}, 15e6, duration_s=0.3)
+        res = TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL, "payload": 22}, TrialSpec.of(15e6, duration_s=0.3, counts=False))
     assert res["valid"], res["reason"]
     assert res["tx_packets"] == 4_500_000 and res["achieved_pps"] == pytest.approx(15e6)
     assert res["server_version"] == "v3.04" and res["client_version"] == "lbr-trex-client 3.4.0"
@@ -109,42 +109,46 @@ def test_trex_server_double_real_client_full_trial_at_15_mpps():
 
 def test_trex_server_double_two_ports_share_the_rate():
     with TrexServerDouble(ports=2) as srv:
-        res = TrexDriver(_tcfg(srv, ports=(0, 1))).run("udp_payload", {**LOCAL}, 30e6, duration_s=0.2)
+        res = TrexDriver(_tcfg(srv, ports=(0, 1))).run("udp_payload", {**LOCAL}, TrialSpec.of(30e6, duration_s=0.2, counts=False))
     assert res["valid"] and res["tx_packets"] == 6_000_000
     assert sorted((s["port_id"], s["mul"]["value"]) for s in srv.call("start_traffic")) == [(0, 15e6), (1, 15e6)]
 
 
 def test_trex_server_double_low_rate_and_queue_full_make_the_trial_invalid():
     with TrexServerDouble(ports=2, achieved=0.98, queue_full=7) as srv:
-        res = TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL}, 1000, duration_s=0.5)
+        res = TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL}, TrialSpec.of(1000, duration_s=0.5, counts=False))
     assert not res["valid"] and res["tx_packets"] == 490 and res["queue_full_count"] == 7
-    assert res["reason"] == "achieved 980 pps < 99 % of requested 1000 pps; queue full: TRex reported queue_full 7"
+    assert res["reason"] == "achieved 980 pps < 99 % of requested 1000 pps; queue full: TRex ports [0] reported queue_full 7"
 
 
 def test_trex_server_double_version_mismatch_and_unknown_port_are_refused():
     with TrexServerDouble(ports=2, version="v2.99") as srv:
         with pytest.raises(TrafficError) as e:
-            TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL}, 1000, duration_s=0.2)
+            TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL}, TrialSpec.of(1000, duration_s=0.2, counts=False))
     assert str(e.value) == ("Failed to connect to TRex server 127.0.0.1:%d: server version 'v2.99' does not match "
                             "traffic.trex.version 'v3.04' in the config" % srv.sync_port)
     assert "start_traffic" not in srv.methods()
     # port 3 on a two-port server: the client's own port validation refuses it, nothing is acquired
     with TrexServerDouble(ports=2) as srv:
         with pytest.raises(TrafficError) as e:
-            TrexDriver(_tcfg(srv, ports=(3,))).run("udp_payload", {**LOCAL}, 1000, duration_s=0.2)
+            TrexDriver(_tcfg(srv, ports=(3,))).run("udp_payload", {**LOCAL}, TrialSpec.of(1000, duration_s=0.2, counts=False))
     assert str(e.value).startswith("Failed to start traffic on TRex server 127.0.0.1 ports [3]: ")
     assert "3" in str(e.value) and "acquire" not in srv.methods()
 
 
-def test_run_traffic_dispatches_to_trex_on_fips_config_server_double(monkeypatch):
+def test_run_traffic_dispatches_to_trex_on_fips_config_server_double(tmp_path):
     from xenobench.testbed import get_testbed
-    tb = get_testbed(load_config(FIPS))
     with TrexServerDouble(ports=2) as srv:
-        monkeypatch.setattr("xenobench.traffic.traffic_config", lambda cfg: _tcfg(srv))
+        # the fips config with its TRex server moved to the double (the registry starts TRex from
+        # the testbed's own config)
+        conf = tmp_path / "fips-double.yaml"
+        conf.write_text(f"extends: {FIPS}\ntraffic:\n  trex: {json.dumps(_tcfg(srv)['trex'])}\n")
+        tb = get_testbed(load_config(conf))
         res = run_traffic(tb, "background_split", {"split": "70/30"}, 2000, duration_s=0.5)
     assert res["generator"] == "trex" and res["valid"] and res["tx_packets"] == 1000
     assert res["tunables"]["dst_mac"] == "c4:70:bd:a0:56:ac" and res["tunables"]["vip"] == "10.3.10.45"
     assert res["tunables"]["dns_classes"] == "0"
+    assert res["spec"] == {"rate_pps": 2000.0, "duration_s": 0.5, "count": None, "deadline_s": 2.625}
     (add,) = srv.call("add_stream")
     assert add["stream"]["vm"]["cache"] == 10  # a 70/30 cycle: 10 frames
 

@@ -23,11 +23,12 @@ from xenobench import REPO_ROOT
 from xenobench.cli import main as cli
 from xenobench.config import load_config
 from xenobench.testbed import get_testbed
-from xenobench.traffic import TrafficError, compile_for, run_traffic, start_traffic
+from xenobench.traffic import TrafficError, TrialSpec, compile_for, run_traffic, start_traffic
 from xenobench.traffic.profiles import compile_frames, read_pcap, write_pcap
-from xenobench.traffic.xdpgen import BINARY, TAG, XdpgenRun, achieved_rate, xdp_sink_pair
+from xenobench.traffic.xdpgen import BINARY, TAG, XdpgenRun, achieved_rate
 
 from .conftest import needs_root
+from .xdp_sink import xdp_sink_pair
 
 pytestmark = needs_root
 
@@ -187,7 +188,7 @@ def test_paced_trial_through_the_testbed(xtb):
     res = run_traffic(xtb, "udp_payload", {"payload": 22}, 20_000, duration_s=0.5)
     msg = f"achieved {res['achieved_pps']:.0f} ({res['achieved_pps'] / 20_000:.4f}); {res}"
     assert res["tx_packets"] == 10_000 and res["tx_link_packets"] == 10_000, msg
-    assert res["shaper"] == "xdpgen token bucket" and res["count"] == 10_000, msg
+    assert res["shaper"] == "xdpgen token bucket" and res["spec"]["count"] == 10_000, msg
     _no_leftovers(xtb)
 
 
@@ -240,15 +241,17 @@ def test_cli_bad_input_is_named_and_leaves_nothing(xtb, tmp_path, args, code, ms
 
 def test_python_bad_input_raises_clear_errors(xtb):
     c = compile_for(xtb, "udp_payload", {"payload": 22})
-    with pytest.raises(TrafficError, match=r"^Failed to start xdpgen: rate nan pps must be a number >= 0"):
-        XdpgenRun(xtb, c, float("nan"), count=10)
-    with pytest.raises(TrafficError, match=r"^Failed to start traffic: rate -5 pps must be >= 0"):
+    with pytest.raises(TrafficError, match=r"^Failed to start traffic: rate nan pps must be a number >= 0"):
+        run_traffic(xtb, "udp_payload", {}, float("nan"), count=10)
+    with pytest.raises(TrafficError, match=r"^Failed to start traffic: rate -5 pps must be a number >= 0"):
         run_traffic(xtb, "udp_payload", {}, -5, count=10)
+    with pytest.raises(TrafficError, match=r"^Failed to start xdpgen: cpu -1 must be a CPU number >= 0"):
+        XdpgenRun(xtb, c, TrialSpec.of(1000, count=10), cpu=-1)
     with pytest.raises(TrafficError) as e:
-        XdpgenRun(xtb, c, 1000, count=10, iface="nope0").start()
+        XdpgenRun(xtb, c, TrialSpec.of(1000, count=10), iface="nope0").start()
     assert str(e.value) == "Failed to find interface nope0: No such device (xdpgen on fips4:nope0)"
     with pytest.raises(TrafficError, match=r"^Failed to start xdpgen: /nonexistent/xdpgen does not exist"):
-        XdpgenRun(xtb, c, 1000, count=10, binary="/nonexistent/xdpgen").start()
+        XdpgenRun(xtb, c, TrialSpec.of(1000, count=10), binary="/nonexistent/xdpgen").start()
     _no_leftovers(xtb)
 
 

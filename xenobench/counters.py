@@ -9,6 +9,9 @@ tx_dropped from the kernel's statistics; and per driver
 - mlx5: rx_packets_phy, tx_packets_phy, rx_bytes_phy, tx_bytes_phy, rx_discards_phy,
   tx_discards_phy, rx_out_of_buffer, rx_vport_unicast_packets, tx_vport_unicast_packets
   (the thesis sampled rx_packets_phy once per second).
+
+/proc/net/dev (per network namespace; /proc/<pid>/net/dev is the namespace of that process) is
+read here too: the rate sampler's rx counter and trafgen's tx sampler.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 
-from .errors import NodeError
+from .errors import DataError, NodeError
 from .nodes import Node
 
 VETH_QUEUE_KEYS = {  # view name → per-queue ethtool suffix (rx_queue_<n>_<suffix>)
@@ -51,6 +54,35 @@ def parse_sysfs_stats(text: str) -> dict[str, int]:
         if v.strip().lstrip("-").isdigit():
             out[k.strip()] = int(v)
     return out
+
+
+# the columns of /proc/net/dev after "iface:" (net/core/net-procfs.c dev_seq_printf_stats)
+PROC_NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", "rx_frame", "rx_compressed",
+                       "rx_multicast", "tx_bytes", "tx_packets", "tx_errs", "tx_drop", "tx_fifo", "tx_colls",
+                       "tx_carrier", "tx_compressed")
+
+
+def parse_proc_net_dev(text: str, iface: str, key: str = "rx_packets") -> int:
+    """One counter (PROC_NET_DEV_FIELDS) of one interface from /proc/net/dev text."""
+    col = PROC_NET_DEV_FIELDS.index(key)
+    for line in text.splitlines():
+        name, sep, rest = line.partition(":")
+        if sep and name.strip() == iface:
+            fields = rest.split()
+            if len(fields) <= col or not fields[col].isdigit():
+                break
+            return int(fields[col])
+    raise DataError(f"Failed to read /proc/net/dev: no interface {iface!r}")
+
+
+def read_proc_net_dev(path: str, iface: str, key: str) -> int | None:
+    """One counter of one interface from a /proc/.../net/dev file read directly (no process:
+    the read's timestamp is exact); None when the file or the interface is gone."""
+    try:
+        with open(path) as f:
+            return parse_proc_net_dev(f.read(), iface, key)
+    except (OSError, DataError):
+        return None
 
 
 def driver_view(driver: str, ethtool: dict[str, int], sysfs: dict[str, int]) -> dict[str, int]:

@@ -15,20 +15,10 @@ from __future__ import annotations
 import threading
 import time
 
-from .counters import parse_ethtool_stats
+from .counters import parse_ethtool_stats, parse_proc_net_dev
 from .errors import DataError, NodeError
 
-
-def parse_proc_net_dev(text: str, iface: str) -> int:
-    """rx packets of one interface from /proc/net/dev text."""
-    for line in text.splitlines():
-        name, sep, rest = line.partition(":")
-        if sep and name.strip() == iface:
-            fields = rest.split()
-            if len(fields) < 2:
-                break
-            return int(fields[1])
-    raise DataError(f"Failed to read /proc/net/dev: no interface {iface!r}")
+__all__ = ["CounterReader", "RateSampler", "parse_proc_net_dev"]
 
 
 class CounterReader:

@@ -71,18 +71,18 @@ def compile_cmd(obj, profile, tunables, out, count):
 @click.pass_obj
 def run_cmd(obj, profile, tunables, rate, duration, count, as_json, dry_run):
     """Run one trial on the configured generator and print the achieved rate."""
-    from ..traffic import run_traffic
-    if (duration is None) == (count is None):
-        raise XenobenchError("Failed to run traffic: give exactly one of --duration and --count")
-    if dry_run:
-        plan = _dry_run(obj.config, profile, parse_tunables(tunables), rate, duration, count)
+    from ..traffic import TrialSpec, fill_tunables, generator_of, run_traffic
+    if dry_run:  # the trial's plan from the config alone: no testbed, no connection
+        gen = generator_of(obj.config)
+        spec = TrialSpec.of(rate, duration, count, counts=gen.counts, blocking=True)
+        plan = gen.plan(obj.config, profile, fill_tunables(obj.config, profile, parse_tunables(tunables)), spec)
         if as_json:
             click.echo(json.dumps(plan))
         else:
             click.echo(f"# {plan['generator']}: {profile} at {plan['requested_pps']:.0f} pps (dry run, nothing sent)")
             for line in plan.get("calls", []):
                 click.echo(line)
-            if plan["generator"] != "trex":
+            if "frames_per_cycle" in plan:
                 click.echo(f"{plan['generator']}: {plan['frames_per_cycle']} frames per cycle, {plan['frame_len']} B each")
         return
     res = run_traffic(obj.testbed(), profile, parse_tunables(tunables), rate, duration_s=duration, count=count)
@@ -95,26 +95,6 @@ def run_cmd(obj, profile, tunables, rate, duration, count, as_json, dry_run):
                    f"{'valid' if res['valid'] else 'INVALID: ' + res['reason']}")
     if not res["valid"]:
         raise SystemExit(3)
-
-
-def _dry_run(cfg, profile, tunables, rate, duration, count) -> dict:
-    """The trial's plan from the config alone: no testbed, no connection."""
-    from ..traffic import compile_for, fill_tunables, traffic_config
-    from ..traffic.profiles import load_streams
-    tcfg = traffic_config(cfg)
-    if tcfg["generator"] == "trex":
-        from ..traffic.trex import TrexDriver
-        if count is not None:
-            if rate <= 0:  # as TrexDriver.run: TRex sends for a duration
-                raise XenobenchError("Failed to run TRex: a count needs a rate (count / rate = duration)")
-            duration = count / rate
-        tun = fill_tunables(cfg, profile, tunables)
-        _, streams = load_streams(profile, tun)
-        return TrexDriver(tcfg).plan(profile, tun, rate, duration, streams)
-    c = compile_for(cfg, profile, tunables)
-    return {"generator": tcfg["generator"], "requested_pps": float(rate), "duration_s": duration, "count": count,
-            "profile": str(c.profile), "tunables": c.argv, "frames_per_cycle": c.cycle,
-            "frame_len": len(c.frames[0])}
 
 
 @traffic_group.group("server")

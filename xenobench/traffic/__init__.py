@@ -5,9 +5,11 @@ TRex server on the thesis testbed; the config's `traffic.generator` chooses.
     h = start_traffic(testbed, "background_split", {"split": "70/30"}, 50_000)   # background
     res = h.stop()
 
-Both return {"requested_pps", "achieved_pps", "tx_packets", "valid", "reason", "generator",
-"duration_s", "queue_full", ...}. rate_pps 0: as fast as the generator can (the rate ratio is then
-not checked). The harness fills the tunables that describe the testbed — vip, dport, dst-mac
+Both return a TrialResult (trial.py: a dict with the keys every generator fills, judged by the
+contract's one validity rule trial.judge; it records the generator, the filled tunables and the
+trial spec). rate_pps 0: as fast as the generator can (the rate ratio is then not checked). The
+generators are a registry (GENERATORS: name → trial.Generator, from each generator's module); the
+config's traffic.generator picks one. The harness fills the tunables that describe the testbed — vip, dport, dst-mac
 (the LB's ingress port), src-mac (the loadgen's port), src-ip-base (traffic.src_ip_base) and, for
 background_split, class-bits and dns-classes from the backends file — unless the caller gives them.
 """
@@ -17,10 +19,13 @@ from __future__ import annotations
 from ..backends import load_backends
 from ..errors import NodeError
 from ..errors import TrafficError  # noqa: F401  (the traffic layer's error type, importable from here)
+from . import trafgen, trex, xdpgen
 from .profiles import (Compiled, compile_frames, resolve_profile,  # noqa: F401
                        to_trafgen, tunables_argv, write_pcap)
+from .trial import Generator, TrialResult, TrialSpec, judge  # noqa: F401
 
-GENERATORS = ("trafgen", "trex", "xdpgen")
+# the generators, by their config name (config/schema/traffic.schema.yaml traffic.generator enum)
+GENERATORS: dict[str, Generator] = {g.name: g for g in (trafgen.GENERATOR, trex.GENERATOR, xdpgen.GENERATOR)}
 
 
 def traffic_config(cfg) -> dict:
@@ -65,71 +70,43 @@ def compile_for(testbed_or_cfg, profile, tunables: dict | None) -> Compiled:
 
 
 class TrafficHandle:
-    """A running trial; stop() ends it (if still running) and returns the result dict."""
+    """A running trial; stop() ends it (if still running) and returns its TrialResult."""
 
     def __init__(self, run):
         self._run = run
 
-    def stop(self) -> dict:
+    def stop(self) -> TrialResult:
         return self._run.stop()
 
-    def wait(self) -> dict:
+    def wait(self) -> TrialResult:
         return self._run.wait()
 
 
-def _check(rate_pps, duration_s, count, blocking):
-    try:
-        r = float(rate_pps)
-    except (TypeError, ValueError):
-        raise TrafficError(f"Failed to start traffic: rate {rate_pps!r} pps is not a number") from None
-    if r < 0:
-        raise TrafficError(f"Failed to start traffic: rate {rate_pps!r} pps must be >= 0 (0: as fast as possible)")
-    if blocking and duration_s is None and count is None:
-        raise TrafficError("Failed to run traffic: give duration_s or count")
-    if duration_s is not None and count is not None:
-        raise TrafficError("Failed to run traffic: give duration_s or count, not both")
-    return r
-
-
-def _generator(testbed) -> str:
-    g = traffic_config(testbed.cfg)["generator"]
+def generator_of(cfg) -> Generator:
+    """The generator the config's traffic.generator names."""
+    g = traffic_config(cfg)["generator"]
     if g not in GENERATORS:
-        raise TrafficError(f"Failed to start traffic: traffic.generator {g!r} in {testbed.cfg.path} "
+        raise TrafficError(f"Failed to start traffic: traffic.generator {g!r} in {cfg.path} "
                            f"is not one of {', '.join(GENERATORS)}")
-    return g
-
-
-def _local_run(testbed, profile, tun: dict, rate: float, duration_s, count, opts: dict):
-    """The trial object of a local generator (XdpgenRun or TrafgenRun; start/wait/stop), not started."""
-    frames = compile_frames(profile, tun)
-    if _generator(testbed) == "xdpgen":  # XDP live frames (loadgen/)
-        from .xdpgen import from_config
-        return from_config(testbed, frames, rate, duration_s, count, **opts)
-    from .trafgen import TrafgenRun
-    return TrafgenRun(testbed, frames, rate, duration_s, count,
-                      cpus=opts.get("cpus", traffic_config(testbed.cfg)["trafgen"]["cpus"]))
+    return GENERATORS[g]
 
 
 def start_traffic(testbed, profile, tunables: dict | None, rate_pps: float, duration_s: float | None = None,
                   count: int | None = None, **opts) -> TrafficHandle:
-    """Start a trial in the background and return at once; h.stop() → the result dict."""
-    rate = _check(rate_pps, duration_s, count, blocking=False)
+    """Start a trial in the background and return at once; h.stop() → the TrialResult."""
+    gen = generator_of(testbed.cfg)
+    spec = TrialSpec.of(rate_pps, duration_s, count, counts=gen.counts)
     tun = fill_tunables(testbed.cfg, profile, tunables)
-    if _generator(testbed) == "trex":
-        from .trex import TrexDriver
-        return TrafficHandle(TrexDriver(traffic_config(testbed.cfg), **opts).start(profile, tun, rate, duration_s))
-    return TrafficHandle(_local_run(testbed, profile, tun, rate, duration_s, count, opts).start())
+    return TrafficHandle(gen.start(testbed, profile, tun, spec, **opts))
 
 
 def run_traffic(testbed, profile, tunables: dict | None, rate_pps: float, duration_s: float | None = None,
-                count: int | None = None, **opts) -> dict:
-    """Run one trial to completion (blocking) and return the result dict."""
-    rate = _check(rate_pps, duration_s, count, blocking=True)
+                count: int | None = None, **opts) -> TrialResult:
+    """Run one trial to completion (blocking) and return its TrialResult."""
+    gen = generator_of(testbed.cfg)
+    spec = TrialSpec.of(rate_pps, duration_s, count, counts=gen.counts, blocking=True)
     tun = fill_tunables(testbed.cfg, profile, tunables)
-    if _generator(testbed) == "trex":
-        from .trex import TrexDriver
-        return TrexDriver(traffic_config(testbed.cfg), **opts).run(profile, tun, rate, duration_s, count)
-    run = _local_run(testbed, profile, tun, rate, duration_s, count, opts).start()
+    run = gen.start(testbed, profile, tun, spec, **opts)
     try:
         return run.wait()
     except BaseException:  # an error or ^C while waiting: the generator must not outlive the trial

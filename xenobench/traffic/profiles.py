@@ -12,6 +12,13 @@ first value init_value, wrapping to min (inc) / max (dec); value_list stepping t
 write_mask_flow_var; fix_checksum_ipv4; fix_checksum_hw (IPv4 header + UDP/TCP checksum); the
 field-engine cache (vm "cache": N frames computed once and replayed).
 Random variables and next_var chains are refused (no exact cycle to compile).
+
+What the TRex server refuses, the compiler refuses too, naming the stream and the field (the
+server's checks, trex-core src/stx/stl/: trex_stl_stream.h TrexStreamRate::set_rate "Rate value
+should be positive."; trex_stl_rpc_cmds.cpp check_value_list, step > list size; trex_stl_port.cpp
+calculate_effective_factor, a profile whose rate sums to 0; trex_stl_stream_vm.cpp, every write
+and checksum fix that reaches past the packet). NaN and infinite rates cannot even be sent: the
+client writes them as NaN/Infinity, which is not JSON (RFC 8259) and the server's parser refuses.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
-from math import gcd, lcm
+from math import gcd, isfinite, lcm
 from pathlib import Path
 
 from .. import REPO_ROOT
@@ -34,6 +41,8 @@ PROFILE_DIR = REPO_ROOT / "trex_profiles"
 MAX_CYCLE_FRAMES = 65536        # frames in one compiled cycle (trafgen keeps each in memory)
 HEADERS = 42                    # Ethernet + IPv4 + UDP without FCS
 FCS = 4
+IPV4_HEADER = 20                # the shortest IPv4 header (trex_stl_stream_vm.cpp IPV4_HDR_LEN)
+L4_HEADER = {11: 8, 13: 20}     # fix_checksum_hw l4_type → header bytes: UDP, TCP (17: IP only, none)
 
 
 @dataclass
@@ -140,8 +149,16 @@ def fix_l4(buf: bytearray, l3: int, l4: int, proto_csum_off: int) -> None:
     buf[l4 + proto_csum_off:l4 + proto_csum_off + 2] = struct.pack("!H", c)
 
 
+def _uint(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
 # --- field engine -----------------------------------------------------------------------------
 class _Var:
+    """A flow variable's values over one cycle, checked as the TRex server checks them
+    (trex-core src/stx/stl/trex_stl_rpc_cmds.cpp parse_vm_instr_flow_var, check_min_max,
+    check_value_list: size 1, 2, 4 or 8; step > 0; min <= init <= max; every value within the size)."""
+
     def __init__(self, ins: dict, where: str):
         self.name, self.size = ins["name"], ins["size"]
         if ins.get("next_var"):
@@ -150,13 +167,37 @@ class _Var:
         if ins["op"] not in ("inc", "dec"):
             raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has op {ins['op']!r}; "
                                "only inc and dec have an exact cycle to compile")
+        if self.size not in (1, 2, 4, 8):
+            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has size {self.size!r}; "
+                               "TRex takes 1, 2, 4 or 8 bytes")
         self.op, self.step = ins["op"], ins.get("step", 1)
+        if not _uint(self.step) or self.step == 0:
+            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has step {self.step!r}; "
+                               "TRex takes a whole number > 0")
+        top = (1 << (8 * self.size)) - 1
         self.values = ins.get("value_list")
         if self.values is not None:
             seq = list(self.values)
+            if not seq:  # TRex: check_value_list refuses a step larger than the list
+                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has an empty value_list; "
+                                   "give it at least one value")
+            if self.step != 1:  # TRex steps through a list by `step` (inc_mod_list); this compiler by 1
+                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} steps its value_list "
+                                   f"by {self.step}; the trafgen compiler takes step 1 only")
+            bad = next((x for x in seq if not _uint(x) or x > top), None)
+            if bad is not None:
+                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} lists value {bad!r}, "
+                                   f"not a whole number in 0..{top} ({self.size} bytes)")
             self.seq = seq if self.op == "inc" else seq[::-1]
         else:
             lo, hi, v = ins["min_value"], ins["max_value"], ins["init_value"]
+            for key, x in (("min_value", lo), ("max_value", hi), ("init_value", v)):
+                if not _uint(x) or x > top:
+                    raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has {key} {x!r}, "
+                                       f"not a whole number in 0..{top} ({self.size} bytes)")
+            if not lo <= v <= hi:
+                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} needs min_value <= "
+                                   f"init_value <= max_value, has {lo} <= {v} <= {hi}")
             seq, start = [], v
             while True:
                 seq.append(v)
@@ -175,6 +216,46 @@ class _Var:
         return self.seq[n % len(self.seq)]
 
 
+def _check_reach(ops: list[dict], vars_: dict, size: int, base: bytes, where: str) -> None:
+    """Every write and checksum fix stays inside the packet, as the TRex server checks when it
+    compiles a stream's field engine (trex-core src/stx/stl/trex_stl_stream_vm.cpp,
+    StreamVm::build_program: "packet write with packet_offset ... bigger than packet size", "fix
+    ipv4 command offset ... is too high relative to packet size", "fix hw command offsets ...")."""
+    def past(what: str, first: int, end: int) -> TrafficError:
+        return TrafficError(f"Failed to compile {where}: {what} at pkt_offset {first} reaches byte {end - 1}, "
+                            f"past the {size}-byte packet")
+    for o in ops:
+        t = o["type"]
+        if t in ("write_flow_var", "write_mask_flow_var"):
+            if o["name"] not in vars_:
+                raise TrafficError(f"Failed to compile {where}: {t} names flow variable {o['name']!r}, which the "
+                                   f"stream does not define (it has {', '.join(map(repr, vars_)) or 'none'})")
+            off = o["pkt_offset"]
+            if t == "write_flow_var":
+                width = vars_[o["name"]].size
+            else:
+                width = o["pkt_cast_size"]
+                if width not in (1, 2, 4):
+                    raise TrafficError(f"Failed to compile {where}: write_mask_flow_var of {o['name']!r} has "
+                                       f"pkt_cast_size {width}; TRex takes 1, 2 or 4")
+            if off < 0 or off + width > size:
+                raise past(f"{t} of {o['name']!r} ({width} B)", off, off + width)
+        elif t == "fix_checksum_ipv4":
+            off = o["pkt_offset"]
+            if off < 0 or off + IPV4_HEADER > size:
+                raise past("fix_checksum_ipv4 (a 20-byte IPv4 header)", off, off + IPV4_HEADER)
+            ihl = (base[off] & 0x0F) * 4
+            if off + max(ihl, IPV4_HEADER) > size:
+                raise past(f"fix_checksum_ipv4 (the packet's {ihl}-byte IPv4 header)", off, off + ihl)
+        elif t == "fix_checksum_hw":
+            l2, l3 = o["l2_len"], o["l3_len"]
+            if l2 < 14:
+                raise TrafficError(f"Failed to compile {where}: fix_checksum_hw has l2_len {l2}; TRex takes 14 or more")
+            end = l2 + max(l3, IPV4_HEADER) + L4_HEADER.get(o["l4_type"], 0)
+            if end > size:
+                raise past(f"fix_checksum_hw (l2_len {l2}, l3_len {l3}, l4_type {o['l4_type']})", l2, end)
+
+
 def compile_stream(stream: dict, where: str) -> list[bytes]:
     """Frames of one full cycle of one stream's field engine."""
     base = base64.b64decode(stream["packet"]["binary"])
@@ -190,6 +271,7 @@ def compile_stream(stream: dict, where: str) -> list[bytes]:
         else:
             raise TrafficError(f"Failed to compile {where}: field-engine instruction {t!r} is not "
                                "supported by the trafgen compiler")
+    _check_reach(ops, vars_, len(base), base, where)
     cycle = 1
     for v in vars_.values():
         cycle = lcm(cycle, len(v.seq))
@@ -234,53 +316,85 @@ def compile_stream(stream: dict, where: str) -> list[bytes]:
     return frames
 
 
+def stream_rate(stream: dict, where: str) -> Fraction:
+    """A continuous stream's pps as an exact fraction; refused where TRex refuses it."""
+    mode = stream.get("mode", {})
+    rate = mode.get("rate", {})
+    if mode.get("type") != "continuous" or rate.get("type") != "pps":
+        raise TrafficError(f"Failed to compile {where}: mode {mode.get('type')!r} with rate {rate.get('type')!r}; "
+                           "the trafgen compiler takes continuous streams with a pps rate")
+    pps = rate.get("value")
+    # TRex: TrexStreamRate::set_rate refuses a rate <= 0 (trex_stl_stream.h), enabled or not; NaN
+    # and infinity are no JSON numbers, which the server's JSON-RPC parser refuses
+    if isinstance(pps, bool) or not isinstance(pps, (int, float)) or not isfinite(pps) or pps <= 0:
+        raise TrafficError(f"Failed to compile {where}: mode.rate pps {pps!r} is not a finite number > 0 "
+                           "(TRex refuses it, enabled or not: give the stream a positive rate)")
+    exact = Fraction(pps).limit_denominator(1000)
+    if exact == 0:
+        raise TrafficError(f"Failed to compile {where}: mode.rate pps {pps!r} is below the compiler's resolution "
+                           "of 0.001 pps")
+    return exact
+
+
+def compile_streams(streams: list[dict], where: str) -> list[bytes]:
+    """The frames of one full cycle of a profile's streams (STLStream JSON) in send order: the
+    enabled, self-starting continuous streams interleaved by smooth weighted round robin in
+    proportion to their pps. `where` names the profile in errors."""
+    per = []
+    for i, s in enumerate(streams):
+        w = f"stream {i} of {where}"
+        rate = stream_rate(s, w)
+        if s.get("enabled", True) and s.get("self_start", True):
+            per.append((rate, compile_stream(s, w)))
+    if not per:  # TRex: the port's rate sums to 0, calculate_effective_factor refuses (trex_stl_port.cpp)
+        raise TrafficError(f"Failed to compile {where}: none of its {len(streams)} streams is enabled and "
+                           "self-starting, so there is nothing to send (set enabled=True, self_start=True on one)")
+    if len(per) == 1:
+        return per[0][1]
+    den = lcm(*[r.denominator for r, _ in per])
+    w = [int(r * den) for r, _ in per]
+    g = gcd(*w)
+    w = [x // g for x in w]
+    total = sum(w)
+    rounds = 1
+    for (_, fr), wi in zip(per, w):
+        rounds = lcm(rounds, len(fr) // gcd(len(fr), wi))
+    if rounds * total > MAX_CYCLE_FRAMES:
+        raise TrafficError(f"Failed to compile {where}: interleaving {len(per)} streams needs "
+                           f"{rounds * total} frames, more than {MAX_CYCLE_FRAMES}")
+    cur, idx, frames = [0] * len(w), [0] * len(w), []
+    for _ in range(rounds * total):
+        for j, wj in enumerate(w):
+            cur[j] += wj
+        j = max(range(len(w)), key=lambda i: (cur[i], -i))
+        cur[j] -= total
+        frames.append(per[j][1][idx[j] % len(per[j][1])])
+        idx[j] += 1
+    return frames
+
+
 def compile_frames(profile: str | Path, tunables: dict | None = None) -> Compiled:
-    """Load and compile a profile: the frames of one full cycle in send order. Several continuous
-    streams are interleaved by smooth weighted round robin in proportion to their pps."""
+    """Load and compile a profile: the frames of one full cycle in send order (compile_streams)."""
     path = resolve_profile(profile)
     key = _key(path, tunables_argv(tunables))
     if key in _compiled:
         hit = _compiled[key]
         return Compiled(hit.profile, dict(tunables or {}), list(hit.argv), hit.frames, hit.streams)
     path, streams = load_streams(profile, tunables)
-    per = []
-    for i, s in enumerate(streams):
-        where = f"stream {i} of profile {path}"
-        mode = s.get("mode", {})
-        if mode.get("type") != "continuous" or mode.get("rate", {}).get("type") != "pps":
-            raise TrafficError(f"Failed to compile {where}: mode {mode.get('type')!r} with rate "
-                               f"{mode.get('rate', {}).get('type')!r}; the trafgen compiler takes continuous "
-                               "streams with a pps rate")
-        if not s.get("enabled", True) or not s.get("self_start", True):
-            continue
-        per.append((Fraction(mode["rate"]["value"]).limit_denominator(1000), compile_stream(s, where)))
-    if len(per) == 1:
-        frames = per[0][1]
-    else:
-        den = lcm(*[r.denominator for r, _ in per])
-        w = [int(r * den) for r, _ in per]
-        g = gcd(*w)
-        w = [x // g for x in w]
-        total = sum(w)
-        rounds = 1
-        for (_, fr), wi in zip(per, w):
-            rounds = lcm(rounds, len(fr) // gcd(len(fr), wi))
-        if rounds * total > MAX_CYCLE_FRAMES:
-            raise TrafficError(f"Failed to compile profile {path}: interleaving {len(per)} streams needs "
-                               f"{rounds * total} frames, more than {MAX_CYCLE_FRAMES}")
-        cur, idx, frames = [0] * len(w), [0] * len(w), []
-        for _ in range(rounds * total):
-            for j, wj in enumerate(w):
-                cur[j] += wj
-            j = max(range(len(w)), key=lambda i: (cur[i], -i))
-            cur[j] -= total
-            frames.append(per[j][1][idx[j] % len(per[j][1])])
-            idx[j] += 1
+    frames = compile_streams(streams, f"profile {path}")
     c = Compiled(path, dict(tunables or {}), tunables_argv(tunables), frames, streams)
     if len(_compiled) >= 16:
         _compiled.pop(next(iter(_compiled)))
     _compiled[key] = c
     return c
+
+
+def frames_plan(generator: str, profile, tunables: dict | None, spec) -> dict:
+    """The dry run of a generator that sends the compiled frames (trafgen, xdpgen)."""
+    c = compile_frames(profile, tunables)
+    return {"generator": generator, "requested_pps": spec.rate_pps, "duration_s": spec.duration_s,
+            "count": spec.count, "spec": spec.to_dict(), "profile": str(c.profile), "tunables": c.argv,
+            "frames_per_cycle": c.cycle, "frame_len": len(c.frames[0])}
 
 
 # --- outputs ----------------------------------------------------------------------------------

@@ -23,9 +23,8 @@ microseconds), reduced by the project's one steady-state rule (xenobench.steady:
 steady intervals, so neither tbf's start burst nor the drain after trafgen's last sendto() moves
 it). Trials too short for that (< MIN_STEADY_INTERVALS) fall back to the frames sent / trafgen's
 own send-loop time. With peer drops the sampled rate is scaled by
-sent / transmitted (drops assumed spread over the trial). A trial is invalid when the achieved
-rate is below 99 % of the requested rate, when fewer frames were sent than asked for, or when
-trafgen stalled or failed. queue_full is always False for
+sent / transmitted (drops assumed spread over the trial). Validity: the contract's one rule
+(trial.judge), with trafgen's own faults (stalled, no summary). queue_full is always False for
 trafgen: it has no queue that can overflow unseen (tbf's full queue is how the rate is kept;
 ENOBUFS is retried), unlike TRex's.
 """
@@ -34,20 +33,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
+import threading
 import time
 from pathlib import Path
 
-from ..counters import snapshot
-from ..errors import TrafficError
+from ..counters import read_proc_net_dev, snapshot
 from ..steady import steady_state_of_counter
-from .profiles import Compiled, to_trafgen
+from .profiles import FCS, Compiled, compile_frames, frames_plan, to_trafgen
+from .trial import Generator, TrialResult, TrialSpec
 
 logger = logging.getLogger(__name__)
 
 TAG = "trafgen"
-MIN_RATIO = 0.99
 SHAPER_WINDOW_S = 0.010  # tbf bucket and queue, in seconds of traffic at the requested rate
 SAMPLE_S = 0.02          # tx counter sampling period
 MIN_STEADY_INTERVALS = 10  # sampled intervals needed for the steady-state rate
@@ -97,31 +95,15 @@ def parse_output(text: str) -> dict:
 class TrafgenRun:
     """One trafgen trial on the loadgen node: start() returns at once; stop()/wait() → result."""
 
-    def __init__(self, testbed, compiled: Compiled, rate_pps: float, duration_s: float | None = None,
-                 count: int | None = None, cpus: int = 1, iface: str | None = None):
-        if rate_pps is None or rate_pps < 0 or not math.isfinite(rate_pps):
-            raise TrafficError(f"Failed to start trafgen: rate {rate_pps!r} pps must be >= 0 (0: as fast as possible)")
-        if duration_s is not None and duration_s <= 0:
-            raise TrafficError(f"Failed to start trafgen: duration {duration_s!r} s must be > 0")
-        if count is not None and (int(count) != count or count <= 0):
-            raise TrafficError(f"Failed to start trafgen: count {count!r} must be a positive integer")
-        if duration_s is not None and count is not None:
-            raise TrafficError("Failed to start trafgen: give a duration or a count, not both")
+    def __init__(self, testbed, compiled: Compiled, spec: TrialSpec, cpus: int = 1, iface: str | None = None):
         self.tb = testbed
         self.c = compiled
-        self.rate = float(rate_pps)
-        self.duration = duration_s
+        self.spec = spec
+        self.rate = spec.rate_pps
+        self.count = spec.count
         self.cpus = cpus
         self.node = testbed.node_for_role("loadgen")
         self.iface = iface or self.node.ncfg.iface().name
-        # with a rate and a duration the trial is count = rate x duration frames, cut off at a
-        # deadline if the rate cannot be reached; without a rate, trafgen runs until stopped
-        if count is None and duration_s is not None and self.rate > 0:
-            count = math.ceil(self.rate * duration_s)
-        self.count = int(count) if count is not None else None
-        self.deadline_s = None
-        if duration_s is not None:
-            self.deadline_s = duration_s if self.rate == 0 else duration_s * 1.25 + 1.0
         self.qdisc = False
         self.stalled = False
         self.running_since = None
@@ -205,14 +187,9 @@ class TrafgenRun:
             time.sleep(0.02)
 
     def wait(self) -> dict:
-        """Block until trafgen ends (count sent) or the deadline, then collect."""
-        if self.count is not None:
-            limit = self.deadline_s
-            if limit is None and self.rate > 0:
-                limit = self.count / self.rate * 1.25 + 2.0
-            self._wait(limit)
-        else:
-            self._wait(self.deadline_s)
+        """Block until trafgen ends (count sent) or the spec's deadline, then collect. trafgen
+        cannot stop itself after a duration: a trial of a duration alone (rate 0) ends then."""
+        self._wait(self.spec.duration_s if self.count is None else self.spec.deadline_s)
         return self.stop()
 
     def stop(self) -> dict:
@@ -231,14 +208,13 @@ class TrafgenRun:
         self._result = self._collect(out, after, samples)
         return self._result
 
-    def _collect(self, out: str, after: dict, samples: list) -> dict:
+    def _collect(self, out: str, after: dict, samples: list) -> TrialResult:
         summary = parse_output(out)
         v0, v1 = self.before["view"], after["view"]
         dropped = v1.get("tx_dropped", 0) - v0.get("tx_dropped", 0)
         link = v1["tx_packets"] - v0["tx_packets"]
         gen = summary["tx_packets"]
         tx = max(link, gen) if gen is not None else link
-        peer_dropped = tx - link
         wall = self.t1 - self.t0
         loop = summary["loop_s"] or wall
         achieved = tx / loop if loop > 0 else 0.0
@@ -247,32 +223,38 @@ class TrafgenRun:
             steady = None
         if steady is not None:
             achieved = steady.rate * (tx / link if link else 1.0)
-        reasons = []
+        faults = []
         if self.stalled:
-            reasons.append(f"trafgen stalled: no frame left {self.node.name}:{self.iface} for {STALL_S:g} s "
-                           f"(or none within {STARTUP_S:g} s of the start; link down or peer backed up?)")
+            faults.append(f"trafgen stalled: no frame left {self.node.name}:{self.iface} for {STALL_S:g} s "
+                          f"(or none within {STARTUP_S:g} s of the start; link down or peer backed up?)")
         if summary["tx_packets"] is None:
             tail = " | ".join(l.strip() for l in out.strip().splitlines()[-3:])
-            reasons.append(f"trafgen printed no summary (did it fail? log: {tail or 'empty'})")
-        if tx == 0:
-            reasons.append(f"no frames left {self.node.name}:{self.iface}")
-        if self.rate > 0 and achieved < MIN_RATIO * self.rate:
-            reasons.append(f"achieved {achieved:.0f} pps < 99 % of requested {self.rate:.0f} pps")
-        if self.count is not None and tx < self.count:
-            reasons.append(f"only {tx} of {self.count} frames were sent")
-        return {
-            "requested_pps": self.rate, "achieved_pps": achieved, "tx_packets": tx,
-            "valid": not reasons, "reason": "; ".join(reasons),
-            "generator": "trafgen", "duration_s": loop, "wall_s": wall, "queue_full": False,
-            "tx_link_packets": link, "peer_dropped": peer_dropped, "tx_dropped": dropped,
-            "trafgen_tx_packets": summary["tx_packets"], "cpus": self.cpus,
-            "count": self.count, "cycle": self.c.cycle, "frame_len": len(self.c.frames[0]),
-            "frame_len_fcs": len(self.c.frames[0]) + 4, "trafgen_version": trafgen_version(),
-            "profile": str(self.c.profile), "tunables": self.c.tunables, "iface": self.iface,
-            "shaper": "tbf" if self.rate > 0 else None,
-            "rate_method": "steady tx counter" if steady is not None else "tx / trafgen loop time",
-            "steady_intervals": steady.intervals if steady else None,
-        }
+            faults.append(f"trafgen printed no summary (did it fail? log: {tail or 'empty'})")
+        return TrialResult.judged(
+            self.spec, "trafgen", self.c.tunables, self.c.profile, tx_packets=tx, achieved_pps=achieved,
+            duration_s=loop, where=f"{self.node.name}:{self.iface}", faults=faults,
+            wall_s=wall, tx_link_packets=link, peer_dropped=tx - link, tx_dropped=dropped,
+            trafgen_tx_packets=summary["tx_packets"], cpus=self.cpus, cycle=self.c.cycle,
+            frame_len=len(self.c.frames[0]), frame_len_fcs=len(self.c.frames[0]) + FCS,
+            trafgen_version=trafgen_version(), iface=self.iface, shaper="tbf" if self.rate > 0 else None,
+            rate_method="steady tx counter" if steady is not None else "tx / trafgen loop time",
+            steady_intervals=steady.intervals if steady else None)
+
+
+def start(testbed, profile, tunables: dict, spec: TrialSpec, cpus: int | None = None,
+          iface: str | None = None) -> TrafgenRun:
+    """The contract's start: the profile compiled with the filled tunables, sent by trafgen with
+    traffic.trafgen.cpus sending processes (or cpus)."""
+    if cpus is None:
+        cpus = testbed.cfg.section("traffic")["trafgen"]["cpus"]
+    return TrafgenRun(testbed, compile_frames(profile, tunables), spec, cpus=cpus, iface=iface).start()
+
+
+def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
+    return frames_plan("trafgen", profile, tunables, spec)
+
+
+GENERATOR = Generator("trafgen", start, plan, counts=True)
 
 
 class TxSampler:
@@ -280,7 +262,6 @@ class TxSampler:
     namespace) every SAMPLE_S until the process ends or stop() is called."""
 
     def __init__(self, pid: int, iface: str):
-        import threading
         self.path, self.iface = f"/proc/{pid}/net/dev", iface
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
@@ -288,16 +269,7 @@ class TxSampler:
         self._t.start()
 
     def read(self) -> int | None:
-        try:
-            with open(self.path) as f:
-                text = f.read()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            name, sep, rest = line.partition(":")
-            if sep and name.strip() == self.iface:
-                return int(rest.split()[9])
-        return None
+        return read_proc_net_dev(self.path, self.iface, "tx_packets")
 
     def _loop(self) -> None:
         while not self._stop.is_set():

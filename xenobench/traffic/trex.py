@@ -3,12 +3,15 @@
 Trial: connect → check the server version against traffic.trex.version → reset(ports) → load the
 profile (STLProfile.load_py with the tunables) → add_streams → clear_stats → start(mult="<N>pps"
 per port, or "100%" for rate 0, duration) → wait_on_traffic → get_stats/get_xstats per port →
-stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`).
+stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
+sends for a duration: the contract's TrialSpec turns a count into count / rate seconds
+(GENERATOR.counts is False), and a trial is judged by the contract's one rule (trial.judge).
 
 The multiplier is written in plain decimal: the client's decode_multiplier
 (trex/utils/parsing_opts.py) accepts only digits with an optional decimal point before the unit, so "1.5e+07pps" (what
-`:g` makes of 15 Mpps) is refused with TRexArgumentError('mult') before anything is sent. A trial is invalid when the achieved rate (sum of opackets over the ports /
-duration) is below 99 % of the requested rate, or the TRex queue was full (global queue_full > 0).
+`:g` makes of 15 Mpps) is refused with TRexArgumentError('mult') before anything is sent. The
+achieved rate is the sum of opackets over the ports / duration; the queue check is TRex's global
+queue_full.
 
 The STLClient class is injectable (client_factory) so the driver is tested against a test double.
 Without one, the trial runs in a child process (trex_worker.py) with the real STLClient: importing
@@ -24,11 +27,11 @@ import logging
 import time
 
 from ..errors import TrafficError
-from .profiles import resolve_profile, tunables_argv
+from .profiles import load_streams, resolve_profile, tunables_argv
+from .trial import Generator, TrialResult, TrialSpec
 
 logger = logging.getLogger(__name__)
 
-MIN_RATIO = 0.99
 SERVER_TAG = "trex-server"
 
 
@@ -116,11 +119,11 @@ class TrexDriver:
         """The requested rate is the total over the ports; each port gets its share."""
         return pps_mult(rate_pps / len(self.ports)) if rate_pps > 0 else pps_mult(0)
 
-    def plan(self, profile, tunables: dict | None, rate_pps: float, duration_s: float | None,
-             streams: list[dict]) -> dict:
+    def plan(self, profile, tunables: dict | None, spec: TrialSpec, streams: list[dict]) -> dict:
         """The STLClient calls a trial makes, in order, without connecting (the dry run).
         streams: the profile's STLStream JSON (profiles.load_streams) for the summary."""
         argv = tunables_argv(tunables)
+        rate_pps, duration_s = spec.rate_pps, spec.duration_s
         dur = duration_s if duration_s else -1
         calls = [f"STLClient(username={self.user!r}, server={self.server!r}, sync_port={self.sync_port}, "
                  f"async_port={self.async_port})",
@@ -139,14 +142,16 @@ class TrexDriver:
                   f"stop(ports={self.ports})", "disconnect()"]
         return {"generator": "trex", "server": f"{self.server}:{self.sync_port}", "ports": self.ports,
                 "mult": self.mult(rate_pps), "requested_pps": float(rate_pps), "duration_s": duration_s,
+                "spec": spec.to_dict(),
                 "profile": str(resolve_profile(profile)), "tunables": argv,
                 "streams": [stream_summary(s) for s in streams], "calls": calls}
 
-    def start(self, profile, tunables: dict | None, rate_pps: float, duration_s: float | None):
+    def start(self, profile, tunables: dict | None, spec: TrialSpec):
         path = resolve_profile(profile)
+        rate_pps, duration_s = spec.rate_pps, spec.duration_s
         self.mult(rate_pps)  # refuse a rate TRex cannot express before starting anything
         if not self.in_process:
-            return TrexProcessRun(self.tcfg, str(path), dict(tunables or {}), rate_pps, duration_s)
+            return TrexProcessRun(self.tcfg, str(path), dict(tunables or {}), spec)
         argv = tunables_argv(tunables)
         c = self._client()
         self._connect(c)
@@ -164,22 +169,31 @@ class TrexDriver:
             _quiet_disconnect(c)
             raise TrafficError(f"Failed to start traffic on TRex server {self.server} ports {self.ports}: "
                                f"{_reason(e)}") from None
-        return TrexRun(self, c, rate_pps, duration_s, str(path), dict(tunables or {}))
+        return TrexRun(self, c, spec, str(path), dict(tunables or {}))
 
-    def run(self, profile, tunables, rate_pps, duration_s=None, count=None) -> dict:
-        if count is not None:
-            if rate_pps <= 0:
-                raise TrafficError("Failed to run TRex: a count needs a rate (count / rate = duration)")
-            duration_s = count / rate_pps
-        if duration_s is None:
+    def run(self, profile, tunables, spec: TrialSpec) -> TrialResult:
+        if spec.duration_s is None:
             raise TrafficError("Failed to run TRex: give a duration or a count")
-        r = self.start(profile, tunables, rate_pps, duration_s)
-        return r.wait()
+        return self.start(profile, tunables, spec).wait()
+
+
+def start(testbed, profile, tunables: dict, spec: TrialSpec, **opts):
+    """The contract's start: a TRex trial with the config's traffic.trex server."""
+    return TrexDriver(testbed.cfg.section("traffic"), **opts).start(profile, tunables, spec)
+
+
+def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
+    """The dry run: the STLClient calls of the trial, with the profile's streams (loaded, not sent)."""
+    _, streams = load_streams(profile, tunables)
+    return TrexDriver(cfg.section("traffic")).plan(profile, tunables, spec, streams)
+
+
+GENERATOR = Generator("trex", start, plan, counts=False)
 
 
 class TrexRun:
-    def __init__(self, drv: TrexDriver, c, rate, duration, profile, tunables):
-        self.drv, self.c, self.rate, self.duration = drv, c, float(rate), duration
+    def __init__(self, drv: TrexDriver, c, spec: TrialSpec, profile, tunables):
+        self.drv, self.c, self.spec, self.duration = drv, c, spec, spec.duration_s
         self.profile, self.tunables = profile, tunables
         self.t0 = time.monotonic()
         self._result = None
@@ -204,26 +218,25 @@ class TrexRun:
             _quiet_disconnect(c)
             raise TrafficError(f"Failed to collect statistics from TRex server {self.drv.server}: {_reason(e)}") from None
         _quiet_disconnect(c)
-        self._result = evaluate(stats, xstats, ports, self.rate,
-                                self.duration if self.duration else elapsed)
-        self._result.update(profile=self.profile, tunables=self.tunables, server=self.drv.server,
-                            server_version=self.drv.server_version, client_version=client_version())
+        self._result = evaluate(stats, xstats, ports, self.spec, self.duration if self.duration else elapsed,
+                                profile=self.profile, tunables=self.tunables, server=self.drv.server,
+                                server_version=self.drv.server_version, client_version=client_version())
         return self._result
 
 
 class TrexProcessRun:
     """A trial run by trex_worker.py in a child process; same wait()/stop() as TrexRun."""
 
-    def __init__(self, tcfg, profile, tunables, rate, duration):
+    def __init__(self, tcfg, profile, tunables, spec: TrialSpec):
         import json
         import subprocess
         import sys
         from .. import REPO_ROOT
-        self.duration = duration
+        self.duration = spec.duration_s
         self.p = subprocess.Popen([sys.executable, "-m", "xenobench.traffic.trex_worker"], cwd=REPO_ROOT,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.p.stdin.write(json.dumps({"tcfg": tcfg, "profile": profile, "tunables": tunables,
-                                       "rate_pps": rate, "duration_s": duration}) + "\n")
+                                       "spec": spec.to_dict()}) + "\n")
         self.p.stdin.flush()
         self._result = None
         ev = self._read()
@@ -255,7 +268,7 @@ class TrexProcessRun:
         self._finish()
         if ev["event"] != "result":
             raise TrafficError(ev.get("error", f"Failed to collect the TRex trial: worker said {ev}"))
-        self._result = ev["result"]
+        self._result = TrialResult(ev["result"])
         return self._result
 
     def wait(self) -> dict:
@@ -276,25 +289,18 @@ class TrexProcessRun:
         return self._collect()
 
 
-def evaluate(stats: dict, xstats: dict, ports: list, rate_pps: float, duration_s: float) -> dict:
-    """Validity from TRex statistics (pure: tested on recorded/fake stats)."""
+def evaluate(stats: dict, xstats: dict, ports: list, spec: TrialSpec, duration_s: float, profile: str = "",
+             tunables: dict | None = None, **extra) -> TrialResult:
+    """The trial's result from TRex statistics (pure: tested on recorded/fake stats)."""
     opk = sum(int(stats.get(p, stats.get(str(p), {})).get("opackets", 0)) for p in ports)
     ipk = sum(int(stats.get(p, stats.get(str(p), {})).get("ipackets", 0)) for p in ports)
     qfull = int((stats.get("global") or {}).get("queue_full", 0))
-    achieved = opk / duration_s if duration_s > 0 else 0.0
-    reasons = []
-    if opk == 0:
-        reasons.append(f"TRex sent no frames on ports {ports}")
-    if rate_pps > 0 and achieved < MIN_RATIO * rate_pps:
-        reasons.append(f"achieved {achieved:.0f} pps < 99 % of requested {rate_pps:.0f} pps")
-    if qfull > 0:
-        reasons.append(f"queue full: TRex reported queue_full {qfull}")
-    return {"requested_pps": float(rate_pps), "achieved_pps": achieved, "tx_packets": opk,
-            "valid": not reasons, "reason": "; ".join(reasons), "generator": "trex",
-            "duration_s": duration_s, "queue_full": qfull > 0, "queue_full_count": qfull,
-            "rx_packets": ipk, "xstats": {str(p): x for p, x in xstats.items()},
-            "ports": {str(p): {k: stats.get(p, {}).get(k) for k in ("opackets", "ipackets", "obytes", "ibytes",
-                                                                   "oerrors", "ierrors")} for p in ports}}
+    return TrialResult.judged(
+        spec, "trex", tunables or {}, profile, tx_packets=opk, achieved_pps=opk / duration_s if duration_s > 0 else 0.0,
+        duration_s=duration_s, where=f"TRex ports {ports}", queue_full=qfull, queue_full_count=qfull,
+        rx_packets=ipk, xstats={str(p): x for p, x in xstats.items()},
+        ports={str(p): {k: stats.get(p, {}).get(k) for k in ("opackets", "ipackets", "obytes", "ibytes",
+                                                             "oerrors", "ierrors")} for p in ports}, **extra)
 
 
 def stream_summary(stream: dict) -> dict:

@@ -4,8 +4,8 @@ Why a child: importing the TRex client (trex/__init__.py) evicts the harness's s
 from sys.modules and puts its bundled copies (scapy 2.4.3, PyYAML 3.11) first on sys.path, which
 would break later imports in the harness process.
 
-Protocol (JSON lines): stdin line 1 = the job {"tcfg", "profile", "tunables", "rate_pps",
-"duration_s"}; stdout: {"event": "started"} once traffic runs, then {"event": "result", "result": {...}};
+Protocol (JSON lines): stdin line 1 = the job {"tcfg", "profile", "tunables", "spec" (a
+TrialSpec as a dict)}; stdout: {"event": "started"} once traffic runs, then {"event": "result", "result": {...}};
 or {"event": "error", "error": "Failed to ..."}. A line "stop" on stdin ends the trial early.
 """
 
@@ -24,10 +24,12 @@ def main() -> int:
     warnings.simplefilter("ignore")
     from xenobench.errors import XenobenchError
     from xenobench.traffic.trex import TrexDriver, _stl_client_class, _stl_profile_loader
+    from xenobench.traffic.trial import TrialSpec
     job = json.loads(sys.stdin.readline())
+    spec = TrialSpec(**job["spec"])
     try:
         drv = TrexDriver(job["tcfg"], client_factory=_stl_client_class(), profile_loader=_stl_profile_loader)
-        run = drv.start(job["profile"], job["tunables"], job["rate_pps"], job["duration_s"])
+        run = drv.start(job["profile"], job["tunables"], spec)
     except XenobenchError as e:
         emit({"event": "error", "error": str(e)})
         return 0
@@ -45,7 +47,7 @@ def main() -> int:
 
     threading.Thread(target=watch_stdin, daemon=True).start()
     try:
-        if job["duration_s"]:
+        if spec.duration_s:
             done = threading.Event()
             box = {}
 
