@@ -29,7 +29,7 @@ from .progcost import measure as measure_prog_cost
 from .rtt import probe
 from .search import SearchSettings, goal, run_search, trial_runner
 from .results import line_rate_pps
-from .traffic import fill_tunables, run_traffic, start_traffic
+from .traffic import run_traffic, start_traffic
 from .trials import TrialContext, Validity, reusable, run_trial, trial_params
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     per_backend = _lb_per_backend(st0, st1)
     fwd = sum(per_backend.values()) if per_backend is not None else None
     out = {"payload": payload, "requested_pps": rate, "generator": gen,
-           "tunables": fill_tunables(cfg, profile, tun),
+           "tunables": gen.get("tunables"),  # what the generator ran with (it filled the testbed's)
            "rx_packets": rx, "tx_packets": tx, "rx_series": series, "rx_pps": steady.rate,
            "rx_cv_pct": steady.cv_pct, "steady_intervals": steady.intervals,
            "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
@@ -240,7 +240,7 @@ def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         out, v = measure(ctx)
     finally:
         bg = h.stop()
-    out["background"] = {"tunables": fill_tunables(cfg, profile, tun), **bg}
+    out["background"] = dict(bg)  # carries the filled tunables it ran with
     v.require("background_ok", bool(bg.get("valid")), bg.get("reason") or "background load invalid")
     return out, v
 
@@ -336,19 +336,18 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
     tx = int(gen.get("tx_packets") or 0)
     offered_s = float(gen.get("duration_s") or duration)
     intended = int(round(load * duration))
-    # the generator's own reasons except its rate and count checks ("achieved X pps < 99 % ...",
-    # "only N of M frames were sent"): the search counts a shortfall as loss
-    other = [r for r in str(gen.get("reason") or "").split("; ")
-             if r and not r.startswith(("achieved ", "only "))]
+    # the generator's failed checks (xenobench.traffic.trial.judge) except rate and count: the
+    # search counts a shortfall as loss
+    other = [c for c in gen.get("failed") or () if c not in ("rate", "count")]
     per_backend = _lb_per_backend(st0, st1)
     out = {"payload": payload, "intended_load_pps": load, "intended_duration_s": duration,
            "offered": tx, "received": rx, "offered_duration_s": offered_s, "intended_count": intended,
            "unsent": max(0, intended - tx), "stretch": round(offered_s / duration, 4),
-           "generator": gen, "tunables": fill_tunables(cfg, profile, tun),
+           "generator": gen, "tunables": gen.get("tunables"),
            "lb_forwarded": sum(per_backend.values()) if per_backend is not None else None,
            "lb_per_backend": per_backend}
     v = Validity()
-    v.require("generator_ok", not other, "; ".join(other))
+    v.require("generator_ok", not other, f"{', '.join(other)}: {gen.get('reason')}")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
     v.require("counters_consistent", rx <= tx * 1.001 + 10, f"backends received {rx} > generator sent {tx}")
     return out, v
