@@ -340,6 +340,10 @@ def read_document(path):
                 return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 (a SafeLoader subclass)
             except yaml.YAMLError as e:
                 refuse(f"not valid YAML: {e}")
+            except (ValueError, IndexError, KeyError, AttributeError, TypeError) as e:
+                # a tagged scalar PyYAML's constructors cannot read, e.g. !!int '' (IndexError),
+                # !!bool 'x' (KeyError), !!timestamp 'x' (AttributeError)
+                refuse(f"not valid YAML: a tagged value PyYAML cannot read ({type(e).__name__}: {e})")
         return _read_json(text)
     except _Refused as e:
         refuse(str(e))
