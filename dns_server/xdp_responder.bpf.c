@@ -26,6 +26,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "dns_common.h"
+#include "xb_stats.h"
 
 #define DNS_HDR 12
 #define A_RR    16  /* name pointer 2, type 2, class 2, TTL 4, rdlength 2, address 4 */
@@ -54,14 +55,6 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
-static __always_inline int count(__u32 which, int verdict)
-{
-	__u64 *v = bpf_map_lookup_elem(&stats, &which);
-
-	if (v)
-		*v += 1;
-	return verdict;
-}
 
 static __always_inline __u16 ip_checksum(struct iphdr *ip)
 {
@@ -161,24 +154,24 @@ int xdns_responder(struct xdp_md *ctx)
 	if (!cfg)
 		return XDP_PASS;
 	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
-		return count(XDNS_STAT_PASSED, XDP_PASS);
+		return xb_stats_verdict(&stats, XDNS_STAT_PASSED, XDP_PASS);
 	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl != 5 || ip->protocol != IPPROTO_UDP ||
 	    ip->daddr != cfg->vip || (ip->frag_off & bpf_htons(0x3fff)))
-		return count(XDNS_STAT_PASSED, XDP_PASS);
+		return xb_stats_verdict(&stats, XDNS_STAT_PASSED, XDP_PASS);
 	udp = (void *)(ip + 1);
 	if ((void *)(udp + 1) > end)
-		return count(XDNS_STAT_MALFORMED, XDP_DROP);
+		return xb_stats_verdict(&stats, XDNS_STAT_MALFORMED, XDP_DROP);
 	if (udp->dest != cfg->port)
-		return count(XDNS_STAT_PASSED, XDP_PASS);
+		return xb_stats_verdict(&stats, XDNS_STAT_PASSED, XDP_PASS);
 	dns = (void *)(udp + 1);
 	__u32 udp_len = bpf_ntohs(udp->len);
 	if (udp_len < sizeof(*udp) + DNS_HDR || (void *)(dns + DNS_HDR) > end ||
 	    (void *)udp + udp_len > end)
-		return count(XDNS_STAT_MALFORMED, XDP_DROP);
+		return xb_stats_verdict(&stats, XDNS_STAT_MALFORMED, XDP_DROP);
 	__u32 dns_len = udp_len - sizeof(*udp);
 	if ((dns[2] & 0x80) || (dns[2] & 0x78))  /* QR set, or opcode != QUERY */
-		return count(XDNS_STAT_NOT_QUERY, XDP_DROP);
+		return xb_stats_verdict(&stats, XDNS_STAT_NOT_QUERY, XDP_DROP);
 
 	__u32 new_len = dns_len;  /* DNS bytes of the reply */
 	int stat = XDNS_STAT_ANSWERED;
@@ -191,16 +184,16 @@ int xdns_responder(struct xdp_md *ctx)
 
 		/* exactly one question, no answer or authority records in a query */
 		if (dns[4] != 0 || dns[5] != 1 || dns[6] || dns[7] || dns[8] || dns[9])
-			return count(XDNS_STAT_MALFORMED, XDP_DROP);
+			return xb_stats_verdict(&stats, XDNS_STAT_MALFORMED, XDP_DROP);
 		name_end = walk_name(dns, end, dns_len, starts, &nlabels);
 		if (name_end == 0 || name_end + 4 > dns_len)
-			return count(XDNS_STAT_MALFORMED, XDP_DROP);
+			return xb_stats_verdict(&stats, XDNS_STAT_MALFORMED, XDP_DROP);
 		__u8 *q = dns + (name_end & 0x1ff);
 		if ((void *)(q + 4) > end)
-			return count(XDNS_STAT_MALFORMED, XDP_DROP);
+			return xb_stats_verdict(&stats, XDNS_STAT_MALFORMED, XDP_DROP);
 		int zone = in_zone(dns, end, cfg, name_end, starts, nlabels);
 		if (zone && (q[0] != 0 || q[1] != 1 || q[2] != 0 || q[3] != 1))  /* not A, not IN */
-			return count(XDNS_STAT_NOT_A, XDP_PASS);
+			return xb_stats_verdict(&stats, XDNS_STAT_NOT_A, XDP_PASS);
 		/* header: QR, opcode 0, AA, RD kept; RA 0; rcode NOERROR or REFUSED */
 		dns[2] = 0x80 | 0x04 | (dns[2] & 0x01);
 		dns[3] = zone ? 0 : 5;
@@ -215,7 +208,7 @@ int xdns_responder(struct xdp_md *ctx)
 	/* resize the frame to headers + new_len (cuts additional records, makes room for the A) */
 	int delta = (int)(sizeof(*eth) + sizeof(*ip) + sizeof(*udp) + new_len) - (int)(end - data);
 	if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta))
-		return count(XDNS_STAT_TX_ERROR, XDP_DROP);
+		return xb_stats_verdict(&stats, XDNS_STAT_TX_ERROR, XDP_DROP);
 	data = (void *)(long)ctx->data;
 	end = (void *)(long)ctx->data_end;
 	eth = data;
@@ -223,12 +216,12 @@ int xdns_responder(struct xdp_md *ctx)
 	udp = (void *)(ip + 1);
 	dns = (void *)(udp + 1);
 	if ((void *)(dns + DNS_HDR) > end)
-		return count(XDNS_STAT_TX_ERROR, XDP_DROP);
+		return xb_stats_verdict(&stats, XDNS_STAT_TX_ERROR, XDP_DROP);
 	if (stat == XDNS_STAT_ANSWERED && cfg->mode == XDNS_MODE_ANSWER) {
 		__u8 *a = dns + ((new_len - A_RR) & 0x1ff);
 
 		if ((void *)(a + A_RR) > end)
-			return count(XDNS_STAT_TX_ERROR, XDP_DROP);
+			return xb_stats_verdict(&stats, XDNS_STAT_TX_ERROR, XDP_DROP);
 		a[0] = 0xc0;  /* pointer to the question name at offset 12 */
 		a[1] = DNS_HDR;
 		a[2] = 0;
@@ -248,7 +241,7 @@ int xdns_responder(struct xdp_md *ctx)
 		__builtin_memcpy(eth->h_dest, peer->mac, ETH_ALEN);
 	} else {
 		__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
-		count(XDNS_STAT_PEER_MISS, 0);
+		xb_stats_inc(&stats, XDNS_STAT_PEER_MISS);
 	}
 	__builtin_memcpy(eth->h_source, cfg->src_mac, ETH_ALEN);
 	ip->saddr = ip->daddr;
@@ -262,7 +255,7 @@ int xdns_responder(struct xdp_md *ctx)
 	udp->dest = sport;
 	udp->len = bpf_htons(sizeof(*udp) + new_len);
 	udp->check = 0;
-	count(stat, 0);
+	xb_stats_inc(&stats, stat);
 	if (cfg->egress == XDNS_EGRESS_REDIRECT)
 		return bpf_redirect(ctx->ingress_ifindex, 0);
 	return XDP_TX;

@@ -10,6 +10,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "lb_common.h"
+#include "xb_stats.h"
 
 /* the one configuration record (key 0), written by the loader before attaching */
 struct {
@@ -67,28 +68,10 @@ struct {
 	__type(value, __u32);
 } egress SEC(".maps");
 
-static __always_inline void count(__u32 which)
-{
-	__u64 *v = bpf_map_lookup_elem(&stats, &which);
-
-	if (v)
-		*v += 1;
-}
-
 static __always_inline int other(const struct xb_config *cfg, __u32 which)
 {
-	count(which);
+	xb_stats_inc(&stats, which);
 	return cfg->policy == XB_POLICY_DROP ? XDP_DROP : XDP_PASS;
-}
-
-static __always_inline void add(void *map, __u32 key, __u64 bytes)
-{
-	struct xb_counter *c = bpf_map_lookup_elem(map, &key);
-
-	if (c) {
-		c->packets += 1;
-		c->bytes += bytes;
-	}
 }
 
 SEC("xdp")
@@ -105,21 +88,21 @@ int xb_lb(struct xdp_md *ctx)
 	if (!cfg)
 		return XDP_ABORTED;
 	if ((void *)(eth + 1) > end) {
-		count(XB_STAT_MALFORMED);
+		xb_stats_inc(&stats, XB_STAT_MALFORMED);
 		return XDP_DROP;
 	}
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
 		return other(cfg, XB_STAT_NON_IPV4);
 	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > end || ip->ihl < 5 || ip->version != 4) {
-		count(XB_STAT_MALFORMED);
+		xb_stats_inc(&stats, XB_STAT_MALFORMED);
 		return XDP_DROP;
 	}
 	if (ip->protocol != IPPROTO_UDP || ip->daddr != cfg->vip)
 		return other(cfg, XB_STAT_NON_SERVICE);
 	udp = (void *)ip + ip->ihl * 4;  /* IPv4 options are skipped, not parsed */
 	if ((void *)(udp + 1) > end) {
-		count(XB_STAT_MALFORMED);
+		xb_stats_inc(&stats, XB_STAT_MALFORMED);
 		return XDP_DROP;
 	}
 	if (udp->dest != cfg->port)
@@ -130,7 +113,7 @@ int xb_lb(struct xdp_md *ctx)
 	struct xb_backend *be;
 
 	if (!bidx || !(be = bpf_map_lookup_elem(&backends, bidx)) || !be->valid) {
-		count(XB_STAT_MISS);
+		xb_stats_inc(&stats, XB_STAT_MISS);
 		return XDP_DROP;
 	}
 	__u64 len = (__u64)(end - data);
@@ -140,11 +123,11 @@ int xb_lb(struct xdp_md *ctx)
 		/* the egress slot is empty: the one redirect failure the program sees (the flags'
 		 * low bits are the verdict on a failed lookup); one after the program returns is
 		 * the kernel's (tracepoint xdp:xdp_redirect_err, the veth's xdp_tx_errors) */
-		count(XB_STAT_TX_ERROR);
+		xb_stats_inc(&stats, XB_STAT_TX_ERROR);
 		return XDP_ABORTED;
 	}
-	add(&slot_stats, slot, len);
-	add(&backend_stats, *bidx, len);
+	xb_stats_add(&slot_stats, slot, len);
+	xb_stats_add(&backend_stats, *bidx, len);
 	/* the frame leaves after the program returns, so rewriting after the redirect call is in time */
 	__builtin_memcpy(eth->h_dest, be->mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, cfg->src_mac, ETH_ALEN);

@@ -9,6 +9,7 @@
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include "switch_common.h"
+#include "xb_stats.h"
 
 /* destination MAC (6 bytes in a u64, little end first) -> ifindex of its switch port */
 struct {
@@ -34,14 +35,6 @@ struct {
 	__type(value, __u64);
 } sw_stats SEC(".maps");
 
-static __always_inline int count(__u32 stat, int verdict)
-{
-	__u64 *n = bpf_map_lookup_elem(&sw_stats, &stat);
-
-	if (n)
-		*n += 1;
-	return verdict;
-}
 
 SEC("xdp")
 int sw_fastpath(struct xdp_md *ctx)
@@ -54,16 +47,16 @@ int sw_fastpath(struct xdp_md *ctx)
 	int verdict;
 
 	if (data + sizeof(*eth) > data_end)
-		return count(SW_STAT_MALFORMED, XDP_DROP);
+		return xb_stats_verdict(&sw_stats, SW_STAT_MALFORMED, XDP_DROP);
 	if (eth->h_dest[0] & 1)  /* group bit: broadcast or multicast, the bridge floods it */
-		return count(SW_STAT_TO_BRIDGE, XDP_PASS);
+		return xb_stats_verdict(&sw_stats, SW_STAT_TO_BRIDGE, XDP_PASS);
 	__builtin_memcpy(&key, eth->h_dest, ETH_ALEN);
 	port = bpf_map_lookup_elem(&fdb, &key);
 	if (!port || *port == ctx->ingress_ifindex)
-		return count(SW_STAT_TO_BRIDGE, XDP_PASS);
+		return xb_stats_verdict(&sw_stats, SW_STAT_TO_BRIDGE, XDP_PASS);
 	/* XDP_PASS if the port is not in the devmap (yet): the bridge still knows the way */
 	verdict = bpf_redirect_map(&ports, *port, XDP_PASS);
-	return count(verdict == XDP_REDIRECT ? SW_STAT_FORWARDED : SW_STAT_TO_BRIDGE, verdict);
+	return xb_stats_verdict(&sw_stats, verdict == XDP_REDIRECT ? SW_STAT_FORWARDED : SW_STAT_TO_BRIDGE, verdict);
 }
 
 char LICENSE[] SEC("license") = "GPL";

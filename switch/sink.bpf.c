@@ -13,6 +13,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "switch_common.h"
+#include "xb_stats.h"
 
 /* the one configuration record (key 0): the generator's source block */
 struct {
@@ -30,14 +31,6 @@ struct {
 	__type(value, __u64);
 } sink_stats SEC(".maps");
 
-static __always_inline int count(__u32 stat, int verdict)
-{
-	__u64 *n = bpf_map_lookup_elem(&sink_stats, &stat);
-
-	if (n)
-		*n += 1;
-	return verdict;
-}
 
 SEC("xdp")
 int backend_sink(struct xdp_md *ctx)
@@ -50,11 +43,11 @@ int backend_sink(struct xdp_md *ctx)
 	__u32 zero = 0;
 
 	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
-		return count(SINK_STAT_PASSED, XDP_PASS);
+		return xb_stats_verdict(&sink_stats, SINK_STAT_PASSED, XDP_PASS);
 	cfg = bpf_map_lookup_elem(&sink_config, &zero);
 	if (!cfg || !cfg->mask || (ip->saddr & cfg->mask) != cfg->net)
-		return count(SINK_STAT_PASSED, XDP_PASS);
-	return count(SINK_STAT_DROPPED, XDP_DROP);
+		return xb_stats_verdict(&sink_stats, SINK_STAT_PASSED, XDP_PASS);
+	return xb_stats_verdict(&sink_stats, SINK_STAT_DROPPED, XDP_DROP);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -8,6 +8,7 @@
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include "switch_common.h"
+#include "xb_stats.h"
 
 /* the one configuration record (key 0): destination and source MAC, written before attaching */
 struct {
@@ -39,17 +40,11 @@ int wire(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	__u32 zero = 0, stat = WIRE_STAT_FORWARDED;
+	__u32 zero = 0;
 	struct wire_config *cfg;
-	struct sw_counter *c;
 
 	if (data + sizeof(*eth) > data_end) {
-		stat = WIRE_STAT_MALFORMED;
-		c = bpf_map_lookup_elem(&wire_stats, &stat);
-		if (c) {
-			c->packets++;
-			c->bytes += data_end - data;
-		}
+		xb_stats_add(&wire_stats, WIRE_STAT_MALFORMED, data_end - data);
 		return XDP_DROP;
 	}
 	cfg = bpf_map_lookup_elem(&wire_config, &zero);
@@ -57,11 +52,7 @@ int wire(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	__builtin_memcpy(eth->h_dest, cfg->dst_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, cfg->src_mac, ETH_ALEN);
-	c = bpf_map_lookup_elem(&wire_stats, &stat);
-	if (c) {
-		c->packets++;
-		c->bytes += data_end - data;
-	}
+	xb_stats_add(&wire_stats, WIRE_STAT_FORWARDED, data_end - data);
 	return bpf_redirect_map(&wire_egress, 0, 0);
 }
 

@@ -1,11 +1,10 @@
-"""The eBPF baseline: frame fixtures through BPF_PROG_TEST_RUN (bpftool prog run, real kernel, no
-network), the loader's refusals, and a live split on the namespace testbed.
+"""The eBPF baseline: frame fixtures through BPF_PROG_TEST_RUN (xenobench.bpftest: bpftool prog run,
+real kernel, no network), the loader's refusals, and a live split on the namespace testbed.
 
 Fixture frames are built here with scapy (the command that makes them is the code below); each
-row: description, input frame, expected verdict, expected output frame."""
+row (bpftest.Fixture): description, input frame, expected verdict, expected output frame."""
 
 import json
-import re
 import shutil
 import time
 from pathlib import Path
@@ -15,9 +14,10 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
+from xenobench import bpftest
+from xenobench.bpftest import Fixture
 from xenobench.errors import BackendsError
 from xenobench.lb import get_lb
-from xenobench.agents.bpf import bpftool
 from xenobench.agents.ebpf_lb import OBJ, fill_maps, load, read_stats
 from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
 
@@ -25,7 +25,6 @@ from .conftest import needs_root, send_udp
 
 pytestmark = [needs_root, pytest.mark.skipif(not OBJ.exists(), reason="ebpf_baseline not built (make -C ebpf_baseline)")]
 
-XDP = {0: "XDP_ABORTED", 1: "XDP_DROP", 2: "XDP_PASS", 3: "XDP_TX", 4: "XDP_REDIRECT"}
 VIP, LB_IN, LB_OUT = "198.18.0.100", "02:00:00:00:05:00", "02:00:00:00:05:01"
 MACS = ["02:00:00:00:0a:0%d" % i for i in range(4)]
 
@@ -53,11 +52,8 @@ def prog(tmp_path):
         return f
 
     def run(data: bytes, name="xb_lb"):
-        (tmp_path / "in").write_bytes(data)
-        p = bpftool("prog", "run", "pinned", str(pindir / "progs" / name), "data_in", str(tmp_path / "in"),
-                    "data_out", str(tmp_path / "out"))
-        rv = int(re.search(r"Return value: (\d+)", p.stdout + p.stderr).group(1))
-        return XDP[rv], (tmp_path / "out").read_bytes()
+        r = bpftest.run(pindir / "progs" / name, data)
+        return r.verdict, r.out
 
     yield configure, run, pindir
     shutil.rmtree(pindir, ignore_errors=True)
@@ -75,29 +71,33 @@ def two(k=None, weights=None):
     return d
 
 
+def to_backend(desc: str, f: bytes, mac: str) -> Fixture:
+    """A service frame forwarded out of the ingress port (egress tx) with its MACs rewritten."""
+    return Fixture(desc, f, "XDP_TX", rewritten(f, mac))
+
+
 def test_even_odd_sources_go_to_backend_0_and_1(prog):
-    configure, run, _ = prog
+    configure, _, pindir = prog
     configure(two())
-    for src, mac in (("198.18.0.16", MACS[0]), ("198.18.0.17", MACS[1]), ("10.0.0.254", MACS[0])):
-        f = frame(src)
-        verdict, out = run(f)
-        assert verdict == "XDP_TX", src
-        assert out == rewritten(f, mac), f"{src}: expected {rewritten(f, mac).hex()} got {out.hex()}"
+    bpftest.check(pindir / "progs" / "xb_lb", [
+        to_backend(f"source {src}: class {cls}, backend {cls}", frame(src), MACS[cls])
+        for src, cls in (("198.18.0.16", 0), ("198.18.0.17", 1), ("10.0.0.254", 0))])
 
 
 def test_four_backends_two_class_bits_and_weights(prog):
-    configure, run, pindir = prog
+    configure, _, pindir = prog
     four = {"backends": [{"name": f"b{i}", "mac_address": MACS[i]} for i in range(4)]}
     configure(four)
-    for last in range(8):
-        assert run(frame(f"198.18.1.{last}"))[1][:6] == bytes.fromhex(MACS[last % 4].replace(":", ""))
+    bpftest.check(pindir / "progs" / "xb_lb", [
+        to_backend(f"198.18.1.{last}: class {last % 4}", frame(f"198.18.1.{last}"), MACS[last % 4]) for last in range(8)])
 
 
 def test_weights_3_to_1(prog, tmp_path):
-    configure, run, pindir = prog
+    configure, _, pindir = prog
     f = configure(two(weights=[3, 1]))
-    got = [run(frame(f"198.18.2.{i}"))[1][:6].hex() for i in range(8)]
-    assert got == [MACS[0].replace(":", "")] * 3 + [MACS[1].replace(":", "")] + [MACS[0].replace(":", "")] * 3 + [MACS[1].replace(":", "")]
+    bpftest.check(pindir / "progs" / "xb_lb", [
+        to_backend(f"198.18.2.{i}: slot {i % 4} of [b0, b0, b0, b1]", frame(f"198.18.2.{i}"), MACS[int(i % 4 == 3)])
+        for i in range(8)])
     st = read_stats(pindir, f, "test")
     assert [b["packets"] for b in st["backends"]] == [6, 2]
     assert st["backends"][0]["bytes"] == 6 * len(frame())
@@ -115,48 +115,43 @@ NON_SERVICE = [
 
 @pytest.mark.parametrize("policy,verdict", [("pass", "XDP_PASS"), ("drop", "XDP_DROP")])
 def test_non_service_frames_follow_policy_and_are_counted(prog, policy, verdict):
-    configure, run, pindir = prog
+    configure, _, pindir = prog
     f = configure(two(), policy=policy)
-    for desc, data, _ in NON_SERVICE:
-        v, out = run(data)
-        assert v == verdict, desc
-        assert out == data, desc  # untouched
+    # out None: the frame leaves untouched
+    bpftest.check(pindir / "progs" / "xb_lb", [Fixture(desc, data, verdict) for desc, data, _ in NON_SERVICE])
     st = read_stats(pindir, f, "test")
     assert st["non_ipv4"] == 3 and st["non_service"] == 3 and st["malformed"] == 0
 
 
 def test_ipv4_with_options_is_classified_past_the_options(prog):
-    configure, run, _ = prog
+    configure, _, pindir = prog
     configure(two())
     f = bytes(Ether(src="02:00:00:00:04:00", dst=LB_IN) / IP(src="198.18.0.17", dst=VIP, options=b"\x01\x01\x01\x00")
               / UDP(dport=53) / b"x")
     assert f[14] == 0x46  # IHL 6
-    v, out = run(f)
-    assert v == "XDP_TX" and out == rewritten(f, MACS[1])
+    bpftest.check(pindir / "progs" / "xb_lb", [to_backend("IPv4 with 4 B of options (IHL 6), class 1", f, MACS[1])])
 
 
 def test_truncated_at_every_header_boundary_is_dropped_and_counted(prog):
-    configure, run, pindir = prog
+    configure, _, pindir = prog
     f = configure(two())
     full = frame()
     # BPF_PROG_TEST_RUN refuses XDP input shorter than an Ethernet header (EINVAL), so the cuts
     # start at 14: at the end of Ethernet, inside IPv4, one byte short of it, at its end, inside UDP
     cuts = [14, 20, 33, 34, 41]
-    for n in cuts:
-        v, _ = run(full[:n])
-        assert v == "XDP_DROP", n
+    bpftest.check(pindir / "progs" / "xb_lb", [Fixture(f"cut at {n} B: dropped untouched", full[:n], "XDP_DROP")
+                                               for n in cuts])
     st = read_stats(pindir, f, "test")
     assert st["malformed"] == len(cuts) and st["non_ipv4"] == 0
-    v, out = run(full[:42])  # headers complete, empty payload: a valid service frame
-    assert v == "XDP_TX"
+    bpftest.check(pindir / "progs" / "xb_lb", [
+        to_backend("headers complete, empty payload: a valid service frame", full[:42], MACS[0])])
 
 
 def test_noop_program_only_redirects(prog):
-    configure, run, _ = prog
+    configure, _, pindir = prog
     configure(two())
-    v, out = run(frame(), name="xb_noop_redirect")
-    assert v == "XDP_ABORTED"  # empty devmap under test-run: the redirect lookup fails
-    assert out == frame()
+    # empty devmap under test-run: the redirect lookup fails, the frame is untouched
+    bpftest.check(pindir / "progs" / "xb_noop_redirect", [Fixture("no-op redirect, empty devmap", frame(), "XDP_ABORTED")])
 
 
 BAD = [("bad MAC", '{"backends":[{"name":"a","mac_address":"zz"}]}', "is not a MAC address"),

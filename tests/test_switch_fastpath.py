@@ -2,7 +2,9 @@
 (switch/sink.bpf.c) and the CPU placement, on real namespaces: frames to every bound MAC arrive at
 that MAC's port and nowhere else (exact counts), broadcast/unknown frames still go through the
 bridge (ARP, the testbed check), load frames are dropped at the backends' XDP and still counted,
-the LB's NAPI thread runs on testbed.cpus.dut, and `down` leaves nothing behind."""
+the LB's NAPI thread runs on testbed.cpus.dut, and `down` leaves nothing behind. Both programs
+also run a fixture table (xenobench.bpftest: description, frame, verdict, output) through
+BPF_PROG_TEST_RUN, as the testbed loaded and configured them."""
 
 import collections
 import contextlib
@@ -13,9 +15,14 @@ import time
 
 import pytest
 
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import ARP, Ether
+
+from xenobench import bpftest
+from xenobench.bpftest import Fixture
 from xenobench.config import load_config
 from xenobench.counters import diff, snapshot
-from xenobench.testbed import get_testbed
+from xenobench.testbed import FASTPATH_PROG, SINK_PROG, get_testbed
 
 from .conftest import needs_root, send_udp
 from .test_testbed import machine_state, own_prefix
@@ -114,6 +121,51 @@ def test_backend_sink_drops_load_frames_and_counts_them(testbed):
         # the backend's stack never saw them: no UDP datagram reached it (the counter lives as long
         # as the namespace, so earlier tests' datagrams are in it: compare before and after)
         assert udp_no_ports(testbed, b.name) == no_ports0, b.name
+
+
+def eth(dst: str, src_ip: str = "198.18.0.4", dst_ip: str = "198.18.0.99") -> bytes:
+    return bytes(Ether(src="02:00:00:00:04:00", dst=dst) / IP(src=src_ip, dst=dst_ip) / UDP(sport=1024, dport=9)
+                 / b"fastpath-fixture")
+
+
+def test_fastpath_fixture_table(testbed):
+    """Every bound MAC is redirected to its port (under test-run: the verdict, the frame untouched),
+    group and unbound MACs go to the bridge; as loaded and bound by the testbed."""
+    bound = [(n, i, mac) for n, i, mac in all_ifaces(testbed.cfg) if mac]
+    rows = [Fixture(f"to {n}/{i} ({mac}): its port", eth(mac), "XDP_REDIRECT") for n, i, mac in bound]
+    rows += [
+        Fixture("an Ethernet header alone to a bound MAC: its port", eth(bound[0][2])[:14], "XDP_REDIRECT"),
+        Fixture("broadcast ARP: to the bridge", bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src="02:00:00:00:04:00") / ARP()),
+                "XDP_PASS"),
+        Fixture("IPv4 multicast MAC (group bit): to the bridge", eth("01:00:5e:00:00:01"), "XDP_PASS"),
+        Fixture("unbound unicast MAC: to the bridge (it floods)", eth("02:00:00:00:99:00"), "XDP_PASS"),
+    ]
+    sw0 = testbed.switch_stats()
+    bpftest.check(testbed.fastpath_pindir / "progs" / FASTPATH_PROG, rows)
+    sw1 = testbed.switch_stats()
+    # live traffic (an ARP refresh) may add to these, never subtract
+    assert sw1["forwarded"] - sw0["forwarded"] >= len(bound) + 1
+    assert sw1["to_bridge"] - sw0["to_bridge"] >= 3
+    assert sw1["malformed"] == sw0["malformed"]
+
+
+def test_backend_sink_fixture_table(testbed):
+    """The sink drops IPv4 from the generator's source block and passes everything else untouched."""
+    base = testbed.cfg.section("traffic")["src_ip_base"]
+    block = base.rsplit(".", 1)[0]
+    be = testbed.cfg.backend_nodes()[0].iface().mac
+    rows = [
+        Fixture(f"load frame from {base}: dropped", eth(be, src_ip=base), "XDP_DROP"),
+        Fixture(f"load frame from {block}.77: dropped", eth(be, src_ip=f"{block}.77"), "XDP_DROP"),
+        Fixture("a probe from the client (outside the block): to the stack", eth(be, src_ip="198.18.0.16"), "XDP_PASS"),
+        Fixture("ARP: to the stack", bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src="02:00:00:00:04:00") / ARP()), "XDP_PASS"),
+        Fixture("IPv4 header cut short: to the stack", eth(be, src_ip=base)[:30], "XDP_PASS"),
+    ]
+    s0 = testbed.sink_stats()
+    bpftest.check(testbed.sink_pindir / "progs" / SINK_PROG, rows)
+    s1 = testbed.sink_stats()
+    assert s1["dropped"] - s0["dropped"] == 2
+    assert s1["passed"] - s0["passed"] >= 3
 
 
 def udp_no_ports(testbed, node: str) -> int:

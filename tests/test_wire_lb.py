@@ -1,5 +1,5 @@
 """The wire reference LB (switch/wire.bpf.c, xenobench/agents/wire_lb.py, xenobench/lb/wire.py):
-frame fixtures through BPF_PROG_TEST_RUN (bpftool prog run, real kernel, no network), the layouts
+frame fixtures through BPF_PROG_TEST_RUN (xenobench.bpftest: bpftool prog run, real kernel, no network), the layouts
 its loader packs against the object's BTF, its refusals, and a live run on the namespace testbed
 where every frame reaches the backends file's first backend and the counters agree exactly.
 
@@ -18,7 +18,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from xenobench.agents.bpf import bpftool, load_pinned, map_update
+from xenobench import bpftest
+from xenobench.agents.bpf import load_pinned, map_update
 from xenobench.agents.wire_lb import OBJ, config_bytes, read_stats
 from xenobench.counters import diff, snapshot
 from xenobench.errors import BackendsError, ConfigError
@@ -29,7 +30,6 @@ from .conftest import needs_root, send_udp
 
 pytestmark = [needs_root, pytest.mark.skipif(not OBJ.exists(), reason="switch/ not built (make -C switch)")]
 
-XDP = {0: "XDP_ABORTED", 1: "XDP_DROP", 2: "XDP_PASS", 3: "XDP_TX", 4: "XDP_REDIRECT"}
 LB_IN, LB_OUT, BACKEND = "02:00:00:00:05:00", "02:00:00:00:05:01", "02:00:00:00:0a:00"
 
 
@@ -51,14 +51,7 @@ def prog(tmp_path):
     map_update(pindir / "maps" / "wire_config", struct.pack("<I", 0), config_bytes(BACKEND, LB_OUT))
     map_update(pindir / "maps" / "wire_egress", struct.pack("<I", 0), struct.pack("<I", 1))  # lo: never sent to
 
-    def run(data: bytes):
-        (tmp_path / "in").write_bytes(data)
-        p = bpftool("prog", "run", "pinned", str(pindir / "progs" / "wire"), "data_in", str(tmp_path / "in"),
-                    "data_out", str(tmp_path / "out"))
-        rv = int(re.search(r"Return value: (\d+)", p.stdout + p.stderr).group(1))
-        return XDP[rv], (tmp_path / "out").read_bytes()
-
-    yield run, pindir
+    yield pindir / "progs" / "wire", pindir
     shutil.rmtree(pindir, ignore_errors=True)
     if mounted:
         unmount_bpffs_if_unused(mounted)
@@ -77,9 +70,8 @@ FIXTURES = [  # description, input frame, expected verdict, expected output (Non
 
 @pytest.mark.parametrize("desc,data,verdict,out", FIXTURES, ids=[f[0][:40] for f in FIXTURES])
 def test_frame_fixtures(prog, desc, data, verdict, out, tmp_path):
-    run, pindir = prog
-    got_v, got = run(data)
-    assert (got_v, got.hex()) == (verdict, (out if out is not None else data).hex()), desc
+    wire, pindir = prog
+    bpftest.check(wire, [bpftest.Fixture(desc, data, verdict, out)])
     f = tmp_path / "b.json"
     f.write_text(json.dumps({"backends": [{"name": "b0", "mac_address": BACKEND},
                                           {"name": "b1", "mac_address": "02:00:00:00:0a:01"}]}))

@@ -11,14 +11,15 @@ unweighted backends get class i mod n (the thesis: entry i matches src_ip & mask
 weights 3:1 with k = 2 give [b0, b0, b0, b1]. The sum of weights must divide 2^k so every split
 is exact. Default k: the smallest k with sum(weights) dividing 2^k (and 2^k >= sum).
 
-XenoFlow (lb/src/backends.c) reads JSON only, and reads it exactly as this module does: same
-checks in the same order, same messages. The harness validates a JSON or YAML file here and hands
-XenoFlow and the eBPF controller canonical_json() of it. Reading refuses, before the schema:
+The harness validates a JSON or YAML file here and hands XenoFlow and the eBPF controller
+canonical_json() of it. XenoFlow (lb/src/backends.c) reads JSON only: that canonical form, or a
+hand-written file, with the same verdicts as this module and messages of its own. Reading here
+refuses, before the schema:
 files over MAX_BYTES, bytes that are not UTF-8, nesting deeper than MAX_DEPTH, duplicate keys,
 trailing data, NaN/Infinity and numbers outside int64/double, text with U+0000 or an unpaired
 surrogate, and (YAML) aliases and merge keys. tests/vectors/backends/ holds the cases both
-implementations are tested against; tests/test_property_backends.py compares them on generated
-files.
+readers are tested against (messages: this module's); tests/test_property_backends.py compares
+their verdicts on generated files.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from .errors import BackendsError
 
 MAX_CLASS_BITS = 8  # at most 256 classes; the XDP slot map and the DOCA pipe are sized for this
 MAX_SLOTS = 1 << MAX_CLASS_BITS
-# Resource limits, equal to XF_BACKENDS_MAX_BYTES/_DEPTH in lb/src/backends.h: 256 backends take
+# Resource limits (MAX_BYTES equals XF_BACKENDS_MAX_BYTES in lb/src/backends.h): 256 backends take
 # ~20 KiB and nest 3 levels, so these only stop hostile files before they cost memory or stack.
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 32  # '[' and '{' (YAML: collections) open at once
@@ -99,7 +100,7 @@ class _Obj(list):
 
 
 def show(v) -> str:
-    """A value as messages show it: ascii() (C: the same rules), cut to SHOW_MAX characters."""
+    """A value as messages show it: ascii(), cut to SHOW_MAX characters."""
     s = ascii(v)
     return s if len(s) <= SHOW_MAX else s[:SHOW_MAX - 3] + "..."
 
@@ -203,7 +204,7 @@ class _YamlLoader(yaml.SafeLoader):
 
 
 def _check_tree(v, path: str, fail) -> None:
-    """Children first (the order in which json closes objects; lb/src/backends.c walks the same):
+    """Children first (the order in which json closes objects):
     text a C string cannot carry, then duplicate keys."""
     here = path or "(top level)"
     if isinstance(v, str) and _UNSAFE.search(v):
@@ -339,6 +340,10 @@ def read_document(path):
                 return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 (a SafeLoader subclass)
             except yaml.YAMLError as e:
                 refuse(f"not valid YAML: {e}")
+            except (ValueError, IndexError, KeyError, AttributeError, TypeError) as e:
+                # a tagged scalar PyYAML's constructors cannot read, e.g. !!int '' (IndexError),
+                # !!bool 'x' (KeyError), !!timestamp 'x' (AttributeError)
+                refuse(f"not valid YAML: a tagged value PyYAML cannot read ({type(e).__name__}: {e})")
         return _read_json(text)
     except _Refused as e:
         refuse(str(e))

@@ -1,5 +1,5 @@
-/* The backends file (xenobench/backends.py is the reference; the messages here are identical for
- * tests/vectors/backends/cases.yaml):
+/* The backends file (xenobench/backends.py is the reference; both readers give the same verdicts
+ * on tests/vectors/backends/cases.yaml, each in its own words):
  *   {"class_bits": k (optional), "backends": [{"name", "mac_address", "weight" (optional)}]}
  * JSON only: the thesis's backends.json (thesis §6.1.3), extended. The harness reads
  * YAML too and hands XenoFlow the canonical JSON it writes (xenobench.backends.canonical_json).
@@ -13,10 +13,10 @@
 #define XF_MAX_CLASS_BITS 8
 #define XF_MAX_SLOTS (1 << XF_MAX_CLASS_BITS)
 #define XF_MAX_BACKENDS XF_MAX_SLOTS
-/* Resource limits, equal to MAX_BYTES/MAX_DEPTH in xenobench/backends.py: 256 backends take
- * ~20 KiB and nest 3 levels, so these only stop hostile files before they cost memory or stack. */
+/* Equal to MAX_BYTES in xenobench/backends.py: 256 backends take ~20 KiB, so this only stops
+ * hostile files before they cost memory. (Nesting needs no limit: the reader follows the schema,
+ * three levels deep.) */
 #define XF_BACKENDS_MAX_BYTES (1 << 20) /* bytes read at most */
-#define XF_BACKENDS_MAX_DEPTH 32        /* '[' and '{' open at once */
 
 struct xf_backend {
 	char *name; /* UTF-8, no NUL inside */
@@ -34,7 +34,8 @@ struct xf_backends {
 	int slots[XF_MAX_SLOTS]; /* class → backend index */
 };
 
-/* 0 on success; otherwise fills err with "Failed to load backends <path>: <key>: <reason>". */
+/* 0 on success; otherwise fills err with "Failed to load backends <path>: <where>: <reason>"
+ * (<where>: a key path, or "line L column C") or "Failed to load backends <path>: <strerror>". */
 int xf_backends_load(const char *path, struct xf_backends *out, char *err, size_t errlen);
 void xf_backends_free(struct xf_backends *bs);
 

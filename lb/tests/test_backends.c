@@ -1,9 +1,10 @@
-/* XenoFlow's backends parser against the shared vectors (tests/vectors/backends/cases.yaml, the
- * same cases xenobench/backends.py is tested with): every bad JSON case is rejected with exactly
- * "Failed to load backends <path>: <expect>" (or a message starting with <expect_prefix>), every
- * good JSON case gives the expected class_bits and slot table, and every YAML case is refused as
- * YAML (XenoFlow reads the JSON the harness writes). The vectors are read with libyaml (mappings
- * of scalars and one list of ints). */
+/* XenoFlow's backends reader against the shared vectors (tests/vectors/backends/cases.yaml, the
+ * cases xenobench/backends.py is tested with): the same verdicts - every bad JSON case refused
+ * with a one-line "Failed to load backends <path>: ..." of its own, every good JSON case read to
+ * the expected class_bits and slot table, every YAML case refused as YAML (XenoFlow reads the
+ * canonical JSON the harness writes; tests/test_backends.py feeds it that for every good case).
+ * Then the reader's own messages, on a table of its own. The vectors are read with libyaml
+ * (mappings of scalars and one list of ints). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,7 +40,7 @@ static const char *str(yaml_node_t *map, const char *key)
 	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
-#define YAML_ONLY "(top level): XenoFlow reads JSON only (the thesis's backends.json); `xenobench lb start` writes it from YAML"
+#define YAML_ONLY "(top level): XenoFlow reads JSON only; `xenobench lb start` writes it from YAML"
 
 static bool is_yaml(yaml_node_t *c)
 {
@@ -74,7 +75,7 @@ static char *write_case(yaml_node_t *c)
 	return path;
 }
 
-static void test_bad_cases_give_the_shared_messages(void **state)
+static void test_bad_cases_are_refused(void **state)
 {
 	yaml_node_t *list = get(yaml_document_get_root_node(&doc), "bad");
 	int n = 0;
@@ -83,14 +84,15 @@ static void test_bad_cases_give_the_shared_messages(void **state)
 	for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++, n++) {
 		yaml_node_t *c = yaml_document_get_node(&doc, *it);
 		static struct xf_backends bs;
-		const char *expect = is_yaml(c) ? YAML_ONLY : str(c, "expect");
-		bool prefix = !is_yaml(c) && !expect;
 		char err[1024], *want, *path = write_case(c);
 
-		assert_true(asprintf(&want, "Failed to load backends %s: %s", path, prefix ? str(c, "expect_prefix") : expect) > 0);
-		assert_int_equal(xf_backends_load(path, &bs, err, sizeof(err)), -1);
-		if (prefix ? strncmp(err, want, strlen(want)) : strcmp(err, want))
-			fail_msg("case %s:\n  want %s%s\n  got  %s", str(c, "id"), want, prefix ? "..." : "", err);
+		/* YAML: the whole message; JSON: the verdict and the head naming the file */
+		assert_true(asprintf(&want, "Failed to load backends %s: %s", path, is_yaml(c) ? YAML_ONLY : "") > 0);
+		if (xf_backends_load(path, &bs, err, sizeof(err)) != -1)
+			fail_msg("case %s: accepted", str(c, "id"));
+		if (is_yaml(c) ? strcmp(err, want) : strncmp(err, want, strlen(want)) || strchr(err, '\n') ||
+							 strlen(err) == strlen(want))
+			fail_msg("case %s:\n  want %s%s\n  got  %s", str(c, "id"), want, is_yaml(c) ? "" : "...", err);
 		unlink(path);
 		free(path);
 		free(want);
@@ -134,6 +136,90 @@ static void test_good_cases_give_the_shared_slot_tables(void **state)
 	assert_true(n >= 9);
 }
 
+/* the reader's own words: where (key path or line and column) and why */
+static const struct {
+	const char *text, *expect;
+} own[] = {
+	{"{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:zz\"}]}",
+	 "backends[0].mac_address: not a MAC address (want six hex pairs like 02:00:00:00:02:00)"},
+	{"{\n  \"backends\": [\n    {\"name\": \"a\" \"mac_address\": \"02:00:00:00:00:01\"}\n  ]\n}\n",
+	 "line 3 column 18: not valid JSON: expected ',' or '}'"},
+	{"{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\",\"ip\":1}]}",
+	 "backends[0]: unknown key 'ip' (known: name, mac_address, weight)"},
+	{"{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\"}],\"backends\":[]}",
+	 "(top level): repeated key 'backends' (known: class_bits, backends)"},
+	{"{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\"},{\"name\":\"b\",\"mac_address\":\"02:00:00:00:00:01\"}]}",
+	 "backends[1].mac_address: 02:00:00:00:00:01, the same as backends[0]'s"},
+	{"{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\"},{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:02\"}]}",
+	 "backends[1].name: the same as backends[0]'s"},
+	{"{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\",\"weight\":2.0}]}",
+	 "backends[0].weight: expected an integer in 1..256"},
+	{"{\"class_bits\":123456789012345678901234567890,\"backends\":[]}",
+	 "class_bits: 123456789012345678901234... is not an integer in 0..8"},
+	{"{\"class_bits\":1,\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\",\"weight\":3}]}",
+	 "backends: 1 backends with total weight 3 do not fit in the 2 slots of class_bits 1"},
+	{"{\"class_bits\":2,\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\",\"weight\":3}]}",
+	 "backends: total weight 3 does not divide the 4 slots of class_bits 2 (splits would not be exact)"},
+	{"{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\",\"weight\":3}]}",
+	 "backends: total weight 3 divides no table of up to 256 slots; give weights summing to a power of two"},
+	{"{\"backends\":[{\"name\":\"a\\u0000\",\"mac_address\":\"02:00:00:00:00:01\"}]}",
+	 "line 1 column 24: U+0000 in a string (a C string cannot carry it)"},
+	{"{\"backends\":[{\"name\":\"\\udc00\",\"mac_address\":\"02:00:00:00:00:01\"}]}",
+	 "line 1 column 23: unpaired surrogate in a string (a C string cannot carry it)"},
+	{"{\"backends\":[{\"name\":\"\xc0\xaf\",\"mac_address\":\"02:00:00:00:00:01\"}]}",
+	 "line 1 column 23: not valid JSON: not UTF-8"},
+	{"{\"backends\":[]}", "backends: no backends given"},
+	{"{\"backends\":[{\"name\":\"\",\"mac_address\":\"02:00:00:00:00:01\"}]}", "backends[0].name: empty"},
+	{"{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\"}]} {}",
+	 "line 1 column 63: not valid JSON: trailing data after the document"},
+	{"{\"backends\":[{\"name\":\"a\",", "line 1 column 26: not valid JSON: unexpected end of file"},
+};
+
+static void test_refusals_say_where_and_why(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+		static struct xf_backends bs;
+		char path[64], err[1024], want[1024];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/tmp/xf-backends-%d-own.json", (int)getpid());
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(own[i].text, f);
+		fclose(f);
+		snprintf(want, sizeof(want), "Failed to load backends %s: %s", path, own[i].expect);
+		assert_int_equal(xf_backends_load(path, &bs, err, sizeof(err)), -1);
+		if (strcmp(err, want))
+			fail_msg("row %zu: %s\n  want %s\n  got  %s", i, own[i].text, want, err);
+		unlink(path);
+	}
+}
+
+/* names come back decoded, and as the JSON text of the file for the lines XenoFlow prints */
+static void test_names_decoded_and_kept_as_json(void **state)
+{
+	static struct xf_backends bs;
+	char path[64], err[1024] = "";
+	FILE *f;
+	(void)state;
+
+	snprintf(path, sizeof(path), "/tmp/xf-backends-%d-names.json", (int)getpid());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"backends\":[{\"name\":\"\\u00e9t\\u00e9 \\ud83d\\ude00\\\"\",\"mac_address\":\"02:00:00:00:00:0A\"}]}", f);
+	fclose(f);
+	if (xf_backends_load(path, &bs, err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_string_equal(bs.b[0].name, "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80\"");
+	assert_string_equal(bs.b[0].name_json, "\"\\u00e9t\\u00e9 \\ud83d\\ude00\\\"\"");
+	assert_string_equal(bs.b[0].mac_str, "02:00:00:00:00:0a");
+	assert_int_equal(bs.b[0].mac[5], 10);
+	assert_int_equal(bs.class_bits, 0);
+	xf_backends_free(&bs);
+	unlink(path);
+}
+
 static void test_missing_file_names_path_and_reason(void **state)
 {
 	static struct xf_backends bs;
@@ -147,8 +233,10 @@ static void test_missing_file_names_path_and_reason(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_cases_give_the_shared_messages),
+		cmocka_unit_test(test_bad_cases_are_refused),
 		cmocka_unit_test(test_good_cases_give_the_shared_slot_tables),
+		cmocka_unit_test(test_refusals_say_where_and_why),
+		cmocka_unit_test(test_names_decoded_and_kept_as_json),
 		cmocka_unit_test(test_missing_file_names_path_and_reason),
 	};
 	FILE *f = fopen(CASES_YAML, "r");

@@ -1,6 +1,8 @@
 /* XenoFlow's own bring-up (lb/src/ports.c, lb/src/flow_lb.c: the objects xenoflow links) against
- * the strict emulation: each test checks one thing the DOCA 2.9 stack needs and the code before
- * issue 13 got wrong, and fails on that code:
+ * the strict emulation: each test checks one thing the DOCA 2.9 stack needs that an earlier
+ * XenoFlow got wrong - it passed a lax emulation and would have failed on the BlueField (the
+ * "Enforced constraints" table of lb/README.md, rows 1-17, with each check's source) - and
+ * fails on that code:
  *   - the hairpin queues are accepted by mlx5's checks and bound both ways (it set attributes 0 0:
  *     -EINVAL from rte_eth_rx_hairpin_queue_setup, exit 3);
  *   - port 1 is paired with port 0, so the root pipe may forward to port 1 (it paired nothing);

@@ -373,11 +373,13 @@ class XenoFlowLB(LoadBalancer):
         return True
 
     def _tarball(self) -> Path:
-        """lb/ (sources only, no build dirs) plus the shared backends vectors, as a .tar.gz."""
+        """lb/ (sources only, no build dirs) and bpf/ (the BPF build flags and stats header that
+        lb/emu's datapath includes), as a .tar.gz."""
         import tempfile
         out = Path(tempfile.mkdtemp()) / "xenoflow-src.tar.gz"
         with tarfile.open(out, "w:gz") as tf:
             tf.add(LB_DIR, arcname="lb", filter=lambda ti: None if "/build" in ti.name else ti)
+            tf.add(REPO_ROOT / "bpf", arcname="bpf")
         return out
 
     def _kill(self, h, sig: int) -> None:

@@ -10,6 +10,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "emu_common.h"
+#include "xb_stats.h"
 
 /* ingress ifindex → the root pipe of the DOCA port on that interface (mask, miss, port id):
  * one array lookup per frame */
@@ -72,16 +73,6 @@ struct l4ports {
 	__u16 src;
 	__u16 dst;
 };
-
-static __always_inline void count(void *map, __u32 idx, __u64 bytes)
-{
-	struct emu_counter *c = bpf_map_lookup_elem(map, &idx);
-
-	if (c) {
-		c->packets++;
-		c->bytes += bytes;
-	}
-}
 
 SEC("xdp")
 int xb_emu(struct xdp_md *ctx)
@@ -161,15 +152,15 @@ int xb_emu(struct xdp_md *ctx)
 	if (act->flags & EMU_ACT_SRC_MAC)
 		__builtin_memcpy(eth->h_source, act->src_mac, 6);
 	if (act->flags & EMU_CNT_ENTRY)
-		count(&entry_counters, act->entry_id, len);
+		xb_stats_add(&entry_counters, act->entry_id, len);
 	if (act->flags & EMU_CNT_SHARED)
-		count(&shared_counters, act->shared_id, len);
+		xb_stats_add(&shared_counters, act->shared_id, len);
 	if (act->fwd == EMU_FWD_PORT)
 		return bpf_redirect_map(&tx_ports, act->fwd_port, 0);
 	return XDP_DROP;
 
 miss:
-	count(&miss_counters, port, len);
+	xb_stats_add(&miss_counters, port, len);
 	if (pipe->miss_fwd == EMU_FWD_PORT)
 		return bpf_redirect_map(&tx_ports, pipe->miss_port, 0);
 	return XDP_DROP;

@@ -10,7 +10,9 @@
 extern "C" {
 #endif
 
-/* Bind DPDK/DOCA port `port_id` to a Linux interface (what rte_eal_init does for "-a IFNAME"). */
+/* Bind DPDK/DOCA port `port_id` to a Linux interface (what rte_eal_init does for "-a IFNAME").
+ * The port registry and the hairpin check are the ethdev emulation's (src/dpdk.c); the rest is
+ * the DOCA Flow emulation's (src/doca_flow.c), which builds on it. */
 doca_error_t doca_flow_emu_bind_port(uint16_t port_id, const char *ifname);
 /* fd of the loaded XDP program (after the first doca_flow_entries_process), -1 before. */
 int doca_flow_emu_prog_fd(void);

@@ -1,6 +1,8 @@
 /* DOCA argp for the emulation: PROG [EAL args] -- [-h] [-l LEVEL] [program params].
  * The EAL args (with argv[0]) go to the registered DPDK program; the rest are matched against
  * the registered params (long --name VALUE or --name=VALUE, short -n VALUE; booleans take none). */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,31 @@ void doca_argp_usage(void)
 	}
 }
 
+/* The value of a DOCA_ARGP_TYPE_INT flag. DOCA hands the callback an int: doca_argp.h (DOCA 2.9)
+ * documents DOCA_ARGP_TYPE_INT as "Input type is an integer" and the callback as
+ * doca_argp_param_cb_t(void *param, void *config), and the SDK's applications read it as
+ * *(int *)param (applications/simple_fwd_vnf/simple_fwd_vnf_core.c, stats_callback). So a value an
+ * int cannot hold is refused here, never truncated (strtol's long would wrap 4294967297 to 1). */
+static doca_error_t parse_int(const char *flag, const char *val, int *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(val, &end, 0);
+	if (end == val || *end) {
+		fprintf(stderr, "Failed to parse arguments: %s: '%s' is not an integer\n", flag, val);
+		return DOCA_ERROR_INVALID_VALUE;
+	}
+	if (errno == ERANGE || v < INT_MIN || v > INT_MAX) {
+		fprintf(stderr, "Failed to parse arguments: %s: %s is out of range (an int: %d..%d)\n", flag, val,
+			INT_MIN, INT_MAX);
+		return DOCA_ERROR_INVALID_VALUE;
+	}
+	*out = (int)v;
+	return DOCA_SUCCESS;
+}
+
 static struct doca_argp_param *find(const char *arg, const char **inline_val)
 {
 	*inline_val = NULL;
@@ -132,11 +159,20 @@ doca_error_t doca_argp_start(int argc, char **argv)
 			exit(0);
 		}
 		if (!strcmp(a, "-l") || !strcmp(a, "--log-level")) {
+			int level;
+
 			if (i + 1 >= argc) {
 				fprintf(stderr, "Failed to parse arguments: %s needs a value\n", a);
 				return DOCA_ERROR_INVALID_VALUE;
 			}
-			doca_log_level_set_global_lower_limit((uint32_t)atoi(argv[++i]));
+			if (parse_int(a, argv[++i], &level) != DOCA_SUCCESS)
+				return DOCA_ERROR_INVALID_VALUE;
+			if (level < DOCA_LOG_LEVEL_DISABLE || level > DOCA_LOG_LEVEL_TRACE) {
+				fprintf(stderr, "Failed to parse arguments: %s: %d is not a log level (%d..%d)\n", a, level,
+					DOCA_LOG_LEVEL_DISABLE, DOCA_LOG_LEVEL_TRACE);
+				return DOCA_ERROR_INVALID_VALUE;
+			}
+			doca_log_level_set_global_lower_limit((uint32_t)level);
 			continue;
 		}
 		if (a[0] != '-' || !(p = find(a, &val))) {
@@ -157,14 +193,10 @@ doca_error_t doca_argp_start(int argc, char **argv)
 				val = argv[++i];
 			}
 			if (p->type == DOCA_ARGP_TYPE_INT) {
-				char *end;
-				long v = strtol(val, &end, 0);
-				int iv = (int)v;
+				int iv;
 
-				if (end == val || *end) {
-					fprintf(stderr, "Failed to parse arguments: %s: '%s' is not an integer\n", a, val);
+				if (parse_int(a, val, &iv) != DOCA_SUCCESS)
 					return DOCA_ERROR_INVALID_VALUE;
-				}
 				r = p->cb(&iv, A.config);
 			} else {
 				r = p->cb((void *)val, A.config);

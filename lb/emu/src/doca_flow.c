@@ -1,6 +1,7 @@
 /* DOCA Flow 2.9 on XDP: pipes and entries are kept here and compiled, at
  * doca_flow_entries_process, into the maps of the table-driven datapath (bpf/emu.bpf.c).
- * Ports are Linux interfaces (bound by rte_eal_init's "-a IFNAME" or doca_flow_emu_bind_port).
+ * Ports are Linux interfaces, bound in the ethdev emulation below this file (dpdk.c: rte_eal_init's
+ * "-a IFNAME" or doca_flow_emu_bind_port), as DOCA Flow builds on the DPDK port it is given.
  * Anything outside the emulated subset returns DOCA_ERROR_NOT_SUPPORTED and logs the feature.
  * What the real stack refuses is refused here too; each such check cites its source (the DOCA 2.9
  * doca_flow.h contract, the 2.9 samples, DPDK's mlx5 driver) and lb/README.md tables them. */
@@ -157,7 +158,6 @@ static struct {
 	bool initialized;
 	struct doca_flow_cfg cfg;
 	struct doca_flow_port ports[EMU_MAX_PORTS];
-	char bound[EMU_MAX_PORTS][IF_NAMESIZE];
 	struct emu_bpf *skel;
 	bool entry_ids[EMU_MAX_ENTRIES];
 	bool shared_cfg[EMU_MAX_SHARED_CNT], shared_bound[EMU_MAX_SHARED_CNT];
@@ -302,19 +302,6 @@ doca_error_t doca_flow_init(const struct doca_flow_cfg *cfg)
 }
 
 /* ---------------------------------------------------------------- ports */
-doca_error_t doca_flow_emu_bind_port(uint16_t port_id, const char *ifname)
-{
-	if (port_id >= EMU_MAX_PORTS || !ifname || strlen(ifname) >= IF_NAMESIZE)
-		return DOCA_ERROR_INVALID_VALUE;
-	snprintf(g.bound[port_id], IF_NAMESIZE, "%s", ifname);
-	return DOCA_SUCCESS;
-}
-
-const char *doca_flow_emu_port_ifname(uint16_t port_id)
-{
-	return port_id < EMU_MAX_PORTS ? g.bound[port_id] : "";
-}
-
 doca_error_t doca_flow_port_cfg_create(struct doca_flow_port_cfg **cfg)
 {
 	if (!cfg)
@@ -366,6 +353,7 @@ doca_error_t doca_flow_port_cfg_set_dev(struct doca_flow_port_cfg *cfg, struct d
 doca_error_t doca_flow_port_start(const struct doca_flow_port_cfg *cfg, struct doca_flow_port **port)
 {
 	struct doca_flow_port *p;
+	const char *ifname;
 
 	if (!g.initialized)
 		return INVALID("Failed to start port: DOCA Flow not initialized");
@@ -374,7 +362,8 @@ doca_error_t doca_flow_port_start(const struct doca_flow_port_cfg *cfg, struct d
 	p = &g.ports[cfg->port_id];
 	if (p->started)
 		return INVALID("Failed to start port %d: already started", p->id);
-	if (!g.bound[p->id][0])
+	ifname = doca_flow_emu_port_ifname((uint16_t)p->id);
+	if (!ifname[0])
 		return INVALID("Failed to start port %d: not bound to an interface (EAL -a IFNAME)", p->id);
 	/* the 2.9 samples' order (flow_hairpin_vnf_main.c, flow_fwd_miss_main.c): DPDK ports are
 	 * configured and started (dpdk_queues_and_ports_init) before DOCA Flow starts on them; in VNF
@@ -396,13 +385,13 @@ doca_error_t doca_flow_port_start(const struct doca_flow_port_cfg *cfg, struct d
 						     "is not supported)"
 						   : "is not set up");
 	}
-	p->ifindex = (int)if_nametoindex(g.bound[p->id]);
+	p->ifindex = (int)if_nametoindex(ifname);
 	if (!p->ifindex)
-		return INVALID("Failed to start port %d: interface %s: %s", p->id, g.bound[p->id], strerror(errno));
+		return INVALID("Failed to start port %d: interface %s: %s", p->id, ifname, strerror(errno));
 	if (p->ifindex >= EMU_MAX_IFINDEX)
-		return NOT_SUPPORTED("port %d: interface %s has ifindex %d (at most %d)", p->id, g.bound[p->id],
+		return NOT_SUPPORTED("port %d: interface %s has ifindex %d (at most %d)", p->id, ifname,
 				     p->ifindex, EMU_MAX_IFINDEX - 1);
-	memcpy(p->ifname, g.bound[p->id], IF_NAMESIZE);
+	snprintf(p->ifname, IF_NAMESIZE, "%s", ifname);
 	p->started = true;
 	p->attached = false;
 	p->root = NULL;

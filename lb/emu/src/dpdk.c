@@ -1,5 +1,7 @@
 /* The DPDK surface XenoFlow's main() uses, for the emulation: rte_eal_init binds DPDK port N to
- * the N-th "-a IFNAME[,devargs]" (allow-list) argument. The ethdev calls keep the port's state
+ * the N-th "-a IFNAME[,devargs]" (allow-list) argument; the port registry (port → interface) lives
+ * here, and the DOCA Flow emulation (doca_flow.c) builds on it, as DOCA Flow on DPDK ports. This
+ * file calls nothing of doca_flow.c. The ethdev calls keep the port's state
  * (configured queues, hairpin queues and their binding, started) and refuse what DPDK 22.11's
  * ethdev layer (lib/ethdev/rte_ethdev.c) and its mlx5 driver (drivers/net/mlx5/mlx5_rxq.c,
  * mlx5_txq.c, mlx5_trigger.c) refuse, with the same return value: ethdev checks return -errno,
@@ -43,6 +45,21 @@ struct rte_mempool {
 };
 
 static struct emu_eth eth[RTE_MAX_ETHPORTS];
+static char ifnames[RTE_MAX_ETHPORTS][IF_NAMESIZE]; /* port → interface, "" if not bound */
+
+/* ---------------------------------------------------------------- port registry */
+doca_error_t doca_flow_emu_bind_port(uint16_t port_id, const char *ifname)
+{
+	if (port_id >= RTE_MAX_ETHPORTS || !ifname || strlen(ifname) >= IF_NAMESIZE)
+		return DOCA_ERROR_INVALID_VALUE;
+	snprintf(ifnames[port_id], IF_NAMESIZE, "%s", ifname);
+	return DOCA_SUCCESS;
+}
+
+const char *doca_flow_emu_port_ifname(uint16_t port_id)
+{
+	return port_id < RTE_MAX_ETHPORTS ? ifnames[port_id] : "";
+}
 
 /* DPDK-style failure: an mlx5 check sets rte_errno and returns its negation */
 static int mlx5_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
