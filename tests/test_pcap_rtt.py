@@ -1,6 +1,7 @@
 """pcap RTT analysis: the thesis captures, pairing rules on synthetic captures, malformed input."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,14 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import wrpcap
 
+from xenobench import REPO_ROOT
 from xenobench.errors import DataError
 from xenobench.pcap_rtt import analyze_pcap, grouped_median
 
-THESIS_RTT = Path("/work/shared/thesis-data/rtt") if Path("/work/shared/thesis-data").exists() else \
-    Path(__file__).resolve().parents[2] / "shared/thesis-data/rtt"
-needs_thesis = pytest.mark.skipif(not THESIS_RTT.exists(), reason="needs ../shared/thesis-data")
+# the thesis's raw data sits beside the repository (../shared/thesis-data, as rules/common.smk and
+# the benchmarks expect); XENOBENCH_THESIS_DATA points elsewhere (a git worktree's checkout)
+THESIS_RTT = Path(os.environ.get("XENOBENCH_THESIS_DATA", REPO_ROOT.parent / "shared" / "thesis-data")) / "rtt"
+needs_thesis = pytest.mark.skipif(not THESIS_RTT.exists(), reason="needs ../shared/thesis-data (or XENOBENCH_THESIS_DATA)")
 
 CLIENT, SERVER, OTHER = "02:00:00:00:01:00", "02:00:00:00:02:00", "02:00:00:00:05:01"
 
