@@ -212,3 +212,268 @@ def test_dns_frames_of_other_stations_only_give_no_probe_error(tmp_path):
     f = write(tmp_path, [(query(0, src_mac=OTHER, dst_mac=SERVER), 1.0)], name="other.pcap")
     with pytest.raises(DataError, match=rf"Failed to analyze capture {f}: no probe from {CLIENT} was answered \(1 DNS frames\)"):
         analyze_pcap(f, client_mac=CLIENT)
+
+
+# --- the fixture table of captures (tests/fixtures/captures, made by make_captures.py there) -------
+# Every capture holds the same exchange (4 queries, answers to ids 1, 2 and 4 after 20.1, 23.456
+# and 31 µs) unless the row says otherwise. Row: description, file, expected pairs and median
+# (µs), or the expected refusal (a regular expression after "Failed to ... <file>: ").
+import io  # noqa: E402
+import os as _os  # noqa: E402
+import threading  # noqa: E402
+from decimal import Decimal  # noqa: E402
+
+import dpkt  # noqa: E402
+
+from xenobench.capture import Capture  # noqa: E402
+from xenobench.pcap_rtt import read_pcap  # noqa: E402
+
+CAPTURES = REPO_ROOT / "tests" / "fixtures" / "captures"
+US, NSM = 23.0, 23.456  # medians of the microsecond and the nanosecond captures
+
+CAPTURE_TABLE = [
+    ("Ethernet IPv4, microsecond pcap, an ARP frame", "eth_ipv4_us.pcap", 3, US, None),
+    ("Ethernet IPv4, nanosecond pcap in network byte order", "eth_ipv4_ns_be.pcap", 3, NSM, None),
+    ("QinQ (802.1ad + 802.1Q) in pcapng", "eth_qinq.pcapng", 3, NSM, None),
+    ("802.1Q with EDNS (OPT) in query and answer", "eth_vlan_edns.pcap", 3, NSM, None),
+    ("Ethernet IPv6", "eth_ipv6.pcap", 3, NSM, None),
+    ("Linux cooked v1 (tcpdump -i any), loopback copies skipped", "sll_any.pcap", 3, NSM, None),
+    ("Linux cooked v2, IPv6, pcapng", "sll2_any_ipv6.pcapng", 3, NSM, None),
+    ("raw IP (LINKTYPE_RAW 101)", "raw_ip.pcap", 3, NSM, None),
+    ("raw IPv4 (228)", "raw_ipv4.pcap", 3, NSM, None),
+    ("raw IPv6 (229), pcapng", "raw_ipv6.pcapng", 3, NSM, None),
+    ("id 3's answer in two IPv4 fragments: counted, not reassembled", "eth_fragments.pcap", 3, NSM, None),
+    ("pcapng in 2^-30 s units", "eth_tsresol_2e-30.pcapng", 3, 23.455, None),
+    ("gzip", "eth_ipv4_us.pcap.gz", 3, US, None),
+    ("gzip in two members", "two_members.pcap.gz", 3, US, None),
+    ("xz", "eth_ipv4_us.pcap.xz", 3, US, None),
+    ("bzip2", "eth_ipv4_us.pcap.bz2", 3, US, None),
+    ("zstd", "eth_ipv4_us.pcap.zst", 3, US, None),
+    ("lz4 frame", "eth_ipv4_us.pcap.lz4", 3, US, None),
+    ("zstd under a .pcap name (content decides)", "zstd_named.pcap", 3, NSM, None),
+    ("gzip of xz of pcapng", "nested.pcapng.xz.gz", 3, NSM, None),
+    ("tcpdump -e text, IPv6", "text_ipv6.txt", 3, US, None),
+    ("tcpdump -e text, IPv6, zstd", "text_ipv6.txt.zst", 3, US, None),
+    ("DNS over TCP only", "eth_tcp_dns.pcap", 0, None,
+     r"no DNS frames on UDP port 53; found: 4 TCP frames on port 53 \(DNS over TCP is not paired\)"),
+    ("DNS on port 5353", "eth_port5353.pcap", 0, None,
+     r"no DNS frames on UDP port 53; found: 7 UDP frames on other ports, DNS on port 5353 \(7 of the first 7\): "
+     r"ask for it with --port 5353"),
+    ("an answer stamped at its query's instant (RTT 0)", "eth_zero_rtt.pcap", 0, None,
+     r"no probe from 02:00:00:00:01:00 was answered \(2 DNS frames; 1 answers carry their query's timestamp"),
+    ("pcapng if_tsresol 10^-127", "tsresol_10e-127.pcapng", 0, None,
+     r"interface block at byte 28: if_tsresol 0x7f is 10\^-127 s, finer than a 64-bit timestamp can count"),
+    ("pcapng if_tsresol 2^-127", "tsresol_2e-127.pcapng", 0, None,
+     r"interface block at byte 28: if_tsresol 0xff is 2\^-127 s, finer than a 64-bit timestamp can count"),
+    ("text time 99:99:91", "text_bad_time.txt", 0, None, r"line 2: time 99:99:91 is not a time of day"),
+    ("text DNS id 99999", "text_big_id.txt", 0, None, r"line 1: DNS id 99999 is above 65535 \(16 bits\)"),
+    ("gzip cut short", "truncated.pcap.gz", 0, None, r"the gzip stream cannot be read: ends early \(truncated file\)"),
+    ("LZ4 legacy format", "lz4_legacy.pcap.lz4", 0, None, r"LZ4 legacy format \(lz4 -l\); recompress it"),
+]
+
+
+@pytest.mark.parametrize("desc,name,pairs,median,refusal", CAPTURE_TABLE, ids=[r[1] for r in CAPTURE_TABLE])
+def test_capture_table(desc, name, pairs, median, refusal):
+    f = CAPTURES / name
+    if refusal:
+        with pytest.raises(DataError, match=rf"^Failed to (read|analyze) (capture|tcpdump text) {f}: {refusal}"):
+            analyze_pcap(f, port=53)
+        return
+    r = analyze_pcap(f)
+    assert (r.n, r.lost, r.queries) == (pairs, 1, 4), desc
+    assert r.median_us == pytest.approx(median, abs=0.0005), desc
+    assert r.rtts_ns.min() > 0
+
+
+def test_the_port_named_in_the_refusal_pairs_and_fragments_and_compression_are_named():
+    r = analyze_pcap(CAPTURES / "eth_port5353.pcap", port=5353)
+    assert r.n == 3 and r.median_us == pytest.approx(NSM)
+    s = analyze_pcap(CAPTURES / "eth_fragments.pcap").summary()
+    assert s["ip_fragments"] == 3 and s["skipped"] == {"IP fragment": 3} and s["lost"] == 1
+    s = analyze_pcap(CAPTURES / "nested.pcapng.xz.gz").summary()
+    assert (s["compression"], s["format"], s["link_types"]) == ("gzip+xz", "pcapng", "Ethernet")
+    s = analyze_pcap(CAPTURES / "sll_any.pcap").summary()
+    assert s["client_mac"] == "this host" and s["skipped"] == {"loopback copy": 2} and s["link_types"] == "Linux cooked v1"
+
+
+def test_uncompressed_fixtures_are_what_the_generator_makes():
+    sys.path.insert(0, str(CAPTURES))
+    try:
+        import make_captures
+    finally:
+        sys.path.remove(str(CAPTURES))
+    for name, data in make_captures.captures().items():
+        assert (CAPTURES / name).read_bytes() == data, name
+
+
+# an independent pairing with dpkt: its readers and decoders, a FIFO of queries per (id, question,
+# server endpoint), answers to the client in time order, RTT > 0 and within 1 s
+def _dpkt_ns(ts, unit_ns: int) -> int:
+    """dpkt's stamp (Decimal seconds of nanosecond pcap, float seconds otherwise) in ns, float
+    stamps rounded to the capture's unit (floats of 1.7e9 s are ~0.2 µs apart)."""
+    if isinstance(ts, Decimal):
+        return int(ts * 10 ** 9)
+    return round(ts * 1e9 / unit_ns) * unit_ns
+
+
+def _dpkt_rtts(data: bytes, client_mac: str = CLIENT, unit_ns: int = 1) -> list[int]:
+    rd = dpkt.pcap.UniversalReader(io.BytesIO(data))
+    lt = rd.datalink()
+    recs = sorted(((_dpkt_ns(ts, unit_ns), buf) for ts, buf in rd), key=lambda r: r[0])
+    waiting, rtts = {}, []
+    for ts, buf in recs:
+        if lt == 1:
+            eth = dpkt.ethernet.Ethernet(buf)
+            mac = bytes.fromhex(client_mac.replace(":", ""))
+            l3, out, to_client = eth.data, eth.src == mac, eth.dst == mac
+        elif lt == 113:
+            sll = dpkt.sll.SLL(buf)
+            if sll.hrd == 772:
+                continue
+            l3, out, to_client = sll.data, sll.type == 4, sll.type == 0
+        elif lt == 276:
+            s2 = dpkt.sll2.SLL2(buf)
+            l3, out, to_client = s2.data, s2.type == 4, s2.type == 0
+        else:
+            l3 = dpkt.ip6.IP6(buf) if buf[0] >> 4 == 6 else dpkt.ip.IP(buf)
+            client = {4: b"\xc6\x12\x00\x10", 6: bytes.fromhex("20010db8" + "0" * 22 + "16")}[buf[0] >> 4]
+            out, to_client = l3.src == client, l3.dst == client
+        if not isinstance(l3, (dpkt.ip.IP, dpkt.ip6.IP6)) or not isinstance(l3.data, dpkt.udp.UDP):
+            continue
+        if isinstance(l3, dpkt.ip.IP) and (l3.mf or l3.offset):
+            continue
+        udp = l3.data
+        if 53 not in (udp.sport, udp.dport):
+            continue
+        d = dpkt.dns.DNS(udp.data)
+        q = d.qd[0].name if d.qd else ""
+        if out:
+            waiting.setdefault((d.id, q, l3.dst, udp.dport), []).append(ts)
+        elif to_client:
+            key = (d.id, q, l3.src, udp.sport) if d.qr else (d.id, q, l3.dst, udp.dport)
+            cands = [t for t in waiting.get(key, []) if 0 < ts - t <= 10 ** 9]
+            if cands:
+                waiting[key].remove(cands[0])
+                rtts.append(ts - cands[0])
+    return rtts
+
+
+@pytest.mark.parametrize("name", [r[1] for r in CAPTURE_TABLE if r[4] is None and "text" not in r[1]])
+def test_capture_table_pairs_as_dpkt_does(name):
+    raw = b"".join(_chunks(Capture(CAPTURES / name)))
+    want = _dpkt_rtts(raw)
+    got = analyze_pcap(CAPTURES / name).rtts_ns.tolist()
+    if name == "eth_tsresol_2e-30.pcapng":  # dpkt: float seconds of 2^-30 s units; ours: exact ns per stamp
+        assert np.abs(np.array(got) - want).max() <= 1 and len(got) == 3
+        return
+    assert got == want and len(got) == 3
+
+
+def _chunks(cap):
+    """The decompressed bytes of a capture, through the reader's own stream (head, then the rest)."""
+    yield cap.head
+    while chunk := cap._read(1 << 16):
+        yield chunk
+    cap.close()
+
+
+def test_thesis_captures_pair_as_dpkt_does():
+    if not THESIS_RTT.exists():
+        pytest.skip("needs ../shared/thesis-data (or XENOBENCH_THESIS_DATA)")
+    for f in sorted(THESIS_RTT.rglob("*.pcap"))[:6]:
+        ours = analyze_pcap(f)
+        theirs = _dpkt_rtts(f.read_bytes(), ours.client_mac, round(ours.resolution_us * 1000))
+        if ours.superseded or ours.unmatched:
+            continue  # identical probes with losses: the simple dpkt FIFO does not supersede
+        assert ours.rtts_ns.tolist() == theirs, f
+
+
+# --- streams: no size assumed, nothing read whole ----------------------------------------------
+def test_dev_zero_is_refused_at_once_not_read_to_the_end():
+    with pytest.raises(DataError, match=r"Failed to read capture /dev/zero: not a pcap, pcapng or tcpdump -e text "
+                                        r"file \(magic 00000000\)"):
+        analyze_pcap("/dev/zero")
+    # gzip of zeros: the decompressed stream is refused after its first 4 kB as well
+    with pytest.raises(DataError, match=r"not a pcap, pcapng or tcpdump -e text file \(magic 00000000 after gzip\)"):
+        analyze_pcap(_gzip_of_zeros())
+
+
+def _gzip_of_zeros():
+    import gzip
+    import tempfile
+    f = Path(tempfile.mkdtemp(prefix="xbcap")) / "zeros.gz"
+    with gzip.open(f, "wb") as g:
+        for _ in range(64):
+            g.write(b"\0" * (1 << 20))  # 64 MB of zeros, 64 kB on disk
+    return f
+
+
+def test_a_fifo_fed_slowly_in_small_pieces_is_read_and_paired(tmp_path):
+    fifo = tmp_path / "cap.fifo"
+    _os.mkfifo(fifo)
+    data = (CAPTURES / "eth_ipv4_us.pcap.zst").read_bytes()
+
+    def feed():
+        with open(fifo, "wb") as w:
+            for i in range(0, len(data), 7):
+                w.write(data[i:i + 7])
+                w.flush()
+
+    t = threading.Thread(target=feed)
+    t.start()
+    r = analyze_pcap(fifo)
+    t.join()
+    assert r.n == 3 and r.median_us == US and r.compression == "zstd"
+
+
+def test_a_growing_file_is_read_up_to_what_was_written_when_the_reader_gets_there(tmp_path):
+    # the reader takes no size at open: records appended while it reads are read too
+    data = (CAPTURES / "eth_ipv4_ns_be.pcap").read_bytes()
+    first = 24 + 16 + len(bytes(query(0)))  # the file header and about the first record
+    f = tmp_path / "growing.pcap"
+    f.write_bytes(data[:first + 200])
+    it = read_pcap(f)
+    assert next(it)[0] == 0
+    with open(f, "ab") as w:
+        w.write(data[first + 200:])
+    assert [i for i, _, _ in it] == [1, 2, 3, 4, 5, 6]
+
+
+def test_every_cut_of_a_compressed_and_a_plain_capture_is_a_result_or_a_clear_error(tmp_path):
+    for name in ("eth_ipv4_us.pcap.gz", "eth_ipv4_us.pcap.zst", "eth_ipv4_us.pcap.lz4", "sll2_any_ipv6.pcapng"):
+        data = (CAPTURES / name).read_bytes()
+        for cut in range(len(data)):
+            f = tmp_path / f"cut{cut}"
+            f.write_bytes(data[:cut])
+            try:
+                analyze_pcap(f)
+            except DataError as e:
+                assert str(e).startswith(f"Failed to read capture {f}: ") or \
+                    str(e).startswith(f"Failed to analyze capture {f}: "), (name, cut, e)
+
+
+@pytest.mark.parametrize("record,msg", [
+    (struct.pack("<IIII", 1, 1_000_000, 4, 4) + b"abcd", r"packet 0 at byte 24: sub-second field 1000000 is not below 1000000"),
+    (struct.pack("<IIII", 1, 0, 300_000, 300_000), r"packet 0 at byte 24 announces 300000 bytes, more than 262144"),
+])
+def test_pcap_record_fields_that_cannot_exist_are_refused(tmp_path, record, msg):
+    f = tmp_path / "bad.pcap"
+    f.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + record)
+    with pytest.raises(DataError, match=rf"Failed to read capture {f}: {msg}"):
+        analyze_pcap(f)
+
+
+def test_unsupported_link_type_is_named_with_the_supported_ones(tmp_path):
+    f = tmp_path / "ppp.pcap"
+    f.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 9))
+    with pytest.raises(DataError, match=r"link type 9 \(file header\) is not one of Ethernet \(1\), raw IP \(101\), "
+                                        r"Linux cooked v1 \(113\)"):
+        analyze_pcap(f)
+
+
+def test_cli_reads_a_compressed_capture_with_bounded_output(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "xenobench", "rtt", "pcap", str(CAPTURES / "eth_ipv4_us.pcap.xz"), "--json"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert (s["n"], s["median_us"], s["compression"], s["first_packet"], s["last_packet"]) == (3, 23.0, "xz", 0, 7)

@@ -297,8 +297,18 @@ class Found:
 
     def __init__(self):
         self.kinds: Counter = Counter()
-        self.udp_ports: Counter = Counter()   # every port of every UDP frame not on the service port
+        self.udp_ports: Counter = Counter()   # UDP frames not on the service port, by their lower port
+        self.dns_ports: Counter = Counter()   # ... of the first DNS_SAMPLE of them, those that parse as DNS
         self.tcp_service = 0                  # TCP frames to or from the service port (DNS over TCP)
+
+    DNS_SAMPLE = 1000
+
+    def other_udp(self, sport: int, dport: int, payload: bytes | None):
+        self.kinds["UDP on another port"] += 1
+        low = min(sport, dport)  # a client's port is the ephemeral, higher one
+        self.udp_ports[low] += 1
+        if payload is not None and self.udp_ports.total() <= self.DNS_SAMPLE and _dns_fields(payload):
+            self.dns_ports[low] += 1
 
     @property
     def skipped(self) -> int:
@@ -309,10 +319,14 @@ class Found:
         if self.tcp_service:
             parts.append(f"{self.tcp_service} TCP frames on port {port} (DNS over TCP is not paired)")
         udp = self.kinds.get("UDP on another port", 0)
-        if udp:
+        if self.dns_ports:
+            top, n = self.dns_ports.most_common(1)[0]
+            parts.append(f"{udp} UDP frames on other ports, DNS on port {top} ({n} of the first "
+                         f"{min(udp, self.DNS_SAMPLE)}): ask for it with --port {top}")
+        elif udp:
             top, n = self.udp_ports.most_common(1)[0]
-            parts.append(f"{udp} UDP frames on other ports, most on port {top} ({n}): if that is the DNS service, "
-                         f"ask for it with --port {top}")
+            parts.append(f"{udp} UDP frames on other ports, none of the first {min(udp, self.DNS_SAMPLE)} DNS, most "
+                         f"on port {top} ({n})")
         for kind, n in sorted(self.kinds.items()):
             if kind not in ("UDP on another port", "TCP"):
                 parts.append(f"{n} {kind}")
@@ -337,9 +351,7 @@ def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53, linktype: in
                 found.kinds["TCP"] += 1
                 found.tcp_service += port in (sport, dport)
             else:
-                found.kinds["UDP on another port"] += 1
-                found.udp_ports[sport] += 1
-                found.udp_ports[dport] += 1
+                found.other_udp(sport, dport, payload)
         return None
     fields = _dns_fields(payload)
     if fields is None:
@@ -451,8 +463,14 @@ class _TextReader:
         saddr, sp, daddr, dp, payload = ip.groups()
         sport, dport = (_PORT_NAMES.get(p, int(p) if p.isdigit() else -1) for p in (sp, dp))
         if self.port not in (sport, dport):
-            self.found.kinds["UDP on another port"] += 1
-            self.found.udp_ports.update(p for p in (sport, dport) if p >= 0)
+            if sport >= 0 and dport >= 0:
+                # tcpdump's own DNS decoding marks DNS on another port: an id, then + or * or a question
+                dnsish = _TEXT_ID.match(payload) and (_TEXT_COUNTS.search(payload) or _TEXT_QUESTION.search(payload))
+                self.found.other_udp(sport, dport, b"" if not dnsish else None)
+                if dnsish and self.found.udp_ports.total() <= Found.DNS_SAMPLE:
+                    self.found.dns_ports[min(sport, dport)] += 1
+            else:
+                self.found.kinds["lines with a port name"] += 1
             return None
         if payload.startswith("Flags ["):
             self.found.kinds["TCP"] += 1
