@@ -221,10 +221,8 @@ def test_dns_frames_of_other_stations_only_give_no_probe_error(tmp_path):
 import io  # noqa: E402
 import os as _os  # noqa: E402
 import threading  # noqa: E402
-from decimal import Decimal  # noqa: E402
 
-import dpkt  # noqa: E402
-
+from .dpkt_pairing import dpkt_rtts  # noqa: E402
 from xenobench.capture import Capture  # noqa: E402
 from xenobench.pcap_rtt import read_pcap  # noqa: E402
 
@@ -306,62 +304,12 @@ def test_uncompressed_fixtures_are_what_the_generator_makes():
         assert (CAPTURES / name).read_bytes() == data, name
 
 
-# an independent pairing with dpkt: its readers and decoders, a FIFO of queries per (id, question,
-# server endpoint), answers to the client in time order, RTT > 0 and within 1 s
-def _dpkt_ns(ts, unit_ns: int) -> int:
-    """dpkt's stamp (Decimal seconds of nanosecond pcap, float seconds otherwise) in ns, float
-    stamps rounded to the capture's unit (floats of 1.7e9 s are ~0.2 µs apart)."""
-    if isinstance(ts, Decimal):
-        return int(ts * 10 ** 9)
-    return round(ts * 1e9 / unit_ns) * unit_ns
-
-
-def _dpkt_rtts(data: bytes, client_mac: str = CLIENT, unit_ns: int = 1) -> list[int]:
-    rd = dpkt.pcap.UniversalReader(io.BytesIO(data))
-    lt = rd.datalink()
-    recs = sorted(((_dpkt_ns(ts, unit_ns), buf) for ts, buf in rd), key=lambda r: r[0])
-    waiting, rtts = {}, []
-    for ts, buf in recs:
-        if lt == 1:
-            eth = dpkt.ethernet.Ethernet(buf)
-            mac = bytes.fromhex(client_mac.replace(":", ""))
-            l3, out, to_client = eth.data, eth.src == mac, eth.dst == mac
-        elif lt == 113:
-            sll = dpkt.sll.SLL(buf)
-            if sll.hrd == 772:
-                continue
-            l3, out, to_client = sll.data, sll.type == 4, sll.type == 0
-        elif lt == 276:
-            s2 = dpkt.sll2.SLL2(buf)
-            l3, out, to_client = s2.data, s2.type == 4, s2.type == 0
-        else:
-            l3 = dpkt.ip6.IP6(buf) if buf[0] >> 4 == 6 else dpkt.ip.IP(buf)
-            client = {4: b"\xc6\x12\x00\x10", 6: bytes.fromhex("20010db8" + "0" * 22 + "16")}[buf[0] >> 4]
-            out, to_client = l3.src == client, l3.dst == client
-        if not isinstance(l3, (dpkt.ip.IP, dpkt.ip6.IP6)) or not isinstance(l3.data, dpkt.udp.UDP):
-            continue
-        if isinstance(l3, dpkt.ip.IP) and (l3.mf or l3.offset):
-            continue
-        udp = l3.data
-        if 53 not in (udp.sport, udp.dport):
-            continue
-        d = dpkt.dns.DNS(udp.data)
-        q = d.qd[0].name if d.qd else ""
-        if out:
-            waiting.setdefault((d.id, q, l3.dst, udp.dport), []).append(ts)
-        elif to_client:
-            key = (d.id, q, l3.src, udp.sport) if d.qr else (d.id, q, l3.dst, udp.dport)
-            cands = [t for t in waiting.get(key, []) if 0 < ts - t <= 10 ** 9]
-            if cands:
-                waiting[key].remove(cands[0])
-                rtts.append(ts - cands[0])
-    return rtts
 
 
 @pytest.mark.parametrize("name", [r[1] for r in CAPTURE_TABLE if r[4] is None and "text" not in r[1]])
 def test_capture_table_pairs_as_dpkt_does(name):
     raw = b"".join(_chunks(Capture(CAPTURES / name)))
-    want = _dpkt_rtts(raw)
+    want = dpkt_rtts(io.BytesIO(raw))
     got = analyze_pcap(CAPTURES / name).rtts_ns.tolist()
     if name == "eth_tsresol_2e-30.pcapng":  # dpkt: float seconds of 2^-30 s units; ours: exact ns per stamp
         assert np.abs(np.array(got) - want).max() <= 1 and len(got) == 3
@@ -382,26 +330,24 @@ def test_thesis_captures_pair_as_dpkt_does():
         pytest.skip("needs ../shared/thesis-data (or XENOBENCH_THESIS_DATA)")
     for f in sorted(THESIS_RTT.rglob("*.pcap"))[:6]:
         ours = analyze_pcap(f)
-        theirs = _dpkt_rtts(f.read_bytes(), ours.client_mac, round(ours.resolution_us * 1000))
+        theirs = dpkt_rtts(io.BytesIO(f.read_bytes()), ours.client_mac, round(ours.resolution_us * 1000))
         if ours.superseded or ours.unmatched:
             continue  # identical probes with losses: the simple dpkt FIFO does not supersede
         assert ours.rtts_ns.tolist() == theirs, f
 
 
 # --- streams: no size assumed, nothing read whole ----------------------------------------------
-def test_dev_zero_is_refused_at_once_not_read_to_the_end():
+def test_dev_zero_is_refused_at_once_not_read_to_the_end(tmp_path):
     with pytest.raises(DataError, match=r"Failed to read capture /dev/zero: not a pcap, pcapng or tcpdump -e text "
                                         r"file \(magic 00000000\)"):
         analyze_pcap("/dev/zero")
     # gzip of zeros: the decompressed stream is refused after its first 4 kB as well
     with pytest.raises(DataError, match=r"not a pcap, pcapng or tcpdump -e text file \(magic 00000000 after gzip\)"):
-        analyze_pcap(_gzip_of_zeros())
+        analyze_pcap(_gzip_of_zeros(tmp_path / "zeros.gz"))
 
 
-def _gzip_of_zeros():
+def _gzip_of_zeros(f: Path) -> Path:
     import gzip
-    import tempfile
-    f = Path(tempfile.mkdtemp(prefix="xbcap")) / "zeros.gz"
     with gzip.open(f, "wb") as g:
         for _ in range(64):
             g.write(b"\0" * (1 << 20))  # 64 MB of zeros, 64 kB on disk
