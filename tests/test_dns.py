@@ -106,11 +106,32 @@ def test_formerr_keeps_id_opcode_and_rd():
     ("probe", "Failed to parse record 'probe': expected name=address"),
     ("probe=1.2.3", "Failed to parse record 'probe=1.2.3': '1.2.3' is not an IPv4 address"),
     ("x.example.org.=1.2.3.4", "Failed to parse record 'x.example.org.=1.2.3.4': x.example.org. is outside the zone example.com."),
+    ("a..b=1.2.3.4", "Failed to parse record 'a..b=1.2.3.4': 'a..b' is not a domain name (A DNS label is empty.)"),
 ])
 def test_bad_records_are_refused_with_the_value(item, msg):
     with pytest.raises(ValueError) as e:
         parse_records(ZONE, [item])
     assert str(e.value) == msg
+
+
+@pytest.mark.parametrize("arg,value,msg", [
+    ("--port", "70000", "argument --port: '70000' is out of range for a port (1-65535)"),
+    ("--port", "0", "argument --port: '0' is out of range for a port (1-65535)"),
+    ("--zone", "a..b", "argument --zone: 'a..b' is not a domain name (A DNS label is empty.)"),
+    ("--bind", "127.0.0.256", "argument --bind: '127.0.0.256' is not an IPv4 address"),
+    ("--ttl", "-1", "argument --ttl: '-1' is out of range (0-2147483647)"),
+    ("--stats-interval", "nan", "argument --stats-interval: 'nan' must be a finite number, 0 or more"),
+    ("--record", "a..b=1.2.3.4", "Failed to parse record 'a..b=1.2.3.4': 'a..b' is not a domain name"),
+])
+def test_server_process_refuses_impossible_values_by_name(arg, value, msg):
+    # --port 70000, --zone a..b and --record a..b=... ended in a traceback before
+    import subprocess
+    import sys
+    argv = {"--bind": "127.0.0.1", "--port": "53", "--zone": "example.com."} | {arg: value}
+    p = subprocess.run([sys.executable, "-m", "xenobench.agents.dns_server", *(x for kv in argv.items() for x in kv)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and msg in p.stderr, p.stderr
+    assert p.stdout == ""  # refused before it listens
 
 
 # --- config and bind9 rendering --------------------------------------------------------------------

@@ -272,7 +272,7 @@ from xenobench.pcap_rtt import Frame, pair  # noqa: E402
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(1_000_000, 900_000_000),   # gap to the next probe, ns
-                          st.integers(0, 10_000),                  # RTT as per-mille of half the gap
+                          st.integers(1, 10_000),                  # RTT as per-mille of half the gap (> 0)
                           st.booleans()),                          # reply lost
                 min_size=1, max_size=40),
        st.booleans())

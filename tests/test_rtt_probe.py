@@ -153,6 +153,28 @@ def test_prober_process_refuses_bad_arguments(tmp_path):
     assert not (tmp_path / "r.jsonl").exists()
 
 
+@pytest.mark.parametrize("arg,value,msg", [
+    ("--rate", "nan", "argument --rate: 'nan' must be a rate from 1e-6 to 1e9 queries per second"),
+    ("--rate", "1e-300", "argument --rate: '1e-300' must be a rate from 1e-6 to 1e9 queries per second"),
+    ("--port", "70000", "argument --port: '70000' is out of range for a port (1-65535)"),
+    ("--port", "0", "argument --port: '0' is out of range for a port (1-65535)"),
+    ("--qname", "a..b", "argument --qname: 'a..b' is not a domain name (A DNS label is empty.)"),
+    ("--qname", "x" * 64 + ".example", "is not a domain name (A DNS label is > 63 octets long.)"),
+    ("--timeout", "inf", "argument --timeout: 'inf' must be a finite number above 0"),
+    ("--timeout", "nan", "argument --timeout: 'nan' must be a finite number above 0"),
+    ("--expect", "1.2.3", "argument --expect: '1.2.3' is not an IPv4 address"),
+])
+def test_prober_process_refuses_impossible_values_by_name(tmp_path, arg, value, msg):
+    # each gave a traceback (or, for --expect, a run whose every answer was "bad_answer") before
+    argv = {"--src": "127.0.0.1", "--dst": "127.0.0.1", "--qname": QNAME, "--count": "1", "--rate": "1",
+            "--out": str(tmp_path / "r.jsonl")} | {arg: value}
+    p = subprocess.run([sys.executable, "-m", "xenobench.agents.prober", "run", *(x for kv in argv.items() for x in kv)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.splitlines()[-1].startswith("python -m xenobench.agents.prober run: error: ") and msg in p.stderr
+    assert not (tmp_path / "r.jsonl").exists()
+
+
 def test_source_address_lands_in_the_dns_backends_class(tmp_path):
     cfg = load_config()
     assert choose_source(cfg, "fips2") == "198.18.0.16"  # class 0 (even) → fips2

@@ -49,8 +49,11 @@ from __future__ import annotations
 
 import datetime
 import functools
+import heapq
+import itertools
 import re
-import struct
+import socket
+from array import array
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,13 +62,11 @@ import dns.exception
 import dns.message
 import numpy as np
 
+from .capture import LINK_TYPES, LINKTYPE_ETHERNET, NS, TS_LIMIT, Capture, datagram
 from .errors import DataError
 
-PCAP_MAGIC = {b"\xd4\xc3\xb2\xa1": ("<", 1000), b"\xa1\xb2\xc3\xd4": (">", 1000),
-              b"\x4d\x3c\xb2\xa1": ("<", 1), b"\xa1\xb2\x3c\x4d": (">", 1)}  # ns per unit
-PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
-LINKTYPE_ETHERNET = 1
-NS = 1_000_000_000
+CLIENT_SAMPLE = 10_000            # DNS frames the client is detected from (the station in most of them)
+REORDER_WINDOW_NS = 100_000_000   # frames are put in time order within 0.1 s of capture time
 
 # plausibility gates (flags, not refusals: the numbers are kept and the flag says why to doubt them)
 LOST_FLAG_FRACTION = 0.05   # more than 5 % of the probes unanswered
@@ -119,6 +120,12 @@ class RttResult:
     min_identical_spacing_ns: int | None = None  # closest two identical queries
     pair_stamps: list[tuple[int, int, int, int]] = field(default_factory=list)  # per pair: DNS id, client
     #   port, query and answer ts_ns (e.g. to match the prober's own records to the capture)
+    compression: str = ""       # layers undone, outermost first ("gzip", "zstd", ...)
+    link_types: str = ""        # of the packets read ("Ethernet", "Linux cooked v2", ...)
+    skipped_kinds: dict = field(default_factory=dict)  # skipped frames by kind ("IP fragment": 3, ...)
+    simultaneous: int = 0       # answers stamped at their query's instant (an RTT of 0 cannot exist)
+    late: int = 0               # frames stamped more than REORDER_WINDOW_NS before one already paired
+    ranges: tuple | None = None  # first and last query index, first and last answer index of the pairs
 
     def __post_init__(self):
         if self.rtts_ns is None:
@@ -161,11 +168,19 @@ class RttResult:
     @property
     def probe_range(self) -> tuple[int, int] | None:
         """Packet indexes (0-based) of the first and last answered probe."""
+        if self.ranges:
+            return self.ranges[0], self.ranges[1]
         return (min(p for p, _ in self.pairs), max(p for p, _ in self.pairs)) if self.pairs else None
 
     @property
     def answer_range(self) -> tuple[int, int] | None:
+        if self.ranges:
+            return self.ranges[2], self.ranges[3]
         return (min(a for _, a in self.pairs), max(a for _, a in self.pairs)) if self.pairs else None
+
+    @property
+    def ip_fragments(self) -> int:
+        return self.skipped_kinds.get("IP fragment", 0)
 
     @property
     def lost_fraction(self) -> float:
@@ -191,6 +206,12 @@ class RttResult:
         if self.out_of_order:
             out.append(f"{self.out_of_order} frames stamped earlier than the frame before them (paired in "
                        "time order)")
+        if self.simultaneous:
+            out.append(f"{self.simultaneous} answers stamped at the same instant as their query, not paired (an "
+                       f"RTT of 0 cannot exist; the capture's resolution is {self.resolution_us:g} µs)")
+        if self.late:
+            out.append(f"{self.late} frames stamped more than {REORDER_WINDOW_NS / 1e6:g} ms before a frame already "
+                       "paired (paired in file order)")
         return out
 
     def refusal(self) -> str | None:
@@ -216,8 +237,11 @@ class RttResult:
                 "last_packet": max(self.probe_range[1], self.answer_range[1]),
                 "format": self.fmt, "timeout_s": self.timeout_ns / NS, "queries": self.queries,
                 "lost_fraction": round(self.lost_fraction, 6), "unmatched_answers": self.unmatched,
-                "superseded": self.superseded, "out_of_order": self.out_of_order, "flags": self.flags(),
-                "refused": self.refusal()}
+                "superseded": self.superseded, "out_of_order": self.out_of_order,
+                "simultaneous_answers": self.simultaneous, "late_frames": self.late,
+                "compression": self.compression, "link_types": self.link_types,
+                "ip_fragments": self.ip_fragments, "skipped": self.skipped_kinds,
+                "flags": self.flags(), "refused": self.refusal()}
         return out
 
 
@@ -235,138 +259,25 @@ def _mac(b: bytes) -> str:
     return ":".join(f"{x:02x}" for x in b)
 
 
-def pcap_resolution_us(path: str | Path) -> float:
-    """Timestamp resolution of a capture in µs (1 for microsecond pcap, 0.001 for nanosecond)."""
-    return _Capture(path).resolution_us
-
-
-def _units_to_ns(units: int, num: int, den: int) -> int:
-    """units x num/den seconds in ns, rounded half up, in integers (no float on the way)."""
-    return (units * num * NS + den // 2) // den
-
-
-class _Capture:
-    """A classic pcap or pcapng file read whole (captures here are a few MB); frames() yields
-    (index, ts_ns, frame bytes) of its Ethernet frames. DataError names the file otherwise."""
-
-    def __init__(self, path: str | Path, data: bytes | None = None):
-        self.path = Path(path)
-        if data is None:
-            try:
-                data = self.path.read_bytes()
-            except OSError as e:
-                raise DataError(f"Failed to read capture {self.path}: {e.strerror}") from None
-        self.data = data
-        if not self.data:
-            self._fail("the file is empty")
-        self.ng = self.data[:4] == PCAPNG_SHB
-        if not self.ng and self.data[:4] not in PCAP_MAGIC:
-            self._fail(f"not a pcap, pcapng or tcpdump -e text file (magic {self.data[:4].hex()})")
-        if not self.ng and len(self.data) < 24:
-            self._fail(f"truncated file header ({len(self.data)} of 24 bytes)")
-        self.fmt = "pcapng" if self.ng else "pcap"
-        self.resolution_us = 1.0
-        if not self.ng:
-            endian, unit_ns = PCAP_MAGIC[self.data[:4]]
-            self.resolution_us = unit_ns / 1000
-            linktype = struct.unpack(endian + "I", self.data[20:24])[0]
-            if linktype != LINKTYPE_ETHERNET:
-                self._fail(f"link type {linktype}, expected Ethernet (1); capture on the interface, "
-                           "not on 'any'")
-
-    def _fail(self, reason: str):
-        raise DataError(f"Failed to read capture {self.path}: {reason}")
-
-    def frames(self):
-        return self._ng_frames() if self.ng else self._pcap_frames()
-
-    def _pcap_frames(self):
-        data, (endian, scale) = self.data, PCAP_MAGIC[self.data[:4]]
-        rec = struct.Struct(endian + "IIII")
-        off, idx = 24, 0
-        while off < len(data):
-            if off + 16 > len(data):
-                self._fail(f"truncated record header at byte {off} (packet {idx})")
-            sec, frac, caplen, _ = rec.unpack_from(data, off)
-            off += 16
-            if off + caplen > len(data):
-                self._fail(f"truncated packet {idx} at byte {off} ({caplen} bytes announced, "
-                           f"{len(data) - off} present)")
-            yield idx, sec * NS + frac * scale, data[off:off + caplen]
-            off += caplen
-            idx += 1
-
-    def _ng_frames(self):
-        # blocks: type, total length, body, total length; the section header's byte-order magic
-        # sets the endianness of its section; interface descriptions carry link type, timestamp
-        # resolution (if_tsresol, default 10^-6 s) and offset (if_tsoffset, seconds)
-        data, off, idx, e = self.data, 0, 0, "<"
-        ifaces: list[tuple[int, int, int, int]] = []  # (link type, num, den: s per unit, offset s)
-        resolutions = set()
-        while off < len(data):
-            if off + 12 > len(data):
-                self._fail(f"truncated block header at byte {off} (packet {idx})")
-            btype = struct.unpack_from("<I", data, off)[0]
-            if btype == 0x0A0D0D0A:
-                bom = data[off + 8:off + 12]
-                e = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}.get(bom)
-                if e is None:
-                    self._fail(f"bad pcapng byte-order magic {bom.hex()} at byte {off}")
-                ifaces = []
-            btype, blen = struct.unpack_from(e + "II", data, off)
-            if blen < 12 or blen % 4 or off + blen > len(data):
-                self._fail(f"truncated block at byte {off} (packet {idx}: {blen} bytes announced, "
-                           f"{len(data) - off} present)")
-            body = data[off + 8:off + blen - 4]
-            need = {1: 8, 6: 20, 2: 20}.get(btype, 0)  # fixed fields before options / packet data
-            if len(body) < need:
-                self._fail(f"block of type {btype} at byte {off} is {len(body)} bytes, its fixed fields {need}")
-            if btype == 1:  # interface description
-                linktype = struct.unpack_from(e + "H", body, 0)[0]
-                num, den, tsoff = 1, 10 ** 6, 0
-                o = 8
-                while o + 4 <= len(body):
-                    code, olen = struct.unpack_from(e + "HH", body, o)
-                    if code == 0:
-                        break
-                    if o + 4 + olen > len(body):
-                        self._fail(f"option {code} of the interface block at byte {off} runs past the block")
-                    if code == 9 and olen >= 1:  # if_tsresol: 10^-v, or 2^-v with the high bit
-                        v = body[o + 4]
-                        den = 2 ** (v & 0x7F) if v & 0x80 else 10 ** v
-                    elif code == 14 and olen == 8:  # if_tsoffset
-                        tsoff = struct.unpack_from(e + "q", body, o + 4)[0]
-                    o += 4 + (olen + 3) // 4 * 4
-                ifaces.append((linktype, num, den, tsoff))
-            elif btype in (6, 2):  # enhanced packet; obsolete packet block
-                if btype == 6:
-                    iface, hi, lo, caplen = struct.unpack_from(e + "IIII", body, 0)
-                else:
-                    iface, _, hi, lo, caplen = struct.unpack_from(e + "HHIII", body, 0)
-                pkt_off = 20
-                if iface >= len(ifaces):
-                    self._fail(f"packet {idx} at byte {off} names interface {iface}, "
-                               f"{len(ifaces)} described")
-                if pkt_off + caplen > len(body):
-                    self._fail(f"truncated packet {idx} at byte {off}")
-                linktype, num, den, tsoff = ifaces[iface]
-                if linktype == LINKTYPE_ETHERNET:
-                    resolutions.add(num / den)
-                    yield idx, tsoff * NS + _units_to_ns((hi << 32) | lo, num, den), body[pkt_off:pkt_off + caplen]
-                idx += 1
-            elif btype == 3:  # simple packet block: no timestamp, useless for RTT
-                idx += 1
-            off += blen
-        if resolutions:
-            self.resolution_us = max(resolutions) * 1e6
-        elif idx:
-            self._fail("no Ethernet interface in the capture; capture on the interface, not on 'any'")
+def _station(s, addr: str) -> str:
+    """A frame's sender or receiver as the pairing names it: a MAC, the capturing host of a cooked
+    capture, or (raw IP) the address."""
+    if s is None:
+        return addr
+    if isinstance(s, str):
+        return s
+    return _mac(s) if len(s) == 6 else s.hex()
 
 
 def read_pcap(path: str | Path):
-    """Yield (index, ts_ns, frame bytes) of a classic pcap or pcapng; DataError on malformed files.
-    Indexes count every packet record (0-based), as Wireshark's frame numbers minus one."""
-    yield from _Capture(path).frames()
+    """Yield (index, ts_ns, frame bytes) of a classic pcap or pcapng, plain or compressed, read as
+    a stream; DataError on malformed files. Indexes count every packet record (0-based)."""
+    cap = Capture(path)
+    if cap.fmt is None:
+        cap.close()
+        raise DataError(f"Failed to read capture {cap.path}: not a pcap or pcapng file (magic {cap.head[:4].hex()})")
+    for idx, ts, _link, b in cap.frames():
+        yield idx, ts, b
 
 
 @functools.lru_cache(maxsize=4096)
@@ -380,28 +291,81 @@ def _dns_fields(payload: bytes) -> tuple[int, bool, str] | None:
     return msg.id, bool(msg.flags & 0x8000), msg.question[0].name.to_text() if msg.question else ""
 
 
-def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53) -> Frame | None:
-    """The DNS fields of an Ethernet/IPv4/UDP frame to or from `port`; None for anything else."""
-    if len(b) < 14:
+class Found:
+    """What a capture held besides the DNS frames that were paired, for the summary and for the
+    message when nothing could be paired: skipped frames by kind, UDP and TCP frames by port."""
+
+    def __init__(self):
+        self.kinds: Counter = Counter()
+        self.udp_ports: Counter = Counter()   # UDP frames not on the service port, by their lower port
+        self.dns_ports: Counter = Counter()   # ... of the first DNS_SAMPLE of them, those that parse as DNS
+        self.tcp_service = 0                  # TCP frames to or from the service port (DNS over TCP)
+        self.other = 0                        # UDP frames not on the service port
+
+    DNS_SAMPLE = 1000
+
+    def other_udp(self, sport: int, dport: int, payload: bytes | None):
+        self.other += 1
+        low = sport if sport < dport else dport  # a client's port is the ephemeral, higher one
+        self.udp_ports[low] += 1
+        if payload is not None and self.other <= self.DNS_SAMPLE and _dns_fields(payload):
+            self.dns_ports[low] += 1
+
+    @property
+    def skipped(self) -> int:
+        return sum(self.kinds.values()) + self.other
+
+    @property
+    def by_kind(self) -> dict:
+        return dict(self.kinds) | ({"UDP on another port": self.other} if self.other else {})
+
+    def describe(self, port: int) -> str:
+        parts = []
+        if self.tcp_service:
+            parts.append(f"{self.tcp_service} TCP frames on port {port} (DNS over TCP is not paired)")
+        udp = self.other
+        if self.dns_ports:
+            top, n = self.dns_ports.most_common(1)[0]
+            parts.append(f"{udp} UDP frames on other ports, DNS on port {top} ({n} of the first "
+                         f"{min(udp, self.DNS_SAMPLE)}): ask for it with --port {top}")
+        elif udp:
+            top, n = self.udp_ports.most_common(1)[0]
+            parts.append(f"{udp} UDP frames on other ports, none of the first {min(udp, self.DNS_SAMPLE)} DNS, most "
+                         f"on port {top} ({n})")
+        for kind, n in sorted(self.kinds.items()):
+            if kind != "TCP":
+                parts.append(f"{n} {kind}")
+        if self.kinds.get("TCP", 0) > self.tcp_service:
+            parts.append(f"{self.kinds['TCP'] - self.tcp_service} TCP frames on other ports")
+        return "; ".join(parts) if parts else "no frames"
+
+
+def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53, linktype: int = LINKTYPE_ETHERNET,
+                    found: Found | None = None) -> Frame | None:
+    """The DNS fields of a UDP frame (IPv4 or IPv6) to or from `port`; None for anything else
+    (counted in `found` by kind)."""
+    d = datagram(linktype, b)
+    if isinstance(d, str):
+        if found is not None:
+            found.kinds[d] += 1
         return None
-    etype, l3 = struct.unpack_from("!H", b, 12)[0], 14
-    if etype == 0x8100 and len(b) >= 18:  # one VLAN tag
-        etype, l3 = struct.unpack_from("!H", b, 16)[0], 18
-    if etype != 0x0800 or len(b) < l3 + 20:
+    proto, sport, dport, src, dst, ver, saddr, daddr, payload = d
+    if port != sport and port != dport or proto != 17:
+        if found is not None:
+            if proto == 6:
+                found.kinds["TCP"] += 1
+                found.tcp_service += port in (sport, dport)
+            else:
+                found.other_udp(sport, dport, payload)
         return None
-    ihl = (b[l3] & 0x0F) * 4
-    if b[l3] >> 4 != 4 or ihl < 20 or b[l3 + 9] != 17 or len(b) < l3 + ihl + 8:
+    fields = _dns_fields(payload)
+    if fields is None:
+        if found is not None:
+            found.kinds[f"UDP frames on port {port} that are not DNS"] += 1
         return None
-    saddr = ".".join(map(str, b[l3 + 12:l3 + 16]))
-    daddr = ".".join(map(str, b[l3 + 16:l3 + 20]))
-    l4 = l3 + ihl
-    sport, dport, ulen = struct.unpack_from("!HHH", b, l4)
-    if port not in (sport, dport):
-        return None
-    d = _dns_fields(bytes(b[l4 + 8:l4 + max(ulen, 8)]))
-    if d is None:
-        return None
-    return Frame(idx, ts_ns, _mac(b[6:12]), _mac(b[0:6]), saddr, daddr, sport, dport, d[0], d[1], d[2])
+    fam = socket.AF_INET if ver == 4 else socket.AF_INET6
+    sa, da = socket.inet_ntop(fam, saddr), socket.inet_ntop(fam, daddr)
+    return Frame(idx, ts_ns, _station(src, sa), _station(dst, da), sa, da, sport, dport, *fields)
 
 
 # --- tcpdump -e text ------------------------------------------------------------------------------
@@ -410,84 +374,127 @@ def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53) -> Frame | N
 #     10.0.0.1.44444 > 10.0.0.45.53: 4660+ A? example.local. (31)          (one line in the file)
 # Time: HH:MM:SS.frac (default), YYYY-MM-DD HH:MM:SS.frac (-tttt) or epoch seconds (-tt); 6 or 9
 # digits (--time-stamp-precision=nano). With -v the IP header's fields come in parentheses and the
-# addresses on the next, indented line. DNS (tcpdump's print-domain.c): a query is
+# addresses on the next, indented line. IPv6 (ethertype IPv6 (0x86dd)) prints addresses with
+# colons, the port after the last dot. DNS (tcpdump's print-domain.c): a query is
 # "id[flags] [..] TYPE? name.", an answer "id[flags] an/ns/ar ..." with "q: TYPE? name." only at -vv.
 _TEXT_HEAD = re.compile(
     r"(?:(?P<date>\d{4}-\d{2}-\d{2}) (?P<h>\d{1,2}):(?P<m>\d{2}):(?P<s>\d{2})|(?P<h2>\d{1,2}):(?P<m2>\d{2}):"
     r"(?P<s2>\d{2})|(?P<epoch>\d{9,}))\.(?P<frac>\d{6}|\d{9}) "
     r"(?P<src>[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}) > (?P<dst>[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}), (?P<rest>.*)$")
-_TEXT_IP = re.compile(r"ethertype IPv4 \(0x0800\), (?:length \d+: )?(?:\((?:[^()]|\([^()]*\))*\) )?(\d+\.\d+\.\d+\.\d+)\.(\w+) > "
-                      r"(\d+\.\d+\.\d+\.\d+)\.(\w+): (.*)$")
+_TEXT_IP = re.compile(r"ethertype IPv[46] \(0x(?:0800|86dd)\), (?:length \d+: )?(?:\((?:[^()]|\([^()]*\))*\) )?"
+                      r"(\d+\.\d+\.\d+\.\d+|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)\.(\w+) > "
+                      r"(\d+\.\d+\.\d+\.\d+|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)\.(\w+): (.*)$")
 _TEXT_ID = re.compile(r"(?:\[[^\]]*\]\s*)*(\d+)\b")  # after -v's "[udp sum ok]"
 _TEXT_COUNTS = re.compile(r"\s\d+/\d+/\d+(?:\s|$)")
 _TEXT_QUESTION = re.compile(r"(?:^|\s)(?:q: )?[A-Za-z][\w-]*\? (\S+)")
 _PORT_NAMES = {"domain": 53}
 _DAY_NS = 86400 * NS
+_EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()  # dated text times count from the epoch (local time)
 
 
-def _is_text(data: bytes) -> bool:
-    head = data[:4096].decode("utf-8", "replace")
-    return any(_TEXT_HEAD.match(line) for line in head.splitlines()[:20])
+def _is_text(head: bytes) -> bool:
+    text = head.decode("utf-8", "replace")
+    return any(_TEXT_HEAD.match(line) for line in text.splitlines()[:20])
 
 
-def _text_frames(path: Path, data: bytes, port: int):
-    """(frames, skipped lines, resolution_us) of tcpdump -e text. Times of day
-    without a date cross midnight when a time is more than 12 h before the previous one."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"Failed to read tcpdump text {path}: byte {e.start} is not UTF-8") from None
-    frames, skipped, digits, day, prev = [], 0, set(), 0, None
-    lines = text.splitlines()
-    for idx, line in enumerate(lines):
-        if not line.strip() or line[0].isspace():  # blank, or a continuation (-v, -X) line
-            continue
-        m = _TEXT_HEAD.match(line)
-        if m is None:
-            skipped += 1
-            continue
+class _TextReader:
+    """Frames of tcpdump -e text, read line by line. Times of day without a date cross midnight
+    when a time is more than 12 h before the previous one. A time that is not within a day, a
+    date that is not one, or a DNS id above 16 bits refuses the file naming the line."""
+
+    def __init__(self, cap: Capture, port: int, found: Found):
+        self.cap, self.port, self.found = cap, port, found
+        self.digits: set[int] = set()
+        self.day, self.prev = 0, None
+
+    def _fail(self, idx: int, reason: str):
+        raise DataError(f"Failed to read tcpdump text {self.cap.path}: line {idx + 1}: {reason}")
+
+    def _time(self, idx: int, m) -> int:
         frac = m["frac"]
-        digits.add(len(frac))
+        self.digits.add(len(frac))
         sub = int(frac) * (1000 if len(frac) == 6 else 1)
         if m["epoch"]:
             ts = int(m["epoch"]) * NS + sub
-        else:
-            h, mi, s = (int(m["h"]), int(m["m"]), int(m["s"])) if m["date"] else \
-                (int(m["h2"]), int(m["m2"]), int(m["s2"]))
-            tod = ((h * 60 + mi) * 60 + s) * NS + sub
-            if m["date"]:
-                try:
-                    d = datetime.date.fromisoformat(m["date"])
-                except ValueError:
-                    raise DataError(f"Failed to read tcpdump text {path}: line {idx + 1}: date "
-                                    f"{m['date']!r} is not a date") from None
-                ts = d.toordinal() * _DAY_NS + tod
-            else:
-                if prev is not None and tod + day * _DAY_NS < prev - _DAY_NS // 2:
-                    day += 1  # past midnight: times of day carry no date
-                ts = day * _DAY_NS + tod
-        prev = ts
+            if ts >= TS_LIMIT:
+                self._fail(idx, f"time {m['epoch']} s is after the year 2262 (64-bit nanoseconds)")
+            return ts
+        h, mi, s = (int(m["h"]), int(m["m"]), int(m["s"])) if m["date"] else (int(m["h2"]), int(m["m2"]), int(m["s2"]))
+        if h > 23 or mi > 59 or s > 60:  # 60: a leap second
+            self._fail(idx, f"time {h:02d}:{mi:02d}:{s:02d} is not a time of day")
+        tod = ((h * 60 + mi) * 60 + s) * NS + sub
+        if m["date"]:
+            try:
+                d = datetime.date.fromisoformat(m["date"])
+            except ValueError:
+                self._fail(idx, f"date {m['date']!r} is not a date")
+            if not 1678 <= d.year <= 2261:
+                self._fail(idx, f"date {m['date']!r} is outside the years 64-bit nanoseconds hold (1678-2261)")
+            return (d.toordinal() - _EPOCH_DAY) * _DAY_NS + tod
+        if self.prev is not None and tod + self.day * _DAY_NS < self.prev - _DAY_NS // 2:
+            self.day += 1  # past midnight: times of day carry no date
+        return self.day * _DAY_NS + tod
+
+    def frames(self):
+        pending = None  # (line index, ts, match) of a record whose addresses may be on the next line
+        for idx, line in self.cap.lines():
+            cont = line[:1].isspace()
+            if pending is not None:
+                f = self._frame(*pending, line.strip() if cont else None)
+                pending = None
+                if f is not None:
+                    yield f
+            if not line.strip() or cont:  # blank, or a continuation (-v, -X) line
+                continue
+            m = _TEXT_HEAD.match(line)
+            if m is None:
+                self.found.kinds["lines that are not tcpdump -e records"] += 1
+                continue
+            ts = self._time(idx, m)
+            self.prev = ts
+            pending = (idx, ts, m)
+        if pending is not None:
+            f = self._frame(*pending, None)
+            if f is not None:
+                yield f
+
+    def _frame(self, idx: int, ts: int, m, cont: str | None) -> Frame | None:
         ip = _TEXT_IP.search(m["rest"])
-        if ip is None and idx + 1 < len(lines) and lines[idx + 1][:1].isspace():
-            ip = _TEXT_IP.search(m["rest"] + " " + lines[idx + 1].strip())  # -v: addresses on the next line
+        if ip is None and cont is not None:
+            ip = _TEXT_IP.search(m["rest"] + " " + cont)  # -v: addresses on the next line
         if ip is None:
-            skipped += 1
-            continue
+            self.found.kinds["not IP"] += 1
+            return None
         saddr, sp, daddr, dp, payload = ip.groups()
         sport, dport = (_PORT_NAMES.get(p, int(p) if p.isdigit() else -1) for p in (sp, dp))
+        if self.port not in (sport, dport):
+            if sport >= 0 and dport >= 0:
+                # tcpdump's own DNS decoding marks DNS on another port: an id, then + or * or a question
+                dnsish = _TEXT_ID.match(payload) and (_TEXT_COUNTS.search(payload) or _TEXT_QUESTION.search(payload))
+                self.found.other_udp(sport, dport, b"" if not dnsish else None)
+                if dnsish and self.found.other <= Found.DNS_SAMPLE:
+                    self.found.dns_ports[min(sport, dport)] += 1
+            else:
+                self.found.kinds["lines with a port name"] += 1
+            return None
+        if payload.startswith("Flags ["):
+            self.found.kinds["TCP"] += 1
+            self.found.tcp_service += 1
+            return None
         qid = _TEXT_ID.match(payload)
-        if port not in (sport, dport) or qid is None:
-            skipped += 1
-            continue
         qr = _TEXT_COUNTS.search(payload) is not None
         q = _TEXT_QUESTION.search(payload)
-        if not qr and q is None:
-            skipped += 1
-            continue
-        frames.append(Frame(idx, ts, m["src"].lower(), m["dst"].lower(), saddr, daddr, sport, dport,
-                            int(qid[1]), qr, q[1] if q else ""))
-    res = 0.001 if digits == {9} else 1.0
-    return frames, skipped, res
+        if qid is None or not qr and q is None:
+            self.found.kinds[f"lines on port {self.port} that are not DNS"] += 1
+            return None
+        if int(qid[1]) > 0xFFFF:
+            self._fail(idx, f"DNS id {qid[1]} is above 65535 (16 bits)")
+        return Frame(idx, ts, m["src"].lower(), m["dst"].lower(), saddr, daddr, sport, dport, int(qid[1]), qr,
+                     q[1] if q else "")
+
+    @property
+    def resolution_us(self) -> float:
+        return 0.001 if self.digits == {9} else 1.0
 
 
 def detect_client(frames: list[Frame]) -> str:
@@ -496,6 +503,7 @@ def detect_client(frames: list[Frame]) -> str:
     for f in frames:
         c[f.src_mac] += 1
         c[f.dst_mac] += 1
+    c.pop("", None)
     best = max(c.values())
     for f in frames:
         if c[f.src_mac] == best:
@@ -503,26 +511,71 @@ def detect_client(frames: list[Frame]) -> str:
     return next(m for m, v in c.items() if v == best)
 
 
+class DnsFrames:
+    """The DNS frames of a capture in any of the formats (detected by content, compressed or not),
+    read as a stream: iterate for the frames in file order; afterwards `found`, `resolution_us`,
+    `fmt`, `compression` and `link_types` describe the capture."""
+
+    def __init__(self, path: str | Path, port: int = 53):
+        self.path, self.port, self.found = Path(path), port, Found()
+        self.cap = Capture(self.path)
+        self._text = None
+        self._per_s: set[int] = set()
+        if self.cap.fmt is None:
+            if not _is_text(self.cap.head):
+                self.cap.close()
+                after = f" after {' and '.join(self.cap.compression)}" if self.cap.compression else ""
+                raise DataError(f"Failed to read capture {self.path}: not a pcap, pcapng or tcpdump -e text file "
+                                f"(magic {self.cap.head[:4].hex()}{after})")
+            self._text = _TextReader(self.cap, port, self.found)
+        self.fmt = self.cap.fmt or "tcpdump-text"
+
+    def __iter__(self):
+        if self._text is not None:
+            yield from self._text.frames()
+            return
+        port, found, cap, per_s = self.port, self.found, self.cap, self._per_s
+        udp_ports = found.udp_ports
+        for idx, ts, link, b in cap.frames():
+            # fast path for the bulk of a capture under load: an untagged Ethernet IPv4 UDP frame
+            # without IP options or fragmentation, on other ports (datagram() would say the same)
+            if link == 1 and b[12:14] == b"\x08\x00" and b[14] == 0x45 and b[23] == 17 and len(b) >= 42 \
+                    and not (b[20] & 0x3F or b[21]) and found.other >= Found.DNS_SAMPLE:
+                sport, dport = b[34] << 8 | b[35], b[36] << 8 | b[37]
+                if sport != port and dport != port:
+                    found.other += 1
+                    udp_ports[sport if sport < dport else dport] += 1
+                    continue
+            f = parse_dns_frame(idx, ts, b, port, link, found)
+            if f is not None:
+                per_s.add(cap.per_s)
+                yield f
+        for link, n in self.cap.unsupported.items():
+            found.kinds[f"packets on link type {link}"] += n
+
+    @property
+    def resolution_us(self) -> float:
+        """Of the coarsest interface that carried DNS frames (of any, if none did)."""
+        if self._text is not None:
+            return self._text.resolution_us
+        return NS / min(self._per_s) / 1000 if self._per_s else self.cap.resolution_ns / 1000
+
+    @property
+    def compression(self) -> str:
+        return "+".join(self.cap.compression)
+
+    @property
+    def link_types(self) -> str:
+        return "tcpdump -e text" if self._text is not None else \
+            ", ".join(LINK_TYPES[t] for t in sorted(self.cap.link_types))
+
+
 def read_dns_frames(path: str | Path, port: int = 53) -> tuple[list[Frame], int, float, str]:
-    """The DNS frames of a capture in any of the formats (detected by content): (frames in file
-    order, skipped frames, timestamp resolution in µs, format)."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"Failed to read capture {path}: {e.strerror}") from None
-    if data[:4] not in PCAP_MAGIC and data[:4] != PCAPNG_SHB and data and _is_text(data):
-        frames, skipped, res = _text_frames(path, data, port)
-        return frames, skipped, res, "tcpdump-text"
-    cap = _Capture(path, data)
-    frames, skipped = [], 0
-    for idx, ts, b in cap.frames():
-        f = parse_dns_frame(idx, ts, b, port)
-        if f is None:
-            skipped += 1
-        else:
-            frames.append(f)
-    return frames, skipped, cap.resolution_us, cap.fmt
+    """(frames in file order, skipped frames, timestamp resolution in µs, format) of a capture;
+    holds every DNS frame in memory: analyze_pcap streams instead."""
+    d = DnsFrames(path, port)
+    frames = list(d)
+    return frames, d.found.skipped, d.resolution_us, d.fmt
 
 
 class _Query:
@@ -532,71 +585,170 @@ class _Query:
         self.frame, self.done = frame, False
 
 
-def pair(frames: list[Frame], client: str, timeout_ns: int) -> dict:
-    """The pairing rule (module docstring) on DNS frames in file order. Returns pairs (query index,
-    answer index), pair_stamps, rtts_ns, queries, lost, superseded, unmatched, out_of_order,
-    min_identical_spacing_ns."""
-    out_of_order = sum(1 for a, b in zip(frames, frames[1:]) if b.ts_ns < a.ts_ns)
-    by_flow: dict[tuple, deque[_Query]] = defaultdict(deque)   # (id, server addr, server port)
-    last_identical: dict[tuple, _Query] = {}                   # full key -> latest query
-    spacing = None
-    pairs, stamps, rtts, queries, superseded, unmatched = [], [], [], 0, 0, 0
-    for f in sorted(frames, key=lambda f: f.ts_ns):  # stable: file order among equal stamps
-        if f.src_mac == client:
-            queries += 1
+class Pairer:
+    """The pairing rule (module docstring), fed frames in timestamp order one at a time; memory
+    holds the queries still awaited (swept when more than SWEEP_AT are kept) and the results.
+    keep_pairs=False keeps only the RTTs and the first and last packet of the pairs."""
+
+    SWEEP_AT = 1 << 16
+
+    def __init__(self, client: str, timeout_ns: int, keep_pairs: bool = True):
+        self.client, self.timeout_ns, self.keep_pairs = client, timeout_ns, keep_pairs
+        self.by_flow: dict[tuple, deque[_Query]] = defaultdict(deque)   # (id, server addr, server port)
+        self.last_identical: dict[tuple, _Query] = {}                   # full key -> latest query
+        self.spacing = None
+        self.pairs, self.stamps = array("q"), array("q")
+        self.rtts = array("q")
+        self.ranges = [None, None, None, None]  # first and last query index, first and last answer index
+        self.queries = self.superseded = self.unmatched = self.simultaneous = 0
+        self._next_sweep = self.SWEEP_AT
+
+    def add(self, f: Frame):
+        if f.src_mac == self.client:
+            self.queries += 1
             full = (f.dns_id, f.qname, f.saddr, f.sport, f.daddr, f.dport)
-            prev = last_identical.get(full)
+            prev = self.last_identical.get(full)
             if prev is not None:
                 gap = f.ts_ns - prev.frame.ts_ns
-                spacing = gap if spacing is None else min(spacing, gap)
+                self.spacing = gap if self.spacing is None else min(self.spacing, gap)
                 if not prev.done:
                     prev.done = True  # given up by the client: an identical query replaces it
-                    superseded += 1
+                    self.superseded += 1
             q = _Query(f)
-            last_identical[full] = q
-            by_flow[(f.dns_id, f.daddr, f.dport)].append(q)
-        elif f.dst_mac == client:
+            self.last_identical[full] = q
+            self.by_flow[(f.dns_id, f.daddr, f.dport)].append(q)
+            if len(self.last_identical) > self._next_sweep:
+                self._sweep(f.ts_ns)
+        elif f.dst_mac == self.client:
             # a reply comes from the server endpoint; a reflected query still goes to it
             server, client_ep = ((f.saddr, f.sport), (f.daddr, f.dport)) if f.qr else \
                 ((f.daddr, f.dport), (f.saddr, f.sport))
-            awaiting = by_flow.get((f.dns_id, *server))
-            while awaiting and (awaiting[0].done or f.ts_ns - awaiting[0].frame.ts_ns > timeout_ns):
+            awaiting = self.by_flow.get((f.dns_id, *server))
+            while awaiting and (awaiting[0].done or f.ts_ns - awaiting[0].frame.ts_ns > self.timeout_ns):
                 awaiting.popleft()  # answered, given up, or timed out (lost)
             cands = [q for q in awaiting or () if not q.done
                      and (not f.qname or not q.frame.qname or q.frame.qname == f.qname)]
+            if cands and all(q.frame.ts_ns >= f.ts_ns for q in cands):
+                self.simultaneous += 1  # stamped with its query: an RTT of 0 cannot exist
+                self.unmatched += 1
+                return
+            cands = [q for q in cands if q.frame.ts_ns < f.ts_ns]
             if not cands:
-                unmatched += 1
-                continue
+                self.unmatched += 1
+                return
             mirrored = [q for q in cands if (q.frame.saddr, q.frame.sport) == client_ep]
             q = (mirrored or cands)[0]
             q.done = True
-            pairs.append((q.frame.index, f.index))
-            stamps.append((q.frame.dns_id, q.frame.sport, q.frame.ts_ns, f.ts_ns))
-            rtts.append(f.ts_ns - q.frame.ts_ns)
-    return {"pairs": pairs, "pair_stamps": stamps, "rtts_ns": np.array(rtts, dtype=np.int64), "queries": queries,
-            "lost": queries - len(pairs), "superseded": superseded, "unmatched": unmatched,
-            "out_of_order": out_of_order, "min_identical_spacing_ns": spacing}
+            qf = q.frame
+            self.rtts.append(f.ts_ns - qf.ts_ns)
+            if self.keep_pairs:
+                self.pairs.extend((qf.index, f.index))
+                self.stamps.extend((qf.dns_id, qf.sport, qf.ts_ns, f.ts_ns))
+            r = self.ranges
+            if r[0] is None:
+                r[:] = [qf.index, qf.index, f.index, f.index]
+            else:
+                r[:] = [min(r[0], qf.index), max(r[1], qf.index), min(r[2], f.index), max(r[3], f.index)]
+
+    def _sweep(self, now: int):
+        """Forget queries that can no longer be answered (answered, given up or timed out) and
+        identical-query records older than twice the timeout: a spacing that large is never
+        flagged (RTTs are at most the timeout)."""
+        horizon = now - 2 * self.timeout_ns
+        self.last_identical = {k: q for k, q in self.last_identical.items() if q.frame.ts_ns >= horizon}
+        for key in list(self.by_flow):
+            dq = self.by_flow[key]
+            while dq and (dq[0].done or now - dq[0].frame.ts_ns > self.timeout_ns):
+                dq.popleft()
+            if not dq:
+                del self.by_flow[key]
+        self._next_sweep = max(self.SWEEP_AT, 2 * len(self.last_identical))
+
+    def result(self) -> dict:
+        it = iter(self.pairs)
+        st = iter(self.stamps)
+        return {"pairs": list(zip(it, it)), "pair_stamps": list(zip(st, st, st, st)),
+                "rtts_ns": np.frombuffer(self.rtts, dtype=np.int64).copy() if self.rtts else np.zeros(0, np.int64),
+                "queries": self.queries, "lost": self.queries - len(self.rtts), "superseded": self.superseded,
+                "unmatched": self.unmatched, "simultaneous": self.simultaneous,
+                "min_identical_spacing_ns": self.spacing,
+                "ranges": tuple(self.ranges) if self.ranges[0] is not None else None}
+
+
+def pair(frames: list[Frame], client: str, timeout_ns: int) -> dict:
+    """The pairing rule (module docstring) on DNS frames in file order. Returns pairs (query index,
+    answer index), pair_stamps, rtts_ns, queries, lost, superseded, unmatched, simultaneous,
+    out_of_order, min_identical_spacing_ns."""
+    p = Pairer(client, timeout_ns)
+    for f in sorted(frames, key=lambda f: f.ts_ns):  # stable: file order among equal stamps
+        p.add(f)
+    return p.result() | {"out_of_order": sum(1 for a, b in zip(frames, frames[1:]) if b.ts_ns < a.ts_ns)}
+
+
+def _in_time_order(frames, window_ns: int, counts: dict):
+    """Frames re-ordered by timestamp (file order among equal stamps) within window_ns: a frame is
+    released once one stamped more than window_ns after it has been read. A frame stamped before
+    one already released is passed on at once and counted ("late")."""
+    heap: list = []
+    newest = released = None
+    prev = None
+    for seq, f in enumerate(frames):
+        if prev is not None and f.ts_ns < prev:
+            counts["out_of_order"] += 1
+        prev = f.ts_ns
+        if released is not None and f.ts_ns < released:
+            counts["late"] += 1
+            yield f
+            continue
+        heapq.heappush(heap, (f.ts_ns, seq, f))
+        newest = f.ts_ns if newest is None else max(newest, f.ts_ns)
+        while heap and heap[0][0] < newest - window_ns:
+            released = heap[0][0]
+            yield heapq.heappop(heap)[2]
+    while heap:
+        yield heapq.heappop(heap)[2]
 
 
 def analyze_pcap(path: str | Path, client_mac: str | None = None, port: int = 53, *,
-                 timeout_s: float | None = None) -> RttResult:
-    """Pair probes with answers in a client-side capture (pcap, pcapng or tcpdump -e text) and
-    return the RTTs. timeout_s: how long a query waits for its answer (default: the prober's,
-    dns.prober.timeout_s)."""
+                 timeout_s: float | None = None, keep_pairs: bool = True) -> RttResult:
+    """Pair probes with answers in a client-side capture (pcap, pcapng or tcpdump -e text, plain
+    or compressed) read as a stream, and return the RTTs. timeout_s: how long a query waits for
+    its answer (default: the prober's, dns.prober.timeout_s). keep_pairs=False: no per-pair
+    packet indexes and stamps (pairs, pair_stamps), for captures with millions of probes."""
     timeout_s = default_timeout_s() if timeout_s is None else float(timeout_s)
     if not timeout_s > 0 or timeout_s == float("inf"):
         raise DataError(f"Failed to analyze capture {path}: timeout {timeout_s} s, expected a finite "
                         "number > 0")
-    frames, skipped, resolution_us, fmt = read_dns_frames(path, port)
-    if not frames:
-        raise DataError(f"Failed to analyze capture {path}: no DNS frames on UDP port {port}")
-    client = client_mac.lower() if client_mac else detect_client(frames)
+    if not 1 <= port <= 65535:
+        raise DataError(f"Failed to analyze capture {path}: port {port} is not a port (1-65535)")
     timeout_ns = round(timeout_s * NS)
-    p = pair(frames, client, timeout_ns)
-    if not p["pairs"]:
+    dnsf = DnsFrames(path, port)
+    frames = iter(dnsf)
+    first = list(itertools.islice(frames, CLIENT_SAMPLE))
+    if not first:
+        raise DataError(f"Failed to analyze capture {path}: no DNS frames on UDP port {port}; found: "
+                        f"{dnsf.found.describe(port)}")
+    client = client_mac.lower() if client_mac else detect_client(first)
+    pairer = Pairer(client, timeout_ns, keep_pairs)
+    counts = {"out_of_order": 0, "late": 0, "dns_frames": 0}
+
+    def counted(it):
+        for f in it:
+            counts["dns_frames"] += 1
+            yield f
+
+    for f in _in_time_order(counted(itertools.chain(first, frames)), REORDER_WINDOW_NS, counts):
+        pairer.add(f)
+    p = pairer.result()
+    if not len(p["rtts_ns"]):
+        why = f"; {p['simultaneous']} answers carry their query's timestamp (resolution " \
+              f"{dnsf.resolution_us:g} µs)" if p["simultaneous"] else ""
         raise DataError(f"Failed to analyze capture {path}: no probe from {client} was answered "
-                        f"({len(frames)} DNS frames)")
-    return RttResult(str(path), client, p["rtts_ns"] / 1000.0, p["lost"], p["pairs"], skipped, resolution_us,
-                     len(frames), rtts_ns=p["rtts_ns"], queries=p["queries"], unmatched=p["unmatched"],
-                     superseded=p["superseded"], out_of_order=p["out_of_order"], timeout_ns=timeout_ns,
-                     fmt=fmt, min_identical_spacing_ns=p["min_identical_spacing_ns"], pair_stamps=p["pair_stamps"])
+                        f"({counts['dns_frames']} DNS frames{why})")
+    return RttResult(str(path), client, p["rtts_ns"] / 1000.0, p["lost"], p["pairs"], dnsf.found.skipped,
+                     dnsf.resolution_us, counts["dns_frames"], rtts_ns=p["rtts_ns"], queries=p["queries"],
+                     unmatched=p["unmatched"], superseded=p["superseded"], out_of_order=counts["out_of_order"],
+                     timeout_ns=timeout_ns, fmt=dnsf.fmt, min_identical_spacing_ns=p["min_identical_spacing_ns"],
+                     pair_stamps=p["pair_stamps"], compression=dnsf.compression, link_types=dnsf.link_types,
+                     skipped_kinds=dnsf.found.by_kind, simultaneous=p["simultaneous"], late=counts["late"],
+                     ranges=p["ranges"])

@@ -38,6 +38,8 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
+from . import argtypes
+
 HEADER = 12
 
 
@@ -94,7 +96,10 @@ def parse_records(zone: dns.name.Name, items: list[str]) -> dict[dns.name.Name, 
             ipaddress.IPv4Address(addr)
         except ValueError:
             raise ValueError(f"Failed to parse record {item!r}: {addr!r} is not an IPv4 address") from None
-        n = zone if name == "@" else dns.name.from_text(name, origin=zone)
+        try:
+            n = zone if name == "@" else dns.name.from_text(name, origin=zone)
+        except dns.exception.DNSException as e:  # an empty or too long label, a name over 255 octets
+            raise ValueError(f"Failed to parse record {item!r}: {name!r} is not a domain name ({e})") from None
         if not n.is_subdomain(zone):
             raise ValueError(f"Failed to parse record {item!r}: {n} is outside the zone {zone}")
         out.setdefault(n, []).append(addr)
@@ -153,14 +158,18 @@ def serve(a) -> int:
     return 0
 
 
+TTL = argtypes.bounded_int(0, 2**31 - 1)  # RFC 2181 sec. 8
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m xenobench.agents.dns_server", description="authoritative A-only DNS server")
-    ap.add_argument("--bind", required=True, help="address to listen on (the service VIP)")
-    ap.add_argument("--port", type=int, default=53)
-    ap.add_argument("--zone", required=True)
+    ap.add_argument("--bind", type=argtypes.ipv4, required=True, help="address to listen on (the service VIP)")
+    ap.add_argument("--port", type=argtypes.port, default=53)
+    ap.add_argument("--zone", type=argtypes.dns_name, required=True)
     ap.add_argument("--record", action="append", default=[], help="name=IPv4 (repeatable; '@' is the apex)")
-    ap.add_argument("--ttl", type=int, default=300)
-    ap.add_argument("--stats-interval", type=float, default=0, help="seconds between count lines (0: only at exit)")
+    ap.add_argument("--ttl", type=TTL, default=300, help="seconds (RFC 2181: 0 to 2^31-1)")
+    ap.add_argument("--stats-interval", type=argtypes.non_negative_float, default=0,
+                    help="seconds between count lines (0: only at exit)")
     return serve(ap.parse_args(argv))
 
 

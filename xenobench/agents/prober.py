@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import argtypes
+
 SO_TIMESTAMPING = 37  # SO_TIMESTAMPING_OLD; the control message has the same number
 SCM_TIMESTAMPING = SO_TIMESTAMPING
 TS_TX_HARDWARE, TS_TX_SOFTWARE, TS_RX_HARDWARE, TS_RX_SOFTWARE = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -265,6 +267,11 @@ def read_records(path: str | os.PathLike) -> list[dict]:
 
 
 # --- the prober process -------------------------------------------------------------------------
+# a period of at least 1 ns and one that is a finite number of ns (1e9 / rate)
+RATE = argtypes.checked(float, "a number", lambda v: 1e-6 <= v <= 1e9,
+                        "must be a rate from 1e-6 to 1e9 queries per second")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m xenobench.agents.prober", description="DNS RTT prober (runs on the client)")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -272,12 +279,13 @@ def main(argv=None) -> int:
     r.add_argument("--iface", help="the client interface (for --enable-hw)")
     r.add_argument("--src", required=True, help="source address (chosen for the DNS backend's class)")
     r.add_argument("--dst", required=True, help="the service VIP")
-    r.add_argument("--port", type=int, default=53)
-    r.add_argument("--qname", required=True)
-    r.add_argument("--expect", default="", help="the address a correct answer holds ('' : any reply)")
+    r.add_argument("--port", type=argtypes.port, default=53)
+    r.add_argument("--qname", type=argtypes.dns_name, required=True)
+    r.add_argument("--expect", type=argtypes.ipv4_or_empty, default="",
+                   help="the address a correct answer holds ('' : any reply)")
     r.add_argument("--count", type=int, required=True)
-    r.add_argument("--rate", type=float, required=True, help="queries per second")
-    r.add_argument("--timeout", type=float, default=1.0, help="seconds before a query counts as lost")
+    r.add_argument("--rate", type=RATE, required=True, help="queries per second")
+    r.add_argument("--timeout", type=argtypes.positive_float, default=1.0, help="seconds before a query counts as lost")
     r.add_argument("--out", required=True, help="raw records, one JSON object per query")
     r.add_argument("--enable-hw", action="store_true", help="turn on NIC hardware timestamping (SIOCSHWTSTAMP)")
     a = ap.parse_args(argv)
