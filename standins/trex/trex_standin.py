@@ -902,6 +902,7 @@ class TrexStandin:
         self.cfg = cfg
         self.ports = {i: Port(i, pc) for i, pc in enumerate(cfg.ports)}
         self.log = log or (lambda m: None)
+        self._own_workdir = not cfg.workdir
         self.workdir = cfg.workdir or tempfile.mkdtemp(prefix="trex-standin-")
         self.transmitter = transmitter or (lambda: XdpgenTx(cfg.xdpgen, self.workdir, self.log))
         self.api_h = "%08x" % random.getrandbits(32)
@@ -947,6 +948,9 @@ class TrexStandin:
                 getattr(self, s).close(0)
         if hasattr(self, "ctx"):
             self.ctx.term()
+        if self._own_workdir:
+            import shutil
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self):
         if not hasattr(self, "rep"):
