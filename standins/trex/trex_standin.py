@@ -906,8 +906,8 @@ class TrexStandin:
         self.workdir = cfg.workdir or tempfile.mkdtemp(prefix="trex-standin-")
         self.transmitter = transmitter or (lambda: XdpgenTx(cfg.xdpgen, self.workdir, self.log))
         self.api_h = "%08x" % random.getrandbits(32)
-        self.queues: dict[int, list] = {}
-        self.seq = 0
+        self.queues: dict[int, list] = {}   # session id -> events not yet fetched
+        self.seqs: dict[int, int] = {}      # session id -> next sequence number (the client checks them)
         self.queue_full_total = 0
         self.lock = threading.RLock()
         self.calls: list[tuple[str, dict]] = []
@@ -1132,8 +1132,9 @@ class TrexStandin:
         q = self.queues.setdefault(session, [])
         out = []
         for e in q:
-            out.append({**e, "seq": self.seq})
-            self.seq += 1
+            seq = self.seqs.get(session, 0)
+            out.append({**e, "seq": seq})
+            self.seqs[session] = seq + 1
         q.clear()
         return {"data": out}
 
