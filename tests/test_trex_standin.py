@@ -29,8 +29,7 @@ from xenobench.traffic.profiles import load_streams, read_pcap
 from xenobench.traffic.xdpgen import BINARY, xdp_sink_pair
 
 from .conftest import needs_root
-
-pytestmark = needs_root
+from .trex_server_double import TrexServerDouble
 
 LAUNCHER = REPO_ROOT / "standins" / "trex" / "t-rex-64"
 CLIENT = Path(__file__).with_name("trex_standin_client.py")
@@ -84,7 +83,7 @@ def scenario(gen, steps):
     p = subprocess.run(["ip", "netns", "exec", gen, sys.executable, str(CLIENT)], input=job, capture_output=True,
                        text=True, timeout=180, cwd=REPO_ROOT)
     assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
+    out = json.loads(p.stdout.strip().splitlines()[-1])   # the client may print its warnings first
     assert len(out) == len(steps), out
     return out
 
@@ -165,6 +164,7 @@ def trial(gen, sink, tmp_path, tunables, cores, tag):
 SPLITS = {}   # cores, cache -> measured DNS share, printed at the end
 
 
+@needs_root
 @pytest.mark.parametrize("cores,cache_cycles", [(1, 1), (8, 1), (14, 1), (14, 14)],
                          ids=["1-core", "8-cores", "14-cores", "14-cores-cache-14-cycles"])
 def test_standin_sends_trexs_per_core_split_on_the_wire(wire, tmp_path, cores, cache_cycles):
@@ -231,6 +231,7 @@ REFUSALS = [
 ]
 
 
+@needs_root
 @pytest.mark.parametrize("cores,tunables,steps,wording", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
 def test_standin_refusals_arrive_as_trexerror_with_the_servers_wording(wire, tmp_path, cores, tunables, steps,
                                                                        wording):
@@ -244,6 +245,7 @@ def test_standin_refusals_arrive_as_trexerror_with_the_servers_wording(wire, tmp
     assert out[-1]["error"].endswith(wording), f"{out[-1]['error']!r} does not end with {wording!r}"
 
 
+@needs_root
 def test_standin_one_core_takes_a_cache_above_10000_and_force_acquire_takes_the_port(wire, tmp_path):
     """TRex checks the cache only when it splits a stream (TrexVmSplitter::split): on one core a cache
     of 10010 frames runs; a forced acquire takes a port from its owner (TrexPort::acquire)."""
@@ -260,6 +262,7 @@ def test_standin_one_core_takes_a_cache_above_10000_and_force_acquire_takes_the_
     assert out[7]["ok"]["owner"] == "bob"
 
 
+@needs_root
 def test_harness_trex_driver_on_the_standin(wire, tmp_path):
     """The harness's own TRex path (TrexDriver, the worker process, STLClient) against the stand-in
     at 14 cores: the trial's tx count is what arrived, and the wire split is what TRex makes of the
@@ -291,3 +294,53 @@ def test_harness_trex_driver_on_the_standin(wire, tmp_path):
     share = Counter(v & 1 for v in got)[0] / len(got)
     print(f"\nharness TrexDriver, 14 cores, cache {stream['vm']['cache']}: DNS share on the wire {share:.4f}")
 
+
+
+# --- without a wire: the stand-in's compiler behind the test double (no root needed) --------------
+def _tcfg(srv):
+    from xenobench.config import section_with_defaults
+    return section_with_defaults("traffic", {"generator": "trex", "trex": {
+        "server": "127.0.0.1", "sync_port": srv.sync_port, "async_port": srv.async_port, "ports": [0],
+        "version": "v3.04"}})
+
+
+@pytest.mark.parametrize("cores,dns", [(1, 7), (8, 12), (14, 10)])
+def test_server_double_compiles_the_harness_trial_as_trex_over_its_cores(cores, dns):
+    """The cycle the stand-in would send for the harness's 70/30 trial: one TRex period of
+    cores x (largest per-core cache) frames, with the DNS class's share TRex gives it."""
+    from xenobench.traffic.trex import TrexDriver
+    with TrexServerDouble(ports=2, cores=cores) as srv:
+        res = TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30"}, 2000, duration_s=0.2)
+        (plan,) = srv.plans
+        frames = plan.cycle()
+    assert res["valid"] and plan.pps == 2000
+    period = {1: 10, 8: 16, 14: 14}[cores]
+    assert len(frames) == period
+    assert Counter(f[SRC_OFF + 3] & 1 for f in frames)[0] == dns
+
+
+def test_server_double_refuses_a_split_cache_above_10000_through_the_harness():
+    from xenobench.traffic import TrafficError
+    from xenobench.traffic.trex import TrexDriver
+    with TrexServerDouble(ports=2, cores=14) as srv:
+        with pytest.raises(TrafficError) as e:
+            TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30", "cache_size": 10010}, 2000,
+                                       duration_s=0.2)
+    assert str(e.value) == ("Failed to start traffic on TRex server 127.0.0.1 ports [0]: Port 0 : *** Cache is too big "
+                            "try to reduce it")
+
+
+def test_flow_var_range_padding_and_split_follow_trex():
+    """A range whose size is not a multiple of the step is padded to a true cycle
+    (TrexRpcCmdAddStream::handle_range_padding: 0..9 step 3 becomes 0..11), and split over two cores
+    the round robin of the cores gives back the unsplit sequence."""
+    from trex_standin import TrexStandin, split_stream
+    ins = {"type": "flow_var", "name": "v", "size": 1, "op": "inc", "init_value": 1, "min_value": 0,
+           "max_value": 9, "step": 3}
+    var = TrexStandin._parse_flow_var(ins)
+    assert (var.lo, var.hi) == (0, 11)
+    assert [var.value(k) for k in range(5)] == [1, 4, 7, 10, 1]
+    from trex_standin import Stream
+    s = Stream(1, {}, "continuous", "pps", 1.0, True, True, 3, -1, 0, bytes(60), [("var", var)], 0, False)
+    a, b = split_stream(s, 2)
+    assert [a.vm[0][1].value(k) for k in range(3)] == [1, 7, 1] and [b.vm[0][1].value(k) for k in range(3)] == [4, 10, 4]

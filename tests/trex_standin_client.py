@@ -75,6 +75,7 @@ def main() -> int:
             c.disconnect()
         except TRexError:
             pass
+    print()
     json.dump(out, sys.stdout)
     return 0
 
