@@ -111,12 +111,16 @@ def _compile(src: Path, out: Path, include: Path, clang: str, llc: str) -> None:
         raise KatranError(f"Failed to build {src} (llc): {lc.stderr.decode(errors='replace').strip()}")
 
 
+def planned(cfg=None, *, clang: str = "clang", llc: str = "llc") -> KatranBuild:
+    """Where build() puts (or finds) the objects of the located checkout, without building."""
+    checkout = locate(cfg)
+    return KatranBuild(checkout, BUILD_ROOT / _key(checkout, clang, llc))
+
+
 def build(cfg=None, *, clang: str = "clang", llc: str = "llc") -> KatranBuild:
     """Build (or reuse) Katran's balancer and the decap chain from the located checkout."""
-    checkout = locate(cfg)
-    key = _key(checkout, clang, llc)
-    out = BUILD_ROOT / key
-    b = KatranBuild(checkout, out)
+    b = planned(cfg, clang=clang, llc=llc)
+    checkout, out, key = b.checkout, b.dir, b.dir.name
     if b.balancer.is_file() and b.decap_chain.is_file():
         return b
     BUILD_ROOT.mkdir(parents=True, exist_ok=True)
