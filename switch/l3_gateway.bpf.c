@@ -73,6 +73,11 @@ static __always_inline int count(__u32 stat, int verdict)
 	return verdict;
 }
 
+static __always_inline int same_mac(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5];
+}
+
 SEC("xdp")
 int l3_gateway(struct xdp_md *ctx)
 {
@@ -87,7 +92,7 @@ int l3_gateway(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&gw_config, &zero);
 	if (!cfg)
 		goto next;
-	if (data + sizeof(*eth) > data_end || __builtin_memcmp(eth->h_dest, cfg->mac, ETH_ALEN) != 0)
+	if (data + sizeof(*eth) > data_end || !same_mac(eth->h_dest, cfg->mac))
 		goto next;
 	if (eth->h_proto != bpf_htons(ETH_P_IP) || (void *)(ip + 1) > data_end)
 		return count(GW_NOT_IPV4, XDP_DROP);

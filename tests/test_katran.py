@@ -351,7 +351,7 @@ def test_live_hidden_address_check_and_nothing_left_behind(testbed):
     res = lb.start()
     try:
         assert res["mode"] == "native"
-        assert attachments(testbed) == {"lb": "balancer_ingress", "gateway_port": "l3_gateway",
+        assert attachments(testbed) == {"lb": "balancer_ingres", "gateway_port": "l3_gateway",  # names: 15 chars
                                         "fips2": katran.DECAP_CHAIN_PROG, "fips3": katran.DECAP_CHAIN_PROG}
         _, ring = plan(lb.backends_file(), REALS)
         flows = [(f"198.18.{1 + k // 200}.{k % 200 + 1}", 1024 + (k * 7919) % 60000) for k in range(400)]
