@@ -136,7 +136,7 @@ def test_checkout_from_the_config_key(tmp_path, monkeypatch, local_cfg):
     monkeypatch.delenv(katran.ENV, raising=False)
     raw = dict(local_cfg.raw, katran={"checkout": str(tmp_path), "gateway_mac": GW})
     cfg = dataclasses.replace(local_cfg, raw=raw)
-    with pytest.raises(katran.KatranError, match=rf"{tmp_path} \(from katran.checkout in {local_cfg.path}"):
+    with pytest.raises(katran.KatranError, match=rf"{tmp_path} \(from katran.checkout of {local_cfg.path}, default ../shared/katran"):
         katran.locate(cfg)
 
 

@@ -72,7 +72,8 @@ def locate(cfg=None) -> Path:
     else:
         raw = (cfg.section("katran").get("checkout") if cfg is not None else None) or DEFAULT_CHECKOUT
         path = Path(raw) if Path(raw).is_absolute() else REPO_ROOT / raw
-        where = f"katran.checkout in {cfg.path}" if cfg is not None else f"the default {DEFAULT_CHECKOUT}"
+        where = (f"katran.checkout of {cfg.path}, default {DEFAULT_CHECKOUT}" if cfg is not None
+                 else f"the default {DEFAULT_CHECKOUT}")
     path = path.resolve()
     missing = [s for s in (BALANCER_SRC, DECAP_SRC) if not (path / s).is_file()]
     if missing:
