@@ -16,6 +16,7 @@ import ipaddress
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -269,11 +270,12 @@ def test_balancer_fixture_table(balancer, i):
     assert (got, data.hex()) == (verdict, out.hex()), desc
 
 
-def test_every_flow_goes_to_the_real_its_ring_slot_names(balancer):
+def test_every_flow_goes_to_the_real_its_ring_slot_names(balancer, tmp_path):
     """64 flows: the program's choice matches the model's slot for each (a wrong flow hash would
     miss about half), and reals_stats counts them per real."""
     run, ring, pindir, bfile, _ = balancer
-    before = {b["name"]: b["packets"] for b in read_stats(pindir, bfile, "test")["backends"]}
+    st0 = read_stats(pindir, bfile, "test")
+    before = {b["name"]: b["packets"] for b in st0["backends"]}
     want = Counter()
     for k in range(64):
         src, sport = f"198.19.{k // 8}.{k * 37 % 256}", 1024 + k * 811 % 60000
@@ -282,8 +284,18 @@ def test_every_flow_goes_to_the_real_its_ring_slot_names(balancer):
         real = real_for(ring, src, sport)
         assert (verdict, data.hex()) == ("XDP_TX", encapsulated(frame, real).hex()), (src, sport)
         want[[n for n, a in REALS.items() if a == real][0]] += 1
-    after = {b["name"]: b["packets"] for b in read_stats(pindir, bfile, "test")["backends"]}
+    st1 = read_stats(pindir, bfile, "test")
+    after = {b["name"]: b["packets"] for b in st1["backends"]}
     assert {n: after[n] - before[n] for n in after} == dict(want) and set(want) == set(REALS)
+    # 64 new flows: 64 misses of this CPU's own connection table, none through the fallback table
+    assert (st1["lru_miss"] - st0["lru_miss"], st1["fallback_lru"]) == (64, 0)
+    # a new flow twice on one CPU (the tables are per CPU): one miss, then a hit
+    (tmp_path / "in").write_bytes(udp(src="198.19.99.1", sport=999))
+    for _ in range(2):
+        p = subprocess.run(["taskset", "-c", "0", "bpftool", "prog", "run", "pinned", str(pindir / "progs" / "balancer_ingress"),
+                            "data_in", str(tmp_path / "in")], capture_output=True, text=True)
+        assert "Return value: 3" in p.stdout + p.stderr
+    assert read_stats(pindir, bfile, "test")["lru_miss"] == st1["lru_miss"] + 1
 
 
 def test_katran_decap_in_front_restores_the_inner_frame(balancer, tmp_path):
@@ -366,7 +378,7 @@ def test_live_hidden_address_check_and_nothing_left_behind(testbed):
         # every frame arrived at (and only at) the backend the ring names, decapsulated by Katran's decap
         assert got == want
         assert {b["name"]: b["packets"] for b in st["backends"]} == want
-        assert st["xdp_tx"] == 400 and st["miss"] == 0 and st["tx_error"] == 0
+        assert st["xdp_tx"] == 400 and st["miss"] == 0 and st["tx_error"] == 0 and st["fallback_lru"] == 0
         from xenobench.fabric import NamespaceFabric
         fab = NamespaceFabric(testbed)
         assert {n: s["decap_v4"] for n, s in fab.decap_stats().items()} == want

@@ -8,6 +8,7 @@ control plane (katran/lib/KatranLb.cpp) would for one VIP:
 - ch_rings[vip_num * 65537 + slot] = num, Katran's Maglev ring      (modifyRealsForVip, programHashRing;
   computed by xenobench.agents.maglev)
 - ctl_array[0] = the gateway MAC every encapsulated frame goes to   (the constructor's defaultMac)
+- lru_mapping[cpu] = a connection table per CPU                    (initLrus, attachLrus)
 
 Layouts: katran/lib/bpf/balancer_structs.h (struct vip_definition: 16 address bytes, be16 port,
 u8 proto, padded to 20; struct vip_meta: u32 flags, u32 vip_num; struct real_definition: 16
@@ -24,6 +25,7 @@ each one's IPv4 address (the harness takes it from the testbed node of that name
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import struct
 import subprocess
@@ -35,12 +37,13 @@ from typing import Callable
 from ..backends import load_backends
 from ..errors import XenobenchError
 from . import maglev
-from .bpf import bpftool_stdout, map_update, percpu_sum
+from .bpf import bpftool, bpftool_stdout, map_update, percpu_sum
 from .net import mac_bytes
 from .xdp_lb import XdpLbAgent
 
 PROG = "balancer_ingress"
 MAX_VIPS = maglev.MAX_VIPS
+MAX_SUPPORTED_CPUS = 128     # balancer_consts.h: lru_mapping's size
 VIP_NUM = 0
 PROTOS = {"udp": socket.IPPROTO_UDP, "tcp": socket.IPPROTO_TCP}
 #: global counters in `stats` at MAX_VIPS + index (katran/lib/bpf/balancer_consts.h), as (v1, v2)
@@ -107,10 +110,43 @@ def _hex(b: bytes) -> str:
     return " ".join(f"{x:02x}" for x in b)
 
 
+def possible_cpus() -> list[int]:
+    """/sys/devices/system/cpu/possible ("0-3,6") as a list."""
+    out = []
+    for part in Path("/sys/devices/system/cpu/possible").read_text().strip().split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def per_cpu_lrus(pindir: Path) -> int:
+    """One connection table (LRU hash) per CPU in lru_mapping, as Katran's control plane makes them
+    for its forwarding cores (KatranLb::initLrus/attachLrus, createLruMap: katran_lru<cpu>); without
+    them every frame takes the shared fallback_cache and counts FALLBACK_LRU_CNTR, which Katran
+    calls a unit-test path. Each is shaped like the object's inner-map template (key struct
+    flow_key, value struct real_pos_lru, DEFAULT_LRU_SIZE entries), which the kernel requires of an
+    inner map. Returns how many were made."""
+    m = pindir / "maps"
+    proto = json.loads(bpftool_stdout("-j", "map", "show", "pinned", str(m / "fallback_cache")))
+    cpus = [c for c in possible_cpus() if c < MAX_SUPPORTED_CPUS]
+    (pindir / "lru").mkdir(exist_ok=True)
+    for c in cpus:
+        pin = pindir / "lru" / f"cpu{c}"
+        bpftool("map", "create", str(pin), "type", "lru_hash", "key", str(proto["bytes_key"]),
+                "value", str(proto["bytes_value"]), "entries", str(proto["max_entries"]), "name", f"katran_lru{c}")
+        map_update_pinned(m / "lru_mapping", struct.pack("<I", c), pin)
+    return len(cpus)
+
+
+def map_update_pinned(pin: Path, key: bytes, value_pin: Path) -> None:
+    bpftool("map", "update", "pinned", str(pin), "key", "hex", *_hex(key).split(), "value", "pinned", str(value_pin))
+
+
 def fill_maps(pindir: Path, backends_file, *, vip: str, port: int, proto: str, gateway_mac: str,
               reals: dict[str, str]) -> dict:
     rs, ring = plan(backends_file, reals)
     m = pindir / "maps"
+    lrus = per_cpu_lrus(pindir)
     for r in rs:
         map_update(m / "reals", struct.pack("<I", r["num"]), real_value(r["address"]))
     base = VIP_NUM * maglev.RING_SIZE
@@ -120,7 +156,7 @@ def fill_maps(pindir: Path, backends_file, *, vip: str, port: int, proto: str, g
     map_update(m / "ctl_array", struct.pack("<I", 0), ctl_mac(gateway_mac))
     # the VIP last: until it is there every frame passes
     map_update(m / "vip_map", vip_key(vip, port, PROTOS[proto]), vip_meta(0, VIP_NUM))
-    return {"vip": f"{vip}:{port}/{proto}", "gateway_mac": gateway_mac,
+    return {"vip": f"{vip}:{port}/{proto}", "gateway_mac": gateway_mac, "lru_per_cpu": lrus,
             "reals": [{k: r[k] for k in ("name", "num", "address", "weight", "share")} for r in rs]}
 
 
