@@ -23,6 +23,7 @@ rule experiment_point:
     input:
         check=rules.testbed_check.output,
         build=rules.build.output,
+        trex=[f"{RESULTS}/trex_server.txt"] if USES_TREX else [],
     output:
         str(TREE.point_summary("{experiment}", "{point}")),
     log:

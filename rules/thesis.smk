@@ -1,8 +1,6 @@
 # The thesis's own raw measurements (../shared/thesis-data) → tidy CSVs → the paper's figures.
 # results/thesis/ is committed, so the figures can be drawn where the raw data is absent.
-THESIS_FIGURES = [f"figures/thesis/{n}.{ext}" for n in
-                  ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none",
-                   "rtt_under_load", "lb_comparison"] for ext in ("png", "pdf")]
+THESIS_FIGURE_FILES = [f"figures/thesis/{n}.{ext}" for n in THESIS_FIGURES for ext in ("png", "pdf")]
 THESIS_TIDY = [f"results/thesis/{k}.csv" for k in ("pps", "loss", "rtt_samples", "rtt_summary")]
 
 
@@ -28,7 +26,7 @@ rule thesis_figures:
     input:
         rules.thesis_ingest.output,
     output:
-        THESIS_FIGURES,
+        THESIS_FIGURE_FILES,
     log:
         "results/logs/thesis_figures.log",
     conda:

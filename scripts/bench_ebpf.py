@@ -49,4 +49,4 @@ finally:
     shutil.rmtree(pindir, ignore_errors=True)
     shutil.rmtree(tmp, ignore_errors=True)
     if mounted:
-        unmount_bpffs_if_unused()
+        unmount_bpffs_if_unused(mounted)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: ingest all shared thesis data and draw all six figures (issue 3 target: <= 60 s).
+"""Benchmark: ingest all shared thesis data and draw all six figures (target: <= 60 s).
 Prints the time of each stage; run it on an otherwise idle machine.
 Usage: .venv/bin/python scripts/bench_ingest_plot.py [THESIS_DATA_DIR]"""
 

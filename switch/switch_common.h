@@ -1,5 +1,5 @@
 /* Shared by the switch's XDP fast path (fastpath.bpf.c), the backends' receive sink (sink.bpf.c),
- * the wire reference LB (wire.bpf.c) and their loaders (xenobench/testbed.py,
+ * the wire reference LB (wire.bpf.c) and their loaders (xenobench/testbed/switch.py,
  * xenobench/agents/wire_lb.py, which pack the same layouts; tests/test_switch_fastpath.py and
  * tests/test_wire_lb.py check them). */
 #ifndef XB_SWITCH_COMMON_H

@@ -27,7 +27,16 @@ def test_proc_net_dev_rx_packets():
         parse_proc_net_dev(PROC_NET_DEV, "p9")
 
 
-def _trial(resdir, exp, pid, rep, point, outputs, valid=True, reasons=()):
+def _facts(exp, point, **kw):
+    """What xenobench.procedures.point_facts records for a trial (unpaired)."""
+    from xenobench.experiments import definition
+    d = definition(exp)
+    return {"kind": d.kind, "lb": point.get("lb", "none"), "paired": False, "lbs": None,
+            "server": point.get("server"), "profile": d.profile, "generator": "xdpgen" if d.profile else None, **kw}
+
+
+def _trial(resdir, exp, pid, rep, point, outputs, valid=True, reasons=(), facts=None):
+    outputs = {"facts": facts or _facts(exp, point), **outputs}
     d = resdir / "trials" / exp / pid / f"rep-{rep}"
     (d / "attempt-1").mkdir(parents=True)
     (d / "attempt-1" / "outputs.json").write_text(json.dumps({**outputs, "seconds": 2.5}))
@@ -67,8 +76,10 @@ def resdir(tmp_path):
                    {"server": "xdp", "probe": {"n": 5, "lost": 1, "pcap": {"median_us": base / 1000 + 0.5},
                                                "pcap_median_diff_us": 0.5}})
         _probes(d, [base, base + 1000, base + 2000, base + 3000, base + 4000], lost=1)
+    # the LB is not a variable of rtt_load (config lb): the trial's facts name it
     d = _trial(r, "rtt_load", "level_pps-50000_split-70-30", 1, {"level_pps": 50000, "split": "70/30"},
-               {"server": "xdp", "probe": {"n": 3, "lost": 0}})
+               {"server": "xdp", "probe": {"n": 3, "lost": 0}},
+               facts=_facts("rtt_load", {"lb": "ebpf", "server": "xdp"}))
     _probes(d, [30000, 31000, 35000])
     return r
 
@@ -89,9 +100,20 @@ def test_aggregate_writes_valid_trials_and_lists_invalid_ones(resdir):
     load = summ[summ.split == "70/30"].set_index("metric").value
     assert load["rtt_median_us"] == 31.0
     assert summ[summ.split == "70/30"].background_pps.iloc[0] == 50000
+    assert set(summ[summ.split == "70/30"].lb) == {"ebpf"}  # as recorded (was hard-coded 'xenoflow')
+    assert set(rx.generator) == {"xdpgen"}
     inv = list(csv.DictReader(open(resdir / "invalid.csv")))
     assert inv == [{"trial": "trials/pps/lb-xenoflow_payload-22/rep-3", "experiment": "pps", "attempts": "1",
                     "reasons": "generator_ok: trafgen exited 1"}]
+
+
+def test_a_trial_without_facts_is_refused_by_name(resdir):
+    f = resdir / "trials" / "loss" / "lb-xenoflow_rate_pps-50000" / "rep-1" / "result.json"
+    res = json.loads(f.read_text())
+    del res["outputs"]["facts"]
+    f.write_text(json.dumps(res))
+    with pytest.raises(DataError, match=r"rep-1: its result.json records no facts .* delete the trial directory"):
+        aggregate(resdir, progress=lambda m: None)
 
 
 def test_aggregate_removes_a_stale_csv(resdir):

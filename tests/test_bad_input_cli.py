@@ -243,8 +243,8 @@ def test_hugepages_mount_reaches_sh_as_one_word(tmp_path):
     r = CliRunner().invoke(main, ["--config", str(f), "lb", "start", "--lb", "xenoflow", "--dry-run"])
     assert r.exit_code == 0, r.output
     line = next(x for x in r.stdout.splitlines() if "mountpoint" in x)
-    sudo, sh, c, script = shlex.split(line)
-    assert (sudo, sh, c) == ("sudo", "sh", "-c")
+    sudo, n, sh, c, script = shlex.split(line)
+    assert (sudo, n, sh, c) == ("sudo", "-n", "sh", "-c")
     assert shlex.split(script) == ["mountpoint", "-q", mnt, "||", "mount", "-t", "hugetlbfs", "-o", "pagesize=2048K",
                                    "nodev", mnt]
     bad = config_with(tmp_path, f"extends: {DEFAULT_CONFIG.parent / 'fips.yaml'}\n"

@@ -65,6 +65,10 @@ CASES = [
      "experiments.loss.rates_pps[1]: 1500.5 is not of type 'integer'"),
     ("ssh-without-section", _set(["nodes", "fips1", "transport"], "ssh"),
      "nodes.fips1: transport is 'ssh' but the node has no 'ssh' section (host, user, key, known_hosts)"),
+    # the testbed's kind (what up/down build) is its own key, apart from the nodes' transport
+    ("kind-missing", lambda d: d["testbed"].pop("kind"), "testbed: 'kind' is a required property"),
+    ("kind-is-a-transport", _set(["testbed", "kind"], "netns"),
+     "testbed.kind: 'netns' is not one of ['namespaces', 'hosts']"),
 ]
 
 
@@ -90,6 +94,7 @@ def test_shipped_configs_load():
     assert local.role("lb").lb_port("ingress").name == "p0"
     assert local.lb_mac == "02:00:00:00:05:00"
     fips = load_config(DEFAULT_CONFIG.parent / "fips.yaml")
+    assert [(c.testbed_kind, c.transport) for c in (local, fips)] == [("namespaces", "netns"), ("hosts", "ssh")]
     assert fips.role("client").iface().mac == "a0:88:c2:b6:14:1a"
     assert fips.role("dpu").lb_port("egress").mac == "c4:70:bd:a0:56:bd"
     assert fips.nodes["fips2"].ssh.accept_unknown_host_keys is False

@@ -167,7 +167,7 @@ def xdp(tmp_path):
     yield configure, run, pindir
     shutil.rmtree(pindir, ignore_errors=True)
     if mounted:
-        unmount_bpffs_if_unused()
+        unmount_bpffs_if_unused(mounted)
 
 
 def frame(payload: bytes, src=CLIENT, dport=53, dst=VIP) -> bytes:

@@ -62,7 +62,7 @@ def prog(tmp_path):
     yield configure, run, pindir
     shutil.rmtree(pindir, ignore_errors=True)
     if mounted:
-        unmount_bpffs_if_unused()
+        unmount_bpffs_if_unused(mounted)
 
 
 def two(k=None, weights=None):

@@ -1,13 +1,62 @@
-"""The experiment plan expanded from config: the thesis testbed's full plan, the local one."""
+"""The experiment plan expanded from config: the thesis testbed's full plan, the local one; the
+experiment definitions read as data and validated (experiments/schema/definition.schema.yaml)."""
+
+import shutil
+
+import pytest
 
 from xenobench.config import DEFAULT_CONFIG, load_config
-from xenobench.experiments import ORDER, definitions, plan, points
+from xenobench.errors import ConfigError
+from xenobench.experiments import EXPERIMENTS_DIR, ORDER, definitions, plan, points
+from xenobench.plots import FIGURES
+from xenobench.procedures import PROCEDURES
+from xenobench.results import KINDS
 
 
-def test_every_measurement_has_a_definition():
+def test_every_measurement_has_a_definition_the_code_can_run():
     defs = definitions()
     assert sorted(defs) == sorted(ORDER)
-    assert all({"title", "variables", "procedure", "tidy"} <= set(d) for d in defs.values())
+    for d in defs.values():
+        assert d.procedure in PROCEDURES, d.id
+        assert set(d.tidy["tables"]) <= set(KINDS), d.id
+        assert d.figures and set(d.figures) <= set(FIGURES), d.id
+
+
+def _defs_dir(tmp_path, edit):
+    d = tmp_path / "experiments"
+    shutil.copytree(EXPERIMENTS_DIR, d, ignore=shutil.ignore_patterns("schema"))
+    edit(d)
+    return d
+
+
+# (description, edit of a copy of experiments/, the refusal's text)
+BAD_DEFINITIONS = [
+    ("a typo'd procedure", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
+        "procedure: offered_load", "procedure: offerd_load")), "pps.yaml: procedure: 'offerd_load' is not one of"),
+    ("bad YAML", lambda d: (d / "loss.yaml").write_text("id: loss\ntitle: [unclosed\n"), "loss.yaml: while parsing"),
+    ("a missing id", lambda d: (d / "rtt.yaml").write_text((d / "rtt.yaml").read_text().replace("id: rtt\n", "")),
+     "rtt.yaml: (top level): 'id' is a required property"),
+    ("an id that is not the file's", lambda d: (d / "rtt.yaml").write_text(
+        (d / "rtt.yaml").read_text().replace("id: rtt\n", "id: rtt2\n")), "id: 'rtt2' is not the file's name 'rtt'"),
+    ("a missing definition", lambda d: (d / "compare.yaml").unlink(), "no definition of compare (expected compare.yaml)"),
+    ("none_when_zero naming a later variable", lambda d: (d / "rtt_load.yaml").write_text(
+        (d / "rtt_load.yaml").read_text().replace("none_when_zero: level_pps", "none_when_zero: nosuch")),
+     "variables.split.none_when_zero: 'nosuch' is not a variable before it"),
+]
+
+
+@pytest.mark.parametrize("what,edit,text", BAD_DEFINITIONS, ids=[b[0] for b in BAD_DEFINITIONS])
+def test_bad_definitions_are_refused_by_file_and_key(tmp_path, what, edit, text):
+    with pytest.raises(ConfigError) as e:
+        definitions(_defs_dir(tmp_path, edit))
+    assert text in str(e.value), str(e.value)
+
+
+def test_rtt_unpaired_has_lb_as_a_variable(tmp_path):
+    cfg = load_config(DEFAULT_CONFIG.parent / "ci.yaml")
+    assert points(cfg, "rtt_load") == [{"level_pps": 0, "split": "none"}, {"level_pps": 100000, "split": "50/50"},
+                                       {"level_pps": 100000, "split": "worst"}]
+    assert points(cfg, "rtt") == [{"server": "xdp"}]  # paired: every LB inside each repetition
 
 
 def test_thesis_plan_sizes():

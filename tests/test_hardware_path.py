@@ -105,7 +105,7 @@ def test_recording_double_install_configured_apt_installs_then_rechecks(monkeypa
     res = _lb(monkeypatch, dbl, sudo=True, build_env={**load_config(FIPS).section("xenoflow")["build_env"],
                                                       "install": True}).start()
     runs = _runs(dbl)
-    apt = "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends meson ninja-build"
+    apt = "sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends meson ninja-build"
     assert apt in runs and apt in res["commands"]
     checks = [i for i, c in enumerate(runs) if "pkg-config --exists" in c]
     assert len(checks) == 2 and checks[0] < runs.index(apt) < checks[1] < next(
@@ -139,7 +139,7 @@ def test_lb_start_dry_run_on_fips_shows_the_build_env_check_and_the_ovs_step():
     assert lines[check + 1] == ("# anything missing fails the deploy, naming it (xenoflow.build_env.install: false; "
                                 "apt could install cc, meson, ninja, pkg-config)")
     assert "meson setup" in lines[check + 2]
-    ovs = lines.index("sudo ovs-vsctl br-exists ovsbr2")
+    ovs = lines.index("sudo -n ovs-vsctl br-exists ovsbr2")
     assert lines[ovs + 1] == "# bridge missing: fail naming the bridges of `ovs-vsctl list-br`"
-    assert lines[ovs + 2] == "sudo ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1"
+    assert lines[ovs + 2] == "sudo -n ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1"
     assert ovs > check

@@ -39,7 +39,7 @@ def sink(tmp_path):
     yield run
     pin.unlink()
     if mounted:
-        unmount_bpffs_if_unused()
+        unmount_bpffs_if_unused(mounted)
 
 
 def hold():

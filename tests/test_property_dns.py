@@ -78,7 +78,7 @@ def xdp_run(tmp_path_factory):
     yield run
     shutil.rmtree(pindir, ignore_errors=True)
     if mounted:
-        unmount_bpffs_if_unused()
+        unmount_bpffs_if_unused(mounted)
 
 
 @st.composite

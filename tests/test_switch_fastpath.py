@@ -18,7 +18,7 @@ from xenobench.counters import diff, snapshot
 from xenobench.testbed import get_testbed
 
 from .conftest import needs_root, send_udp
-from .test_testbed import machine_state
+from .test_testbed import machine_state, own_prefix
 
 pytestmark = needs_root
 
@@ -166,21 +166,21 @@ def test_dut_napi_goes_inline_for_latency_and_back_to_a_pinned_thread(testbed):
 
 
 def test_placement_on_a_missing_cpu_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbf-")
+    monkeypatch.setenv("XENOBENCH_NS_PREFIX", own_prefix("f"))
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"extends: {load_config().path}\ntestbed: {{name: cpus, cpus: {{dut: 4096}}}}\n")
     tb = get_testbed(load_config(cfg))
-    before = machine_state("xbf-")
+    before = machine_state(own_prefix("f"))
     with pytest.raises(Exception, match=r"Failed to pin the LB's NAPI: testbed.cpus.dut: CPU 4096 does not exist"):
         tb.up()
-    assert machine_state("xbf-") == before  # a failed bring-up removes what it created
+    assert machine_state(own_prefix("f")) == before  # a failed bring-up removes what it created
 
 
 def test_down_leaves_no_program_pin_or_thread(monkeypatch):
-    monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbf-")
+    monkeypatch.setenv("XENOBENCH_NS_PREFIX", own_prefix("f"))
     tb = get_testbed(load_config())
     tb.down()
-    before = machine_state("xbf-")
+    before = machine_state(own_prefix("f"))
     tb.up()
     sw = tb.switch_ns
     links = json.loads(subprocess.run(["ip", "-n", sw, "-j", "link", "show"], capture_output=True, text=True).stdout)
@@ -192,7 +192,7 @@ def test_down_leaves_no_program_pin_or_thread(monkeypatch):
                                       b.iface().name], capture_output=True, text=True).stdout)[0]["xdp"]["prog"]["id"]
     threads = [int(p) for placed in tb._placed_threads().values() for p in placed]
     tb.down()
-    assert machine_state("xbf-") == before
+    assert machine_state(own_prefix("f")) == before
     # the kernel dismantles a deleted namespace in a work queue: wait for it, then nothing is left
     def left():
         return ([i for i in progs | {sink} if subprocess.run(["bpftool", "prog", "show", "id", str(i)],
@@ -210,11 +210,11 @@ def test_switch_hops_run_as_pinned_threads_and_forward(tmp_path, monkeypatch):
     recorded in the placement, still forward every frame (the wire LB's path to the sink), go
     inline with the DUT for latency, and leave nothing behind."""
     from xenobench.lb import get_lb
-    monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbh-")
+    monkeypatch.setenv("XENOBENCH_NS_PREFIX", own_prefix("h"))
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"extends: {load_config().path}\ntestbed: {{name: hops, cpus: {{hops: {{from_generator: 0, from_lb: 0}}}}}}\n")
     tb = get_testbed(load_config(cfg))
-    before = machine_state("xbh-")
+    before = machine_state(own_prefix("h"))
     prio = tb.cfg.section("testbed")["cpus"]["dut_rt_priority"]
 
     def threaded(dev):
@@ -255,9 +255,9 @@ def test_switch_hops_run_as_pinned_threads_and_forward(tmp_path, monkeypatch):
         assert tb.cpu_placement() == placed and threaded("fips5-p1") in ("1", "enabled")
     finally:
         tb.down()
-    assert machine_state("xbh-") == before
+    assert machine_state(own_prefix("h")) == before
     cfg.write_text(f"extends: {load_config().path}\ntestbed: {{name: hops, cpus: {{hops: {{from_lb: 4096}}}}}}\n")
     with pytest.raises(Exception, match=r"Failed to pin the NAPI of switch port fips5-p1: "
                                          r"testbed.cpus.hops.from_lb: CPU 4096 does not exist"):
         get_testbed(load_config(cfg)).up()
-    assert machine_state("xbh-") == before
+    assert machine_state(own_prefix("h")) == before

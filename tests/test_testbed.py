@@ -34,10 +34,19 @@ def machine_state(prefix: str):
             "bpffs": [b for b in bpf if b.startswith(prefix)]}
 
 
+def own_prefix(tag: str) -> str:
+    """A prefix of a test's own, derived from the session's (as parallel suites use distinct
+    session prefixes, their tests' testbeds stay apart too): `xbt-` and "u" give `xbtu-`."""
+    return os.environ.get("XENOBENCH_NS_PREFIX", "xbt-").rstrip("-")[:4] + tag + "-"
+
+
+U = own_prefix("u")
+
+
 @pytest.fixture
 def fresh(monkeypatch):
     """A testbed with its own prefix, so this module can bring it up and down at will."""
-    monkeypatch.setenv("XENOBENCH_NS_PREFIX", "xbu-")
+    monkeypatch.setenv("XENOBENCH_NS_PREFIX", U)
     tb = get_testbed(load_config())
     tb.down()
     yield tb
@@ -45,7 +54,7 @@ def fresh(monkeypatch):
 
 
 def test_up_check_down_leaves_machine_as_before(fresh):
-    before = machine_state("xbu-")
+    before = machine_state(U)
     res = fresh.up()
     assert res["changed"] is True
     st = fresh.status()
@@ -54,14 +63,14 @@ def test_up_check_down_leaves_machine_as_before(fresh):
     rows = fresh.check()
     assert len(rows) == 4 and all(ok for _, ok, _ in rows), rows
     # the topology lives in namespaces only: the root namespace has no new link
-    assert machine_state("xbu-")["links"] == before["links"]
+    assert machine_state(U)["links"] == before["links"]
     assert fresh.up()["changed"] is False  # up twice is harmless
     fresh.down()
-    assert machine_state("xbu-") == before
+    assert machine_state(U) == before
 
 
 def test_down_after_sigkilled_harness(fresh, tmp_path):
-    before = machine_state("xbu-")
+    before = machine_state(U)
     # a harness that brings the testbed up, starts a background process, pins an object, and dies
     script = tmp_path / "harness.py"
     script.write_text(
@@ -74,15 +83,15 @@ def test_down_after_sigkilled_harness(fresh, tmp_path):
         "print(h.pid, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n")
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       env={**os.environ, "XENOBENCH_NS_PREFIX": "xbu-"})
+                       env={**os.environ, "XENOBENCH_NS_PREFIX": U})
     assert p.returncode == -signal.SIGKILL
     pid = int(p.stdout.split()[0])
     assert Path(f"/proc/{pid}").exists()
-    assert "xbu-fips2" in machine_state("xbu-")["netns"]
+    assert f"{U}fips2" in machine_state(U)["netns"]
     fresh.down()
     time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
-    assert machine_state("xbu-") == before
+    assert machine_state(U) == before
 
 
 def test_netns_node_run_start_stop_files(testbed, tmp_path):
@@ -133,3 +142,95 @@ def test_counters_diff_counts_exactly_the_frames_sent(testbed):
 def test_counters_unknown_interface_is_a_clear_error(testbed):
     with pytest.raises(NodeError, match="Failed to read counters of fips1:nope0"):
         snapshot(testbed.node("fips1"), "nope0")
+
+
+# --- teardown owns everything its prefix created, whatever config is given ---------------------------
+D = own_prefix("d")
+
+
+def _configs(tmp_path) -> tuple[Path, Path]:
+    """Two testbeds on one prefix, as config/local.yaml and config/ci.yaml share `xb-`."""
+    out = []
+    for name in ("tda", "tdb"):
+        f = tmp_path / f"{name}.yaml"
+        f.write_text(f"extends: {load_config().path}\ntestbed: {{name: {name}, state_dir: {tmp_path / 'state'}}}\n")
+        out.append(f)
+    return out[0], out[1]
+
+
+def _xb(cfg: Path, *args: str, prefix: str = D) -> str:
+    p = subprocess.run([sys.executable, "-m", "xenobench.cli", "--config", str(cfg), *args], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "XENOBENCH_NS_PREFIX": prefix})
+    assert p.returncode == 0, f"xenobench {' '.join(args)}: exit {p.returncode}: {p.stderr}"
+    return p.stdout
+
+
+@pytest.fixture
+def two_configs(tmp_path):
+    a, b = _configs(tmp_path)
+    before = machine_state(D)
+    yield a, b, before
+    for f in (a, b):
+        _xb(f, "testbed", "down")
+
+
+def test_down_with_another_config_on_the_prefix_removes_the_first_testbeds_pins(two_configs, tmp_path):
+    """Pins are named by prefix and testbed (/sys/fs/bpf/<prefix><name>), namespaces by prefix
+    alone: `down` with the other config removed the namespaces and left the first one's pins."""
+    a, b, before = two_configs
+    _xb(a, "testbed", "up")
+    assert machine_state(D)["bpffs"] == [f"{D}tda"]
+    _xb(b, "testbed", "down")
+    assert machine_state(D) == before
+    # bringing the other config up replaces the first testbed whole, and it goes down with either config
+    _xb(a, "testbed", "up")
+    _xb(b, "testbed", "up")
+    assert machine_state(D)["bpffs"] == [f"{D}tdb"]
+    _xb(a, "testbed", "down")
+    assert machine_state(D) == before
+    # without --purge the state directories (logs) stay
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == [f"tda-{D[:-1]}", f"tdb-{D[:-1]}"]
+
+
+def test_down_purge_removes_the_state_directories(two_configs, tmp_path):
+    """`.xenobench/state/<testbed>-<prefix>/` stayed after down: --purge removes it, the first
+    testbed's too when another config on the prefix takes it down."""
+    a, b, before = two_configs
+    _xb(a, "testbed", "up")
+    _xb(a, "testbed", "check")  # a run leaves logs in the state directory
+    assert list((tmp_path / "state" / f"tda-{D[:-1]}" / "logs").iterdir())
+    out = _xb(b, "testbed", "down", "--purge")
+    assert "removed 6 namespaces" in out
+    assert machine_state(D) == before
+    assert list((tmp_path / "state").iterdir()) == []
+
+
+# (case, what the mount namespace holds at /sys/fs/bpf before `up`, what happens to it while the
+# testbed is up, whether a bpffs is mounted after `down`); each runs in a mount namespace of its own
+# (unshare), so the machine's /sys/fs/bpf, and other suites' pins in it, are never touched
+BPFFS_CASES = [
+    ("up-mounted-it", "none", "nothing", False),          # left as found: unmounted
+    ("mounted-before", "mounted", "nothing", True),       # the host's mount stays
+    ("remounted-by-another", "none", "remount", True),     # someone else's mount now: it stays
+]
+
+
+@pytest.mark.parametrize("case,before,meanwhile,mounted_after", BPFFS_CASES, ids=[c[0] for c in BPFFS_CASES])
+def test_down_unmounts_only_the_bpffs_the_testbed_mounted(tmp_path, case, before, meanwhile, mounted_after):
+    cfg, _ = _configs(tmp_path)
+    prefix = own_prefix("m")
+    xb = f"{sys.executable} -m xenobench.cli --config {cfg}"
+    script = "\n".join([
+        "set -e",
+        f"trap '{xb} testbed down >/dev/null 2>&1' EXIT",
+        "if mountpoint -q /sys/fs/bpf; then umount /sys/fs/bpf; fi",
+        *(["mount -t bpf bpf /sys/fs/bpf"] if before == "mounted" else []),
+        f"{xb} testbed up",
+        *(["umount /sys/fs/bpf", "mount -t bpf bpf /sys/fs/bpf"] if meanwhile == "remount" else []),
+        f"{xb} testbed down",
+        "if mountpoint -q /sys/fs/bpf; then echo MOUNTED; else echo UNMOUNTED; fi"])
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "XENOBENCH_NS_PREFIX": prefix})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[-1] == ("MOUNTED" if mounted_after else "UNMOUNTED"), (case, p.stdout, p.stderr)
+    assert machine_state(prefix)["netns"] == []

@@ -61,7 +61,7 @@ def prog(tmp_path):
     yield run, pindir
     shutil.rmtree(pindir, ignore_errors=True)
     if mounted:
-        unmount_bpffs_if_unused()
+        unmount_bpffs_if_unused(mounted)
 
 
 FIXTURES = [  # description, input frame, expected verdict, expected output (None: the input)

@@ -193,13 +193,13 @@ def test_doca_deploy_dry_run_for_fips_prints_ovs_build_and_start():
     lines = res.output.strip().splitlines()
     cmds = [ln for ln in lines if not ln.startswith("#")]
     assert lines[0] == "# xenoflow (doca) on fips5-dpu"
-    assert "sudo ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1" in cmds  # the paper's
+    assert "sudo -n ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1" in cmds  # the paper's
     build = [c.split("; ", 1)[1] for c in cmds if "meson setup" in c or "ninja -C" in c]  # after DOCA's PKG_CONFIG_PATH
     assert build == ["test -f xenobench-xenoflow/build/build.ninja || meson setup "
                      "xenobench-xenoflow/build xenobench-xenoflow/src/lb -Demulation=false'",
                      "ninja -C xenobench-xenoflow/build'"]
     start = cmds[-1]
-    assert start.startswith("sudo xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
+    assert start.startswith("sudo -n xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
                             "-a 03:00.1,dv_flow_en=2 -- -b ")
     assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4" in start  # the thesis's source MAC: BF3 p1
     order = [next(i for i, c in enumerate(cmds) if key in c)
@@ -250,11 +250,11 @@ def test_doca_deploy_sequence_on_recording_node_double(monkeypatch):
     assert kinds == [("run", "mkdir"), ("put", "xenoflow-src.tar.gz"), ("run", "tar"), ("put", "backends.fips.json"),
                      ("run", "sh"), ("run", "sh"), ("run", "sh"), ("run", "sudo"), ("run", "sudo"), ("run", "sudo"),
                      ("run", "sudo"), ("start", "sudo")]  # build-env check, meson, ninja, OVS check and rule, hugepages
-    assert dbl.calls[7][1] == ["sudo", "ovs-vsctl", "br-exists", "ovsbr2"]
-    assert dbl.calls[8][1] == ["sudo", "ovs-ofctl", "-O", "OpenFlow12", "add-flow", "ovsbr2",
+    assert dbl.calls[7][1] == ["sudo", "-n", "ovs-vsctl", "br-exists", "ovsbr2"]
+    assert dbl.calls[8][1] == ["sudo", "-n", "ovs-ofctl", "-O", "OpenFlow12", "add-flow", "ovsbr2",
                                "ip,in_port=pf1hpf,actions=output:p1"]
     assert dbl.calls[3][2] == "/tmp/xenobench-xbt/xenoflow-backends.json"
-    assert dbl.calls[-1][1][1:6] == ["xenobench-xenoflow/build/xenoflow", "-a", "03:00.0,dv_flow_en=2", "-a",
+    assert dbl.calls[-1][1][2:7] == ["xenobench-xenoflow/build/xenoflow", "-a", "03:00.0,dv_flow_en=2", "-a",
                                      "03:00.1,dv_flow_en=2"]
     # the tarball holds the sources, not a build directory
     import tarfile

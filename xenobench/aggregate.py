@@ -12,44 +12,86 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from . import latency
-from .errors import DataError
+from .errors import ConfigError, DataError
+from .experiments import definition
 from .layout import ResultsTree, TrialDir, point_id
-from .results import KINDS, row, write_tidy
+from .results import COLUMNS, KINDS, metric, row, validate, write_tidy
 
 RTT_PERCENTILES = (1, 5, 25, 75, 95, 99)
 
 
 def trial_results(resdir: Path) -> list[tuple[TrialDir, dict]]:
     """(trial, result.json) of every completed trial under <resdir>/trials, in sorted order."""
+    if not Path(resdir).is_dir():
+        raise DataError(f"Failed to read results {resdir}: no such directory (run the experiments first, or "
+                        "give results/<testbed>)")
     return [(t, t.read_result()) for t in ResultsTree.of(resdir).completed_trials()]
+
+
+def trial_rows(testbed: str, trial: TrialDir, res: dict, resdir: Path, paired: dict) -> dict[str, list[dict]]:
+    """rows_for_trial, with a malformed result named by its file and the rows checked against the
+    metrics' units and ranges (xenobench.results.validate) before any is written."""
+    try:
+        rows = rows_for_trial(testbed, trial, res, resdir, paired)
+    except KeyError as e:
+        raise DataError(f"Failed to aggregate trial {trial.result}: {e.args[0]!r} is missing "
+                        "(not a result xenobench wrote?)") from None
+    except (TypeError, ValueError, AttributeError) as e:
+        raise DataError(f"Failed to aggregate trial {trial.result}: malformed ({e})") from None
+    for k, rs in rows.items():
+        if rs:
+            validate(k, pd.DataFrame(rs, columns=COLUMNS), f"of trial {trial.result}", by_source=True)
+    return rows
 
 
 def read_probe_records(path: Path) -> list[float]:
     """RTTs in µs of the answered probes (status ok) in a prober's raw records: JSON lines
-    (xenobench.rtt) or CSV, each with rtt_ns and status."""
+    (xenobench.rtt) or CSV, each with rtt_ns and status. A line that is not a record or an
+    rtt_ns that is not a whole number of ns is refused, naming the line."""
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise DataError(f"Failed to read probe records {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"Failed to read probe records {path}: {getattr(e, 'strerror', None) or e}") from None
+    recs = []  # (line, record)
     if path.suffix == ".jsonl":
-        recs = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                recs.append(json.loads(line))
+                r = json.loads(line)
             except json.JSONDecodeError as e:
                 raise DataError(f"Failed to read probe records {path}: line {n}: {e.msg}") from None
+            except RecursionError:
+                raise DataError(f"Failed to read probe records {path}: line {n}: nested too deeply") from None
+            if not isinstance(r, dict):
+                raise DataError(f"Failed to read probe records {path}: line {n}: {line[:40]!r} is not a record "
+                                "(a JSON object)")
+            recs.append((n, r))
     else:
         rd = csv.DictReader(text.splitlines())
         if rd.fieldnames is None or "rtt_ns" not in rd.fieldnames:
             raise DataError(f"Failed to read probe records {path}: no rtt_ns column")
-        recs = list(rd)
-    return [int(r["rtt_ns"]) / 1000.0 for r in recs
-            if r.get("status", "ok") == "ok" and r.get("rtt_ns") not in ("", None)]
+        recs = list(enumerate(rd, 2))
+    out = []
+    for n, r in recs:
+        v = r.get("rtt_ns")
+        if r.get("status", "ok") != "ok" or v in ("", None):
+            continue
+        try:
+            ns = int(v) if not isinstance(v, float) else None  # 1.5 or NaN ns: not the prober's record
+        except ValueError:
+            ns = None
+        if ns is None or isinstance(v, bool):
+            raise DataError(f"Failed to read probe records {path}: line {n}: rtt_ns: {v!r} is not a whole number "
+                            "of nanoseconds")
+        out.append(ns / 1000.0)
+    return out
 
 
 def _rtt_stats(v: np.ndarray) -> dict:
@@ -61,14 +103,14 @@ def _rtt_stats(v: np.ndarray) -> dict:
     return st
 
 
-def _ndr_pdr_rows(testbed: str, trial: TrialDir, res: dict, resdir: Path) -> list[dict]:
+def _ndr_pdr_rows(testbed: str, trial: TrialDir, res: dict, resdir: Path, facts: dict) -> list[dict]:
     """Per goal of the search: the relevant lower bound (the highest load at the goal's loss ratio:
     NDR, PDR), the upper bound, the conditional throughput and the width reached; the search's
     trial count and time. offered_pps = the lower bound, measured_pps = its conditional throughput."""
-    pt, o = res["point"], res["outputs"]
+    o = res["outputs"]
     src = str((trial.path / o["search_record"]).relative_to(resdir))
-    common = dict(testbed=testbed, lb=pt.get("lb"), payload_bytes=o["payload"], repetition=int(res["repetition"]),
-                  source=src)
+    common = dict(testbed=testbed, lb=facts.get("lb"), generator=facts.get("generator"), payload_bytes=o["payload"],
+                  repetition=int(res["repetition"]), source=src)
     out = []
     for g in o["goals"]:
         if g["lower_bound_pps"] is None:
@@ -159,59 +201,82 @@ def paired_rows(blocks: list, lbs: list[str], common: dict, resamples: int, seed
     return out
 
 
+def _facts(trial: TrialDir, res: dict) -> dict:
+    """What the trial recorded it ran with (xenobench.procedures.point_facts)."""
+    f = res["outputs"].get("facts")
+    if not isinstance(f, dict):
+        raise DataError(f"Failed to aggregate trial {trial.path}: its result.json records no facts (which LB, "
+                        "server, generator); it was written by an older xenobench: delete the trial directory "
+                        "and run the point again")
+    return f
+
+
+def _output(o: dict, dotted: str):
+    """outputs[a][b]... for a definition's metric `from: a.b`; None where absent."""
+    v = o
+    for part in dotted.split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    return v
+
+
+def _rate_rows(testbed: str, d, trial: TrialDir, res: dict, facts: dict, src: str) -> dict[str, list[dict]]:
+    """A rate experiment's rows: one per metric of its definition's tidy.metrics."""
+    o = res["outputs"]
+    gen = o.get("generator") or {}
+    common = dict(testbed=testbed, lb=facts.get("lb"), generator=facts.get("generator"), payload_bytes=o["payload"],
+                  repetition=int(res["repetition"]), offered_pps=gen.get("achieved_pps"),
+                  measured_pps=o["rx_pps"], source=src)
+    table = d.tidy["tables"][0]
+    rows = []
+    for m in d.tidy.get("metrics") or ():
+        v = _output(o, m["from"])
+        if v is None:
+            if m.get("optional"):
+                continue
+            raise DataError(f"Failed to aggregate trial {trial.path}: outputs.{m['from']} (metric {m['metric']} "
+                            f"of experiments/{d.id}.yaml) is missing from result.json")
+        rows.append(row(**common, metric=m["metric"], value=v, unit=metric(m["metric"]).unit))
+    return {table: rows}
+
+
 def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
                    paired: dict | None = None) -> dict[str, list[dict]]:
-    """Tidy rows of one valid trial; a paired RTT trial's block medians go into `paired` (keyed by
-    experiment and point) for the per-point rtt_paired rows."""
+    """Tidy rows of one valid trial, by its experiment's kind (experiments/<id>.yaml); a paired RTT
+    trial's block medians go into `paired` (keyed by experiment and point) for the per-point
+    rtt_paired rows."""
     exp, pt, rep = res["experiment"], res["point"], int(res["repetition"])
     o = res["outputs"]
     src = str(trial.path.relative_to(resdir))
     out: dict[str, list[dict]] = {k: [] for k in KINDS}
-    if exp == "ndr_pdr":
-        out["ndr_pdr"] = _ndr_pdr_rows(testbed, trial, res, resdir)
+    try:
+        d = definition(exp)
+    except ConfigError:
+        raise DataError(f"Failed to aggregate trial {trial.path}: unknown experiment {exp!r}") from None
+    facts = _facts(trial, res)
+    if d.kind == "search":
+        out["ndr_pdr"] = _ndr_pdr_rows(testbed, trial, res, resdir, facts)
         return out
-    if exp in ("pps", "loss", "compare"):
-        gen = o.get("generator") or {}
-        offered = gen.get("achieved_pps")
-        common = dict(testbed=testbed, lb=pt.get("lb"), payload_bytes=o["payload"], repetition=rep,
-                      offered_pps=offered, measured_pps=o["rx_pps"], source=src)
-        if exp == "pps":
-            out["pps"].append(row(**common, metric="rx_pps", value=o["rx_pps"], unit="packets/s"))
-            if o.get("rx_cv_pct") is not None:
-                out["pps"].append(row(**common, metric="cv_pct", value=o["rx_cv_pct"], unit="%"))
-        elif exp == "loss":
-            out["loss"].append(row(**common, metric="loss_pct", value=o["loss_pct"], unit="%"))
-            out["loss"].append(row(**common, metric="nominal_offered_pps", value=o["requested_pps"],
-                                   unit="packets/s"))
-        else:
-            out["compare"].append(row(**common, metric="max_pps", value=o["rx_pps"], unit="packets/s"))
-            cost = o.get("lb_prog") or {}
-            if cost.get("ns_per_run") is not None:  # xenobench.progcost: the LB program's own time
-                out["compare"].append(row(**common, metric="lb_prog_ns_per_frame", value=cost["ns_per_run"],
-                                          unit="ns"))
+    if d.kind == "rate":
+        out.update(_rate_rows(testbed, d, trial, res, facts, src))
         return out
-    if exp in ("rtt", "rtt_load"):
-        split = pt.get("split")
-        bg = pt.get("level_pps") if exp == "rtt_load" else None
-        lb = pt.get("lb") or ("xenoflow" if exp == "rtt_load" else "none")
-        common = dict(testbed=testbed, lb=lb, server=o.get("server"), repetition=rep, split=split,
-                      background_pps=bg)
-        if o.get("paired"):
-            medians = _paired_rtt_rows(common, trial, res, resdir, out)
-            if paired is not None:
-                key = (exp, point_id(pt))
-                ent = paired.setdefault(key, {"blocks": [], "lbs": o["lbs"], "seed": o["bootstrap_seed"],
-                                              "resamples": o["bootstrap_resamples"],
-                                              "common": dict(common, repetition=None),
-                                              "source": str(trial.path.parent.relative_to(resdir))})
-                ent["blocks"] += medians
-            return out
-        chosen = trial.attempt(res["chosen_attempt"]).probe_records
-        rtts = np.array(read_probe_records(chosen))
-        rel = chosen.relative_to(resdir)
-        _rtt_rows(common, rtts, o["probe"], rel, rel, out)
+    # latency
+    common = dict(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"), repetition=rep,
+                  split=pt.get("split"), background_pps=pt.get("level_pps"))
+    if facts.get("paired"):
+        medians = _paired_rtt_rows(common, trial, res, resdir, out)
+        if paired is not None:
+            key = (exp, point_id(pt))
+            ent = paired.setdefault(key, {"blocks": [], "lbs": o["lbs"], "seed": o["bootstrap_seed"],
+                                          "resamples": o["bootstrap_resamples"],
+                                          "common": dict(common, repetition=None),
+                                          "source": str(trial.path.parent.relative_to(resdir))})
+            ent["blocks"] += medians
         return out
-    raise DataError(f"Failed to aggregate trial {trial.path}: unknown experiment {exp!r}")
+    chosen = trial.attempt(res["chosen_attempt"]).probe_records
+    rtts = np.array(read_probe_records(chosen))
+    rel = chosen.relative_to(resdir)
+    _rtt_rows(common, rtts, o["probe"], rel, rel, out)
+    return out
 
 
 def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) -> dict:
@@ -227,7 +292,7 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
             invalid.append({"trial": str(trial.path.relative_to(resdir)), "experiment": res["experiment"],
                             "attempts": len(res["attempts"]), "reasons": "; ".join(reasons)})
             continue
-        for k, rs in rows_for_trial(testbed, trial, res, resdir, paired).items():
+        for k, rs in trial_rows(testbed, trial, res, resdir, paired).items():
             rows[k] += rs
     for _, ent in sorted(paired.items()):  # the paired design: per point, over its valid repetitions
         common = dict(ent["common"], source=ent["source"])
@@ -240,10 +305,13 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
             progress(f"{k}.csv: {len(rs)} rows")
         elif (resdir / f"{k}.csv").exists():  # this directory's CSVs are ours: none stale
             (resdir / f"{k}.csv").unlink()
-    with open(resdir / "invalid.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["trial", "experiment", "attempts", "reasons"])
-        w.writeheader()
-        w.writerows(invalid)
+    try:
+        with open(resdir / "invalid.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["trial", "experiment", "attempts", "reasons"])
+            w.writeheader()
+            w.writerows(invalid)
+    except OSError as e:
+        raise DataError(f"Failed to write {resdir / 'invalid.csv'}: {e.strerror or e}") from None
     written["invalid"] = len(invalid)
     progress(f"invalid.csv: {len(invalid)} invalid trials")
     return written

@@ -110,7 +110,8 @@ class Config:
     path: Path
     raw: dict[str, Any]
     name: str
-    transport: str
+    testbed_kind: str  # testbed.kind: what `testbed up`/`down` build (xenobench.testbed.KINDS)
+    transport: str     # testbed.transport: the nodes' default transport (xenobench.nodes.TRANSPORTS)
     prefix: str
     state_dir: Path
     service: ServiceConfig
@@ -492,13 +493,14 @@ def _build(raw: dict, path: Path) -> Config:
         if len(having) > 1:
             fail(["nodes"], f"role {role!r} is given to more than one node: {', '.join(having)}")
     lbn = next(n for n in nodes.values() if n.role == "lb")
-    if transport == "netns" and lbn.lb_port("ingress") is None:
+    if tb["kind"] == "namespaces" and lbn.lb_port("ingress") is None:
         fail(["nodes", lbn.name, "interfaces"], "the lb node needs an interface with lb_port: ingress")
 
     cfg = Config(
         path=path,
         raw=raw,
         name=tb["name"],
+        testbed_kind=tb["kind"],
         transport=transport,
         prefix=prefix,
         state_dir=Path(tb["state_dir"]),

@@ -1,15 +1,21 @@
-"""The experiments (thesis ch. 7) as data: definitions in experiments/<id>.yaml, sizes per testbed
-in the config's `experiments:` section, expanded here into the plan of trials.
+"""The experiments (thesis ch. 7) as data: definitions in experiments/<id>.yaml (validated against
+experiments/schema/definition.schema.yaml), sizes per testbed in the config's `experiments:`
+section, expanded here into the plan of trials.
 
-Every trial has an explicit key — experiment, point (its variables in order) and repetition — and
-a directory in the results tree (xenobench.layout).
+A definition says what the code needs to know: its kind (rate, latency, search), its procedure,
+the traffic profile, its variables (each from a key of the config section), its tidy tables and
+metrics, and its figures. Every trial has an explicit key — experiment, point (its variables in
+order) and repetition — and a directory in the results tree (xenobench.layout).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
+import jsonschema
 import yaml
 
 from . import REPO_ROOT
@@ -17,16 +23,82 @@ from .errors import ConfigError
 from .layout import ResultsTree, TrialDir
 
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
-ORDER = ("pps", "loss", "ndr_pdr", "rtt", "rtt_load", "compare")
+SCHEMA = EXPERIMENTS_DIR / "schema" / "definition.schema.yaml"
+ORDER = ("pps", "loss", "ndr_pdr", "rtt", "rtt_load", "compare")  # the plan's order
 NO_SPLIT = "none"  # rtt_load's split at level 0 (xenobench.plots draws it on every split's line)
 
 
-def definitions() -> dict[str, dict]:
-    out = {}
-    for f in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
+@dataclass(frozen=True)
+class Experiment:
+    """One definition (experiments/<id>.yaml), as the code reads it."""
+    id: str
+    kind: str          # rate | latency | search
+    procedure: str
+    profile: str | None
+    variables: tuple[dict, ...]
+    tidy: dict
+    figures: tuple[str, ...]
+    raw: dict
+
+    @property
+    def is_latency(self) -> bool:
+        return self.kind == "latency"
+
+
+def _where(e: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in e.absolute_path) or "(top level)"
+
+
+def _load(f: Path, validator) -> Experiment:
+    try:
         d = yaml.safe_load(f.read_text())
-        out[d["id"]] = d
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ConfigError(f"Failed to load experiment {f}: {' '.join(str(e).split())}") from None
+    errs = sorted(validator.iter_errors(d), key=lambda e: list(map(str, e.absolute_path)))
+    if errs:
+        raise ConfigError(f"Failed to load experiment {f}: {_where(errs[0])}: {errs[0].message} "
+                          f"(the shape is {SCHEMA.relative_to(REPO_ROOT)})")
+    if d["id"] != f.stem:
+        raise ConfigError(f"Failed to load experiment {f}: id: {d['id']!r} is not the file's name {f.stem!r}")
+    from .results import metric
+    for m in d["tidy"].get("metrics") or ():
+        if metric(m["metric"]) is None:
+            raise ConfigError(f"Failed to load experiment {f}: tidy.metrics: {m['metric']!r} is not a metric "
+                              "xenobench.results.METRICS knows (add its unit and range there)")
+    names = [v["name"] for v in d["variables"]]
+    for v in d["variables"]:
+        if v.get("none_when_zero") and v["none_when_zero"] not in names[:names.index(v["name"])]:
+            raise ConfigError(f"Failed to load experiment {f}: variables.{v['name']}.none_when_zero: "
+                              f"{v['none_when_zero']!r} is not a variable before it")
+    return Experiment(d["id"], d["kind"], d["procedure"], d.get("profile"), tuple(d["variables"]), d["tidy"],
+                      tuple(d.get("figures") or ()), d)
+
+
+@functools.lru_cache(maxsize=8)
+def _definitions(directory: Path, stamp: tuple) -> dict[str, Experiment]:
+    validator = jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text()))
+    out = {}
+    for f in sorted(directory.glob("*.yaml")):
+        e = _load(f, validator)
+        out[e.id] = e
+    missing = [e for e in ORDER if e not in out]
+    if missing:
+        raise ConfigError(f"Failed to load the experiments in {directory}: no definition of "
+                          f"{', '.join(missing)} (expected {', '.join(f'{m}.yaml' for m in missing)})")
     return out
+
+
+def definitions(directory: Path = EXPERIMENTS_DIR) -> dict[str, Experiment]:
+    """Every definition, validated (a bad one is refused naming its file and key)."""
+    stamp = tuple((f.name, f.stat().st_mtime_ns) for f in sorted(Path(directory).glob("*.yaml")))
+    return _definitions(Path(directory), stamp)
+
+
+def definition(experiment: str) -> Experiment:
+    defs = definitions()
+    if experiment not in defs:
+        raise ConfigError(f"Failed to find experiment {experiment!r}: unknown (known: {', '.join(defs)})")
+    return defs[experiment]
 
 
 @dataclass(frozen=True)
@@ -39,37 +111,46 @@ class PlannedTrial:
         return ResultsTree(Path(results_root), testbed).trial(self.experiment, self.point, self.repetition)
 
 
-def points(cfg, experiment: str) -> list[dict]:
-    """The measurement points of one experiment on this testbed, in sweep order."""
-    ex = cfg.section("experiments")
-    p = ex.get(experiment)
-    if p is None:
-        return []
-    if experiment == "pps":
-        return [{"lb": lb, "payload": pl} for lb in p["lbs"] for pl in p["payloads"]]
-    if experiment == "loss":
-        return [{"lb": p["lb"], "rate_pps": int(r)} for r in p["rates_pps"]]
-    if experiment == "ndr_pdr":
-        return [{"lb": lb, "payload": pl} for lb in p["lbs"] for pl in p["payloads"]]
-    if experiment == "rtt":
-        if paired(cfg, experiment):  # every LB inside each repetition (xenobench.latency)
-            return [{"server": s} for s in p["servers"]]
-        return [{"lb": lb, "server": s} for s in p["servers"] for lb in p["lbs"]]
-    if experiment == "rtt_load":
-        # no background, nothing to split: level 0 is one point (split "none"), every split's origin
-        return [{"level_pps": int(lv), "split": sp if lv > 0 else NO_SPLIT} for lv in p["levels_pps"]
-                for sp in (p["splits"] if lv > 0 else [NO_SPLIT])]
-    if experiment == "compare":
-        return [{"lb": lb} for lb in p["lbs"]]
-    raise ConfigError(f"Failed to plan experiment {experiment!r}: unknown (known: {', '.join(ORDER)})")
+def section(cfg, experiment: str) -> dict:
+    """The config's experiments.<id> section (with its schema defaults), {} where it is not sized."""
+    return cfg.section("experiments").get(experiment) or {}
 
 
 def paired(cfg, experiment: str) -> bool:
-    """Whether an RTT experiment runs the paired design: each repetition measures every LB variant
-    in interleaved blocks (config `paired`, default true; false = the thesis's protocol of one point
-    per LB, Sec. 7.4)."""
-    p = cfg.section("experiments").get(experiment) or {}
-    return experiment in ("rtt", "rtt_load") and bool(p.get("paired"))
+    """Whether a latency experiment runs the paired design: each repetition measures every LB
+    variant in interleaved blocks (config `paired`, default true; false = the thesis's protocol of
+    one point per LB, Sec. 7.4)."""
+    return definition(experiment).is_latency and bool(section(cfg, experiment).get("paired"))
+
+
+def points(cfg, experiment: str) -> list[dict]:
+    """The measurement points of one experiment on this testbed, in sweep order (the first variable
+    varies slowest), from its definition's variables."""
+    d = definition(experiment)
+    sec = cfg.section("experiments").get(experiment)
+    if sec is None:
+        return []
+    is_paired = paired(cfg, experiment)
+    axes = []
+    for v in d.variables:
+        if v.get("unless_paired") and is_paired:
+            continue
+        if v["from"] not in sec:
+            raise ConfigError(f"Failed to plan experiment {experiment}: experiments.{experiment}.{v['from']} "
+                              f"is not set in {cfg.path} (the variable {v['name']} takes its values from it)")
+        vals = sec[v["from"]]
+        axes.append((v, list(vals) if isinstance(vals, list) else [vals]))
+    out, seen = [], set()
+    for combo in itertools.product(*(vals for _, vals in axes)):
+        pt = {}
+        for (v, _), val in zip(axes, combo):
+            z = v.get("none_when_zero")
+            pt[v["name"]] = NO_SPLIT if z and pt.get(z) == 0 else val
+        key = tuple(pt.items())
+        if key not in seen:  # a variable that is 'none' collapses its sweep into one point
+            seen.add(key)
+            out.append(pt)
+    return out
 
 
 def plan(cfg, only: list[str] | None = None) -> list[PlannedTrial]:

@@ -42,8 +42,8 @@ import numpy as np
 import yaml
 
 from .errors import DataError
-from .results import row, write_tidy
-from .steady import STEADY_FRACTION, steady_state  # noqa: F401  (STEADY_FRACTION: sampler imports it here)
+from .results import LOSS_MIN_PCT, row, write_tidy
+from .steady import steady_state
 
 MANIFEST = "manifest.yaml"
 PROVENANCE = "provenance.json"
@@ -54,7 +54,7 @@ MIN_SKEW_TRIALS = 3
 MAX_SERIES_BYTES = 16 << 20  # one line per second: months of counts
 MAX_COUNT = 10**12           # per second: ~7000 x the 100 Gbit/s line rate at 64 B (148.8 Mpps); with
                              # MAX_SERIES_BYTES it keeps every int64 sum of a series exact
-LOSS_REFUSE_PCT = 10.0    # a 1 s counter sampler cannot gain 10 % (100 ms) from clock skew
+LOSS_REFUSE_PCT = -LOSS_MIN_PCT  # a 1 s counter sampler cannot gain 10 % (100 ms) from clock skew
 
 PPS_RE = re.compile(r"(\d+)b_(\d+)\.txt")
 LOSS_RE = re.compile(r"(tx|rx)_(\d+)m_(\d+)\.txt")

@@ -27,6 +27,8 @@ its path; re-running skips every trial whose result.json exists.
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -48,6 +50,54 @@ def write_json_atomic(path: Path, data, **kw) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, **kw))
     tmp.replace(path)
+
+
+MAX_JSON_BYTES = 256 << 20  # a trial's largest record (probe outputs of a long RTT trial) is a few MB
+
+
+def read_json(path: Path, what: str):
+    """A record of the results tree; any failure is one DataError naming the file."""
+    from .config import read_capped
+    try:
+        return json.loads(read_capped(Path(path), MAX_JSON_BYTES))
+    except FileNotFoundError:
+        raise DataError(f"Failed to read {what} {path}: no such file") from None
+    except OSError as e:
+        raise DataError(f"Failed to read {what} {path}: {e.strerror or e}") from None
+    except RecursionError:
+        raise DataError(f"Failed to read {what} {path}: nested too deeply to be a record") from None
+    except ValueError as e:  # not JSON, not UTF-8, too large
+        raise DataError(f"Failed to read {what} {path}: {e}") from None
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# result.json's keys and what each must be (xenobench.trials.run_trial writes them)
+_RESULT_KEYS = {"experiment": (str, "a string"), "point": (dict, "an object"),
+                "repetition": (_is_int, "an integer >= 1"), "valid": (bool, "true or false (a JSON boolean)"),
+                "attempts": (list, "a list"), "chosen_attempt": (_is_int, "an integer"),
+                "outputs": (dict, "an object")}
+
+
+def check_result(res, where) -> None:
+    """Refuse a result.json that run_trial could not have written, naming the key and value."""
+    def bad(key, v, want):
+        raise DataError(f"Failed to read trial result {where}: {key}: {json.dumps(v, default=str)[:60]} is not {want}")
+    if not isinstance(res, dict):
+        bad("(top level)", res, "an object")
+    for key, (kind, want) in _RESULT_KEYS.items():
+        if key not in res:
+            raise DataError(f"Failed to read trial result {where}: {key}: missing")
+        ok = kind(res[key]) if callable(kind) and not isinstance(kind, type) else isinstance(res[key], kind)
+        if not ok or (key == "repetition" and res[key] < 1):
+            bad(key, res[key], want)
+    for i, a in enumerate(res["attempts"]):
+        if not (isinstance(a, dict) and _is_int(a.get("attempt")) and isinstance(a.get("reasons"), list)):
+            bad(f"attempts[{i}]", a, "an object with attempt (an integer) and reasons (a list)")
+    if not any(a["attempt"] == res["chosen_attempt"] for a in res["attempts"]):
+        bad("chosen_attempt", res["chosen_attempt"], "one of the attempts")
 
 
 @dataclass(frozen=True)
@@ -113,10 +163,13 @@ class TrialDir:
         return AttemptDir(self.path / f"attempt-{n}")
 
     def read_result(self) -> dict:
-        try:
-            return json.loads(self.result.read_text())
-        except (OSError, ValueError) as e:
-            raise DataError(f"Failed to read trial result {self.result}: {e}") from None
+        """result.json, checked key by key (a malformed file is named, never a KeyError later)."""
+        res = read_json(self.result, "trial result")
+        check_result(res, self.result)
+        if self.path.name.startswith("rep-") and res["repetition"] != check_trial_dir(self.path):
+            raise DataError(f"Failed to read trial result {self.result}: repetition: {res['repetition']} is not "
+                            f"{self.path.name}'s (a copied or moved trial?)")
+        return res
 
     def write_result(self, result: dict) -> None:
         write_json_atomic(self.result, result, indent=1, default=str)
@@ -152,10 +205,7 @@ class SearchDir:
         return [self.trial(k) for k in ks]
 
     def read_record(self) -> dict:
-        try:
-            return json.loads(self.record.read_text())
-        except (OSError, ValueError) as e:
-            raise DataError(f"Failed to read search record {self.record}: {e}") from None
+        return read_json(self.record, "search record")
 
     def write_record(self, record: dict) -> None:
         write_json_atomic(self.record, record, indent=1, default=str)
@@ -185,12 +235,31 @@ class ResultsTree:
         return TrialDir(self.point_dir(experiment, point) / f"rep-{repetition}")
 
     def completed_trials(self) -> Iterator[TrialDir]:
-        """Every trial with a result, in sorted order."""
-        for f in sorted(self.trials_dir.glob(f"*/*/rep-*/{RESULT}")):
-            yield TrialDir(f.parent)
+        """Every trial with a result, in sorted order. Trial directories are named strictly
+        rep-<n> and are real directories: a copy (rep-1-copy) or a symlink (rep-7 -> rep-1) would
+        count a trial twice, so either is refused by name (check_trial_dir)."""
+        for d in sorted(self.trials_dir.glob("*/*/rep-*")):
+            if (d / RESULT).exists() or d.is_symlink() or not d.is_dir():
+                check_trial_dir(d)
+                yield TrialDir(d)
 
     @classmethod
     def of(cls, resdir: Path) -> "ResultsTree":
         """The tree whose dir is `resdir` (results/<testbed>)."""
         resdir = Path(resdir)
         return cls(resdir.parent, resdir.name)
+
+
+TRIAL_NAME = re.compile(r"rep-([1-9][0-9]*)")
+
+
+def check_trial_dir(d: Path) -> int:
+    """The repetition n of a trial directory named rep-<n>; anything else is refused by name."""
+    m = TRIAL_NAME.fullmatch(d.name)
+    if d.is_symlink():
+        raise DataError(f"Failed to read trial {d}: a symlink (to {os.readlink(d)}); a trial directory is a real "
+                        "directory, or it would be counted twice: remove the link")
+    if m is None or not d.is_dir():
+        raise DataError(f"Failed to read trial {d}: not a trial directory (rep-<n>, n = 1, 2, ...): move it "
+                        "out of the results tree or rename it")
+    return int(m.group(1))

@@ -56,9 +56,13 @@ def _is_reference(lb: str) -> bool:
 
 
 REFERENCE_TESTBEDS = ("thesis", "fips")
-LOCAL_NOTE = ("Namespace testbed on one machine (veth, trafgen, XDP; XenoFlow on the DOCA Flow emulation): "
-              "published values and the 100 Gbit/s line rate are not drawn, they are 2-3 orders of "
-              "magnitude away. Compare shapes and ratios, not absolute numbers.")
+def local_note(df: pd.DataFrame | None = None) -> str:
+    """The caption of a figure from a testbed that is not the thesis's; names the generator the
+    trials recorded (the tidy rows' `generator` column), never an assumed one."""
+    gens = sorted(set(df["generator"].dropna())) if df is not None and "generator" in df else []
+    return (f"Namespace testbed on one machine (veth, {' and '.join(gens) or 'a local generator'}, XDP; XenoFlow "
+            "on the DOCA Flow emulation): published values and the 100 Gbit/s line rate are not drawn, they are "
+            "2-3 orders of magnitude away. Compare shapes and ratios, not absolute numbers.")
 
 
 def reference(testbed: str) -> bool:
@@ -145,7 +149,7 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
             ax.set_ylim(0, max(lr.max(), 100) * 1.08)
         else:
             ax.set_ylim(0, max(float(m.max()) for k, m in series.items() if k not in ("line_rate", "published")) * 1.25)
-            _caption(fig, LOCAL_NOTE, y=-0.12)
+            _caption(fig, local_note(x), y=-0.12)
         ax.legend(loc="upper right")
         _title(ax, "Packet rate vs payload", testbed)
         _save(fig, outdir, "pps_vs_payload")
@@ -182,7 +186,7 @@ def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
             ax.set_ylim(0, 110)
         else:
             ax.set_ylim(bottom=0)
-            _caption(fig, LOCAL_NOTE)
+            _caption(fig, local_note(x))
         ax.legend(loc="lower right" if reference(testbed) else "upper left")
         _title(ax, "Bandwidth vs payload", testbed)
         _save(fig, outdir, "bandwidth_vs_payload")
@@ -341,8 +345,10 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         pub = pub.iloc[0:0]
     measured: dict = {}
     prog_ns: dict = {}  # xenobench.progcost: the LB program's own time per frame, where measured
+    rate_tables: list = []  # the tables read (their generator column names the caption's generator)
     try:
         pps = read_tidy(resdir, "pps")
+        rate_tables.append(pps)
         x = pps[pps.metric == "rx_pps"]
         for lb, g in x.groupby("lb"):
             rate = g.groupby("payload_bytes").value.median() / 1e6
@@ -354,6 +360,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         pass
     try:  # a live comparison trial (max rate at 64 B frames) overrides the pps-derived value
         c = read_tidy(resdir, "compare")
+        rate_tables.append(c)
         for lb, g in c[c.metric == "max_pps"].groupby("lb"):
             measured[lb] = float(g.value.median()) / 1e6
         for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):
@@ -391,7 +398,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
             _caption(fig, "The thesis labels its 92.8 Mpps bar '64 B' but measured it at 24 B UDP payload "
                           "(66 B frame without FCS); a 64 B frame (22 B payload) runs at the higher plateau.", y=-0.08)
         else:
-            _caption(fig, LOCAL_NOTE, y=-0.08)
+            _caption(fig, local_note(pd.concat(rate_tables) if rate_tables else None), y=-0.08)
         _save(fig, outdir, "lb_comparison")
     return {"measured": measured, "prog_ns": prog_ns, "published": dict(zip(pub.lb, pub.value.astype(float)))}
 
@@ -439,7 +446,7 @@ def ndr_pdr(resdir, outdir, testbed) -> dict:
         _caption(fig, f"Bars: median over {n}+ searches (dots: each search); NDR/PDR = the highest offered load "
                       "MLRsearch classed as a lower bound at 0 % / 0.5 % loss (its relevant lower bound; the "
                       "exceed ratio, widths and every trial are in each search's search.json)."
-                      + ("" if reference(testbed) else " " + LOCAL_NOTE), y=-0.1)
+                      + ("" if reference(testbed) else " " + local_note(x)), y=-0.1)
         _save(fig, outdir, "ndr_pdr")
     return series
 
@@ -511,10 +518,16 @@ def rtt_added(resdir, outdir, testbed) -> dict:
     return series
 
 
+# every figure, by name: the workflow's list of figures (rules/common.smk) is this one
 FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_vs_payload,
            "loss_vs_load": loss_vs_load, "rtt_lb_vs_none": rtt_lb_vs_none,
            "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison, "ndr_pdr": ndr_pdr,
            "rtt_added": rtt_added}
+
+
+# the figures the thesis's own raw data feeds (rules/thesis.smk; xenobench.ingest writes their tables)
+THESIS_FIGURES = ("pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
+                  "lb_comparison")
 
 
 def placeholder(outdir, name: str, testbed: str, reason: str) -> None:

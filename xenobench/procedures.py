@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .dns import start_server, stop_server
 from .errors import ConfigError, XenobenchError
-from .experiments import definitions, paired, points
+from .experiments import definition, paired, points, section
 from .latency import block_order
 from .lb import NONE, get_lb, stop_all
 from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
@@ -30,17 +30,15 @@ from .rtt import probe
 from .search import SearchSettings, goal, run_search, trial_runner
 from .results import line_rate_pps
 from .traffic import fill_tunables, run_traffic, start_traffic
-from .trials import TrialContext, Validity, run_trial
+from .trials import TrialContext, Validity, reusable, run_trial, trial_params
 
 log = logging.getLogger(__name__)
 
 DRAIN_S = 0.3          # after the generator stops, frames still in flight reach the backends
-MIN_RATE_RATIO = 0.99  # paper §5: offered load verified with counters; a trial reaches >= 99 %
 MAX_LOST_PCT = 1.0     # experiments/rtt*.yaml: no probe lost beyond 1 %
 
 
-def _ex(cfg, experiment: str) -> dict:
-    return cfg.section("experiments").get(experiment) or {}
+_ex = section  # the config's experiments.<id> section
 
 
 def backend_ifaces(cfg) -> list[tuple[str, str]]:
@@ -63,17 +61,31 @@ def point_lb(cfg, experiment: str, point: dict) -> str:
 
 
 def point_server(cfg, experiment: str, point: dict) -> str | None:
-    if experiment not in ("rtt", "rtt_load"):
+    """The DNS server a latency point's set-up starts (None for other kinds)."""
+    if not definition(experiment).is_latency:
         return None
-    return point.get("server") or _ex(cfg, experiment).get("server") or "xdp"
+    return point.get("server") or _ex(cfg, experiment).get("server") or cfg.section("dns")["server"]
 
 
 def dut_mode(cfg, experiment: str) -> str:
     """How the LB's NAPI runs for an experiment (NamespaceTestbed.place_dut): on a CPU of its own
-    for rates; for RTTs as the config's testbed.cpus.latency_napi says (default inline)."""
-    if experiment in ("rtt", "rtt_load"):
+    for rates; for latency as the config's testbed.cpus.latency_napi says (default inline)."""
+    if definition(experiment).is_latency:
         return cfg.section("testbed")["cpus"]["latency_napi"]
     return "threaded"
+
+
+def point_facts(cfg, experiment: str, point: dict) -> dict:
+    """What a trial of this point ran with, recorded once in its outputs (`facts`) so aggregation
+    and the report read it instead of deriving it: the experiment's kind, the LB the set-up started
+    (none in the paired design, whose blocks switch among `lbs`), the DNS server, the traffic
+    profile and generator."""
+    d = definition(experiment)
+    is_paired = paired(cfg, experiment)
+    return {"kind": d.kind, "lb": point_lb(cfg, experiment, point), "paired": is_paired,
+            "lbs": list(_ex(cfg, experiment).get("lbs") or []) if is_paired else None,
+            "server": point_server(cfg, experiment, point), "profile": d.profile,
+            "generator": cfg.section("traffic")["generator"] if d.profile else None}
 
 
 # --- set-up of a point ---------------------------------------------------------------------------
@@ -149,12 +161,13 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     rate = float(p.get("rate_pps", ex.get("rate_pps")))
     duration = float(ex["duration_s"])
     tun = payload_tunables(payload, int(ex["flows"]))
+    profile = definition(ctx.experiment).profile
     sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), float(ex["sample_interval_s"]))
     st0 = _lb_stats(lb)
     rx0 = sampler.read_total()
     sampler.start()
     try:
-        gen = run_traffic(ctx.testbed, "udp_payload", tun, rate, duration_s=duration)
+        gen = run_traffic(ctx.testbed, profile, tun, rate, duration_s=duration)
         time.sleep(DRAIN_S)
     finally:
         series = sampler.stop()
@@ -166,7 +179,7 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     per_backend = _lb_per_backend(st0, st1)
     fwd = sum(per_backend.values()) if per_backend is not None else None
     out = {"payload": payload, "requested_pps": rate, "generator": gen,
-           "tunables": fill_tunables(cfg, "udp_payload", tun),
+           "tunables": fill_tunables(cfg, profile, tun),
            "rx_packets": rx, "tx_packets": tx, "rx_series": series, "rx_pps": steady.rate,
            "rx_cv_pct": steady.cv_pct, "steady_intervals": steady.intervals,
            "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
@@ -185,15 +198,15 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                   f"lb forwarded {fwd}, backends received {rx}, generator sent {tx}")
     cost_s = float(ex.get("prog_cost_s") or 0)
     if lb is not None and cost_s > 0:  # after the rate's phase: the statistics slow every program
-        out["lb_prog"] = _prog_cost(ctx, tun, rate, cost_s)
+        out["lb_prog"] = _prog_cost(ctx, profile, tun, rate, cost_s)
     return out, v
 
 
-def _prog_cost(ctx: TrialContext, tun: dict, rate: float, seconds: float) -> dict:
+def _prog_cost(ctx: TrialContext, profile: str, tun: dict, rate: float, seconds: float) -> dict:
     """The LB program's ns per frame over a phase of the same traffic (xenobench.progcost); a
     failure is recorded, not fatal: the rate above stands without it."""
     def phase():
-        g = run_traffic(ctx.testbed, "udp_payload", tun, rate, duration_s=seconds)
+        g = run_traffic(ctx.testbed, profile, tun, rate, duration_s=seconds)
         # what the report's drop table adds to the rate phase's (the trial's counters span both)
         return {k: g.get(k) for k in ("tx_packets", "tx_link_packets", "tx_dropped", "achieved_pps", "valid", "reason")}
     try:
@@ -220,13 +233,14 @@ def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     if level <= 0:
         return measure(ctx)
     tun = background_tunables(p["split"], int(ex["payload"]))
-    h = start_traffic(ctx.testbed, "background_split", tun, level)
+    profile = definition(ctx.experiment).profile
+    h = start_traffic(ctx.testbed, profile, tun, level)
     try:
         time.sleep(float(ex["load_settle_s"]))
         out, v = measure(ctx)
     finally:
         bg = h.stop()
-    out["background"] = {"tunables": fill_tunables(cfg, "background_split", tun), **bg}
+    out["background"] = {"tunables": fill_tunables(cfg, profile, tun), **bg}
     v.require("background_ok", bool(bg.get("valid")), bg.get("reason") or "background load invalid")
     return out, v
 
@@ -311,10 +325,11 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
     ex = _ex(cfg, ctx.experiment)
     payload = int(p["payload"])
     tun = payload_tunables(payload, int(ex["flows"]))
+    profile = definition(ctx.experiment).profile
     sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), 1.0)
     st0 = _lb_stats(lb)
     rx0 = sampler.read_total()
-    gen = run_traffic(ctx.testbed, "udp_payload", tun, load, duration_s=duration)
+    gen = run_traffic(ctx.testbed, profile, tun, load, duration_s=duration)
     time.sleep(DRAIN_S)
     rx = sampler.read_total() - rx0
     st1 = _lb_stats(lb)
@@ -329,7 +344,7 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
     out = {"payload": payload, "intended_load_pps": load, "intended_duration_s": duration,
            "offered": tx, "received": rx, "offered_duration_s": offered_s, "intended_count": intended,
            "unsent": max(0, intended - tx), "stretch": round(offered_s / duration, 4),
-           "generator": gen, "tunables": fill_tunables(cfg, "udp_payload", tun),
+           "generator": gen, "tunables": fill_tunables(cfg, profile, tun),
            "lb_forwarded": sum(per_backend.values()) if per_backend is not None else None,
            "lb_per_backend": per_backend}
     v = Validity()
@@ -370,8 +385,6 @@ def ndr_pdr_search(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 PROCEDURES = {"offered_load": offered_load, "rtt_probe": rtt_probe, "rtt_under_load": rtt_under_load,
               "ndr_pdr_search": ndr_pdr_search}
-# a search retries its own trials; a failed search is recorded, not run again from the start
-SINGLE_ATTEMPT = ("ndr_pdr_search",)
 
 
 # --- a whole point ---------------------------------------------------------------------------------
@@ -388,22 +401,29 @@ def find_point(cfg, experiment: str, pid: str) -> dict:
 def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("results"),
               progress=print) -> dict:
     """Every repetition of one point; writes <point dir>/point.json last (Snakemake's output).
-    Completed repetitions (result.json present) are not re-run."""
+    Completed repetitions recorded for this point are not re-run (xenobench.trials.reusable)."""
     cfg = testbed.cfg
-    d = definitions()[experiment]
-    proc = PROCEDURES[d["procedure"]]
+    d = definition(experiment)
+    proc = PROCEDURES[d.procedure]
+    facts = point_facts(cfg, experiment, point)
+
+    def measure(ctx, lb):
+        out, v = proc(ctx, lb)
+        return {"facts": facts, **out}, v
     ex_all = cfg.section("experiments")
     reps = int(ex_all["repetitions"])
     tree = ResultsTree(Path(results_root), cfg.name)
-    todo = [r for r in range(1, reps + 1) if not tree.trial(experiment, point, r).complete]
+    todo = [r for r in range(1, reps + 1)  # complete and recorded for this point: kept; else (re-)run
+            if not reusable(tree.trial(experiment, point, r), trial_params(cfg, experiment, point, r), progress)]
     results = []
     if todo:
         testbed.up()  # idempotent; a resumed run may find the testbed down
         with point_setup(testbed, experiment, point, progress) as lb:
             for r in todo:
                 run_trial(testbed, experiment, point, r, tree.trial(experiment, point, r),
-                          lambda ctx: proc(ctx, lb), ifaces=measured_ifaces(cfg),
-                          max_attempts=1 if d["procedure"] in SINGLE_ATTEMPT else int(ex_all["max_attempts"]),
+                          lambda ctx: measure(ctx, lb), ifaces=measured_ifaces(cfg),
+                          # a search retries its own trials; a failed search is recorded, not re-run
+                          max_attempts=1 if d.kind == "search" else int(ex_all["max_attempts"]),
                           settle_s=float(ex_all["settle_s"]),
                           cooldown_s=float(ex_all["cooldown_s"]), progress=progress)
     for r in range(1, reps + 1):

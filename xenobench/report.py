@@ -14,6 +14,7 @@ import numpy as np
 
 from .aggregate import trial_results
 from .errors import DataError, XenobenchError
+from .layout import read_json
 from .results import read_all
 
 HARDWARE_TESTBEDS = ("fips", "thesis")
@@ -153,7 +154,11 @@ def _headlines(tidy: dict) -> list[list]:
     return out
 
 
-OFFERED_LOAD = ("pps", "loss", "compare")
+def _is_rate(experiment) -> bool:
+    """A rate experiment (experiments/<id>.yaml kind: rate): traffic counted along its path."""
+    from .experiments import definitions
+    d = definitions().get(experiment) if isinstance(experiment, str) else None
+    return d is not None and d.kind == "rate"
 
 
 def _drop_rows(trials) -> list[list]:
@@ -165,7 +170,7 @@ def _drop_rows(trials) -> list[list]:
     from .config import load_config
     cfgs, sums = {}, {}
     for t, r in trials:
-        if r.get("experiment") not in OFFERED_LOAD or not r.get("valid"):
+        if not _is_rate(r.get("experiment")) or not r.get("valid"):
             continue
         try:
             meta = json.loads(t.metadata.read_text())
@@ -189,7 +194,7 @@ def _drop_rows(trials) -> list[list]:
         rx_be = sum(c[f"{b.name}:{b.iface().name}"]["rx_packets"] for b in cfg.backend_nodes())
         row = [sent, sent - link + refused, link - ing["rx_packets"] - ing["rx_dropped"],
                ing["rx_dropped"], ing["rx_packets"] - eg["tx_packets"], eg["tx_packets"] - rx_be, rx_be]
-        key = (r["experiment"], r.get("point", {}).get("lb") or cfg.section("experiments")[r["experiment"]].get("lb"))
+        key = (r["experiment"], (r["outputs"].get("facts") or {}).get("lb"))  # the LB the trial recorded
         sums[key] = [a + b for a, b in zip(sums.get(key, [0] * len(row)), row)]
     rows = []
     for (exp, lb), v in sums.items():
@@ -240,8 +245,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     per: dict[str, list[float]] = {}
     for t, r in trials:
         per.setdefault(r["experiment"], []).append(
-            sum(json.loads(t.attempt(a["attempt"]).outputs.read_text()).get("seconds", 0)
-                for a in r["attempts"] if t.attempt(a["attempt"]).outputs.exists()))
+            sum(_seconds(t.attempt(a["attempt"]).outputs) for a in r["attempts"]
+                if t.attempt(a["attempt"]).outputs.exists()))
     L += _table(["experiment", "trials", "seconds in procedures"],
                 [[e, len(v), f"{sum(v):.1f}"] for e, v in per.items()]) if per else ["No trials."]
     L.append("")
@@ -282,6 +287,18 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     except DataError as e:
         L.append(f"This testbed: {e}")
     L.append("")
-    out.write_text("\n".join(L))
+    try:
+        out.write_text("\n".join(L))
+    except OSError as e:
+        raise DataError(f"Failed to write the report {out}: {e.strerror or e}") from None
     return out
+
+
+def _seconds(outputs: Path) -> float:
+    """The seconds an attempt's procedure took (outputs.json), refused by name when malformed."""
+    o = read_json(outputs, "attempt outputs")
+    v = o.get("seconds", 0) if isinstance(o, dict) else None
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
+        raise DataError(f"Failed to read attempt outputs {outputs}: seconds: {v!r} is not a number of seconds >= 0")
+    return float(v)
 

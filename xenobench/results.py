@@ -16,7 +16,9 @@ API (what the trial runner, the ingest, the plots and `xenobench compare` use):
 from __future__ import annotations
 
 import os
+import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +32,7 @@ COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
     "lb",             # xenoflow | ebpf | none | katran | kakao-loopback | kakao-255
     "server",         # RTT: the DNS backend answering the probes: reflector | python | bind9
+    "generator",      # what offered the traffic (the trial's record): trex | xdpgen | trafgen
     "payload_bytes",  # UDP payload
     "frame_bytes",    # Ethernet frame without FCS = payload + 42
     "offered_pps",    # offered load (generator), packets/s
@@ -45,24 +48,106 @@ COLUMNS = [
 NUMERIC = ("payload_bytes", "frame_bytes", "offered_pps", "measured_pps", "repetition",
            "background_pps", "value")
 REQUIRED = ("testbed", "lb", "metric", "value", "unit", "source")  # never empty
-OPTIONAL = ("server",)  # added later; files written before it read as empty
+OPTIONAL = ("server", "generator")  # added later; files written before them read as empty
 
-# Units of the metrics the harness writes; a known metric with another unit is an error (a Mpps
-# value in a packets/s column is the classic silent factor-10^6 bug). Other metrics are allowed.
-UNITS = {
-    "rx_pps": "packets/s", "tx_pps": "packets/s", "max_pps": "packets/s",
-    "lb_prog_ns_per_frame": "ns",  # xenobench.progcost
-    "nominal_offered_pps": "packets/s",
-    "loss_pct": "%", "cv_pct": "%",
-    "rtt_us": "us", "n": "count", "lost": "count",
+# What a value may be: the one owner. Each metric the harness writes declares its unit and range;
+# validate() checks both where tidy rows are written (write_tidy) and where they are read
+# (read_tidy: aggregate, plot, report, compare, the notebooks). A known metric with another unit is
+# an error (a Mpps value in a packets/s column is the classic silent factor-10^6 bug); a value out
+# of its range was not measured as the file says. Other metrics are allowed (unit and range free).
+COUNTER_SKEW = (0.001, 10)  # received <= sent x (1 + 0.001) + 10: the counters' tolerance (stray
+                            # frames, a counter read a moment apart), as xenobench.procedures checks it
+RATE_SKEW = 0.01  # a received rate is the steady-state median of per-second samples, the offered one
+                  # the generator's mean: a sample window may catch 1 % more than the mean
+LOSS_MIN_PCT = -10.0  # rx/tx - 1 of counters sampled on two hosts' clocks (the thesis's raw data: down to
+                     # -0.2 %); a 1 s sampler cannot gain 10 % (100 ms). The harness's own trials are
+                     # held to COUNTER_SKEW per trial (xenobench.procedures: counters_consistent)
+MAX_PPS = 10**12  # packets/s: ~7000 x the 100 Gbit/s line rate at 64 B (as xenobench.ingest's MAX_COUNT)
+MAX_RTT_US = 60e6  # an RTT is below the probe timeout; no prober waits longer than 60 s
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric's unit and range: low/high bounds (open or closed), a received rate at most the
+    offered one (RATE_SKEW), or one of a few values."""
+    unit: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    received: bool = False  # a received rate: <= offered_pps x (1 + RATE_SKEW) + 10 where offered is known
+    values: tuple | None = None
+
+    def rule(self) -> str:
+        if self.values is not None:
+            return "one of " + ", ".join(f"{v:g}" for v in self.values)
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+        if self.received:
+            parts.append(f"<= offered_pps x {1 + RATE_SKEW:g} + {COUNTER_SKEW[1]}")
+        return " and ".join(parts) or "any"
+
+    def bad(self, v: np.ndarray, offered: np.ndarray) -> np.ndarray:
+        """Mask of the values (NaN: absent, not checked) that break the rule."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bad = np.zeros(len(v), dtype=bool)
+            if self.values is not None:
+                return ~np.isnan(v) & ~np.isin(v, self.values)
+            if self.low is not None:
+                bad |= (v <= self.low) if self.low_open else (v < self.low)
+            if self.high is not None:
+                bad |= (v >= self.high) if self.high_open else (v > self.high)
+            if self.received:
+                bad |= v > offered * (1 + RATE_SKEW) + COUNTER_SKEW[1]  # NaN offered: not compared
+            return bad
+
+
+_RATE = Metric("packets/s", 0, MAX_PPS)
+_RECEIVED = Metric("packets/s", 0, MAX_PPS, received=True)
+_COUNT = Metric("count", 0)
+_RTT = Metric("us", 0, MAX_RTT_US, low_open=True, high_open=True)     # a measured round trip
+_RTT_SPREAD = Metric("us", 0, MAX_RTT_US, high_open=True)               # a standard deviation
+_RTT_DIFF = Metric("us", -MAX_RTT_US, MAX_RTT_US, low_open=True, high_open=True)  # a difference of RTTs
+METRICS = {
+    "rx_pps": _RECEIVED, "max_pps": _RECEIVED, "tx_pps": _RATE, "nominal_offered_pps": _RATE,
+    "lb_prog_ns_per_frame": Metric("ns", 0, 1e9),  # xenobench.progcost
+    "loss_pct": Metric("%", LOSS_MIN_PCT, 100), "cv_pct": Metric("%", 0),
+    "rtt_us": _RTT, "n": _COUNT, "lost": _COUNT,
     # ndr_pdr (xenobench.search): per goal <goal>_pps, _upper_bound_pps, _conditional_throughput_pps
-    "ndr_pps": "packets/s", "pdr_pps": "packets/s",
-    "ndr_upper_bound_pps": "packets/s", "pdr_upper_bound_pps": "packets/s",
-    "ndr_conditional_throughput_pps": "packets/s", "pdr_conditional_throughput_pps": "packets/s",
-    "ndr_relative_width": "ratio", "pdr_relative_width": "ratio",
-    "search_trials": "count", "search_trial_seconds": "s", "search_wall_s": "s",
+    "ndr_pps": _RATE, "pdr_pps": _RATE, "ndr_upper_bound_pps": _RATE, "pdr_upper_bound_pps": _RATE,
+    "ndr_conditional_throughput_pps": _RECEIVED, "pdr_conditional_throughput_pps": _RECEIVED,
+    "ndr_relative_width": Metric("ratio", 0), "pdr_relative_width": Metric("ratio", 0),
+    "search_trials": _COUNT, "search_trial_seconds": Metric("s", 0), "search_wall_s": Metric("s", 0),
 }
-RTT_STAT_PREFIX = "rtt_"  # rtt_median_us, rtt_p99_us, ...: unit us
+# rtt_summary's statistics (xenobench.aggregate) and the paired design's rows (rtt_vs_<ref>_...)
+_RTT_PATTERNS = [
+    (re.compile(r"rtt_(median|mean|min|max|p\d+(\.\d+)?|pcap_median)_us"), _RTT),
+    (re.compile(r"rtt_std_us"), _RTT_SPREAD),
+    (re.compile(r"rtt_pcap_diff_us|rtt_vs_.+_(median|ci_low|ci_high)_us"), _RTT_DIFF),
+    (re.compile(r"rtt_vs_.+_(pairs|bootstrap_resamples)"), _COUNT),
+    (re.compile(r"rtt_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
+    (re.compile(r"rtt_vs_.+_bootstrap_seed"), Metric("seed", 0)),
+    (re.compile(r"rtt_.+_us"), Metric("us")),  # any other RTT statistic: the unit only
+]
+# the numeric columns' ranges (value's is its metric's)
+MAX_UDP_PAYLOAD = 65507  # IPv4: 65535 - 20 - 8
+COLUMN_RANGES = {"payload_bytes": Metric("bytes", 0, MAX_UDP_PAYLOAD),
+                 "frame_bytes": Metric("bytes", 0, MAX_UDP_PAYLOAD + 42),
+                 "offered_pps": _RATE, "measured_pps": _RECEIVED, "repetition": Metric("", 1),
+                 "background_pps": _RATE}
+
+
+def metric(name: str) -> Metric | None:
+    """The unit and range a metric's values must have; None: a metric the harness does not know."""
+    if name in METRICS:
+        return METRICS[name]
+    return next((m for p, m in _RTT_PATTERNS if p.fullmatch(name)), None)
+
+
+UNITS = {m: r.unit for m, r in METRICS.items()}  # the units alone
 
 MAX_TIDY_BYTES = 2 << 30  # rtt_samples of a full study is ~100 MB; beyond this it is not a tidy file
 HEADERS = 42      # Ethernet 14 + IPv4 20 + UDP 8 (frame without FCS = payload + 42)
@@ -111,39 +196,62 @@ def _csv_path(path: str | Path, kind: str) -> Path:
     return p if p.suffix == ".csv" else p / f"{kind}.csv"
 
 
-def validate(kind: str, df: pd.DataFrame, where: str = "rows", skipped_lines: int = 0) -> pd.DataFrame:
-    """Check a tidy table; returns it with exactly COLUMNS in order and numeric columns as floats.
-    Errors name `where` (the file), the line in the file, the column and the value."""
+def validate(kind: str, df: pd.DataFrame, where: str = "rows", skipped_lines: int = 0,
+             by_source: bool = False) -> pd.DataFrame:
+    """Check a tidy table: columns, types, and each metric's unit and range (METRICS); returns it
+    with exactly COLUMNS in order and numeric columns as floats. Errors name `where` (the file),
+    the line in the file (the row's source where it is not a file yet), the column, the value and
+    the rule."""
     _kind_ok(kind)
+    failed = "Failed to check rows" if by_source else "Failed to read tidy results"
     df = df.assign(**{c: None for c in OPTIONAL if c not in df.columns})
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
-        raise DataError(f"Failed to read tidy results {where}: missing columns {', '.join(missing)}")
+        raise DataError(f"{failed} {where}: missing columns {', '.join(missing)}")
     df = df[COLUMNS].reset_index(drop=True)
-    line = lambda i: i + 2 + skipped_lines  # noqa: E731  (after comments and the header)
+    line = ((lambda i: f"row from {df.source.iloc[i]}") if by_source  # rows not in a file yet
+            else (lambda i: f"line {i + 2 + skipped_lines}"))  # after comments and the header
     for c in REQUIRED:
         empty = df[c].isna() | (df[c].astype(str).str.strip() == "")
         if empty.any():
             i = int(np.flatnonzero(empty.to_numpy())[0])
-            raise DataError(f"Failed to read tidy results {where}: line {line(i)}: column {c} is empty")
+            raise DataError(f"{failed} {where}: {line(i)}: column {c} is empty")
     for c in NUMERIC:
         num = pd.to_numeric(df[c], errors="coerce")
         bad = num.isna() & df[c].notna() & (df[c].astype(str).str.strip() != "")
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise DataError(f"Failed to read tidy results {where}: line {line(i)}: column {c}: "
+            raise DataError(f"{failed} {where}: {line(i)}: column {c}: "
                             f"{str(df[c].iloc[i])[:40]!r} is not a number")
         df[c] = num.astype(float)
         inf = np.isinf(df[c].to_numpy())
         if inf.any():  # a rate or RTT is finite; inf breaks every median, axis and ratio after it
             i = int(np.flatnonzero(inf)[0])
-            raise DataError(f"Failed to read tidy results {where}: line {line(i)}: column {c}: "
+            raise DataError(f"{failed} {where}: {line(i)}: column {c}: "
                             f"{str(df[c].iloc[i])!r} is not a finite number")
-    for i, (m, u) in enumerate(zip(df.metric, df.unit)):
-        want = UNITS.get(m) or ("us" if m.startswith(RTT_STAT_PREFIX) and m.endswith("_us") else None)
-        if want and u != want:
-            raise DataError(f"Failed to read tidy results {where}: line {line(i)}: metric {m} has unit "
-                            f"{u!r}, expected {want!r}")
+    offered = df.offered_pps.to_numpy()
+    for c, rule in COLUMN_RANGES.items():
+        bad = rule.bad(df[c].to_numpy(), offered)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(f"{failed} {where}: {line(i)}: column {c}: {df[c].iloc[i]:g} is "
+                            f"out of range (must be {rule.rule()})")
+    for name, idx in df.groupby("metric", sort=False).indices.items():
+        rule = metric(str(name))
+        if rule is None:
+            continue
+        units = df.unit.iloc[idx].to_numpy()
+        wrong = units != rule.unit
+        if wrong.any():
+            i = int(idx[np.flatnonzero(wrong)[0]])
+            raise DataError(f"{failed} {where}: {line(i)}: metric {name} has unit "
+                            f"{df.unit.iloc[i]!r}, expected {rule.unit!r}")
+        bad = rule.bad(df.value.to_numpy()[idx], offered[idx])
+        if bad.any():
+            i = int(idx[np.flatnonzero(bad)[0]])
+            extra = f" (offered_pps {offered[i]:g})" if rule.received else ""
+            raise DataError(f"{failed} {where}: {line(i)}: metric {name}: value "
+                            f"{df.value.iloc[i]:g} is out of range{extra}: must be {rule.rule()}")
     return df
 
 
@@ -187,7 +295,7 @@ def read_tidy(path: str | Path, kind: str) -> pd.DataFrame:
                     break
                 skip += 1
         # text columns as text: a metric or unit written as a number must not become an int
-        df = pd.read_csv(f, skiprows=skip, dtype={c: str for c in ("testbed", "lb", "server", "split", "metric",
+        df = pd.read_csv(f, skiprows=skip, dtype={c: str for c in ("testbed", "lb", "server", "generator", "split", "metric",
                                                                    "unit", "source")})
     except FileNotFoundError:
         raise DataError(f"Failed to read tidy results {f}: no such file") from None

@@ -9,7 +9,8 @@ per attempt the raw counters before/after, the procedure's outputs and validity,
 result.json (final validity, attempts, the chosen attempt's outputs).
 
 A trial whose validity fails is retried up to `max_attempts`; if every attempt fails it is kept
-and marked invalid, never dropped. A directory with result.json is complete and is not re-run.
+and marked invalid, never dropped. A directory with result.json is complete and is not re-run when its
+params.json names the same point (trial_params, reusable); one recorded for another is set aside.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import platform
 import shutil
 import subprocess
@@ -27,7 +29,7 @@ from typing import Callable
 
 from . import REPO_ROOT
 from .counters import diff, snapshot
-from .errors import NodeError, XenobenchError
+from .errors import DataError, NodeError, XenobenchError
 from .layout import AttemptDir, TrialDir
 
 log = logging.getLogger(__name__)
@@ -67,7 +69,62 @@ Procedure = Callable[[TrialContext], tuple[dict, Validity]]
 
 
 def config_hash(cfg) -> str:
+    """The config file's bytes (provenance only: an `extends:` parent or a comment changes nothing it
+    names; what a trial is reused for is point_config)."""
     return hashlib.sha256(Path(cfg.path).read_bytes()).hexdigest()[:16]
+
+
+def point_config(cfg, experiment: str) -> dict:
+    """What defines a point besides its variables: the resolved configuration it runs under (every
+    section, `extends:` applied) with only this experiment's part of `experiments` (its own section
+    and the shared settings but the repetition count, so adding a rate to loss or a repetition keeps
+    the other trials), and the experiment's definition (experiments/<id>.yaml)."""
+    from .experiments import definitions
+    d = definitions().get(experiment)  # None: a procedure run outside the definitions (tests)
+    ex = cfg.section("experiments")
+    shared = {k: v for k, v in ex.items() if not isinstance(v, dict) and k != "repetitions"}
+    sections = {k: v for k, v in cfg.raw.items() if k not in ("experiments", "extends")}
+    return json.loads(json.dumps({**sections, "experiments": {**shared, experiment: ex.get(experiment)},
+                                  "definition": d.raw if d else None}, default=str))
+
+
+def trial_params(cfg, experiment: str, point: dict, repetition: int) -> dict:
+    """params.json: what was asked. A trial is reused only when all but config_hash are equal."""
+    return {"experiment": experiment, "point": point, "repetition": repetition, "testbed": cfg.name,
+            "config_hash": config_hash(cfg), "point_config": point_config(cfg, experiment)}
+
+
+def _differences(old, new, key="") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new), key=str)
+                for d in _differences(old.get(k, "(unset)"), new.get(k, "(unset)"), f"{key}.{k}" if key else k)]
+    return [] if old == new else [f"{key}: {json.dumps(old, default=str)[:60]} -> {json.dumps(new, default=str)[:60]}"]
+
+
+def reusable(trial: TrialDir, params: dict, progress=print) -> bool:
+    """True when the trial is complete and was recorded for this point (params.json equal to
+    `params` but for config_hash). A complete trial recorded for another point (another testbed,
+    payload, duration, generator, LB list, definition...) is moved aside to
+    <point>/stale/<rep>-<time> with what differed printed, never deleted, and False returned: it
+    is run again."""
+    if not trial.complete:
+        return False
+    from .layout import read_json
+    try:
+        old = read_json(trial.params, "trial parameters")
+        diffs = (_differences({k: v for k, v in old.items() if k != "config_hash"},
+                              {k: v for k, v in params.items() if k != "config_hash"})
+                 if isinstance(old, dict) else ["params.json: not an object"])
+    except DataError as e:
+        diffs = [str(e)]
+    if not diffs:
+        return True
+    stale = trial.path.parent / "stale" / f"{trial.path.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    stale.parent.mkdir(exist_ok=True)
+    trial.path.rename(stale)
+    shown = "; ".join(diffs[:5]) + (f"; and {len(diffs) - 5} more" if len(diffs) > 5 else "")
+    progress(f"{trial.path} was recorded for another point ({shown}): moved to {stale}, running it again")
+    return False
 
 
 def git_commit() -> str | None:
@@ -130,8 +187,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
     for stale in sorted(trial.path.glob("attempt-*")):
         shutil.rmtree(stale)
     trial.path.mkdir(parents=True, exist_ok=True)
-    params = {"experiment": experiment, "point": point, "repetition": repetition,
-              "testbed": testbed.cfg.name, "config_hash": config_hash(testbed.cfg)}
+    params = trial_params(testbed.cfg, experiment, point, repetition)
     trial.params.write_text(json.dumps(params, indent=1))
     trial.metadata.write_text(json.dumps(host_metadata(testbed, ifaces), indent=1))
     attempts = []

@@ -2,11 +2,20 @@
 
 send: one raw Ethernet/IPv4/UDP frame with an explicit destination MAC (so it can address a
       backend directly while carrying the VIP as destination IP), via an AF_PACKET socket.
-recv: wait for a UDP datagram carrying the expected payload on BIND:PORT; prints `received ...`.
+recv: wait for a UDP datagram to BIND:PORT carrying the expected payload on IFACE; prints
+      `received ...`. It reads IPv4 packets off the interface with an AF_PACKET socket (packet(7):
+      a packet socket gets every frame of its protocol as the driver hands it up, before IP
+      routing), not with a UDP socket bound to the address: a datagram to the VIP reaches a UDP
+      socket only if the VIP is configured on the host (ip(7): bind() of a non-local address is
+      EADDRNOTAVAIL, and IP_FREEBIND/IP_TRANSPARENT only allow the bind, the kernel still does not
+      deliver locally a packet for an address it does not own), and a backend behind an XDP LB
+      needs no VIP (the XDP responder answers in the driver).
 """
 
 import argparse
+import ipaddress
 import socket
+import struct
 import sys
 import time
 
@@ -27,7 +36,8 @@ def main(argv=None) -> int:
     s.add_argument("--payload", required=True)
     s.add_argument("--count", type=int, default=1, help="send the frame this many times")
     r = sub.add_parser("recv")
-    r.add_argument("--bind", required=True)
+    r.add_argument("--bind", required=True, help="destination address to match (need not be configured here)")
+    r.add_argument("--iface", required=True, help="interface to read from")
     r.add_argument("--port", type=int, required=True)
     r.add_argument("--expect", required=True)
     r.add_argument("--timeout", type=float, default=5)
@@ -41,21 +51,34 @@ def main(argv=None) -> int:
                 sk.send(frame)
         print(f"sent {a.count} x {len(frame)} bytes")
         return 0
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sk:
-        sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sk.bind((a.bind, a.port))
+    want = ipaddress.IPv4Address(a.bind).packed
+    eth_p_ip = 0x0800
+    with socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(eth_p_ip)) as sk:
+        sk.bind((a.iface, eth_p_ip))
         deadline = time.monotonic() + a.timeout
         while (left := deadline - time.monotonic()) > 0:
             sk.settimeout(left)
             try:
-                data, peer = sk.recvfrom(2048)
+                pkt = sk.recv(65535)
             except socket.timeout:
                 break
-            if data.decode(errors="replace") == a.expect:
-                print(f"received {len(data)} bytes from {peer[0]}:{peer[1]}", flush=True)
+            got = _udp_to(pkt, want, a.port)
+            if got is not None and got[1].decode(errors="replace") == a.expect:
+                print(f"received {len(got[1])} bytes from {got[0]}", flush=True)
                 return 0
     print("timeout: nothing received", flush=True)
     return 1
+
+
+def _udp_to(pkt: bytes, dst: bytes, port: int) -> tuple[str, bytes] | None:
+    """(source "ip:port", payload) of an IPv4/UDP packet to dst:port (unfragmented), else None."""
+    if len(pkt) < 28 or pkt[0] >> 4 != 4 or pkt[9] != 17 or pkt[16:20] != dst:
+        return None
+    ihl = (pkt[0] & 0x0F) * 4
+    sport, dport, length = struct.unpack("!HHH", pkt[ihl:ihl + 6])
+    if dport != port:
+        return None
+    return f"{socket.inet_ntoa(pkt[12:16])}:{sport}", pkt[ihl + 8:ihl + length]
 
 
 if __name__ == "__main__":

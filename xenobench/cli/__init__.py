@@ -15,6 +15,7 @@ from ..errors import XenobenchError
 COMMAND_MODULES = (
     "config_cmd",    # config check
     "testbed_cmd",   # testbed up|down|status|check
+    "deploy_cmd",    # deploy (SSH testbeds: ship agents, objects, XenoFlow source; readiness table)
     "counters_cmd",  # counters NODE IFACE...
     "lb_cmd",        # lb start|stop|stats  (ebpf, xenoflow)
     "traffic_cmd",   # traffic compile|run

@@ -14,7 +14,7 @@ def check(obj):
     """Validate the configuration; exit 0, or 2 with file, key path and bad value."""
     cfg = obj.config
     roles = ", ".join(f"{n.name}={n.role}" for n in cfg.nodes.values())
-    click.echo(f"{cfg.path}: ok (testbed {cfg.name}, transport {cfg.transport}; {roles})")
+    click.echo(f"{cfg.path}: ok (testbed {cfg.name}, kind {cfg.testbed_kind}, transport {cfg.transport}; {roles})")
 
 
 COMMANDS = [config_group]

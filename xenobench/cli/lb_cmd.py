@@ -1,4 +1,4 @@
-"""`xenobench lb start|stop|stats --lb ebpf|xenoflow`."""
+"""`xenobench lb start|stop|stats --lb KIND` (the kinds: xenobench.lb.LBS)."""
 
 import json
 

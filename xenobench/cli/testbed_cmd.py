@@ -14,7 +14,7 @@ def testbed_group():
 @testbed_group.command("up")
 @click.pass_obj
 def up(obj):
-    """Create the namespace testbed (idempotent); on ssh testbeds only checks the nodes."""
+    """Create the namespace testbed (idempotent); on a hosts testbed only checks the nodes."""
     t0 = time.monotonic()
     res = obj.testbed().up()
     what = "created" if res.get("changed") else "already up"
@@ -22,13 +22,18 @@ def up(obj):
 
 
 @testbed_group.command("down")
+@click.option("--purge", is_flag=True, help="Remove the state directory (logs, process records) and what "
+              "`xenobench deploy` placed on the nodes too.")
 @click.pass_obj
-def down(obj):
-    """Remove every namespace, link, pinned BPF object and process the testbed created."""
+def down(obj, purge):
+    """Remove every namespace, link, pinned BPF object and process the testbed of this prefix
+    created, whichever config built it."""
     t0 = time.monotonic()
-    res = obj.testbed().down()
+    res = obj.testbed().down(purge=purge)
     click.echo(f"testbed {obj.config.name}: down, removed {len(res.get('removed', []))} namespaces "
                f"({time.monotonic() - t0:.2f} s)")
+    if res.get("purged"):
+        click.echo(f"removed the deployed artefact from {', '.join(res['purged'])}")
 
 
 @testbed_group.command("status")
@@ -40,7 +45,7 @@ def status(obj, as_json):
     if as_json:
         click.echo(json.dumps(st, indent=1))
         return
-    click.echo(f"testbed {st['testbed']} ({st['transport']}): {'up' if st.get('up', True) else 'down'}")
+    click.echo(f"testbed {st['testbed']} ({st['kind']}): {'up' if st.get('up', True) else 'down'}")
     for name, n in st["nodes"].items():
         ifs = ", ".join(f"{k}{'' if v is None else (' up' if v['up'] else ' down')}"
                         f"{' xdp=' + str(v['xdp']) if v and v.get('xdp') else ''}"

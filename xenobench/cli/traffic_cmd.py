@@ -125,19 +125,37 @@ def server_group():
 @server_group.command("start")
 @click.pass_obj
 def server_start(obj):
-    """Start t-rex-64 -i from traffic.trex.daemon.path on the loadgen node and wait for its RPC port."""
+    """Start t-rex-64 -i from traffic.trex.daemon.path on the loadgen node and wait for its RPC port.
+    A server that already answers on traffic.trex.server:sync_port is reported and left alone."""
+    import socket
+
     from ..traffic import traffic_config
-    from ..traffic.trex import start_server
-    h = start_server(obj.testbed(), traffic_config(obj.config))
+    from ..traffic.trex import _trex_section, start_server
+    tcfg = traffic_config(obj.config)
+    t = _trex_section(tcfg)
+    try:
+        socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
+        click.echo(f"trex server: already running at {t['server']}:{t['sync_port']} (not started by "
+                   "xenobench: left running, never stopped by it)")
+        return
+    except OSError:
+        pass
+    h = start_server(obj.testbed(), tcfg)
     click.echo(f"trex server: started on {h.node} as pid {h.pid} (log {h.log})")
 
 
 @server_group.command("stop")
+@click.option("--collect", type=click.Path(), default=None, help="Copy the server's log here first.")
 @click.pass_obj
-def server_stop(obj):
-    """Stop the TRex server started by `traffic server start`."""
-    from ..traffic.trex import stop_server
-    click.echo(f"trex server: {'stopped' if stop_server(obj.testbed()) else 'was not running'}")
+def server_stop(obj, collect):
+    """Stop the TRex server started by `traffic server start` (one it did not start is left alone)."""
+    from ..traffic.trex import SERVER_TAG, stop_server
+    tb = obj.testbed()
+    node = tb.node_for_role("loadgen")
+    h = node.handle(SERVER_TAG)
+    if collect and h is not None:
+        node.get(h.log, collect)
+    click.echo(f"trex server: {'stopped' if stop_server(tb) else 'was not running'}")
 
 
 COMMANDS = [traffic_group]

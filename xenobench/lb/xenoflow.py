@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import REPO_ROOT
 from ..backends import load_backends, write_canonical
 from ..errors import ConfigError, NodeError
+from ..nodes.base import sudo_argv, sudo_refused, sudoers_rule
 from ..progcost import xdp_prog_id
 from .base import LoadBalancer
 
@@ -115,7 +116,7 @@ class XenoFlowLB(LoadBalancer):
 
     # --- command construction --------------------------------------------------------------
     def _sudo(self, argv: list[str]) -> list[str]:
-        return ["sudo", *argv] if self.sec["sudo"] else argv
+        return sudo_argv(argv) if self.sec["sudo"] else argv
 
     def _device_args(self) -> list[str]:
         if self.sec["device_args"]:
@@ -331,6 +332,13 @@ class XenoFlowLB(LoadBalancer):
             have = ", ".join(lst.stdout.split()) or "none"
             raise NodeError(f"Failed to apply the OVS rule on {node.name}: bridge {br!r} (xenoflow.ovs.bridge in "
                             f"{self.cfg.path}) does not exist; bridges: {have}")
+        if sudo_refused(r):
+            from ..deploy import dpu_sudo_commands
+            user = getattr(getattr(node, "ssh", None), "user", "the login")
+            raise NodeError(f"Failed to apply the OVS rule on {node.name}: sudo asks {user} for a password "
+                            f"(xenoflow.sudo: true runs `sudo -n`); install the rule "
+                            f"`{sudoers_rule(user, dpu_sudo_commands(self.cfg))}` in /etc/sudoers.d/xenobench "
+                            f"(`xenobench deploy` prints the command)")
         err = (r.stderr or r.stdout).strip().splitlines()
         raise NodeError(f"Failed to apply the OVS rule on {node.name}: `{shlex.join(argv)}` exited with status "
                         f"{r.returncode}: {err[-1] if err else 'no output'} (is Open vSwitch running there?)")
@@ -346,6 +354,23 @@ class XenoFlowLB(LoadBalancer):
             else:
                 node.run(argv)
         return ran
+
+    def ship_source(self, node=None) -> bool:
+        """Copy lb/ to the DPU (xenoflow.remote_src) unless the same sources are there already
+        (the content hash of xenobench.deploy, kept in remote_src/.xenobench-hash); True if copied."""
+        from ..deploy import content_hash
+        node = node or self.node
+        src = self.sec["remote_src"]
+        files = sorted(str(f.relative_to(LB_DIR.parent)) for f in LB_DIR.rglob("*")
+                       if f.is_file() and "/build" not in str(f.relative_to(LB_DIR.parent)))
+        digest = content_hash(LB_DIR.parent, files)
+        if node.run(["cat", f"{src}/.xenobench-hash"], check=False).stdout.strip() == digest:
+            return False
+        node.run(["mkdir", "-p", src])
+        node.put(self._tarball(), f"{src}.tar.gz")
+        node.run(["sh", "-c", 'tar -xzf "$1.tar.gz" -C "$1" && echo "$2" > "$1/.xenobench-hash" && rm -f "$1.tar.gz"',
+                  "sh", src, digest])
+        return True
 
     def _tarball(self) -> Path:
         """lb/ (sources only, no build dirs) plus the shared backends vectors, as a .tar.gz."""

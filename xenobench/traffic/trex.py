@@ -99,7 +99,8 @@ class TrexDriver:
             c.connect()
         except Exception as e:  # STLError / TRexError / OSError
             raise TrafficError(f"Failed to connect to {where}: {_reason(e)} "
-                               "(is the server running? `deploy` starts it: traffic.trex.daemon)") from None
+                               "(is the server running? `xenobench traffic server start` starts it from traffic.trex.daemon; "
+                               "the workflow's rule trex_server does)") from None
         if self.version:
             try:
                 got = c.get_server_version()

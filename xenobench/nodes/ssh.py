@@ -1,0 +1,282 @@
+"""The `ssh` transport: a node reached over SSH (paramiko)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shlex
+import time
+from pathlib import Path
+
+from ..config import Config, NodeConfig
+from ..errors import NodeError
+from .base import CommandResult, Node, ProcessHandle, _stat_starttime, sudo_argv
+from .known_hosts import KnownHosts, host_key_policy
+from .netns import socket_in_netns
+
+logger = logging.getLogger(__name__)
+
+
+class SshNode(Node):
+    """A node reached over SSH (paramiko). Host keys are checked against known_hosts (class
+    KnownHosts); an unknown key is refused unless the config sets accept_unknown_host_keys: true.
+
+    The node's files (logs, staged inputs, outputs) live in a private directory, mode 0700, whose
+    name has 64 random bits (chosen here, created with an exclusive `mkdir -m 700` on first use,
+    as mktemp -d does): a predictable /tmp path lets another user of the host pre-create it or
+    plant a symlink there. Its name is recorded in state_dir/remote/<node>.json, so a later
+    invocation (stop, teardown after a crash) finds the processes' logs; stop_all() removes it."""
+
+    TMP = "/tmp"
+    deploy_dir = "xenobench-deploy"
+    """Where `xenobench deploy` unpacks the node-side artefact (xenobench.deploy), relative to
+    the login's working directory (ssh.workdir, else the home): one directory per content hash,
+    `current` the link to the deployed one. It outlives the private directory (stop_all): it is
+    removed by `testbed down --purge` only."""
+
+    def __init__(self, cfg: Config, ncfg: NodeConfig):
+        super().__init__(cfg, ncfg)
+        if ncfg.ssh is None:
+            raise NodeError(f"Failed to set up node {self.name}: no ssh section in {cfg.path}")
+        self.ssh = ncfg.ssh
+        self._client = None
+        self._dir_ready = False
+        self._dir_record = cfg.state_dir / "remote" / f"{self.name}.json"
+
+    @property
+    def remote_dir(self) -> str:
+        """The node's private directory (its name; created on first use by _ensure_dir)."""
+        me = {"host": self.ssh.host, "port": self.ssh.port, "user": self.ssh.user}
+        try:
+            rec = json.loads(self._dir_record.read_text())
+            if {k: rec.get(k) for k in me} == me and isinstance(rec.get("dir"), str):
+                return rec["dir"]
+        except (OSError, ValueError):
+            pass
+        d = f"{self.TMP}/xenobench-{self.cfg.prefix.rstrip('-')}.{secrets.token_hex(8)}"
+        self._dir_record.parent.mkdir(parents=True, exist_ok=True)
+        self._dir_record.write_text(json.dumps({**me, "dir": d}))
+        return d
+
+    def _ensure_dir(self) -> str:
+        """Create the private directory, or check that the recorded one is still ours."""
+        d = self.remote_dir
+        if not self._dir_ready:
+            script = ('if [ -e "$1" ] || [ -L "$1" ]; then [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] || '
+                      '{ echo "$1 exists and is not a directory of this user" >&2; exit 3; }; '
+                      'else mkdir -m 700 "$1"; fi')
+            self.run(["sh", "-c", script, "sh", d])
+            self._dir_ready = True
+        return d
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = self._connect()
+        return self._client
+
+    def _connect(self):
+        import paramiko
+
+        s = self.ssh
+        c = paramiko.SSHClient()
+        known = KnownHosts(os.path.expanduser(s.known_hosts or "~/.ssh/known_hosts"))
+        # not load_host_keys(): with it, paramiko rewrites the whole file on every new key
+        for host, keys in known.keys.items():
+            for ktype, key in keys.items():
+                c.get_host_keys().add(host, ktype, key)
+        c.set_missing_host_key_policy(host_key_policy(known, self.name, s.accept_unknown_host_keys))
+        sock = None
+        where = f"{s.user}@{s.host}:{s.port}"
+        try:
+            if s.netns:
+                sock = socket_in_netns(s.netns, s.host, s.port, s.connect_timeout)
+            c.connect(s.host, port=s.port, username=s.user,
+                      key_filename=os.path.expanduser(s.key) if s.key else None,
+                      timeout=s.connect_timeout, banner_timeout=s.connect_timeout,
+                      auth_timeout=s.connect_timeout, sock=sock,
+                      allow_agent=s.key is None, look_for_keys=s.key is None)
+        except paramiko.SSHException as e:
+            if sock:
+                sock.close()
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): {e}") from None
+        except OSError as e:
+            if sock:
+                sock.close()
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): {e.strerror or e}") from None
+        # a known key that is also @revoked was never added above; this catches a revoked key
+        # that paramiko matched through another line for the same host
+        n = known.is_revoked(c.get_transport().get_remote_server_key())
+        if n is not None:
+            c.close()
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): host key is marked @revoked in "
+                            f"{known.path} line {n}")
+        return c
+
+    def python_env(self) -> dict[str, str]:
+        """The environment that makes the deployed agents importable: the artefact first on
+        PYTHONPATH (Python makes the relative entry absolute against the working directory,
+        which is ssh.workdir or the home for every command); before a deploy the path does not
+        exist and a xenobench installed on the node is used instead."""
+        return {"PYTHONPATH": f"{self.deploy_dir}/current"}
+
+    def python_argv(self, module, *args):
+        env = [f"{k}={v}" for k, v in self.python_env().items()]
+        return ["env", *env, self.ssh.python, "-m", module, *map(str, args)]
+
+    def remove_deployed(self) -> bool:
+        """Remove what `xenobench deploy` placed (DEPLOY_DIR); False if there was nothing."""
+        r = self.run(["sh", "-c", '[ -d "$1" ] && rm -rf -- "$1"', "sh", self.deploy_dir], check=False)
+        return r.ok
+
+    def _command(self, argv: list[str], env: dict[str, str] | None) -> str:
+        """argv (and env) as one shell word list: something `setsid` or `exec` can run."""
+        cmd = shlex.join(argv)
+        if env:
+            cmd = shlex.join(["env", *(f"{k}={v}" for k, v in env.items())]) + " " + cmd
+        return cmd
+
+    def _cd(self) -> str:
+        """`cd WORKDIR && ` when the config sets ssh.workdir (a shell builtin: it goes before
+        setsid, never after it)."""
+        return f"cd {shlex.quote(self.ssh.workdir)} && " if self.ssh.workdir else ""
+
+    def run(self, argv, *, timeout=60, check=True, input=None, env=None, own_sysfs=False):
+        argv = list(map(str, argv))
+        cmd = self._cd() + self._command(argv, env)
+        try:
+            chan = self.client.get_transport().open_session(timeout=self.ssh.connect_timeout)
+            chan.settimeout(timeout)
+            chan.exec_command(cmd)
+            if input is not None:
+                chan.sendall(input.encode() if isinstance(input, str) else input)
+            chan.shutdown_write()
+            out, err = bytearray(), bytearray()
+            deadline = time.monotonic() + timeout
+            while True:
+                if time.monotonic() > deadline:
+                    chan.close()
+                    raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: "
+                                    f"timed out after {timeout:g} s")
+                if chan.recv_ready():
+                    out += chan.recv(65536)
+                elif chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                # Done at the channel's EOF, not at the exit status: sshd sends the status when the
+                # process exits, which can be before the last of its output (a 200 kB `bpftool map
+                # dump` came back cut at 96 kB). EOF follows all data, so once it is seen, what is
+                # not buffered yet never comes: check it first, the buffers after.
+                elif (chan.eof_received and chan.exit_status_ready()
+                      and not chan.recv_ready() and not chan.recv_stderr_ready()):
+                    break
+                else:
+                    time.sleep(0.002)
+            rc = chan.recv_exit_status()
+            chan.close()
+        except NodeError:
+            raise
+        except Exception as e:  # paramiko raises a zoo of types; report them uniformly
+            raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: {e}") from None
+        r = CommandResult(argv, rc, out.decode(errors="replace"), err.decode(errors="replace"), self.name)
+        return r.check() if check else r
+
+    def _spawn(self, argv, log_path, env):
+        # cd first (a builtin), then setsid: the process leads its own group, so stop() can
+        # signal the whole group; exec replaces the subshell, so $! is the program's pid and its
+        # start time is read in the same round trip; >>: logs are appended, as on netns nodes
+        if log_path.startswith(self.work_dir + "/"):
+            self._ensure_dir()
+        script = (f"mkdir -p {shlex.quote(os.path.dirname(log_path))} && {self._cd()}"
+                  f"{{ setsid {self._command(argv, env)} >> {shlex.quote(log_path)} 2>&1 < /dev/null & }} "
+                  f"&& echo $! && cat /proc/$!/stat")
+        out = self.run(["sh", "-c", script]).stdout.splitlines()
+        try:
+            pid = int(out[0])
+        except (IndexError, ValueError):
+            raise NodeError(f"Failed to start `{shlex.join(argv)}` on {self.name}: no pid in {out[:2]!r}") from None
+        ticks = _stat_starttime(out[1]) if len(out) > 1 else None
+        return ProcessHandle(self.name, "", pid, argv, log_path, starttime_ticks=ticks)
+
+    @property
+    def work_dir(self):
+        return self.remote_dir
+
+    def output_path(self, local, name):
+        self._ensure_dir()
+        return self.path(name)
+
+    def stage(self, local, name, *, copy=True):
+        remote = self.path(name)
+        if copy:
+            self.put(local, remote)  # put() creates the private directory first
+        return remote
+
+    def signal(self, h, sig, *, sudo=False):
+        if not sudo:
+            return super().signal(h, sig)
+        if not self._same_process(h):
+            logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
+                           self.name, h.tag, h.pid, shlex.join(h.argv))
+            return False
+        self.run(sudo_argv(["kill", f"-{int(sig)}", "--", f"-{h.pid}"]), check=False)
+        return True
+
+    def _starttime(self, pid):
+        return _stat_starttime(self.run(["cat", f"/proc/{int(pid)}/stat"], check=False).stdout)
+
+    def _alive(self, h):
+        st = self.run(["cat", f"/proc/{h.pid}/stat"], check=False).stdout
+        if ")" not in st:
+            return False
+        fields = st.rsplit(")", 1)[1].split()
+        if h.starttime_ticks is not None and _stat_starttime(st) != h.starttime_ticks:
+            return False
+        return fields[0] != "Z"
+
+    def stop_all(self):
+        """Stop every recorded process, then remove the private directory (teardown)."""
+        super().stop_all()
+        self.remove_work_dir()
+
+    def remove_work_dir(self) -> None:
+        """Remove the private directory (if it is still ours) and forget it."""
+        rec = self._dir_record
+        if rec.exists():
+            d = self.remote_dir
+            self.run(["sh", "-c", '[ ! -d "$1" ] || [ -L "$1" ] || [ ! -O "$1" ] || rm -rf -- "$1"', "sh", d])
+            rec.unlink(missing_ok=True)
+            self._dir_ready = False
+
+    def _signal(self, h, sig):
+        self.run(["kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
+
+    def put(self, local, remote):
+        if remote.startswith(self.work_dir + "/"):
+            self._ensure_dir()
+        try:
+            sftp = self.client.open_sftp()
+            try:
+                self.run(["mkdir", "-p", os.path.dirname(remote) or "."])
+                sftp.put(str(local), remote)
+            finally:
+                sftp.close()
+        except (OSError, IOError) as e:
+            raise NodeError(f"Failed to put {local} to {self.name}:{remote}: {e}") from None
+
+    def get(self, remote, local):
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            sftp = self.client.open_sftp()
+            try:
+                sftp.get(remote, str(local))
+            finally:
+                sftp.close()
+        except (OSError, IOError) as e:
+            raise NodeError(f"Failed to get {self.name}:{remote}: {e}") from None
+
+    def close(self):
+        if self._client is not None:
+            self._client.close()
+            self._client = None

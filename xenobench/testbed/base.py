@@ -1,0 +1,145 @@
+"""What every testbed offers, whatever its kind: its nodes by name and by role, bring-up and
+teardown, status and connectivity proofs, and the hooks an experiment calls (CPU placement, the
+backend sink) that only some kinds act on."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+
+from ..config import Config, NodeConfig
+from ..errors import NodeError, TestbedError
+from ..nodes import Node, make_node
+from .bpffs import BPFFS
+
+log = logging.getLogger(__name__)
+
+
+class Testbed:
+    """Nodes of a configuration, by name and by role. Subclasses add bring-up/teardown."""
+
+    __test__ = False
+    kind = ""  # testbed.kind (xenobench.testbed.KINDS)
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self._nodes: dict[str, Node] = {}
+
+    def node(self, name: str) -> Node:
+        if name not in self._nodes:
+            if name not in self.cfg.nodes:
+                raise TestbedError(f"Failed to find node {name!r} in {self.cfg.path}: "
+                                   f"have {', '.join(self.cfg.nodes)}")
+            self._nodes[name] = make_node(self.cfg, self.cfg.nodes[name])
+        return self._nodes[name]
+
+    def node_for_role(self, role: str) -> Node:
+        return self.node(self.cfg.role(role).name)
+
+    def nodes(self) -> list[Node]:
+        return [self.node(n) for n in self.cfg.nodes]
+
+    @property
+    def bpffs_dir(self) -> Path:
+        """Where programs and maps of this testbed are pinned (removed by `down`)."""
+        return BPFFS / f"{self.cfg.prefix}{self.cfg.name}"
+
+    def up(self) -> dict:
+        return {"kind": self.kind, "changed": False}
+
+    def cpu_placement(self) -> dict | None:
+        """Where the generator and the DUT's packet processing run (None: not placed here)."""
+        return None
+
+    def place_dut(self, mode: str) -> None:
+        """How the LB's packet processing is scheduled ("threaded" for rates, "inline" for
+        latency; NamespaceTestbed.place_dut); a hardware testbed's is the hardware's: no-op."""
+
+    def release_backend_sink(self, node: str) -> None:
+        """A service (a DNS server) takes a backend's interface over; no-op without a sink."""
+
+    def restore_backend_sink(self, node: str) -> None:
+        """Give the interface back to the backend sink after release_backend_sink."""
+
+    #: services this testbed can set up around a load balancer (LoadBalancer.needs)
+    services: tuple[str, ...] = ()
+
+    def provide(self, needs: tuple[str, ...], lb_kind: str) -> None:
+        """Set up what an LB needs around it (LoadBalancer.needs), idempotent; refuses by name
+        what this testbed cannot provide."""
+        missing = [n for n in needs if n not in self.services]
+        if missing:
+            raise TestbedError(f"Failed to start {lb_kind} on testbed {self.cfg.name}: it needs "
+                               f"{', '.join(missing)}, which this testbed does not provide "
+                               f"(provides: {', '.join(self.services) or 'nothing'})")
+
+    def withdraw(self, needs: tuple[str, ...], lb_kind: str) -> None:
+        """Undo provide() once the LB has stopped."""
+
+    def stop_processes(self) -> None:
+        """Stop every recorded background process of every node, and close the connections."""
+        for n in self.nodes():
+            try:
+                n.stop_all()
+            except NodeError as e:
+                log.warning("%s", e)
+            n.close()
+
+    def down(self, *, purge: bool = False) -> dict:
+        """Stop what the harness started on the nodes; `purge`: remove the state directory too
+        (logs, process records) and what `xenobench deploy` placed on the nodes."""
+        self.stop_processes()
+        purged = []
+        if purge:
+            from ..deploy import purge as purge_deployed
+            purged = purge_deployed(self)
+            self.stop_processes()  # closes the connections purge opened
+            shutil.rmtree(self.cfg.state_dir, ignore_errors=True)
+        return {"removed": [], "purged": purged}
+
+    def status(self) -> dict:
+        return {"testbed": self.cfg.name, "kind": self.kind,
+                "nodes": {n.name: {"role": n.ncfg.role, "transport": n.ncfg.transport,
+                                   "processes": [h.tag for h in n.handles() if n.running(h.tag)]}
+                          for n in self.nodes()}}
+
+    def check(self) -> list[tuple[str, bool, str]]:
+        """Connectivity proofs: (description, ok, detail) rows."""
+        rows = []
+        client = self.node_for_role("client")
+        for b in self.cfg.backend_nodes():
+            ip = b.iface().addr
+            r = client.run(["ping", "-c", "1", "-W", "2", ip], check=False, timeout=10)
+            rows.append((f"client reaches {b.name} ({ip}) directly", r.ok,
+                         (r.stdout.strip().splitlines() or [""])[-1] if r.ok else r.stderr.strip() or r.stdout.strip()))
+        for b in self.cfg.backend_nodes():
+            rows.append(self._check_vip_to_backend(client, b))
+        return rows
+
+    def _check_vip_to_backend(self, client: Node, b: NodeConfig) -> tuple[str, bool, str]:
+        """Send one UDP datagram to the VIP addressed to the backend's MAC; it must arrive there."""
+        backend = self.node(b.name)
+        port = 9
+        token = f"xenobench-check-{b.name}-{time.time_ns()}"
+        desc = f"UDP to VIP {self.cfg.service.vip} with {b.name}'s MAC arrives at {b.name}"
+        recv = backend.start("check-recv", backend.python_argv(
+            "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--iface", b.iface().name,
+            "--port", str(port),
+            "--expect", token, "--timeout", "5"))
+        try:
+            time.sleep(0.3)
+            ci = self.cfg.role("client").iface()
+            client.run(client.python_argv(
+                "xenobench.agents.udpcheck", "send", "--iface", ci.name, "--src-mac", ci.mac,
+                "--dst-mac", b.iface().mac, "--src-ip", ci.addr, "--dst-ip", self.cfg.service.vip,
+                "--port", str(port), "--payload", token), timeout=10)
+            deadline = time.monotonic() + 5
+            while backend.running("check-recv") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            out = backend.read_log(recv).strip()
+            ok = "received" in out
+            return desc, ok, out.splitlines()[-1] if out else "nothing received"
+        finally:
+            backend.stop("check-recv")

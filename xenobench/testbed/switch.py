@@ -1,0 +1,132 @@
+"""The XDP programs that make the namespace topology measure the load balancer, not the plumbing
+(README, "The testbed"):
+- the switch's fast path (switch/fastpath.bpf.c) on every switch port forwards frames to bound
+  MACs at XDP, as the MSN2100 does in hardware; only broadcast/unknown frames reach the bridge;
+- the backends' sink (switch/sink.bpf.c) counts every frame at a backend's veth and drops the
+  generator's, as a separate machine's NIC would; a DNS server takes the interface over.
+Both are loaded once into the switch namespace and pinned under the testbed's pin directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from pathlib import Path
+
+from .. import REPO_ROOT
+from ..agents.bpf import counters as bpf_counters
+from ..errors import TestbedError, XenobenchError
+from .topology import NamespaceTopology, ip
+
+FASTPATH_OBJ = REPO_ROOT / "switch" / "build" / "fastpath.bpf.o"
+FASTPATH_PROG = "sw_fastpath"
+SW_STATS = ("forwarded", "to_bridge", "malformed")  # enum sw_stat (switch/switch_common.h)
+SINK_OBJ = REPO_ROOT / "switch" / "build" / "sink.bpf.o"
+SINK_PROG = "backend_sink"
+SINK_STATS = ("dropped", "passed")  # enum sink_stat
+# the generator's sources are src_ip_base + n, n < flows x 2^k classes <= 256 x 256: one /16
+SINK_PREFIX = 16
+
+
+def _hex(b: bytes) -> str:
+    """bpftool's `hex` argument form."""
+    return " ".join(f"{x:02x}" for x in b)
+
+
+def _load(topo: NamespaceTopology, obj: Path, pin: Path) -> None:
+    (pin / "maps").mkdir(parents=True, exist_ok=True)
+    topo.run(topo.switch_ns, "bpftool", "prog", "loadall", str(obj), str(pin / "progs"), "type", "xdp",
+             "pinmaps", str(pin / "maps"))
+
+
+def _bpftool_batch(topo: NamespaceTopology, name: str, cmds: list[str]) -> None:
+    batch = topo.cfg.state_dir / f"{name}.bpftool"
+    batch.parent.mkdir(parents=True, exist_ok=True)
+    batch.write_text("\n".join(cmds) + "\n")
+    topo.run(topo.switch_ns, "bpftool", "batch", "file", str(batch))
+
+
+def _percpu(pin: Path, names: tuple[str, ...]) -> dict[str, int]:
+    try:
+        return bpf_counters(pin, names)
+    except XenobenchError as e:
+        raise TestbedError(f"Failed to read {pin}: {e}") from None
+
+
+class SwitchFastpath:
+    """switch/build/fastpath.bpf.o on every switch port, pinned under `pindir`."""
+
+    def __init__(self, topo: NamespaceTopology, pindir: Path):
+        self.topo, self.pindir = topo, pindir
+
+    def attach(self) -> None:
+        """Load the object once, bind every node MAC to its port's ifindex, attach it to every
+        port. Map updates run inside the switch namespace: devmap ifindexes resolve in the
+        namespace of the process that writes them."""
+        topo, sw, pin = self.topo, self.topo.switch_ns, self.pindir
+        if not FASTPATH_OBJ.exists():
+            raise TestbedError(f"Failed to attach the switch fast path: {FASTPATH_OBJ} is not built "
+                               "(run `make build` or `make -C switch`; or set testbed.switch_fastpath: false "
+                               f"in {topo.cfg.path})")
+        _load(topo, FASTPATH_OBJ, pin)
+        links = {l["ifname"]: l["ifindex"] for l in json.loads(ip("-n", sw, "-j", "link", "show").stdout)}
+        cmds = []
+        for n, i, port in topo.ports():
+            if not i.mac:
+                continue
+            # the key is the u64 the program copies the MAC into: its 6 bytes, then 2 zero bytes
+            mac = _hex(bytes.fromhex(i.mac.replace(":", "")) + b"\0\0")
+            idx = _hex(links[port].to_bytes(4, "little"))
+            cmds.append(f"map update pinned {pin / 'maps' / 'fdb'} key hex {mac} value hex {idx}")
+            cmds.append(f"map update pinned {pin / 'maps' / 'ports'} key hex {idx} value hex {idx}")
+        _bpftool_batch(topo, "switch-fdb", cmds)
+        for n, i, port in topo.ports():
+            # the node's end receives redirected frames (ndo_xdp_xmit) only with a NAPI: GRO gives it one
+            topo.run(topo.ns(n.name), "ethtool", "-K", i.name, "gro", "on")
+            # nsenter, not `ip -n`: that remounts /sys, hiding the pins under /sys/fs/bpf
+            topo.run(sw, "ip", "link", "set", "dev", port, "xdpdrv", "pinned", str(pin / "progs" / FASTPATH_PROG))
+
+    def stats(self) -> dict[str, int]:
+        """The fast path's counters summed over CPUs (enum sw_stat)."""
+        return _percpu(self.pindir / "maps" / "sw_stats", SW_STATS)
+
+
+class BackendSink:
+    """switch/build/sink.bpf.o, loaded once and pinned under `pindir`, attached to each backend's
+    interface (attach/detach: a DNS server takes the interface over and gives it back)."""
+
+    def __init__(self, topo: NamespaceTopology, pindir: Path):
+        self.topo, self.pindir = topo, pindir
+
+    def load(self) -> None:
+        """Load the object with the generator's source block (traffic.src_ip_base)."""
+        cfg = self.topo.cfg
+        base = cfg.section("traffic").get("src_ip_base")
+        if not SINK_OBJ.exists():
+            raise TestbedError(f"Failed to attach the backend sink: {SINK_OBJ} is not built (run `make build` "
+                               f"or `make -C switch`; or set testbed.backend_sink: false in {cfg.path})")
+        if not base:
+            raise TestbedError(f"Failed to attach the backend sink: traffic.src_ip_base is not set in {cfg.path} "
+                               "(the sink drops frames from that block; or set testbed.backend_sink: false)")
+        net = ipaddress.IPv4Network(f"{base}/{SINK_PREFIX}", strict=False)
+        _load(self.topo, SINK_OBJ, self.pindir)
+        val = _hex(net.network_address.packed + net.netmask.packed)
+        _bpftool_batch(self.topo, "backend-sink",
+                       [f"map update pinned {self.pindir / 'maps' / 'sink_config'} key hex 00 00 00 00 value hex {val}"])
+
+    def set_link(self, node: str, attach: bool) -> None:
+        """Attach the sink to a backend's interface, or detach whatever program is there."""
+        n = self.topo.cfg.nodes[node]
+        argv = ["ip", "link", "set", "dev", n.iface().name, "xdpdrv",
+                *(["pinned", str(self.pindir / "progs" / SINK_PROG)] if attach else ["off"])]
+        self.topo.run(self.topo.ns(node), *argv)
+
+    def attached(self, node: str) -> bool:
+        """Whether an XDP program is attached to a backend's interface."""
+        n = self.topo.cfg.nodes[node]
+        p = ip("-n", self.topo.ns(node), "-j", "link", "show", "dev", n.iface().name, check=False)
+        return bool(((json.loads(p.stdout or "[]") or [{}])[0]).get("xdp"))
+
+    def stats(self) -> dict[str, int]:
+        """The sink's counters summed over CPUs and backends (enum sink_stat)."""
+        return _percpu(self.pindir / "maps" / "sink_stats", SINK_STATS)
