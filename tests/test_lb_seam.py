@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from xenobench.agents import ebpf_lb, wire_lb
+from xenobench.agents import ebpf_lb, katran_lb, wire_lb
 from xenobench.config import load_config
 from xenobench.errors import ConfigError, TestbedError
 from xenobench.lb import KINDS, LBS, get_lb, label
@@ -47,7 +47,7 @@ def test_labels_come_from_the_registry():
 
 
 def test_unknown_kind_is_refused_with_the_list(local_cfg):
-    with pytest.raises(ConfigError, match=r"unknown kind 'katrn' \(known: xenoflow, ebpf, wire\)"):
+    with pytest.raises(ConfigError, match=r"unknown kind 'katrn' \(known: xenoflow, ebpf, katran, wire\)"):
         get_lb("katrn", Testbed(local_cfg))
 
 
@@ -73,7 +73,7 @@ def test_testbed_refuses_what_it_cannot_provide_by_name(local_cfg):
             "does not provide (provides: nothing)") in str(e.value)
 
 
-@pytest.mark.parametrize("agent", [ebpf_lb.AGENT, wire_lb.AGENT])
+@pytest.mark.parametrize("agent", [ebpf_lb.AGENT, wire_lb.AGENT, katran_lb.AGENT])
 def test_every_xdp_agent_has_the_same_command_line(agent):
     p = subprocess.run([sys.executable, "-m", agent.prog_name, "run", "--help"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -25,7 +25,7 @@ from .bpf import controller_parser, ip_link, keep_lb_state, load_pinned, run_con
 class XdpLbAgent:
     name: str                 # "the eBPF LB": how messages name it
     prog_name: str            # `python -m xenobench.agents.<module>`
-    obj: Path                 # the built BPF object
+    obj: Path | None          # the built BPF object; None: given by --obj (built outside this repository)
     prog: str                 # its XDP program's name
     build_hint: str           # the command that builds obj
     #: (pindir, backends file, parsed args, egress ifindex or None) -> what the "started" line reports
@@ -45,6 +45,8 @@ class XdpLbAgent:
                                                           "without it frames leave by XDP_TX out of --ingress"))
         r.add_argument("--src-mac", required=True, help="source MAC written into forwarded frames")
         r.add_argument("--state-dir", required=True, help="where the mode and a copy of the backends file go")
+        if self.obj is None:
+            r.add_argument("--obj", required=True, help="the built BPF object to load")
         if self.add_args:
             self.add_args(r)
         return ap
@@ -62,7 +64,7 @@ class XdpLbAgent:
                                          f"(give an interface of this node to --egress)")
                 ifindex = link["ifindex"]
             load_backends(a.backends)  # validate before anything is loaded
-            load_pinned(self.obj, pindir, self.build_hint)
+            load_pinned(Path(a.obj) if self.obj is None else self.obj, pindir, self.build_hint)
             info = self.configure(pindir, Path(a.backends), a, ifindex)
             return {"ingress": a.ingress, **({"egress": a.egress} if a.egress else {}), "mode": mode, **info}
 

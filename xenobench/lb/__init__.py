@@ -33,11 +33,12 @@ class LBKind:
 LBS: dict[str, LBKind] = {k.name: k for k in (
     LBKind("xenoflow", "XenoFlow", "xenoflow"),
     LBKind("ebpf", "eBPF/XDP LB", "ebpf"),
+    LBKind("katran", "Katran", "katran"),
     LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True),
 )}
 KINDS: tuple[str, ...] = tuple(LBS)
 #: labels of the kinds that are not measured here but appear in published numbers or as RTT paths
-OTHER_LABELS = {NONE: "no LB", "katran": "Katran", "kakao-loopback": "Kakao loopback",
+OTHER_LABELS = {NONE: "no LB", "kakao-loopback": "Kakao loopback",
                 "kakao-255": "Kakao 255 backends"}
 
 

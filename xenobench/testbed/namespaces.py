@@ -29,6 +29,16 @@ class NamespaceTestbed(Testbed):
     """The embedded default: the thesis topology in network namespaces on this machine."""
 
     kind = "namespaces"
+    services = ("l3_gateway", "ipip_decap")  # xenobench.fabric
+
+    def provide(self, needs: tuple[str, ...], lb_kind: str) -> None:
+        super().provide(needs, lb_kind)
+        from ..fabric import NamespaceFabric
+        NamespaceFabric(self).provide(needs)
+
+    def withdraw(self, needs: tuple[str, ...], lb_kind: str) -> None:
+        from ..fabric import NamespaceFabric
+        NamespaceFabric(self).withdraw(needs)
 
     def __init__(self, cfg):
         super().__init__(cfg)
