@@ -26,7 +26,7 @@ test: build lint
 
 # ruff on the Python (pyproject.toml [tool.ruff]), Snakemake's own linter on the workflow
 lint: deps
-	$(BIN)/ruff check xenobench tests scripts trex_profiles
+	$(BIN)/ruff check xenobench tests scripts trex_profiles standins
 	$(BIN)/snakemake --lint --cores 1 -n > /dev/null
 
 clean-testbed: deps
