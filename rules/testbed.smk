@@ -43,6 +43,8 @@ rule trex_server:
         f"{RESULTS}/trex_server.txt",
     log:
         f"{RESULTS}/logs/trex_server_start.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
     shell:
