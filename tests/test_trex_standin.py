@@ -26,10 +26,12 @@ import pytest
 
 from xenobench import REPO_ROOT
 from xenobench.traffic.profiles import load_streams, read_pcap
-from xenobench.traffic.xdpgen import BINARY, xdp_sink_pair
+from xenobench.traffic.trial import TrialSpec
+from xenobench.traffic.xdpgen import BINARY
 
 from .conftest import needs_root
 from .trex_server_double import TrexServerDouble
+from .xdp_sink import xdp_sink_pair
 
 LAUNCHER = REPO_ROOT / "standins" / "trex" / "t-rex-64"
 CLIENT = Path(__file__).with_name("trex_standin_client.py")
@@ -270,11 +272,11 @@ def test_harness_trex_driver_on_the_standin(wire, tmp_path):
     rate) is not asserted: on this shared machine xdpgen is at times descheduled."""
     gen, sink = wire
     code = ("import json; from xenobench.config import section_with_defaults; "
-            "from xenobench.traffic.trex import TrexDriver; "
+            "from xenobench.traffic.trex import TrexDriver; from xenobench.traffic.trial import TrialSpec; "
             "t = section_with_defaults('traffic', {'generator': 'trex', 'trex': {'server': '127.0.0.1', "
             f"'sync_port': {SYNC}, 'async_port': {ASYNC}, 'ports': [0], 'version': 'v3.04'}}}}); "
-            f"print(json.dumps(TrexDriver(t).run('background_split', {{'split': '70/30'}}, {RATE}, "
-            f"duration_s={DURATION})))")
+            f"print(json.dumps(TrexDriver(t).run('background_split', {{'split': '70/30'}}, "
+            f"TrialSpec.of({RATE}, {DURATION}, counts=False, blocking=True))))")
     cap = tmp_path / "driver.pcap"
     with standin(gen, tmp_path, 14):
         with capture(sink, cap) as info:
@@ -310,7 +312,8 @@ def test_server_double_compiles_the_harness_trial_as_trex_over_its_cores(cores, 
     cores x (largest per-core cache) frames, with the DNS class's share TRex gives it."""
     from xenobench.traffic.trex import TrexDriver
     with TrexServerDouble(ports=2, cores=cores) as srv:
-        res = TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30"}, 2000, duration_s=0.2)
+        res = TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30"},
+                                               TrialSpec.of(2000, duration_s=0.2, counts=False))
         (plan,) = srv.plans
         frames = plan.cycle()
     assert res["valid"] and plan.pps == 2000
@@ -324,8 +327,8 @@ def test_server_double_refuses_a_split_cache_above_10000_through_the_harness():
     from xenobench.traffic.trex import TrexDriver
     with TrexServerDouble(ports=2, cores=14) as srv:
         with pytest.raises(TrafficError) as e:
-            TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30", "cache_size": 10010}, 2000,
-                                       duration_s=0.2)
+            TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30", "cache_size": 10010},
+                                       TrialSpec.of(2000, duration_s=0.2, counts=False))
     assert str(e.value) == ("Failed to start traffic on TRex server 127.0.0.1 ports [0]: Port 0 : *** Cache is too big "
                             "try to reduce it")
 
