@@ -54,7 +54,7 @@ import itertools
 import re
 import socket
 from array import array
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,7 +84,7 @@ def default_timeout_s() -> float:
     return float(schema["properties"]["prober"]["properties"]["timeout_s"]["default"])
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
     index: int          # 0-based position in the capture (packet record, or line of a text file)
     ts_ns: int
@@ -255,8 +255,15 @@ def grouped_median(values: np.ndarray, width: float) -> float:
     return float(u[i] - width / 2 + width * (half - below[i]) / counts[i])
 
 
+@functools.lru_cache(maxsize=4096)
 def _mac(b: bytes) -> str:
     return ":".join(f"{x:02x}" for x in b)
+
+
+@functools.lru_cache(maxsize=4096)
+def _addr(packed: bytes) -> str:
+    """An address's text, cached: a capture's stations are few, and one string each is kept."""
+    return socket.inet_ntop(socket.AF_INET if len(packed) == 4 else socket.AF_INET6, packed)
 
 
 def _station(s, addr: str) -> str:
@@ -363,8 +370,7 @@ def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53, linktype: in
         if found is not None:
             found.kinds[f"UDP frames on port {port} that are not DNS"] += 1
         return None
-    fam = socket.AF_INET if ver == 4 else socket.AF_INET6
-    sa, da = socket.inet_ntop(fam, saddr), socket.inet_ntop(fam, daddr)
+    sa, da = _addr(saddr), _addr(daddr)
     return Frame(idx, ts_ns, _station(src, sa), _station(dst, da), sa, da, sport, dport, *fields)
 
 
@@ -585,16 +591,27 @@ class _Query:
         self.frame, self.done = frame, False
 
 
+def _drop_settled(queue: list[_Query], now: int, timeout_ns: int):
+    """Remove the leading queries that are answered, given up, or timed out (lost)."""
+    k = 0
+    while k < len(queue) and (queue[k].done or now - queue[k].frame.ts_ns > timeout_ns):
+        k += 1
+    if k:
+        del queue[:k]
+
+
 class Pairer:
     """The pairing rule (module docstring), fed frames in timestamp order one at a time; memory
     holds the queries still awaited (swept when more than SWEEP_AT are kept) and the results.
     keep_pairs=False keeps only the RTTs and the first and last packet of the pairs."""
 
-    SWEEP_AT = 1 << 16
+    SWEEP_AT = 8192  # awaited and identical-query records kept before a sweep (a few MB)
 
     def __init__(self, client: str, timeout_ns: int, keep_pairs: bool = True):
         self.client, self.timeout_ns, self.keep_pairs = client, timeout_ns, keep_pairs
-        self.by_flow: dict[tuple, deque[_Query]] = defaultdict(deque)   # (id, server addr, server port)
+        # (id, server addr, server port) -> awaited queries, oldest first (lists: most hold one query,
+        # and a deque costs 600 bytes even empty)
+        self.by_flow: dict[tuple, list[_Query]] = defaultdict(list)
         self.last_identical: dict[tuple, _Query] = {}                   # full key -> latest query
         self.spacing = None
         self.pairs, self.stamps = array("q"), array("q")
@@ -624,8 +641,8 @@ class Pairer:
             server, client_ep = ((f.saddr, f.sport), (f.daddr, f.dport)) if f.qr else \
                 ((f.daddr, f.dport), (f.saddr, f.sport))
             awaiting = self.by_flow.get((f.dns_id, *server))
-            while awaiting and (awaiting[0].done or f.ts_ns - awaiting[0].frame.ts_ns > self.timeout_ns):
-                awaiting.popleft()  # answered, given up, or timed out (lost)
+            if awaiting:
+                _drop_settled(awaiting, f.ts_ns, self.timeout_ns)
             cands = [q for q in awaiting or () if not q.done
                      and (not f.qname or not q.frame.qname or q.frame.qname == f.qname)]
             if cands and all(q.frame.ts_ns >= f.ts_ns for q in cands):
@@ -658,8 +675,7 @@ class Pairer:
         self.last_identical = {k: q for k, q in self.last_identical.items() if q.frame.ts_ns >= horizon}
         for key in list(self.by_flow):
             dq = self.by_flow[key]
-            while dq and (dq[0].done or now - dq[0].frame.ts_ns > self.timeout_ns):
-                dq.popleft()
+            _drop_settled(dq, now, self.timeout_ns)
             if not dq:
                 del self.by_flow[key]
         self._next_sweep = max(self.SWEEP_AT, 2 * len(self.last_identical))
