@@ -423,3 +423,21 @@ def test_cli_reads_a_compressed_capture_with_bounded_output(tmp_path):
     assert p.returncode == 0, p.stderr
     s = json.loads(p.stdout)
     assert (s["n"], s["median_us"], s["compression"], s["first_packet"], s["last_packet"]) == (3, 23.0, "xz", 0, 7)
+
+
+def test_pairing_state_stays_bounded_on_many_distinct_probes():
+    # 30,000 probes from ever new client ports, every 7th unanswered: the awaited and identical-
+    # query records are swept (Pairer.SWEEP_AT), the pairs stay exact
+    from xenobench.pcap_rtt import Frame, Pairer
+    p, peak, t = Pairer(CLIENT, 10 ** 9), 0, 10 ** 12
+    for i in range(30_000):
+        sport = 1024 + i % 50_000
+        p.add(Frame(2 * i, t, CLIENT, SERVER, "198.18.0.16", "198.18.0.100", sport, 53, i & 0xFFFF, False, "a."))
+        if i % 7:
+            p.add(Frame(2 * i + 1, t + 20_000, SERVER, CLIENT, "198.18.0.100", "198.18.0.16", 53, sport, i & 0xFFFF,
+                        True, "a."))
+        peak = max(peak, len(p.last_identical), sum(map(len, p.by_flow.values())))
+        t += 1_000_000  # 1000 probes a second: 2000 within the 2 s (twice the timeout) a sweep keeps
+    r = p.result()
+    assert r["lost"] == 30_000 // 7 + 1 and set(r["rtts_ns"].tolist()) == {20_000} and r["unmatched"] == 0
+    assert peak <= Pairer.SWEEP_AT + 1, peak

@@ -130,7 +130,7 @@ class Capture:
         self.per_s = 10 ** 6        # timestamp units per second of the packet frames() yielded last
         self.unsupported: dict[int, int] = {}   # link type -> packets skipped
         try:
-            self._f = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()/frames()
+            self._f = self._raw = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
         except OSError as e:
             raise DataError(f"Failed to read capture {self.path}: {e.strerror}") from None
         try:
@@ -166,10 +166,11 @@ class Capture:
         return (self.fmt or "text") + (f" ({' in '.join(reversed(self.compression))})" if self.compression else "")
 
     def close(self):
-        try:
-            self._f.close()
-        except Exception:  # noqa: BLE001 - closing a broken stream must not hide the error that broke it
-            pass
+        for f in (self._f, self._raw):  # a decompressor does not close the file it reads
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 - closing a broken stream must not hide the error that broke it
+                pass
 
     def _fail(self, reason: str):
         raise DataError(f"Failed to read capture {self.path}: {reason}")
@@ -232,8 +233,8 @@ class Capture:
             self._fail(f"truncated file header ({len(buf)} of 24 bytes)")
         endian, unit = PCAP_MAGIC[buf[:4]]
         self.resolution_ns, self.per_s = unit, NS // unit
-        # the link type field's top bits carry the FCS length (pcap draft, "LinkType and additional information")
-        linktype = struct.unpack_from(endian + "I", buf, 20)[0] & 0x0FFFFFFF
+        # the link type is the field's low 16 bits, the rest FCS information (libpcap's LT_LINKTYPE)
+        linktype = struct.unpack_from(endian + "I", buf, 20)[0] & 0xFFFF
         self._check_link(linktype, "(file header)")
         frac_max = NS // unit
         rec = struct.Struct(endian + "IIII").unpack_from

@@ -4,14 +4,21 @@ live prober's tcpdump capture, the thesis's pcaps, pcapng, and `tcpdump -e` text
 thesis's RTT-under-load figure, Fig. 7.7, was made from such text). The format is detected by
 content, not by the file name.
 
-Direction comes from the client's MAC: frames it sends are queries, frames sent to it are answers
-(a real reply, QR=1, or the thesis reflector's unchanged query, QR=0). The client is the station in
-most DNS frames (or is given). Frames that are not IPv4/UDP DNS to or from the service port (STP,
-LLDP, ARP, DHCP, ...) are skipped and counted.
+Direction comes from the client: frames it sends are queries, frames sent to it are answers (a
+real reply, QR=1, or the thesis reflector's unchanged query, QR=0). The client is a MAC on
+Ethernet; in a Linux cooked capture (`tcpdump -i any`) it is the capturing host, named "this host",
+and the packet type says which frames it sent (outgoing) and which came to it; in a raw-IP capture
+it is an IP address. The client is the station in most of the first CLIENT_SAMPLE DNS frames (or
+is given). Frames that are not UDP DNS (IPv4 or IPv6) to or from the service port (STP, LLDP, ARP,
+DHCP, TCP, IP fragments, loopback copies of a cooked capture, ...) are skipped and counted by kind;
+when no DNS frame is left, the refusal says what was found and how to ask for it (--port).
 
 Pairing rule (the one rule; docs/results.md repeats it):
 - Frames are taken in timestamp order (file order among equal timestamps), so an RTT is never
-  negative: an answer stamped before its query finds nothing to pair with.
+  negative: an answer stamped before (or at) its query's instant finds nothing to pair with. The
+  capture is read as a stream, so the order is restored within REORDER_WINDOW_NS (0.1 s) of
+  capture time; a frame stamped earlier than that before one already paired is paired where it
+  comes and counted ("late").
 - The flow key of a query is its DNS id, its question and the server endpoint it was sent to
   (address and port). An answer has the flow key of the query it answers: same id, the question
   where the answer shows one (tcpdump prints an answer's question only with -vv), and the server
@@ -25,7 +32,8 @@ Pairing rule (the one rule; docs/results.md repeats it):
   given up the previous one. This is what keeps byte-identical probes (the thesis sent the same
   query every 214 ms) in step when a reply is lost: without it every later reply would pair with
   the query before its own.
-- A query that is never paired is lost. An RTT is therefore in [0, timeout].
+- A query that is never paired is lost. An RTT is therefore in (0, timeout]: an RTT of 0 cannot
+  exist, and such answers are counted ("simultaneous") and named in the flags.
 
 Timestamps are integer nanoseconds from the file to the RTT (pcapng resolutions are converted with
 integer arithmetic); `rtts_us` is the same data divided by 1000.
@@ -38,11 +46,9 @@ nanosecond captures it equals the sample median to within 1 ns. `median_raw_us` 
 median. On the thesis captures: 23.15 − 18.01 = 5.14 µs (sample medians: 23 − 18 = 5 µs; the
 paper states 23.1 − 17.9 = 5.2 µs).
 
-Reader: classic pcap (micro- and nanosecond, either byte order) and pcapng (enhanced and obsolete
-packet blocks, per-interface if_tsresol and if_tsoffset, several sections) are read by the code
-below, not by dpkt: on the thesis captures dpkt's reader takes 3-4 times as long
-(scripts/bench_ingest_plot.py prints both), and its pcapng reader returns float seconds and uses
-the first interface's resolution for all. The tests check this reader against dpkt's.
+Reader: xenobench.capture reads the file as a stream (compressed or not, a FIFO or a growing
+file; memory does not grow with the capture, only with the pairs and the queries still awaited:
+scripts/bench_pcap_stream.py); the tcpdump text is read line by line here.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ import itertools
 import re
 import socket
 from array import array
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,7 +90,7 @@ def default_timeout_s() -> float:
     return float(schema["properties"]["prober"]["properties"]["timeout_s"]["default"])
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
     index: int          # 0-based position in the capture (packet record, or line of a text file)
     ts_ns: int
@@ -255,8 +261,15 @@ def grouped_median(values: np.ndarray, width: float) -> float:
     return float(u[i] - width / 2 + width * (half - below[i]) / counts[i])
 
 
+@functools.lru_cache(maxsize=4096)
 def _mac(b: bytes) -> str:
     return ":".join(f"{x:02x}" for x in b)
+
+
+@functools.lru_cache(maxsize=4096)
+def _addr(packed: bytes) -> str:
+    """An address's text, cached: a capture's stations are few, and one string each is kept."""
+    return socket.inet_ntop(socket.AF_INET if len(packed) == 4 else socket.AF_INET6, packed)
 
 
 def _station(s, addr: str) -> str:
@@ -363,8 +376,7 @@ def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53, linktype: in
         if found is not None:
             found.kinds[f"UDP frames on port {port} that are not DNS"] += 1
         return None
-    fam = socket.AF_INET if ver == 4 else socket.AF_INET6
-    sa, da = socket.inet_ntop(fam, saddr), socket.inet_ntop(fam, daddr)
+    sa, da = _addr(saddr), _addr(daddr)
     return Frame(idx, ts_ns, _station(src, sa), _station(dst, da), sa, da, sport, dport, *fields)
 
 
@@ -585,16 +597,27 @@ class _Query:
         self.frame, self.done = frame, False
 
 
+def _drop_settled(queue: list[_Query], now: int, timeout_ns: int):
+    """Remove the leading queries that are answered, given up, or timed out (lost)."""
+    k = 0
+    while k < len(queue) and (queue[k].done or now - queue[k].frame.ts_ns > timeout_ns):
+        k += 1
+    if k:
+        del queue[:k]
+
+
 class Pairer:
     """The pairing rule (module docstring), fed frames in timestamp order one at a time; memory
     holds the queries still awaited (swept when more than SWEEP_AT are kept) and the results.
     keep_pairs=False keeps only the RTTs and the first and last packet of the pairs."""
 
-    SWEEP_AT = 1 << 16
+    SWEEP_AT = 8192  # awaited and identical-query records kept before a sweep (a few MB)
 
     def __init__(self, client: str, timeout_ns: int, keep_pairs: bool = True):
         self.client, self.timeout_ns, self.keep_pairs = client, timeout_ns, keep_pairs
-        self.by_flow: dict[tuple, deque[_Query]] = defaultdict(deque)   # (id, server addr, server port)
+        # (id, server addr, server port) -> awaited queries, oldest first (lists: most hold one query,
+        # and a deque costs 600 bytes even empty)
+        self.by_flow: dict[tuple, list[_Query]] = defaultdict(list)
         self.last_identical: dict[tuple, _Query] = {}                   # full key -> latest query
         self.spacing = None
         self.pairs, self.stamps = array("q"), array("q")
@@ -624,8 +647,8 @@ class Pairer:
             server, client_ep = ((f.saddr, f.sport), (f.daddr, f.dport)) if f.qr else \
                 ((f.daddr, f.dport), (f.saddr, f.sport))
             awaiting = self.by_flow.get((f.dns_id, *server))
-            while awaiting and (awaiting[0].done or f.ts_ns - awaiting[0].frame.ts_ns > self.timeout_ns):
-                awaiting.popleft()  # answered, given up, or timed out (lost)
+            if awaiting:
+                _drop_settled(awaiting, f.ts_ns, self.timeout_ns)
             cands = [q for q in awaiting or () if not q.done
                      and (not f.qname or not q.frame.qname or q.frame.qname == f.qname)]
             if cands and all(q.frame.ts_ns >= f.ts_ns for q in cands):
@@ -658,8 +681,7 @@ class Pairer:
         self.last_identical = {k: q for k, q in self.last_identical.items() if q.frame.ts_ns >= horizon}
         for key in list(self.by_flow):
             dq = self.by_flow[key]
-            while dq and (dq[0].done or now - dq[0].frame.ts_ns > self.timeout_ns):
-                dq.popleft()
+            _drop_settled(dq, now, self.timeout_ns)
             if not dq:
                 del self.by_flow[key]
         self._next_sweep = max(self.SWEEP_AT, 2 * len(self.last_identical))
@@ -737,7 +759,9 @@ def analyze_pcap(path: str | Path, client_mac: str | None = None, port: int = 53
             counts["dns_frames"] += 1
             yield f
 
-    for f in _in_time_order(counted(itertools.chain(first, frames)), REORDER_WINDOW_NS, counts):
+    stream = counted(itertools.chain(first, frames))
+    del first  # freed as the stream moves past it
+    for f in _in_time_order(stream, REORDER_WINDOW_NS, counts):
         pairer.add(f)
     p = pairer.result()
     if not len(p["rtts_ns"]):
