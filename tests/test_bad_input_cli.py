@@ -168,7 +168,7 @@ DATA_CASES = [
      r"Failed to read labels {f}/manifest.yaml: nested too deeply"),
     ("ingest-pcapng-short-block", _ingest({"rtt/baseline/rtt_x.pcapng": PCAPNG_SHB + struct.pack("<III", 1, 12, 12)}),
      1, r"Failed to ingest thesis data {f}: no file could be used \(rtt/baseline/rtt_x.pcapng: Failed to read capture "
-        r"{f}/rtt/baseline/rtt_x.pcapng: block of type 1 at byte 28 is 0 bytes, its fixed fields 8\)"),
+        r"{f}/rtt/baseline/rtt_x.pcapng: block of type 1 at byte 28 is 4 bytes, its fixed fields 8\)"),
     ("ingest-out-under-file", _ingest({"pps/22b_1.txt": SERIES}, out=_file_under), 1,
      r"Failed to write tidy results .*/afile/sub/pps.csv: Not a directory"),
     ("compare-numeric-metric", lambda t: (lambda d: (["compare", str(d)], d))(results_dir(

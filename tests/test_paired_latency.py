@@ -77,7 +77,10 @@ def _fake_paired_trial(tree: ResultsTree, rep: int, rtts: dict[tuple[int, str], 
         blocks.append({"block": b, "round": (b - 1) // 2 + 1, "lb": lb, "captured": b <= 2,
                        "records": str(bd.probe_records.relative_to(att.path)), "probe": {"lost": 0}})
     out = {"paired": True, "lbs": lbs, "order": [b["lb"] for b in blocks], "order_seed": 17 + rep, "rounds": 2,
-           "block_probes": 3, "bootstrap_seed": 17, "bootstrap_resamples": 1000, "server": "xdp", "blocks": blocks}
+           "block_probes": 3, "bootstrap_seed": 17, "bootstrap_resamples": 1000, "server": "xdp", "blocks": blocks,
+           # what xenobench.procedures.point_facts records for a paired point
+           "facts": {"kind": "latency", "lb": "none", "paired": True, "lbs": lbs, "server": "xdp", "profile": None,
+                     "generator": None}}
     t.write_result({"experiment": "rtt", "point": {"server": "xdp"}, "repetition": rep, "testbed": "fx",
                     "valid": True, "attempts": [{"attempt": 1, "valid": True, "checks": {}, "reasons": []}],
                     "chosen_attempt": 1, "outputs": out})
