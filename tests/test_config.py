@@ -133,3 +133,22 @@ def test_extends_errors_name_the_file(tmp_path):
     (tmp_path / "d.yaml").write_text(f"extends: {DEFAULT_CONFIG}\nnodes: {{fips3: {{interfaces: [{{name: eth0, mac: 'zz'}}]}}}}\n")
     with pytest.raises(ConfigError, match=r"d\.yaml: nodes\.fips3\.interfaces\[0\]\.mac: 'zz' is not a MAC address"):
         load_config(tmp_path / "d.yaml")
+
+
+@pytest.mark.parametrize("env, yaml_prefix, expect", [
+    ("xbA-", "xb-", "the environment's XENOBENCH_NS_PREFIX 'xbA-' (it overrides testbed.prefix)"),
+    (None, "9xb-", "testbed.prefix: '9xb-' does not match"),
+])
+def test_bad_prefix_names_where_it_came_from(tmp_path, monkeypatch, env, yaml_prefix, expect):
+    """A prefix from the environment is blamed on the environment, not on the file's key."""
+    if env is None:
+        monkeypatch.delenv("XENOBENCH_NS_PREFIX", raising=False)
+    else:
+        monkeypatch.setenv("XENOBENCH_NS_PREFIX", env)
+    raw = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    raw["testbed"]["prefix"] = yaml_prefix
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert expect in str(e.value)

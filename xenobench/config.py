@@ -405,9 +405,14 @@ def _build(raw: dict, path: Path) -> Config:
 
     tb = raw["testbed"]
     transport = tb["transport"]
-    prefix = os.environ.get("XENOBENCH_NS_PREFIX") or tb["prefix"]
+    env_prefix = os.environ.get("XENOBENCH_NS_PREFIX")
+    prefix = env_prefix or tb["prefix"]
     if not re.match(r"^[a-z][a-z0-9-]{0,5}$", prefix):
-        fail(["testbed", "prefix"], f"{prefix!r} must be 1-6 characters of a-z, 0-9, '-'")
+        rule = "must be 1-6 characters of a-z, 0-9, '-', starting with a letter"
+        if env_prefix:
+            raise ConfigError(f"Failed to load config {path}: the environment's XENOBENCH_NS_PREFIX "
+                              f"{prefix!r} (it overrides testbed.prefix) {rule}")
+        fail(["testbed", "prefix"], f"{prefix!r} {rule}")
 
     svc = raw["service"]
     try:
