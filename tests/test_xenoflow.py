@@ -216,7 +216,7 @@ def test_doca_deploy_dry_run_for_fips_prints_ovs_build_and_start():
     start = cmds[-1]
     assert start.startswith("sudo -n xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
                             "-a 03:00.1,dv_flow_en=2 -- -b ")
-    assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4" in start  # the thesis's source MAC: BF3 p1
+    assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4 -m vnf-hairpin" in start  # the thesis's source MAC: BF3 p1
     order = [next(i for i, c in enumerate(cmds) if key in c)
              for key in ("tar -xzf", "meson setup", "ninja -C", "ovs-ofctl", "nr_hugepages", "hugetlbfs", "xenoflow -a")]
     assert order == sorted(order)
