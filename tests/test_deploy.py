@@ -150,3 +150,125 @@ def test_recording_double_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(
     ovs = [r for r in rows if r.check.startswith("OVS bridge")][0]
     assert (ovs.ready, ovs.detail) == (False, "sudo asks for a password")
     assert "/etc/sudoers.d/xenobench" in ovs.fix and "NOPASSWD" in ovs.fix
+
+
+# --- the DPU preflight: parsing and messages, on captured outputs -------------------------------
+# devlink: the format of the kernel's Documentation/networking/devlink/devlink-eswitch-attr.rst
+# ("$ devlink dev eswitch show pci/0000:08:00.0" → "pci/0000:08:00.0: mode switchdev inline-mode none
+# encap-mode basic"), with the BF3's PCI address; the legacy line is the same format.
+DEVLINK_SWITCHDEV = "pci/0000:03:00.0: mode switchdev inline-mode none encap-mode basic\n"
+DEVLINK_LEGACY = "pci/0000:03:00.0: mode legacy inline-mode none encap-mode basic\n"
+# `ip -j link show` (iproute2 6.1.0 on this machine: a veth p0 down, then up)
+IP_LINK = ('[{"ifindex":3,"link":"p0peer","ifname":"p0","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],'
+           '"mtu":1500,"qdisc":"noqueue","operstate":"UP","linkmode":"DEFAULT","group":"default","txqlen":1000,'
+           '"link_type":"ether","address":"ea:a3:c8:b2:7a:ca","broadcast":"ff:ff:ff:ff:ff:ff"},'
+           '{"ifindex":4,"link":"p1peer","ifname":"p1","flags":["BROADCAST","MULTICAST","M-DOWN"],"mtu":1500,'
+           '"qdisc":"noop","operstate":"DOWN","linkmode":"DEFAULT","group":"default","txqlen":1000,'
+           '"link_type":"ether","address":"ea:a3:c8:b2:7a:cb","broadcast":"ff:ff:ff:ff:ff:ff"}]\n')
+
+
+@pytest.mark.parametrize("text,mode", [(DEVLINK_SWITCHDEV, "switchdev"), (DEVLINK_LEGACY, "legacy"),
+                                       ("pci/0000:03:00.0: inline-mode none encap-mode basic\n", None),
+                                       ("", None)])
+def test_eswitch_mode_parsed_from_devlink(text, mode):
+    assert dp.parse_eswitch_mode(text) == mode
+
+
+@pytest.mark.parametrize("version,constraint,ok", [
+    ("2.9.0072", ">=2.9.0", True), ("2.9.0072", "<3.0.0", True), ("2.10.0087", "<3.0.0", True),
+    ("3.0.0058", "<3.0.0", False), ("2.8.0005", ">=2.9.0", False), ("2.9.0072", "==2.9.72", True)])
+def test_version_constraints_compare_numerically(version, constraint, ok):
+    assert dp.version_ok(version, constraint) is ok
+
+
+def test_supported_doca_versions_are_the_ones_lb_meson_checks():
+    assert dp.doca_supported() == [">=2.9.0", "<3.0.0"]
+    assert "fs.read('doca_versions.txt')" in (dp.REPO_ROOT / "lb" / "meson.build").read_text()
+
+
+@pytest.mark.parametrize("modversion,emulation,vfile,ready,detail,fix", [
+    ("2.9.0072", None, "2.9.0072", True, "2.9.0072 (pkg-config doca-flow): supported (>=2.9.0 <3.0.0)", ""),
+    ("2.9.0072", "lb/emu", None, True,
+     "2.9.0072 (pkg-config doca-flow, the emulation lb/emu): supported (>=2.9.0 <3.0.0)", ""),
+    ("3.0.0058", None, "3.0.0058", False,
+     "3.0.0058 (pkg-config doca-flow): not supported (XenoFlow builds with >=2.9.0 <3.0.0)",
+     "install DOCA >=2.9.0 <3.0.0 (the DOCA 2.9 BFB; 3.0 removed doca_flow_shared_resource_cfg.domain)"),
+    (None, None, "2.9.0072", False,
+     "pkg-config finds no doca-flow; /opt/mellanox/doca/applications/VERSION says 2.9.0072",
+     "or put its pkgconfig directory in xenoflow.build_env.pkg_config_path (now /opt/x/pkgconfig)"),
+])
+def test_doca_row_names_the_version_found_and_whether_it_is_supported(modversion, emulation, vfile, ready,
+                                                                      detail, fix):
+    r = dp.doca_row("fips5-dpu", modversion, emulation, vfile, "/opt/x/pkgconfig")
+    assert (r.check, r.ready, r.detail) == ("DOCA (doca-flow)", ready, detail)
+    assert fix in r.fix and (r.fix == "") is ready
+
+
+@pytest.mark.parametrize("model,mode,ready,detail_has,fix_has", [
+    ("vnf-hairpin", "legacy", True, "legacy (xenoflow.port_model vnf-hairpin: compatible)", ""),
+    ("vnf-hairpin", "switchdev", False, "switchdev (xenoflow.port_model vnf-hairpin: hairpin is not supported with "
+     "the PF in switchdev mode (DPDK 22.11 doc/guides/nics/mlx5.rst", "xenoflow.port_model: switch is the model"),
+    ("switch", "switchdev", True, "switchdev (xenoflow.port_model switch: compatible)", ""),
+    ("switch", "legacy", False, "representors, which exist only in switchdev mode",
+     "devlink dev eswitch set pci/0000:03:00.0 mode switchdev"),
+    ("vnf-hairpin", None, False, "devlink answered nothing", "devlink dev eswitch show pci/0000:03:00.0"),
+])
+def test_eswitch_row_says_whether_the_port_model_works_with_the_mode(model, mode, ready, detail_has, fix_has):
+    r = dp.eswitch_row("fips5-dpu", "p0", "0000:03:00.0", mode, "devlink answered nothing", model)
+    assert (r.check, r.ready) == ("eSwitch mode p0 (0000:03:00.0)", ready)
+    assert detail_has in r.detail and fix_has in r.fix and (r.fix == "") is ready
+
+
+def test_link_and_hugepages_rows_from_captured_outputs():
+    states = dp.parse_link_states(IP_LINK)
+    assert states == {"p0": "UP", "p1": "DOWN"}
+    up, down, gone = (dp.link_row("d", n, states) for n in ("p0", "p1", "p9"))
+    assert (up.ready, up.detail, up.fix) == (True, "operstate UP", "")
+    assert (down.ready, down.detail) == (False, "operstate DOWN") and down.fix.startswith("ip link set p1 up")
+    assert (gone.ready, gone.detail) == (False, "missing")
+    assert dp.parse_link_states("") == {} and dp.parse_link_states("not json") == {}
+    hp = {"count": 2048, "size_kb": 2048, "mount": "/dev/hugepages"}
+    r = dp.hugepages_row("d", hp, 0, 0)
+    assert (r.check, r.ready, r.detail) == ("hugepages 2048 kB", True,
+                                            "0 reserved, 0 free; the start step reserves 2048 (xenoflow.hugepages.count)")
+    r = dp.hugepages_row("d", None, 0, 0)
+    assert not r.ready and "xenoflow.hugepages is null" in r.detail and "hugepages-2048kB/nr_hugepages" in r.fix
+    r = dp.hugepages_row("d", {"count": 4, "size_kb": 1048576}, None, None)
+    assert (r.check, r.ready, r.detail) == ("hugepages 1048576 kB", False, "no /sys/kernel/mm/hugepages/hugepages-1048576kB")
+
+
+class RecordingDpu:
+    """A BlueField's Arm side (hardware boundary) as a recording double answering each read-only
+    check with the outputs above: DOCA 2.9.0072, the PFs in switchdev (DPU mode), p1 down."""
+    name = "fips5-dpu"
+
+    def __init__(self, cfg, answers):
+        self.ncfg, self.ssh, self.answers, self.ran = cfg.nodes["fips5-dpu"], cfg.nodes["fips5-dpu"].ssh, answers, []
+
+    def run(self, argv, check=True, **kw):
+        self.ran.append(argv)
+        for key, out in self.answers.items():
+            if key in " ".join(argv):
+                return CommandResult(argv, 0, out, "", self.name)
+        return CommandResult(argv, 1, "", f"{argv[0]}: not found", self.name)
+
+
+def test_recording_double_dpu_preflight_rows_on_a_stock_bf3():
+    from xenobench.config import load_config
+    cfg = load_config("config/fips.yaml")
+    dpu = RecordingDpu(cfg, {"--modversion doca-flow": "2.9.0072\n", "applications/VERSION": "2.9.0072\n",
+                             "ip -j link show": IP_LINK, "pci/0000:03:00.0": DEVLINK_SWITCHDEV,
+                             "pci/0000:03:00.1": DEVLINK_SWITCHDEV.replace("03:00.0", "03:00.1"),
+                             "nr_hugepages": "0\n0\n", "list-br": "ovsbr1\novsbr2\n"})
+    rows = {r.check: r for r in dp._check_dpu(cfg, dpu)}
+    assert [(c, r.ready) for c, r in rows.items()] == [
+        ("DOCA (doca-flow)", True), ("xenoflow.port_model", True),
+        ("eSwitch mode p0 (0000:03:00.0)", False), ("link p0", True),
+        ("eSwitch mode p1 (0000:03:00.1)", False), ("link p1", False),
+        ("hugepages 2048 kB", True), ("OVS bridge ovsbr2", True)]
+    assert rows["eSwitch mode p1 (0000:03:00.1)"].detail.startswith(
+        "switchdev (xenoflow.port_model vnf-hairpin: hairpin is not supported")
+    # read-only: nothing but queries ran (no set, no echo into sysfs, no add-flow)
+    assert not [a for a in dpu.ran if {"set", "tee", "add-flow", "add-br"} & set(a)]
+    table = dp.table(list(rows.values()))
+    assert "eSwitch mode p0 (0000:03:00.0)  MISSING" in table

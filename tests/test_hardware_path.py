@@ -143,3 +143,18 @@ def test_lb_start_dry_run_on_fips_shows_the_build_env_check_and_the_ovs_step():
     assert lines[ovs + 1] == "# bridge missing: fail naming the bridges of `ovs-vsctl list-br`"
     assert lines[ovs + 2] == "sudo -n ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1"
     assert ovs > check
+
+
+def test_recording_double_switch_port_model_is_refused_before_anything_runs_on_the_dpu(monkeypatch):
+    """xenoflow.port_model switch (the authors' later model) is not implemented in lb/src: start()
+    says so before copying, building or touching OVS; vnf-hairpin reaches XenoFlow as -m."""
+    from xenobench.errors import ConfigError
+    dbl = ScriptedDpuDouble("fips5-dpu")
+    with pytest.raises(ConfigError) as e:
+        _lb(monkeypatch, dbl, port_model="switch").start()
+    assert str(e.value) == (f"Failed to start xenoflow: xenoflow.port_model 'switch' in {FIPS} is not implemented "
+                            f"in lb/src yet (DOCA Flow switch mode on a doca_dev, as the authors' later code); "
+                            f"use vnf-hairpin")
+    assert dbl.calls == []
+    start = [c for c in _lb(monkeypatch, dbl).start(dry_run=True)["commands"] if "xenoflow -a" in c][0]
+    assert shlex.split(start.split("   #")[0])[-2:] == ["-m", "vnf-hairpin"]

@@ -12,6 +12,7 @@
 """
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -45,9 +46,9 @@ def test_meson_unit_tests_pass():
     assert p.returncode == 0, p.stdout + p.stderr
     assert "Ok:                 4" in p.stdout and "Skipped:            0" in p.stdout, p.stdout
     log = (BUILD / "meson-logs" / "testlog.txt").read_text()
-    # test_emu 14, test_xenoflow_setup 5, test_backends 5, test_argp 2
-    assert ("[  PASSED  ] 14 test(s)." in log and log.count("[  PASSED  ] 5 test(s).") == 2
-            and "[  PASSED  ] 2 test(s)." in log), log[-3000:]
+    # test_emu 17, test_xenoflow_setup 6, test_backends 5, test_argp 2
+    assert ("[  PASSED  ] 17 test(s)." in log and "[  PASSED  ] 6 test(s)." in log
+            and "[  PASSED  ] 5 test(s)." in log and "[  PASSED  ] 2 test(s)." in log), log[-3000:]
 
 
 # --- backends file: a bad one starts nothing (C and Python verdicts on every vector: tests/test_backends.py)
@@ -90,6 +91,12 @@ def test_bad_arguments_and_unknown_interface_exit_cleanly(testbed):
         assert r.returncode == 1, r.stdout + r.stderr
         assert (f"Failed to parse arguments: {flag}: {value} is out of range (an int: -2147483648..2147483647)"
                 in r.stdout + r.stderr), r.stdout + r.stderr
+    # the port model: switch is refused before any port is touched, an unknown one named
+    for model, why in (("switch", "'switch' (DOCA Flow switch mode on a doca_dev, as the authors' later code) is "
+                                  "not implemented in XenoFlow yet; use vnf-hairpin"),
+                       ("vnf", "'vnf' is not one of vnf-hairpin, switch")):
+        r = node.run([str(BINARY), "-a", "p0", "-a", "p1", "--", "-b", b, "-s", LB_OUT, "-m", model], check=False)
+        assert r.returncode == 1 and f"Failed to parse --port-model: {why}" in r.stdout + r.stderr, r.stdout + r.stderr
     assert testbed.status()["nodes"]["fips5"]["interfaces"]["p0"]["xdp"] is None
 
 
@@ -209,7 +216,7 @@ def test_doca_deploy_dry_run_for_fips_prints_ovs_build_and_start():
     start = cmds[-1]
     assert start.startswith("sudo -n xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
                             "-a 03:00.1,dv_flow_en=2 -- -b ")
-    assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4" in start  # the thesis's source MAC: BF3 p1
+    assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4 -m vnf-hairpin" in start  # the thesis's source MAC: BF3 p1
     order = [next(i for i, c in enumerate(cmds) if key in c)
              for key in ("tar -xzf", "meson setup", "ninja -C", "ovs-ofctl", "nr_hugepages", "hugetlbfs", "xenoflow -a")]
     assert order == sorted(order)
@@ -309,32 +316,56 @@ def test_emulation_over_ssh_transport_start_stats_stop(testbed, tmp_path):
         testbed.node("fips5").stop("sshd-test")
 
 
+def install_emulated_sdk(tmp_path, version: str) -> Path:
+    """`meson install` of an emulation build: lb/emu installed the way the DOCA SDK is (library,
+    headers, doca-flow/doca-common/doca-argp/libdpdk .pc files reporting `version`); its
+    pkgconfig directory."""
+    b, prefix = tmp_path / f"sdk-build-{version}", tmp_path / f"sdk-{version}"
+    for argv in (["meson", "setup", str(b), str(REPO_ROOT / "lb"), "-Demulation=true", "-Dtests=false",
+                  f"-Ddoca_version={version}", f"--prefix={prefix}", "--libdir=lib"],
+                 ["ninja", "-C", str(b)], ["meson", "install", "-C", str(b)]):
+        p = subprocess.run(argv, capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+    return prefix / "lib" / "pkgconfig"
+
+
+def test_doca_build_refuses_an_unsupported_doca_version_by_name(tmp_path):
+    """DOCA 3.0 removed doca_flow_shared_resource_cfg.domain: against a 3.0 SDK XenoFlow's build
+    stops at configure time naming the version found and the supported range, instead of a
+    compile error (the emulated SDK installed with -Ddoca_version=3.0.0058)."""
+    pc = install_emulated_sdk(tmp_path, "3.0.0058")
+    p = subprocess.run(["pkg-config", "--modversion", "--variable=emulation", "doca-flow"],
+                       env={**os.environ, "PKG_CONFIG_PATH": str(pc)}, capture_output=True, text=True)
+    assert p.stdout.split() == ["3.0.0058", "lb/emu"], p.stdout + p.stderr
+    p = subprocess.run(["meson", "setup", str(tmp_path / "b"), str(REPO_ROOT / "lb"), "-Demulation=false"],
+                       env={**os.environ, "PKG_CONFIG_PATH": str(pc)}, capture_output=True, text=True)
+    assert p.returncode == 1
+    assert ("Failed to configure xenoflow: DOCA 3.0.0058 (pkg-config doca-flow, found through PKG_CONFIG_PATH) "
+            "is not supported: XenoFlow is written against the DOCA 2.9 API and builds with DOCA >=2.9.0 <3.0.0 "
+            "(lb/doca_versions.txt)") in p.stdout + p.stderr, p.stdout + p.stderr
+
+
 @needs_root
 @built
-def test_doca_build_branch_against_sdk_double_compiles_and_runs(testbed, tmp_path):
+def test_doca_build_branch_against_the_installed_emulated_sdk_compiles_and_runs(testbed, tmp_path):
     """The DOCA branch of lb/meson.build (-Demulation=false: pkg-config doca-flow, doca-common,
-    doca-argp, libdpdk) built against an SDK double: .pc files that publish lb/emu's headers and
-    library under the SDK's names (there is no DOCA SDK here). The same sources must configure,
-    compile and run, reporting mode "doca"."""
-    emu = REPO_ROOT / "lb" / "emu"
-    lib = BUILD / "emu"
-    pc = tmp_path / "pc"
-    pc.mkdir()
-    for name in ("doca-flow", "doca-common", "doca-argp", "libdpdk"):
-        libs = f"Libs: -L{lib} -ldoca_emu -lbpf -lelf -lz\n" if name == "doca-flow" else "Libs:\n"
-        (pc / f"{name}.pc").write_text(f"Name: {name}\nDescription: SDK double (lb/emu)\nVersion: 2.9.0\n"
-                                       f"Cflags: -I{emu / 'include'}\n{libs}")
-    env = {**__import__("os").environ, "PKG_CONFIG_PATH": str(pc)}
+    doca-argp, libdpdk) built against lb/emu installed as the SDK is (`meson install`; there is
+    no DOCA SDK here). The same sources configure (the version check passes 2.9.0072), compile
+    and run, reporting mode "doca" (the build branch)."""
+    pc = install_emulated_sdk(tmp_path, "2.9.0072")
+    env = {**os.environ, "PKG_CONFIG_PATH": str(pc)}
     b = tmp_path / "build"
     p = subprocess.run(["meson", "setup", str(b), str(REPO_ROOT / "lb"), "-Demulation=false"], env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "Run-time dependency doca-flow found: YES 2.9.0" in p.stdout
+    assert "Run-time dependency doca-flow found: YES 2.9.0072" in p.stdout
+    assert "DOCA 2.9.0072 (doca-flow): supported (>=2.9.0 <3.0.0)" in p.stdout
     p = subprocess.run(["ninja", "-C", str(b)], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     node = testbed.node("fips5")
     h = node.start("xenoflow-sdk-double", [str(b / "xenoflow"), "-a", "p0", "-a", "p1", "--", "-b",
-                                           str(REPO_ROOT / "config" / "backends.json"), "-s", LB_OUT, "-i", "0"])
+                                           str(REPO_ROOT / "config" / "backends.json"), "-s", LB_OUT, "-i", "0",
+                                           "-m", "vnf-hairpin"])
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not any(d.get("event") == "started" for d in parse_lines(node.read_log(h))):

@@ -20,6 +20,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,24 +241,163 @@ def _check_trex(cfg, node: Node) -> list[Row]:
     return out
 
 
+# --- the DPU preflight ----------------------------------------------------------------------
+#: where a BlueField image keeps the DOCA version when pkg-config cannot say: the DOCA samples'
+#: meson.build read it (NVIDIA-DOCA/doca-samples applications/VERSION, "2.9.0072" for 2.9; the
+#: authors' later gespel/XenoFlow meson.build reads /opt/mellanox/doca/applications/VERSION)
+DOCA_VERSION_FILE = "/opt/mellanox/doca/applications/VERSION"
+#: the DOCA versions XenoFlow builds with: one meson version constraint per line (lb/meson.build
+#: checks the same file)
+DOCA_VERSIONS_FILE = REPO_ROOT / "lb" / "doca_versions.txt"
+
+#: eSwitch mode each port model works with, and why (the reason a mismatch is reported with)
+PORT_MODEL_ESWITCH = {
+    "vnf-hairpin": ("legacy", "hairpin is not supported with the PF in switchdev mode (DPDK 22.11 "
+                              "doc/guides/nics/mlx5.rst, Limitations: \"Hairpin in switchdev SR-IOV mode is not "
+                              "supported till now\")"),
+    "switch": ("switchdev", "DOCA Flow switch mode works on the eSwitch's representors, which exist only in "
+                            "switchdev mode (DOCA 2.9 \"DOCA Switching\")"),
+}
+
+
+def parse_eswitch_mode(text: str) -> str | None:
+    """The mode of `devlink dev eswitch show pci/...`: "pci/0000:03:00.0: mode switchdev inline-mode
+    none encap-mode basic" → "switchdev" (the format of the kernel's devlink-eswitch-attr.rst)."""
+    m = re.search(r"(?:^|\s)mode\s+(\S+)", text)
+    return m.group(1) if m else None
+
+
+def _vtuple(v: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else x for x in re.findall(r"[0-9]+|[A-Za-z]+", v))
+
+
+def version_ok(version: str, constraint: str) -> bool:
+    """A meson-style constraint (">=2.9.0", "<3.0.0", "==2.9.0072") against a version; numeric
+    components compare as numbers (2.9.0072 is 2.9.72), as meson's version_compare does."""
+    m = re.fullmatch(r"\s*(>=|<=|==|!=|>|<)?\s*(\S+)\s*", constraint)
+    if not m:
+        raise ValueError(f"bad version constraint {constraint!r}")
+    op, want = m.group(1) or "==", _vtuple(m.group(2))
+    have = _vtuple(version)
+    width = max(len(have), len(want))
+    have, want = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
+    return {">=": have >= want, "<=": have <= want, "==": have == want, "!=": have != want,
+            ">": have > want, "<": have < want}[op]
+
+
+def doca_supported() -> list[str]:
+    return [ln.strip() for ln in DOCA_VERSIONS_FILE.read_text().splitlines() if ln.strip()]
+
+
+def doca_row(node_name: str, modversion: str | None, emulation: str | None, version_file: str | None,
+             pcp: str) -> Row:
+    """The DOCA row from what the DPU answered: `pkg-config --modversion doca-flow` (None: no
+    doca-flow module), its `emulation` variable (lb/emu installed as the SDK), the version file."""
+    supported = doca_supported()
+    rng = " ".join(supported)
+    if modversion is None:
+        seen = f"; {DOCA_VERSION_FILE} says {version_file}" if version_file else ""
+        return Row(node_name, "dpu", "DOCA (doca-flow)", False, f"pkg-config finds no doca-flow{seen}",
+                   f"install the DOCA SDK {rng} (the BFB's doca-sdk-flow), or put its pkgconfig directory in "
+                   f"xenoflow.build_env.pkg_config_path (now {pcp or 'empty'})")
+    what = f"{modversion} (pkg-config doca-flow{', the emulation ' + emulation if emulation else ''})"
+    if all(version_ok(modversion, c) for c in supported):
+        return Row(node_name, "dpu", "DOCA (doca-flow)", True, f"{what}: supported ({rng})")
+    return Row(node_name, "dpu", "DOCA (doca-flow)", False, f"{what}: not supported (XenoFlow builds with {rng})",
+               f"install DOCA {rng} (the DOCA 2.9 BFB; 3.0 removed doca_flow_shared_resource_cfg.domain), or "
+               f"put its pkgconfig directory first in xenoflow.build_env.pkg_config_path")
+
+
+def eswitch_row(node_name: str, ifname: str, pci: str, mode: str | None, error: str, port_model: str) -> Row:
+    """One PF's eSwitch mode and whether xenoflow.port_model works with it."""
+    check = f"eSwitch mode {ifname} ({pci})"
+    if mode is None:
+        return Row(node_name, "dpu", check, False, error or "unknown",
+                   f"devlink dev eswitch show pci/{pci}  (iproute2's devlink; check the PCI address in "
+                   f"nodes.<dpu>.interfaces[].pci)")
+    want, why = PORT_MODEL_ESWITCH[port_model]
+    if mode == want:
+        return Row(node_name, "dpu", check, True, f"{mode} (xenoflow.port_model {port_model}: compatible)")
+    if port_model == "vnf-hairpin":
+        fix = ("xenoflow.port_model: switch is the model for switchdev PFs (not implemented in lb/src yet); a "
+               "BlueField in DPU mode keeps its Arm PFs in switchdev (\"must not be changed\", DOCA Switching). "
+               "The thesis ran vnf-hairpin there: if you keep it, check that frames cross (xenobench lb stats)")
+    else:
+        fix = f"devlink dev eswitch set pci/{pci} mode switchdev"
+    return Row(node_name, "dpu", check, False, f"{mode} (xenoflow.port_model {port_model}: {why})", fix)
+
+
+def parse_link_states(ip_json: str) -> dict[str, str]:
+    """`ip -j link show` → {ifname: operstate} ("UP", "DOWN", "UNKNOWN", ...)."""
+    try:
+        return {ln["ifname"]: ln.get("operstate", "UNKNOWN") for ln in json.loads(ip_json or "[]")}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def link_row(node_name: str, ifname: str, states: dict[str, str]) -> Row:
+    st = states.get(ifname)
+    ok = st == "UP"
+    return Row(node_name, "dpu", f"link {ifname}", ok, f"operstate {st}" if st else "missing",
+               "" if ok else f"ip link set {ifname} up; check the cable and the switch port "
+                             f"(`ethtool {ifname}`: Link detected)")
+
+
+def hugepages_row(node_name: str, hp: dict | None, nr: int | None, free: int | None) -> Row:
+    """Hugepages of the configured size (xenoflow.hugepages; 2048 kB when not configured): the
+    kernel's count and free pages (sysfs). With xenoflow.hugepages the start step reserves them."""
+    size = int((hp or {}).get("size_kb", 2048))
+    check = f"hugepages {size} kB"
+    if nr is None:
+        return Row(node_name, "dpu", check, False, f"no /sys/kernel/mm/hugepages/hugepages-{size}kB",
+                   "use a page size the kernel offers (xenoflow.hugepages.size_kb: 2048 or 1048576)")
+    have = f"{nr} reserved, {free} free"
+    if hp:
+        need = int(hp["count"])
+        return Row(node_name, "dpu", check, True,
+                   f"{have}; the start step reserves {need} (xenoflow.hugepages.count)")
+    return Row(node_name, "dpu", check, nr > 0, f"{have}; xenoflow.hugepages is null (nothing reserved at start)",
+               "" if nr > 0 else f"set xenoflow.hugepages (count, size_kb) in the config, or "
+                                 f"echo 2048 | sudo tee /sys/kernel/mm/hugepages/hugepages-{size}kB/nr_hugepages")
+
+
 def _check_dpu(cfg, node: Node) -> list[Row]:
-    """DOCA's version, the PFs' eSwitch mode, OVS's bridges (read-only)."""
+    """DOCA's version (supported?), each PF's eSwitch mode (does xenoflow.port_model work with
+    it?), the PFs' link state, hugepages, OVS's bridges. Read-only."""
     sec = cfg.section("xenoflow")
+    model = sec.get("port_model", "vnf-hairpin")
     pcp = ":".join((sec.get("build_env") or {}).get("pkg_config_path") or [])
     out = []
-    r = node.run(["env", f"PKG_CONFIG_PATH={pcp}", "pkg-config", "--modversion", "doca-flow"], check=False)
-    out.append(Row(node.name, "dpu", "DOCA (doca-flow)", r.ok, r.stdout.strip() or "not found",
-                   "" if r.ok else "install the DOCA SDK of the BFB (doca-sdk-flow), or fix "
-                                   "xenoflow.build_env.pkg_config_path"))
+    pc = ["env", f"PKG_CONFIG_PATH={pcp}", "pkg-config"]
+    r = node.run([*pc, "--modversion", "doca-flow"], check=False)
+    modversion = r.stdout.strip() if r.ok and r.stdout.strip() else None
+    emulation = None
+    if modversion:
+        e = node.run([*pc, "--variable=emulation", "doca-flow"], check=False)
+        emulation = e.stdout.strip() if e.ok else None
+    v = node.run(["cat", DOCA_VERSION_FILE], check=False)
+    out.append(doca_row(node.name, modversion, emulation or None,
+                        v.stdout.strip() if v.ok and v.stdout.strip() else None, pcp))
+    from .lb.xenoflow import IMPLEMENTED_PORT_MODELS
+    out.append(Row(node.name, "dpu", "xenoflow.port_model", model in IMPLEMENTED_PORT_MODELS, model,
+                   "" if model in IMPLEMENTED_PORT_MODELS else
+                   f"{model} is not implemented in lb/src yet; xenoflow.port_model: vnf-hairpin in {cfg.path}"))
+    lk = node.run(["ip", "-j", "link", "show"], check=False)
+    states = parse_link_states(lk.stdout) if lk.ok else {}
     for i in node.ncfg.interfaces:
-        if not i.pci:
-            continue
-        pci = i.pci if i.pci.count(":") == 2 else f"0000:{i.pci}"
-        r = node.run(["devlink", "dev", "eswitch", "show", f"pci/{pci}"], check=False)
-        mode = r.stdout.split("mode", 1)[1].split()[0] if r.ok and "mode" in r.stdout else ""
-        out.append(Row(node.name, "dpu", f"eSwitch mode {i.name} ({pci})", bool(mode),
-                       mode or (r.stderr.strip() or "unknown"),
-                       "" if mode else f"mlxconfig -d {pci} q  (check INTERNAL_CPU_MODEL; devlink needs iproute2)"))
+        if i.pci:
+            pci = i.pci if i.pci.count(":") == 2 else f"0000:{i.pci}"
+            r = node.run(["devlink", "dev", "eswitch", "show", f"pci/{pci}"], check=False)
+            mode = parse_eswitch_mode(r.stdout) if r.ok else None
+            out.append(eswitch_row(node.name, i.name, pci, mode, r.stderr.strip(), model))
+        if i.lb_port:
+            out.append(link_row(node.name, i.name, states))
+    hp = sec.get("hugepages")
+    d = f"/sys/kernel/mm/hugepages/hugepages-{int((hp or {}).get('size_kb', 2048))}kB"
+    r = node.run(["cat", f"{d}/nr_hugepages", f"{d}/free_hugepages"], check=False)
+    nums = r.stdout.split() if r.ok else []
+    nr, free = (int(nums[0]), int(nums[1])) if len(nums) == 2 and all(x.isdigit() for x in nums) else (None, None)
+    out.append(hugepages_row(node.name, hp, nr, free))
     ovs = sec.get("ovs")
     if ovs:
         argv = sudo_argv(["ovs-vsctl", "list-br"]) if _sudo_needed(node) else ["ovs-vsctl", "list-br"]

@@ -125,6 +125,26 @@ doca_error_t xf_setup_class_counters(struct doca_flow_port *port, int n, uint32_
 	return r;
 }
 
+/* Process queue 0 of `port` until `want` more entries have completed (the callback counts them in
+ * st->nb_processed) or a round completes none: a failed entry or a stall is an error. */
+static doca_error_t process_batch(struct doca_flow_port *port, struct xf_entries_status *st, int want)
+{
+	int target = st->nb_processed + want;
+
+	while (st->nb_processed < target) {
+		int before = st->nb_processed;
+		doca_error_t r = doca_flow_entries_process(port, 0, XF_PROCESS_TIMEOUT_US, (uint32_t)(target - before));
+
+		if (r != DOCA_SUCCESS)
+			return r;
+		if (st->failure)
+			return DOCA_ERROR_BAD_STATE;
+		if (st->nb_processed == before)
+			return DOCA_ERROR_TIME_OUT;
+	}
+	return DOCA_SUCCESS;
+}
+
 doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
 				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
 				struct doca_flow_pipe **pipe)
@@ -136,14 +156,18 @@ doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_
 	*pipe = NULL;
 	if ((r = xf_create_root_pipe(ingress, egress_port_id, (uint32_t)nslots - 1, pipe)))
 		return r;
-	for (int c = 0; c < nslots; c++)
-		if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status, &entry)))
+	/* at most XF_QUEUE_DEPTH entries in the queue before they are processed */
+	for (int c0 = 0; c0 < nslots; c0 += XF_QUEUE_DEPTH) {
+		int n = nslots - c0 < XF_QUEUE_DEPTH ? nslots - c0 : XF_QUEUE_DEPTH;
+
+		for (int c = c0; c < c0 + n; c++)
+			if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status, &entry)))
+				return r;
+		if ((r = process_batch(ingress, &status, n)) != DOCA_SUCCESS) {
+			DOCA_LOG_ERR("Failed to process entries: %s (%d of %d processed%s)", doca_error_get_descr(r),
+				     status.nb_processed, nslots, status.failure ? ", some failed" : "");
 			return r;
-	r = doca_flow_entries_process(ingress, 0, XF_PROCESS_TIMEOUT_US, (uint32_t)nslots);
-	if (r != DOCA_SUCCESS || status.failure || status.nb_processed != nslots) {
-		DOCA_LOG_ERR("Failed to process entries: %s (%d of %d processed%s)", doca_error_get_descr(r),
-			     status.nb_processed, nslots, status.failure ? ", some failed" : "");
-		return r != DOCA_SUCCESS ? r : DOCA_ERROR_BAD_STATE;
+		}
 	}
 	return DOCA_SUCCESS;
 }

@@ -17,6 +17,14 @@
  * stats line's "miss" is what tells a bad class mask or a wrong destination from a lost frame. */
 #define XF_NR_COUNTERS 1
 
+/* DOCA Flow's queue depth, set explicitly (doca_flow_cfg_set_queue_depth) and honoured: a pipe
+ * queue holds at most this many entry operations until doca_flow_entries_process completes them,
+ * DOCA_FLOW_NO_WAIT included (DPDK 22.11 mlx5_flow_hw.c: one job of the queue per operation,
+ * given back when its completion is pulled). 128 is DOCA's default (the 2.9 samples'
+ * applications/common/flow_skeleton.c DEFAULT_QUEUE_DEPTH); XenoFlow adds its 2^k class entries
+ * (up to 256) in batches of at most this many, processing each batch to completion. */
+#define XF_QUEUE_DEPTH 128
+
 struct xf_entries_status {
 	bool failure;
 	int nb_processed;

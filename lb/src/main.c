@@ -1,7 +1,7 @@
 /* XenoFlow: an L3 DNS load balancer in the BlueField-3 eSwitch via DOCA Flow (DOCA 2.9), after
  * the thesis's §6.2, generalised to 2^k classes and weighted backends.
  *
- *   xenoflow [EAL args] -- -b BACKENDS -s SRC_MAC [-i INTERVAL_MS] [-q QUEUES]
+ *   xenoflow [EAL args] -- -b BACKENDS -s SRC_MAC [-i INTERVAL_MS] [-q QUEUES] [-m PORT_MODEL]
  *   BlueField: xenoflow -a 03:00.0,dv_flow_en=2 -a 03:00.1,dv_flow_en=2 -- -b backends.json -s c4:70:bd:a0:56:bd
  *   emulation: xenoflow -a p0 -a p1 -- -b backends.json -s 02:00:00:00:05:01
  *
@@ -49,6 +49,16 @@ struct xf_config {
 	int nb_queues;
 	bool dpdk_failed;
 };
+
+/* Port models (xenoflow.port_model): "vnf-hairpin" is the thesis's (PFs opened in "vnf,hws" mode,
+ * paired, forwarding through a hairpin between them), the one the published numbers came from;
+ * "switch" is the authors' later code (gespel/XenoFlow core.c: DOCA Flow in switch mode on a
+ * doca_dev, no hairpin), which a BlueField in DPU mode needs if the mlx5 guide's "Hairpin in
+ * switchdev SR-IOV mode is not supported" holds for its Arm PFs (switchdev there). Only
+ * vnf-hairpin is implemented: switch needs doca_dev ports (doca_dpdk_port_probe with representor
+ * devargs, doca_flow_port_cfg_set_dev), "switch,hws" mode and the pipe on
+ * doca_flow_port_switch_get(), none of which lb/src (nor lb/emu) has yet. */
+static const char *const PORT_MODELS[] = {"vnf-hairpin", "switch"};
 
 static volatile sig_atomic_t stop_requested, stats_requested;
 
@@ -112,6 +122,22 @@ static doca_error_t queues_cb(void *param, void *config)
 	return DOCA_SUCCESS;
 }
 
+static doca_error_t port_model_cb(void *param, void *config)
+{
+	const char *s = param;
+	(void)config;
+
+	if (!strcmp(s, PORT_MODELS[0]))
+		return DOCA_SUCCESS;
+	if (!strcmp(s, PORT_MODELS[1])) {
+		fprintf(stderr, "Failed to parse --port-model: 'switch' (DOCA Flow switch mode on a doca_dev, as the "
+				"authors' later code) is not implemented in XenoFlow yet; use vnf-hairpin\n");
+		return DOCA_ERROR_NOT_SUPPORTED;
+	}
+	fprintf(stderr, "Failed to parse --port-model: '%s' is not one of vnf-hairpin, switch\n", s);
+	return DOCA_ERROR_INVALID_VALUE;
+}
+
 static struct xf_config *g_cfg;
 
 static doca_error_t dpdk_cb(int argc, char **argv)
@@ -139,6 +165,8 @@ static doca_error_t register_params(void)
 		 DOCA_ARGP_TYPE_INT, interval_cb, false},
 		{"q", "queues", "N", "pipe queues / DPDK queues per port (default 4)", DOCA_ARGP_TYPE_INT, queues_cb,
 		 false},
+		{"m", "port-model", "MODEL", "vnf-hairpin (default: the thesis's PFs in vnf,hws mode with a hairpin) "
+		 "or switch (not implemented yet)", DOCA_ARGP_TYPE_STRING, port_model_cb, false},
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct doca_argp_param *p;

@@ -7,6 +7,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include "flow_lb.h"
 #include "ports.h"
 
 DOCA_LOG_REGISTER(XENOFLOW_PORTS);
@@ -165,6 +166,7 @@ doca_error_t xf_init_doca_flow(int nb_queues, const char *mode, uint32_t nr_coun
 	}
 	if ((r = doca_flow_cfg_set_default_rss(cfg, &rss)) ||
 	    (r = doca_flow_cfg_set_pipe_queues(cfg, (uint16_t)nb_queues)) ||
+	    (r = doca_flow_cfg_set_queue_depth(cfg, XF_QUEUE_DEPTH)) ||
 	    (r = doca_flow_cfg_set_mode_args(cfg, mode)) ||
 	    (r = doca_flow_cfg_set_nr_counters(cfg, nr_counters)) ||
 	    (r = doca_flow_cfg_set_nr_shared_resource(cfg, nr_shared_counters, DOCA_FLOW_SHARED_RESOURCE_COUNTER)) ||

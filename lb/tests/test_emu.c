@@ -51,6 +51,7 @@ struct opts {
 	bool no_bind;         /* hairpin queues set up, rte_eth_hairpin_bind not called */
 	bool no_pair;         /* DOCA Flow ports not paired */
 	bool no_flow;         /* DPDK ports only: no DOCA Flow */
+	uint32_t queue_depth; /* doca_flow_cfg_set_queue_depth, 0: not called (DOCA's default, 128) */
 };
 static const struct opts DEFAULT_OPTS = {.nr_counters = 8};
 
@@ -149,6 +150,8 @@ static int setup(void **state)
 	assert_int_equal(doca_flow_cfg_create(&cfg), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_cfg_set_nr_counters(cfg, o->nr_counters), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_cfg_set_pipe_queues(cfg, 1), DOCA_SUCCESS);
+	if (o->queue_depth)
+		assert_int_equal(doca_flow_cfg_set_queue_depth(cfg, o->queue_depth), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_cfg_set_mode_args(cfg, "vnf,hws"), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_cfg_set_nr_shared_resource(cfg, 8, DOCA_FLOW_SHARED_RESOURCE_COUNTER), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_cfg_set_cb_entry_process(cfg, cb), DOCA_SUCCESS);
@@ -231,6 +234,23 @@ static doca_error_t lb_pipe_r(uint32_t mask, enum doca_flow_resource_type counte
 	r = doca_flow_pipe_create(pc, &fwd, &miss, pipe);
 	doca_flow_pipe_cfg_destroy(pc);
 	return r;
+}
+
+static doca_error_t add_r(struct doca_flow_pipe *pipe, uint32_t cls, const uint8_t *mac, uint32_t cid,
+			  struct doca_flow_pipe_entry **e)
+{
+	struct doca_flow_match m;
+	struct doca_flow_actions a;
+	struct doca_flow_monitor mon;
+
+	memset(&m, 0, sizeof(m));
+	memset(&a, 0, sizeof(a));
+	memset(&mon, 0, sizeof(mon));
+	m.outer.ip4.src_ip = htonl(cls);
+	memcpy(a.outer.eth.dst_mac, mac, 6);
+	memcpy(a.outer.eth.src_mac, LB_OUT, 6);
+	mon.shared_counter.shared_counter_id = cid;
+	return doca_flow_pipe_add_entry(0, pipe, &m, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, NULL, e);
 }
 
 static struct doca_flow_pipe_entry *add(struct doca_flow_pipe *pipe, uint32_t cls, const uint8_t *mac, uint32_t cid)
@@ -712,6 +732,89 @@ static void test_per_entry_counters_beyond_nr_counters_are_refused(void **state)
 	add(pipe, 0, BMAC[0], 0);
 }
 
+/* A pipe queue holds at most queue_depth operations until doca_flow_entries_process pulls their
+ * completions, DOCA_FLOW_NO_WAIT included (DPDK 22.11 mlx5_flow_hw.c flow_hw_async_flow_create:
+ * no free job of the queue → ENOMEM; the 2.9 samples' flow_skeleton.c: default depth 128). The
+ * one past the depth is refused (DOCA_ERROR_DRIVER, doca_flow.h's driver error) and nothing of
+ * it reaches the datapath; processing makes room again. */
+static void test_queue_depth_default_128_bounds_unprocessed_entries(void **state)
+{
+	struct doca_flow_pipe *pipe = lb_pipe(0xff, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	struct doca_flow_pipe_entry *e = NULL;
+	(void)state;
+
+	for (uint32_t c = 0; c < 128; c++)
+		assert_int_equal(add_r(pipe, c, BMAC[c % 4], c % 8, &e), DOCA_SUCCESS);
+	assert_int_equal(add_r(pipe, 128, BMAC[0], 0, &e), DOCA_ERROR_DRIVER);
+	assert_int_equal(processed, 0);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(processed, 128);
+	assert_int_equal(failed, 0);
+	for (uint32_t c = 128; c < 256; c++)
+		assert_int_equal(add_r(pipe, c, BMAC[c % 4], c % 8, &e), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(processed, 256);
+	assert_int_equal(failed, 0);
+}
+
+static const struct opts DEPTH_4 = {.nr_counters = 8, .queue_depth = 4};
+
+static void test_queue_depth_set_explicitly_and_partial_processing(void **state)
+{
+	struct doca_flow_pipe *pipe = lb_pipe(0xff, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	struct doca_flow_pipe_entry *e = NULL;
+	uint8_t in[128], out[2048];
+	(void)state;
+
+	for (uint32_t c = 0; c < 4; c++)
+		assert_int_equal(add_r(pipe, c, BMAC[c], c, &e), DOCA_SUCCESS);
+	assert_int_equal(add_r(pipe, 4, BMAC[0], 0, &e), DOCA_ERROR_DRIVER);
+	/* max_processed_entries 2: two completions pulled, room for two */
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 2), DOCA_SUCCESS);
+	assert_int_equal(processed, 2);
+	assert_int_equal(add_r(pipe, 4, BMAC[0], 4, &e), DOCA_SUCCESS);
+	assert_int_equal(add_r(pipe, 5, BMAC[1], 5, &e), DOCA_SUCCESS);
+	assert_int_equal(add_r(pipe, 6, BMAC[2], 6, &e), DOCA_ERROR_DRIVER);
+	/* a removed, unprocessed entry gives its place back */
+	assert_int_equal(doca_flow_pipe_remove_entry(0, 0, e), DOCA_SUCCESS);
+	assert_int_equal(add_r(pipe, 6, BMAC[2], 6, &e), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(processed, 6);
+	assert_int_equal(failed, 0);
+	/* the refused entry never reached the datapath: class 7 misses */
+	uint32_t len = build_udp(in, "198.18.0.7", "198.18.0.100", 1024, 53, 22);
+
+	assert_int_equal(run(0, in, len, out), XDP_DROP);
+	len = build_udp(in, "198.18.0.6", "198.18.0.100", 1024, 53, 22);
+	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+	/* a queue that does not exist */
+	assert_int_equal(doca_flow_entries_process(ports[0], 1, 10000, 0), DOCA_ERROR_INVALID_VALUE);
+}
+
+/* DPDK 22.11 doc/guides/nics/mlx5.rst, Limitations: "Hairpin in switchdev SR-IOV mode is not
+ * supported till now"; a BlueField in DPU mode has its Arm PFs in switchdev (DOCA Switching). The
+ * emulated PFs are switchdev with DOCA_FLOW_EMU_ESWITCH_MODE=switchdev: the hairpin queue that
+ * legacy mode accepts is refused (the emulation's choice of call and value: mlx5 has no check) */
+static void test_hairpin_refused_with_pfs_in_switchdev(void **state)
+{
+	struct rte_eth_hairpin_conf hc = {.peer_count = 1, .manual_bind = 1, .tx_explicit = 1};
+	(void)state;
+
+	dpdk_down();
+	assert_int_equal(rte_eth_dev_configure(0, 2, 2, &(struct rte_eth_conf){0}), 0);
+	hc.peers[0].port = 1;
+	hc.peers[0].queue = 1;
+	setenv("DOCA_FLOW_EMU_ESWITCH_MODE", "switchdev", 1);
+	errno = 0;
+	assert_int_equal(rte_eth_tx_hairpin_queue_setup(0, 1, 1024, &hc), -ENOTSUP);
+	assert_int_equal(rte_errno, ENOTSUP);
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 1, 1024, &hc), -ENOTSUP);
+	setenv("DOCA_FLOW_EMU_ESWITCH_MODE", "legacy", 1);
+	assert_int_equal(rte_eth_tx_hairpin_queue_setup(0, 1, 1024, &hc), 0);
+	unsetenv("DOCA_FLOW_EMU_ESWITCH_MODE");
+	assert_int_equal(rte_eth_rx_hairpin_queue_setup(0, 1, 1024, &hc), 0);
+}
+
 /* DOCA Flow ports after the DPDK ports are started (the 2.9 samples' order); the default RSS
  * queues must be regular Rx queues of the port (mlx5_flow.c: "queue index out of range",
  * "combining hairpin and regular RSS queues is not supported"); doca_flow.h contracts: default
@@ -808,6 +911,11 @@ int main(void)
 							 teardown, (void *)&TWO_COUNTERS),
 		cmocka_unit_test_prestate_setup_teardown(test_port_start_order_rss_queues_and_cfg_contracts, setup,
 							 teardown, (void *)&DPDK_ONLY),
+		cmocka_unit_test_setup_teardown(test_queue_depth_default_128_bounds_unprocessed_entries, setup, teardown),
+		cmocka_unit_test_prestate_setup_teardown(test_queue_depth_set_explicitly_and_partial_processing, setup,
+							 teardown, (void *)&DEPTH_4),
+		cmocka_unit_test_prestate_setup_teardown(test_hairpin_refused_with_pfs_in_switchdev, setup, teardown,
+							 (void *)&DPDK_ONLY),
 	};
 
 	if (geteuid() != 0) {

@@ -42,6 +42,8 @@ LB_DIR = REPO_ROOT / "lb"
 BINARY = LB_DIR / "build" / "xenoflow"
 # tools the DPU build runs besides the pkg-config modules from lb/meson.build
 BUILD_TOOLS = ("cc", "meson", "ninja", "pkg-config")
+# xenoflow.port_model values lb/src/main.c implements (-m); "switch" is refused there too
+IMPLEMENTED_PORT_MODELS = ("vnf-hairpin",)
 # what DOCA Flow cannot report about frames (the eBPF baseline's stats keys; None here)
 UNOBSERVABLE = ("non_ipv4", "non_service", "malformed", "tx_error")
 
@@ -125,7 +127,8 @@ class XenoFlowLB(LoadBalancer):
 
     def _app_args(self, backends: str) -> list[str]:
         return ["--", "-b", backends, "-s", self.eg.mac,
-                "-i", str(int(float(self.sec["stats_interval_s"]) * 1000)), "-q", str(self.sec["queues"])]
+                "-i", str(int(float(self.sec["stats_interval_s"]) * 1000)), "-q", str(self.sec["queues"]),
+                "-m", self.sec["port_model"]]
 
     def _remote_backends(self, bfile: Path) -> str:
         return self.node.stage(bfile, f"xenoflow-backends{bfile.suffix}", copy=False)
@@ -204,6 +207,11 @@ class XenoFlowLB(LoadBalancer):
 
     # --- the LoadBalancer contract ---------------------------------------------------------
     def start(self, backends=None, *, dry_run=False, **opts) -> dict:
+        if self.sec["port_model"] not in IMPLEMENTED_PORT_MODELS:
+            raise ConfigError(f"Failed to start xenoflow: xenoflow.port_model {self.sec['port_model']!r} in "
+                              f"{self.cfg.path} is not implemented in lb/src yet (DOCA Flow switch mode on a "
+                              f"doca_dev, as the authors' later code); use "
+                              f"{', '.join(IMPLEMENTED_PORT_MODELS)}")
         # XenoFlow reads JSON only: it gets the canonical form of the file (validated here; JSON or YAML)
         bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / "xenoflow")
         steps = self.deploy_steps(bfile)

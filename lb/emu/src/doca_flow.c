@@ -32,9 +32,14 @@ DOCA_LOG_REGISTER(DOCA_FLOW_EMU);
 #define CHANGEABLE_ID 0xffffffffu
 #define MAX_ACTIONS 8
 #define MAX_RSS_QUEUES 128
+/* DOCA Flow's default queue depth: the 2.9 samples' applications/common/flow_skeleton.c
+ * (DEFAULT_QUEUE_DEPTH 128, "DOCA Flow default queue depth", used when queue_depth is 0) */
+#define DEFAULT_QUEUE_DEPTH 128
+#define MAX_PIPE_QUEUES 64
 
 struct doca_flow_cfg {
 	uint16_t pipe_queues;
+	uint32_t queue_depth; /* doca_flow_cfg_set_queue_depth; 0: DEFAULT_QUEUE_DEPTH */
 	uint32_t nr_counters;
 	uint32_t nr_shared_counters;
 	char mode_args[64];
@@ -124,6 +129,7 @@ struct doca_flow_port {
 	int link_fd; /* BPF link of the XDP attachment: closed on detach, or by the kernel on exit */
 	struct doca_flow_pipe *root;
 	struct doca_flow_port *pair; /* doca_flow_port_pair */
+	uint32_t in_queue[MAX_PIPE_QUEUES]; /* operations per pipe queue not yet completed (entries_process) */
 };
 
 struct doca_flow_pipe {
@@ -149,6 +155,7 @@ struct doca_flow_pipe_entry {
 	struct emu_action act;
 	uint32_t direct_idx; /* slot in the direct table, if the pipe has one */
 	enum doca_flow_entry_status status;
+	uint16_t queue; /* the pipe queue it was added on (its completion is pulled from there) */
 	bool pending, pushed;
 	void *usr_ctx;
 	struct doca_flow_pipe_entry *next_pending;
@@ -205,6 +212,8 @@ doca_error_t doca_flow_cfg_set_pipe_queues(struct doca_flow_cfg *cfg, uint16_t p
 {
 	if (!cfg || !pipe_queues)
 		return DOCA_ERROR_INVALID_VALUE;
+	if (pipe_queues > MAX_PIPE_QUEUES)
+		return NOT_SUPPORTED("%u pipe queues (at most %d)", pipe_queues, MAX_PIPE_QUEUES);
 	cfg->pipe_queues = pipe_queues;
 	return DOCA_SUCCESS;
 }
@@ -227,10 +236,14 @@ doca_error_t doca_flow_cfg_set_nr_meters(struct doca_flow_cfg *cfg, uint32_t nr_
 	return DOCA_SUCCESS;
 }
 
+/* The queue depth bounds the operations a pipe queue holds until doca_flow_entries_process
+ * completes them (checked in doca_flow_pipe_add_entry). 0: the default, 128. */
 doca_error_t doca_flow_cfg_set_queue_depth(struct doca_flow_cfg *cfg, uint32_t queue_depth)
 {
-	(void)queue_depth;
-	return cfg ? DOCA_SUCCESS : DOCA_ERROR_INVALID_VALUE;
+	if (!cfg)
+		return DOCA_ERROR_INVALID_VALUE;
+	cfg->queue_depth = queue_depth;
+	return DOCA_SUCCESS;
 }
 
 doca_error_t doca_flow_cfg_set_mode_args(struct doca_flow_cfg *cfg, const char *mode_args)
@@ -291,6 +304,8 @@ doca_error_t doca_flow_init(const struct doca_flow_cfg *cfg)
 	if (!cfg->mode_args[0])
 		return INVALID("Failed to init DOCA Flow: no mode_args (doca_flow_cfg_set_mode_args)");
 	g.cfg = *cfg;
+	if (!g.cfg.queue_depth)
+		g.cfg.queue_depth = DEFAULT_QUEUE_DEPTH;
 	g.counters_used = 0;
 	for (int i = 0; i < EMU_MAX_PORTS; i++)
 		g.ports[i].id = i;
@@ -392,6 +407,7 @@ doca_error_t doca_flow_port_start(const struct doca_flow_port_cfg *cfg, struct d
 		return NOT_SUPPORTED("port %d: interface %s has ifindex %d (at most %d)", p->id, ifname,
 				     p->ifindex, EMU_MAX_IFINDEX - 1);
 	snprintf(p->ifname, IF_NAMESIZE, "%s", ifname);
+	memset(p->in_queue, 0, sizeof(p->in_queue));
 	p->started = true;
 	p->attached = false;
 	p->root = NULL;
@@ -914,6 +930,19 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 	if (pipe->nr_actions && idx >= pipe->nr_actions)
 		return INVALID("Failed to add entry to pipe %s: action_idx %u (pipe has %u)", pipe->name, idx,
 			       pipe->nr_actions);
+	/* A pipe queue holds at most queue_depth operations until doca_flow_entries_process pulls
+	 * their completions, DOCA_FLOW_NO_WAIT or not (NO_WAIT only pushes the rule at once): DPDK
+	 * 22.11 mlx5_flow_hw.c flow_hw_async_flow_create takes one job of the queue's pool (its size
+	 * is the queue size) and fails with ENOMEM when none is left; flow_hw_pull gives them back.
+	 * The 2.9 samples process before the queue fills (flow_skeleton.c "Queue ... is full",
+	 * ipsec_security_gw at QUEUE_DEPTH - 8). doca_flow.h names DOCA_ERROR_DRIVER for a driver
+	 * error: the value DOCA returns here is not verified. */
+	if (pipe->port->in_queue[pipe_queue] >= g.cfg.queue_depth) {
+		DOCA_LOG_ERR("Failed to add entry to pipe %s: pipe queue %u of port %d is full (%u operations not "
+			     "yet processed, queue depth %u): call doca_flow_entries_process first", pipe->name,
+			     pipe_queue, pipe->port->id, pipe->port->in_queue[pipe_queue], g.cfg.queue_depth);
+		return DOCA_ERROR_DRIVER;
+	}
 	for (id = 0; id < EMU_MAX_ENTRIES && g.entry_ids[id]; id++)
 		;
 	if (id == EMU_MAX_ENTRIES)
@@ -981,6 +1010,8 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 	g.entry_ids[id] = true;
 	e->act.entry_id = id;
 	e->status = DOCA_FLOW_ENTRY_STATUS_IN_PROCESS;
+	e->queue = pipe_queue;
+	pipe->port->in_queue[pipe_queue]++;
 	e->pending = true;
 	*g.pending_tail = e;
 	g.pending_tail = &e->next_pending;
@@ -1082,20 +1113,25 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 	doca_error_t r;
 	int err;
 
-	(void)pipe_queue;
 	(void)timeout;
 	if (!port || !port->started)
 		return DOCA_ERROR_INVALID_VALUE;
+	if (pipe_queue >= (g.cfg.pipe_queues ? g.cfg.pipe_queues : 1))
+		return INVALID("Failed to process entries of port %d: queue %u (have %u)", port->id, pipe_queue,
+			       g.cfg.pipe_queues);
 	if ((r = load_datapath()) || (r = push_port(port)))
 		return r;
+	/* completions are pulled per port and queue (rte_flow_pull(port, queue)) */
 	for (pp = &g.pending_head; (e = *pp);) {
-		if (e->pipe->port != port || (max_processed_entries && done >= max_processed_entries)) {
+		if (e->pipe->port != port || e->queue != pipe_queue ||
+		    (max_processed_entries && done >= max_processed_entries)) {
 			pp = &e->next_pending;
 			continue;
 		}
 		*pp = e->next_pending;
 		e->pending = false;
 		e->next_pending = NULL;
+		port->in_queue[e->queue]--;
 		if (e->act.flags & EMU_CNT_ENTRY)
 			zero_counter(g.skel->maps.entry_counters, e->act.entry_id);
 		struct emu_action a = e->act;
@@ -1160,6 +1196,7 @@ static void unlink_pending(struct doca_flow_pipe_entry *entry)
 	for (pp = &g.pending_head; *pp; pp = &(*pp)->next_pending) {
 		if (*pp == entry) {
 			*pp = entry->next_pending;
+			entry->pipe->port->in_queue[entry->queue]--;
 			break;
 		}
 	}

@@ -61,6 +61,13 @@ const char *doca_flow_emu_port_ifname(uint16_t port_id)
 	return port_id < RTE_MAX_ETHPORTS ? ifnames[port_id] : "";
 }
 
+bool emu_eswitch_switchdev(void)
+{
+	const char *m = getenv("DOCA_FLOW_EMU_ESWITCH_MODE");
+
+	return m && !strcmp(m, "switchdev");
+}
+
 /* DPDK-style failure: an mlx5 check sets rte_errno and returns its negation */
 static int mlx5_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int mlx5_fail(int err, const char *fmt, ...)
@@ -202,6 +209,17 @@ static int hairpin_setup(uint16_t port_id, uint16_t q, const struct rte_eth_hair
 	/* rte_ethdev.c rte_eth_{rx,tx}_hairpin_queue_setup: NULL config, no peer → -EINVAL */
 	if (!c)
 		return -EINVAL;
+	/* The PF's eSwitch mode (what `devlink dev eswitch show` reports; DOCA_FLOW_EMU_ESWITCH_MODE
+	 * for the emulated NIC, default legacy). DPDK 22.11 doc/guides/nics/mlx5.rst, Limitations:
+	 * "Hairpin in switchdev SR-IOV mode is not supported till now." A BlueField in DPU mode has
+	 * its Arm PFs in switchdev ("DOCA Switching", DOCA 2.9: "switchdev mode is configured by
+	 * default for all PFs on the Arm. That configuration must not be changed"). v22.11's mlx5
+	 * code has no check of its own for it: where and how the real stack fails is not known;
+	 * the emulation refuses here, -ENOTSUP with rte_errno ENOTSUP. */
+	if (emu_eswitch_switchdev())
+		return mlx5_fail(ENOTSUP, "port %u unable to setup %s hairpin queue index %u: hairpin is not supported "
+				 "with the PF in switchdev mode (DOCA_FLOW_EMU_ESWITCH_MODE=switchdev; DPDK mlx5 guide, "
+				 "Limitations)", port_id, dir, q);
 	if (c->peer_count == 0) {
 		DOCA_LOG_ERR("Invalid value for number of peers for %s queue(=0), should be: > 0", dir);
 		return -EINVAL;

@@ -15,4 +15,8 @@ uint16_t emu_eth_nb_rxq(uint16_t port_id);
  * is missing. */
 bool emu_eth_hairpin_ready(uint16_t in_port, uint16_t out_port, char *why, size_t why_len);
 
+/* The emulated PFs' eSwitch mode is switchdev (DOCA_FLOW_EMU_ESWITCH_MODE=switchdev; default
+ * legacy): hairpin queues are refused, as the mlx5 guide says they are not supported then. */
+bool emu_eswitch_switchdev(void);
+
 #endif
