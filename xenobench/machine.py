@@ -5,9 +5,9 @@ trial's metadata.json (`machine`) and flags an attempt whose steal exceeds
 trials (xenobench.report).
 
 How it is measured: one snapshot before and one after the procedure, of every host that runs the
-trial's CPUs (the load generator's and the LB's node; on the namespace testbed both are this
-machine), each taken by one shell command (SNAPSHOT_SCRIPT), so it reads the same over either
-transport:
+trial's CPUs (the load generator's and the LB's node, named by the first node read on it; on the
+namespace testbed both are this machine), each taken by one shell command (SNAPSHOT_SCRIPT) through
+the node's transport:
 - /proc/stat's per-CPU times (USER_HZ ticks): steal (time the hypervisor gave this vCPU to someone
   else), busy (user, nice, system, irq, softirq), idle (idle, iowait);
 - every task's /proc/<pid>/task/<tid>/stat: utime + stime, and `processor`, the CPU it last ran on.
@@ -33,6 +33,7 @@ from .errors import NodeError
 
 # the commands of one snapshot; each part after a '#<name>' line (parse_snapshot)
 SNAPSHOT_SCRIPT = r"""
+echo '#boot'; cat /proc/sys/kernel/random/boot_id
 echo '#hz'; getconf CLK_TCK
 echo '#stat'; grep '^cpu[0-9]' /proc/stat
 echo '#freq'; for f in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq; do [ -r "$f" ] && echo "$f $(cat "$f")"; done
@@ -56,7 +57,9 @@ def parse_snapshot(text: str) -> dict:
         if line.startswith("#"):
             part = line[1:].strip()
             continue
-        if part == "hz" and line.strip().isdigit():
+        if part == "boot":
+            out["boot_id"] = line.strip()
+        elif part == "hz" and line.strip().isdigit():
             out["hz"] = int(line)
         elif part == "stat":
             f = line.split()
@@ -82,38 +85,33 @@ def parse_snapshot(text: str) -> dict:
     return out
 
 
-def _local_snapshot() -> str:
-    p = subprocess.run(["sh", "-c", SNAPSHOT_SCRIPT], capture_output=True, text=True, timeout=10)
-    return p.stdout
-
-
-def hosts(testbed) -> dict[str, object | None]:
-    """{host: node or None}: the hosts running the trial's CPUs (the loadgen's and the LB's node);
-    None = this machine (netns nodes share it), read without a transport."""
-    cfg = testbed.cfg
-    out: dict[str, object | None] = {}
+def snapshot(testbed) -> dict:
+    """One snapshot per host running the trial's CPUs: the loadgen's and the LB's node, read
+    through each node's transport, and kept once per machine (its boot id: the namespace testbed's
+    nodes are all this machine). A node that cannot be read is recorded with its error."""
+    node_of = getattr(testbed, "node", None)
+    snaps: dict[str, dict] = {}
+    seen: dict[str, str] = {}
     for role in ("loadgen", "lb"):
         try:
-            n = cfg.role(role)
+            name = testbed.cfg.role(role).name
         except Exception:  # a config without the role (a test's reduced one): nothing to read there
             continue
-        if n.transport == "netns":
-            out.setdefault("local", None)
-        else:
-            out.setdefault(n.name, n)
-    return out
-
-
-def snapshot(testbed) -> dict:
-    """One snapshot per host (hosts); a host that cannot be read is recorded with its error."""
-    snaps = {}
-    for host, ncfg in hosts(testbed).items():
+        if node_of is None or name in seen.values():
+            continue
         try:
-            text = _local_snapshot() if ncfg is None else testbed.node(ncfg.name).run(
-                ["sh", "-c", SNAPSHOT_SCRIPT], check=False, timeout=15).stdout
-            snaps[host] = parse_snapshot(text)
+            r = node_of(name).run(["sh", "-c", SNAPSHOT_SCRIPT], check=False, timeout=15)
+            snap = parse_snapshot(r.stdout)
+            if not snap["cpus"]:
+                raise NodeError(f"Failed to read /proc/stat on {name}: {(r.stderr or '').strip()[:200] or 'no cpu lines'}")
         except (NodeError, OSError, subprocess.SubprocessError) as e:
-            snaps[host] = {"error": str(e)}
+            snaps[name] = {"error": str(e)}
+            continue
+        boot = snap.pop("boot_id", None) or name
+        if boot in seen:  # the same machine as a node read before
+            continue
+        seen[boot] = name
+        snaps[name] = snap
     return snaps
 
 
