@@ -79,6 +79,17 @@ def testbed_down():
         shell(f"{XB} testbed down")
 
 
+# rtt_load's capacity levels are shares of maxima measured in the same run: its points wait for
+# those points (xenobench.procedures.capacity_points; one the config does not plan is refused here)
+from xenobench.procedures import capacity_points
+CAPACITY_INPUTS = {e: [str(TREE.point_summary(src, point_id(pt))) for src, pt in capacity_points(CFG, e)]
+                   for e in ORDER}
+
+
+def point_inputs(wildcards):
+    return CAPACITY_INPUTS.get(wildcards.experiment, [])
+
+
 def point_outputs():
     return [str(TREE.point_summary(e, p)) for e, p in POINTS]
 

@@ -24,6 +24,8 @@ rule experiment_point:
         check=rules.testbed_check.output,
         build=rules.build.output,
         trex=[f"{RESULTS}/trex_server.txt"] if USES_TREX else [],
+        # rtt_load's capacity levels: the points measuring each LB's maximum run first
+        capacity=point_inputs,
     output:
         str(TREE.point_summary("{experiment}", "{point}")),
     log:

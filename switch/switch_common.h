@@ -29,16 +29,21 @@ struct sink_config {
 	__u32 mask;  /* its block: sources are src_ip_base + n */
 };
 
-/* index into the wire's per-CPU `wire_stats` array */
+/* the wire's classes: the low byte of ntohl(ip.saddr), at this offset of an untagged IPv4 frame
+ * (Ethernet 14 + the source address's 12..15); 256 classes hold every k <= 8 (XB_MAX_SLOTS) */
+#define WIRE_CLASS_OFFSET 29
+#define WIRE_CLASSES      256
+
+/* index into the wire's per-CPU `wire_stats` array: 0..WIRE_CLASSES-1 the frames forwarded per
+ * class, then: */
 enum wire_stat {
-	WIRE_STAT_FORWARDED = 0,  /* redirected to the egress port */
-	WIRE_STAT_MALFORMED,      /* shorter than an Ethernet header: dropped */
+	WIRE_STAT_MALFORMED = WIRE_CLASSES,  /* too short to hold a class byte: dropped */
 	WIRE_STAT_MAX,
 };
 
-/* what the wire writes into every frame (key 0 of `wire_config`) */
+/* what the wire writes into a frame of a class (entry <class> of `wire_slots`) */
 struct wire_config {
-	__u8 dst_mac[6];  /* the one backend every frame goes to */
+	__u8 dst_mac[6];  /* the class's backend, as the LBs' slot table has it */
 	__u8 src_mac[6];  /* the LB's egress port */
 };
 

@@ -40,7 +40,7 @@ BAD_DEFINITIONS = [
         (d / "rtt.yaml").read_text().replace("id: rtt\n", "id: rtt2\n")), "id: 'rtt2' is not the file's name 'rtt'"),
     ("a missing definition", lambda d: (d / "compare.yaml").unlink(), "no definition of compare (expected compare.yaml)"),
     ("none_when_zero naming a later variable", lambda d: (d / "rtt_load.yaml").write_text(
-        (d / "rtt_load.yaml").read_text().replace("none_when_zero: level_pps", "none_when_zero: nosuch")),
+        (d / "rtt_load.yaml").read_text().replace("none_when_zero: level", "none_when_zero: nosuch")),
      "variables.split.none_when_zero: 'nosuch' is not a variable before it"),
 ]
 
@@ -54,8 +54,8 @@ def test_bad_definitions_are_refused_by_file_and_key(tmp_path, what, edit, text)
 
 def test_rtt_unpaired_has_lb_as_a_variable(tmp_path):
     cfg = load_config(DEFAULT_CONFIG.parent / "ci.yaml")
-    assert points(cfg, "rtt_load") == [{"level_pps": 0, "split": "none"}, {"level_pps": 100000, "split": "50/50"},
-                                       {"level_pps": 100000, "split": "worst"}]
+    assert points(cfg, "rtt_load") == [{"level": 0, "split": "none"}, {"level": 0.9, "split": "50/50"},
+                                       {"level": 0.9, "split": "worst"}]
     assert points(cfg, "rtt") == [{"server": "xdp"}]  # paired: every LB inside each repetition
 
 
@@ -68,12 +68,12 @@ def test_thesis_plan_sizes():
     # paired inside each repetition), 6 levels × 4 splits + the level without background, 2 LBs; × 3 reps
     assert by == {"pps": 132, "loss": 33, "ndr_pdr": 18, "rtt": 3, "rtt_load": 75, "compare": 6}
     assert points(cfg, "loss")[-1] == {"lb": "xenoflow", "rate_pps": 135_000_000}
-    assert {"level_pps": 90_000_000, "split": "worst"} in points(cfg, "rtt_load")
+    assert {"level": 0.9, "split": "worst"} in points(cfg, "rtt_load")
 
 
 def test_trial_directories_are_explicit_keys():
     cfg = load_config()
     t = plan(cfg, ["rtt_load"])[0]
-    assert str(t.trial_dir("results", cfg.name).path) == "results/local/trials/rtt_load/level_pps-0_split-none/rep-1"
+    assert str(t.trial_dir("results", cfg.name).path) == "results/local/trials/rtt_load/level-0_split-none/rep-1"
     s = {str(x.trial_dir("results", cfg.name).path) for x in plan(cfg)}
     assert len(s) == len(plan(cfg))  # no two trials share a directory

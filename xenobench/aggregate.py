@@ -261,7 +261,8 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
         return out
     # latency
     common = dict(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"), repetition=rep,
-                  split=pt.get("split"), background_pps=pt.get("level_pps"))
+                  # the rate the background ran at (rtt_load records it; older trials' point named it)
+                  split=pt.get("split"), background_pps=o.get("background_pps", pt.get("level_pps")))
     if facts.get("paired"):
         medians = _paired_rtt_rows(common, trial, res, resdir, out)
         if paired is not None:

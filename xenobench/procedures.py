@@ -224,14 +224,78 @@ def rtt_probe(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     return _probe(ctx, lb)
 
 
+# --- rtt_load's background level: absolute, or a share of the LB's maximum from the same run -------
+def capacity_points(cfg, experiment: str = "rtt_load") -> list[tuple[str, dict]]:
+    """(experiment, point) whose valid trials give the maxima rtt_load's capacity levels are shares
+    of: one per LB of its points (capacity_from: compare, or the pps point at its payload); [] for
+    pps levels or an experiment not sized. The workflow runs them before rtt_load's points
+    (rules/common.smk); a point the config does not plan is refused by name."""
+    ex = _ex(cfg, experiment)
+    if not ex or ex.get("level_unit") != "capacity" or not any(v > 0 for v in ex["levels"]):
+        return []
+    lbs = [x for x in (ex["lbs"] if paired(cfg, experiment) else [ex["lb"]]) if x != NONE]
+    src, payload = ex["capacity_from"], int(ex["payload"])
+    planned = points(cfg, src)
+    out = []
+    for kind in lbs:
+        want = {"lb": kind} if src == "compare" else {"lb": kind, "payload": payload}
+        if src == "compare" and int(_ex(cfg, "compare").get("payload", -1)) != payload:
+            raise ConfigError(f"Failed to plan {experiment}'s capacity levels: experiments.compare.payload "
+                              f"{_ex(cfg, 'compare').get('payload')} is not experiments.{experiment}.payload {payload} "
+                              f"in {cfg.path} (set capacity_from: pps, or the same payload)")
+        if want not in planned:
+            raise ConfigError(f"Failed to plan {experiment}'s capacity levels: {src} does not measure LB {kind!r}"
+                              f"{'' if src == 'compare' else f' at {payload} B'} in {cfg.path} (add it to "
+                              f"experiments.{src}.lbs{'' if src == 'compare' else ' and payloads'}, or set "
+                              f"experiments.{experiment}.level_unit: pps)")
+        out.append((src, want))
+    return out
+
+
+def measured_maximum(resdir: Path, experiment: str, point: dict) -> float:
+    """The median rx_pps of a capacity point's valid trials in this run's results tree."""
+    import statistics
+    tree = ResultsTree.of(resdir)
+    rates = []
+    for td in sorted(tree.point_dir(experiment, point).glob("rep-*")):
+        t = TrialDir(td)
+        if t.complete:
+            r = t.read_result()
+            if r["valid"] and r["outputs"].get("rx_pps"):
+                rates.append(float(r["outputs"]["rx_pps"]))
+    if not rates:
+        raise XenobenchError(f"Failed to find the maximum rate of LB {point['lb']!r}: no valid {experiment} trial in "
+                             f"{tree.point_dir(experiment, point)} (rtt_load's capacity levels are shares of it: run "
+                             f"`xenobench experiment run {experiment} {point_id(point)}` first, as the workflow does)")
+    return statistics.median(rates)
+
+
+def background_level(ctx: TrialContext) -> dict:
+    """The point's background rate: level_unit pps as given; capacity: level x the maximum of the
+    point's LB (unpaired) or the smallest of its LBs' (paired: every block of a repetition shares one
+    background, the pairs' premise), each the median rx_pps of this run's capacity trials."""
+    cfg = ctx.testbed.cfg
+    ex = _ex(cfg, ctx.experiment)
+    level = float(ctx.point["level"])
+    if ex.get("level_unit") == "pps" or level <= 0:
+        return {"level": level, "level_unit": ex.get("level_unit"), "background_pps": level if level > 0 else 0.0}
+    resdir = ctx.attempt.path.parents[4]  # results/<testbed>/trials/<exp>/<point>/rep-<r>/attempt-<n> (layout)
+    caps = {pt["lb"]: measured_maximum(resdir, src, pt) for src, pt in capacity_points(cfg, ctx.experiment)}
+    by = min(caps, key=caps.get)
+    return {"level": level, "level_unit": "capacity", "capacity_pps": caps, "capacity_of": by,
+            "background_pps": float(round(level * caps[by]))}
+
+
 def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """rtt_load: background load with the point's split at its level while the probes run."""
     cfg, p = ctx.testbed.cfg, ctx.point
     ex = _ex(cfg, ctx.experiment)
-    level = float(p["level_pps"])
+    bg_level = background_level(ctx)
+    level = bg_level["background_pps"]
     measure = _paired_blocks if paired(cfg, ctx.experiment) else (lambda c: _probe(c, lb))
     if level <= 0:
-        return measure(ctx)
+        out, v = measure(ctx)
+        return {**out, **bg_level}, v
     tun = background_tunables(p["split"], int(ex["payload"]))
     profile = definition(ctx.experiment).profile
     h = start_traffic(ctx.testbed, profile, tun, level)
@@ -241,6 +305,7 @@ def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     finally:
         bg = h.stop()
     out["background"] = dict(bg)  # carries the filled tunables it ran with
+    out.update(bg_level)
     v.require("background_ok", bool(bg.get("valid")), bg.get("reason") or "background load invalid")
     return out, v
 

@@ -241,6 +241,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
         L.append("None.")
     L.append("")
 
+    L += _machine_section(trials, resdir)
+
     L += ["## Wall time per experiment", ""]
     per: dict[str, list[float]] = {}
     for t, r in trials:
@@ -292,6 +294,34 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     except OSError as e:
         raise DataError(f"Failed to write the report {out}: {e.strerror or e}") from None
     return out
+
+
+def _machine_section(trials, resdir: Path) -> list[str]:
+    """Trials the machine disturbed: every trial with an attempt whose CPUs lost more than
+    experiments.max_steal_share to steal (xenobench.machine, in its metadata.json), retried or not,
+    with each attempt's largest steal share; and the largest steal and other load over all trials."""
+    rows, worst_steal, worst_other = [], 0.0, 0.0
+    for t, r in trials:
+        try:
+            m = (json.loads(t.metadata.read_text()).get("machine") or {})
+        except (OSError, ValueError):
+            continue
+        for rec in m.values():
+            for h in (rec.get("hosts") or {}).values():
+                for c in (h.get("cpus") or {}).values():
+                    worst_steal = max(worst_steal, c.get("steal_share") or 0)
+                    worst_other = max(worst_other, c.get("other_share") or 0)
+        flagged = {a: rec for a, rec in m.items() if rec.get("flagged")}
+        if flagged:
+            rows.append([str(t.path.relative_to(resdir)), ", ".join(
+                f"{a}: {100 * rec['steal_share_max']:.1f} %" for a, rec in sorted(flagged.items())),
+                f"{100 * next(iter(flagged.values()))['max_steal_share']:g} %", "valid" if r.get("valid") else "invalid"])
+    L = ["## Trials the machine disturbed (steal time above experiments.max_steal_share)", ""]
+    L += _table(["trial", "flagged attempts (largest steal share of a trial CPU)", "allowed", "trial"], rows) if rows \
+        else ["None."]
+    L += ["", f"Over every attempt: largest steal share of a trial CPU {100 * worst_steal:.1f} %, largest other "
+          f"load on one {100 * worst_other:.1f} % (per attempt in each trial's metadata.json, `machine`).", ""]
+    return L
 
 
 def _seconds(outputs: Path) -> float:

@@ -4,11 +4,13 @@
     cool down → write the trial directory
 
 A trial directory holds params.json (experiment, point, repetition, testbed, config hash),
-metadata.json (kernel, drivers/firmware of the measured interfaces, tool versions, git commit),
+metadata.json (kernel, drivers/firmware of the measured interfaces, tool versions, git commit, and
+per attempt what the machine did to it: steal, frequency, other load on its CPUs, xenobench.machine),
 per attempt the raw counters before/after, the procedure's outputs and validity, and last
 result.json (final validity, attempts, the chosen attempt's outputs).
 
-A trial whose validity fails is retried up to `max_attempts`; if every attempt fails it is kept
+A trial whose validity fails (or whose CPUs lost more than experiments.max_steal_share to steal
+time) is retried up to `max_attempts`; if every attempt fails it is kept
 and marked invalid, never dropped. A directory with result.json is complete and is not re-run when its
 params.json names the same point (trial_params, reusable); one recorded for another is set aside.
 """
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import REPO_ROOT
+from . import REPO_ROOT, machine
 from .counters import diff, snapshot
 from .errors import DataError, NodeError, XenobenchError
 from .layout import AttemptDir, TrialDir
@@ -189,7 +191,9 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
     trial.path.mkdir(parents=True, exist_ok=True)
     params = trial_params(testbed.cfg, experiment, point, repetition)
     trial.params.write_text(json.dumps(params, indent=1))
-    trial.metadata.write_text(json.dumps(host_metadata(testbed, ifaces), indent=1))
+    meta = host_metadata(testbed, ifaces)
+    trial.metadata.write_text(json.dumps(meta, indent=1))
+    max_steal = float(testbed.cfg.section("experiments").get("max_steal_share", 1.0))
     attempts = []
     chosen = None
     for n in range(1, max_attempts + 1):
@@ -199,12 +203,19 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         before = _snap_all(testbed, ifaces)
         att.counters_before.write_text(json.dumps(before, indent=1))
         ctx = TrialContext(testbed, experiment, point, repetition, att, params)
+        m0 = machine.snapshot(testbed)
         t0 = time.monotonic()
         try:
             outputs, validity = procedure(ctx)
         except XenobenchError as e:
             outputs, validity = {"error": str(e)}, Validity()
             validity.require("procedure_completed", False, str(e))
+        # what the machine did meanwhile (xenobench.machine), in the metadata; too much steal: retried
+        load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), max_steal)
+        meta.setdefault("machine", {})[att.path.name] = load
+        trial.metadata.write_text(json.dumps(meta, indent=1))
+        if load["flagged"]:
+            validity.require("machine_steal", False, machine.steal_reason(load))
         after = _snap_all(testbed, ifaces)
         att.counters_after.write_text(json.dumps(after, indent=1))
         outputs["counters"] = counter_diffs(before, after)

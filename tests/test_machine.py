@@ -1,0 +1,149 @@
+"""What the machine did to a trial (xenobench.machine): steal, frequency and other load read from
+/proc snapshots (fixture texts in the format SNAPSHOT_SCRIPT prints, made by running it on this
+machine and editing the numbers), the flag and retry in run_trial, and the report's section."""
+
+import json
+
+import pytest
+
+from xenobench import machine
+from xenobench.layout import TrialDir
+from xenobench.report import _machine_section
+from xenobench.trials import Validity, run_trial
+
+from .conftest import needs_root
+
+# /proc/stat cpu lines: user nice system idle iowait irq softirq steal
+BEFORE = """#hz
+100
+#stat
+cpu0 1000 0 500 8000 0 0 100 0 0 0
+cpu1 2000 0 500 7000 0 0 100 50 0 0
+#freq
+/sys/devices/system/cpu/cpu1/cpufreq/scaling_cur_freq 2400000
+#cpuinfo
+processor\t: 0
+cpu MHz\t\t: 2596.140
+processor\t: 1
+cpu MHz\t\t: 2596.140
+#tasks
+10 (xdpgen) R 1 10 10 0 -1 4194304 0 0 0 0 100 50 0 0 20 0 1 0 5000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0
+11 (napi/p0-8193) S 2 0 0 0 -1 4194304 0 0 0 0 0 300 0 0 20 0 1 0 6000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0
+12 (my (odd) prog) S 1 12 12 0 -1 4194304 0 0 0 0 10 10 0 0 20 0 1 0 7000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0
+13 (gone) S 1 13 13 0 -1 4194304 0 0 0 0 10 10 0 0 20 0 1 0 7100 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0
+#end
+"""
+# 200 ticks later on each CPU: cpu0 160 busy / 40 idle; cpu1 100 busy, 60 idle, 40 steal
+AFTER = """#hz
+100
+#stat
+cpu0 1120 0 520 8040 0 0 120 0 0 0
+cpu1 2050 0 530 7060 0 0 120 90 0 0
+#freq
+/sys/devices/system/cpu/cpu1/cpufreq/scaling_cur_freq 1800000
+#cpuinfo
+processor\t: 0
+cpu MHz\t\t: 2596.140
+processor\t: 1
+cpu MHz\t\t: 2596.140
+#tasks
+10 (xdpgen) R 1 10 10 0 -1 4194304 0 0 0 0 180 90 0 0 20 0 1 0 5000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0
+11 (napi/p0-8193) S 2 0 0 0 -1 4194304 0 0 0 0 0 340 0 0 20 0 1 0 6000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0
+12 (my (odd) prog) S 1 12 12 0 -1 4194304 0 0 0 0 30 20 0 0 20 0 1 0 7000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0
+14 (python3) S 1 14 14 0 -1 4194304 0 0 0 0 6 4 0 0 20 0 1 0 9000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0
+#end
+"""
+PLACEMENT = {"generator_cpu": 0, "dut_cpu": 1}
+
+
+def test_snapshot_text_is_parsed_field_by_field():
+    s = machine.parse_snapshot(BEFORE)
+    assert s["hz"] == 100
+    assert s["cpus"][1] == [2000, 0, 500, 7000, 0, 0, 100, 50]
+    assert s["freq_khz"] == {1: 2400000} and s["cpuinfo_mhz"] == {0: 2596.14, 1: 2596.14}
+    # a comm with spaces and parentheses: split at the last ')'
+    assert s["tasks"][12] == ("my (odd) prog", 7000, 20, 1)
+    assert s["tasks"][10] == ("xdpgen", 5000, 150, 0)
+
+
+@pytest.mark.parametrize("cpu, field, value", [
+    ("0", "steal_share", 0.0), ("1", "steal_share", 0.2),
+    ("0", "busy_share", 0.8), ("1", "busy_share", 0.5), ("1", "idle_share", 0.3),
+    ("0", "packet_tasks_share", 0.6),   # xdpgen: 120 of 200 ticks
+    ("1", "packet_tasks_share", 0.2),   # the NAPI thread: 40
+    ("1", "other_share", 0.15),         # 30 by the odd program (13 exited: not counted)
+    ("0", "other_share", 0.05),         # a task born during the trial: all its 10 ticks
+    ("1", "freq_mhz", 1800.0), ("0", "freq_mhz", "unavailable"), ("0", "cpuinfo_mhz", 2596.14),
+])
+def test_load_of_the_trials_cpus(cpu, field, value):
+    rec = machine.record({"local": machine.parse_snapshot(BEFORE)}, {"local": machine.parse_snapshot(AFTER)},
+                         PLACEMENT, 0.05)
+    assert rec["hosts"]["local"]["cpus"][cpu][field] == value
+
+
+def test_steal_above_the_share_is_flagged_with_cpu_and_key_named():
+    b, a = {"local": machine.parse_snapshot(BEFORE)}, {"local": machine.parse_snapshot(AFTER)}
+    rec = machine.record(b, a, PLACEMENT, 0.05)
+    assert rec["flagged"] and rec["steal_share_max"] == 0.2 and rec["trial_cpus"] == [0, 1]
+    assert machine.steal_reason(rec) == ("CPU 1 of local lost 20.0 % of the trial to steal time (> "
+                                         "experiments.max_steal_share 5 %): the hypervisor ran something else there")
+    assert not machine.record(b, a, PLACEMENT, 0.25)["flagged"]
+    # only the generator's CPU placed: CPU 1's steal is not the trial's
+    assert not machine.record(b, a, {"generator_cpu": 0}, 0.05)["flagged"]
+    top = machine.record(b, a, PLACEMENT, 0.05)["hosts"]["local"]
+    assert [t["comm"] for t in top["other_tasks"]] == ["my (odd) prog", "python3"]
+    assert [t["comm"] for t in top["packet_tasks"]] == ["xdpgen", "napi/p0-8193"]
+
+
+def test_an_unreadable_host_is_recorded_not_flagged():
+    rec = machine.record({"fips5": {"error": "ssh: timed out"}}, {"fips5": machine.parse_snapshot(AFTER)}, None, 0.0)
+    assert rec["hosts"]["fips5"] == {"error": "ssh: timed out"} and not rec["flagged"]
+
+
+def _snapshots(monkeypatch, texts):
+    """The hypervisor's steal cannot be made on demand: a double at that boundary hands
+    run_trial the fixture snapshots in turn (before, after, before, after, ...)."""
+    it = iter(texts)
+    monkeypatch.setattr(machine, "snapshot", lambda testbed: {"local": machine.parse_snapshot(next(it))})
+
+
+def _ok(ctx):
+    return {"x": 1}, Validity()
+
+
+def test_run_trial_records_the_machine_and_retries_a_stolen_attempt(local_cfg, tmp_path, monkeypatch):
+    class Testbed:  # what run_trial reads of a testbed when no interface is measured
+        cfg = local_cfg
+
+        def cpu_placement(self):
+            return PLACEMENT
+    _snapshots(monkeypatch, [BEFORE, AFTER, BEFORE, BEFORE])  # attempt 1: 20 % steal; attempt 2: none
+    lines = []
+    res = run_trial(Testbed(), "unit", {"x": 1}, 1, TrialDir(tmp_path / "t"), _ok, ifaces=[], max_attempts=2,
+                    settle_s=0, cooldown_s=0, progress=lines.append)
+    assert res["valid"] and res["chosen_attempt"] == 2
+    assert res["attempts"][0]["reasons"] == ["machine_steal: CPU 1 of local lost 20.0 % of the trial to steal time "
+                                             "(> experiments.max_steal_share 5 %): the hypervisor ran something else there"]
+    meta = json.loads((tmp_path / "t" / "metadata.json").read_text())
+    assert meta["machine"]["attempt-1"]["flagged"] and not meta["machine"]["attempt-2"]["flagged"]
+    assert meta["machine"]["attempt-1"]["hosts"]["local"]["cpus"]["1"]["steal_share"] == 0.2
+    # the report names the trial although its retry was valid
+    text = "\n".join(_machine_section([(TrialDir(tmp_path / "t"), res)], tmp_path))
+    assert "| t | attempt-1: 20.0 % | 5 % | valid |" in text
+    assert "largest steal share of a trial CPU 20.0 %" in text
+
+
+@needs_root
+def test_a_real_trial_records_this_machines_cpus(testbed, tmp_path):
+    res = run_trial(testbed, "unit", {"x": 2}, 1, TrialDir(tmp_path / "t"), _ok, ifaces=[], max_attempts=1,
+                    settle_s=0, cooldown_s=0, progress=lambda m: None)
+    meta = json.loads((tmp_path / "t" / "metadata.json").read_text())
+    rec = meta["machine"]["attempt-1"]
+    place = meta["cpu_placement"]
+    assert rec["trial_cpus"] == sorted({place["generator_cpu"], place["dut_cpu"]})
+    assert list(rec["hosts"]) == ["fips4"]  # the loadgen's and the LB's node: one machine, read once
+    cpus = rec["hosts"]["fips4"]["cpus"]
+    assert sorted(cpus) == [str(c) for c in rec["trial_cpus"]]
+    for c in cpus.values():  # shares of one CPU's ticks: they add up
+        assert abs(c["busy_share"] + c["idle_share"] + c["steal_share"] - 1) < 0.02
+    assert res["valid"] == (not rec["flagged"])
