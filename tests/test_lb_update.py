@@ -1,0 +1,89 @@
+"""Runtime backend changes of every LB (LoadBalancer.update) on the namespace testbed, live: after a
+change is reported done, the classes it moved reach their new backend and a removed backend
+receives nothing; a bad file, or one the running LB cannot take, is refused and the LB keeps
+forwarding on its old set. The wire has no backend set and refuses by name.
+
+Backends fips2 and fips3 (config/backends.json); frames from the client to the VIP's service port
+with sources of known classes (even → class 0, odd → class 1), counted by the backends' UDP stacks
+(udp_in) and, for XenoFlow and the eBPF LB, by the LB's own tables."""
+
+import json
+import time
+
+import pytest
+
+from xenobench.errors import BackendsError, NodeError
+from xenobench.lb import get_lb
+from xenobench.lb.base import UpdateRefused
+
+from .conftest import needs_root, send_udp
+from .test_ebpf_lb import LB_IN, VIP, udp_in
+
+pytestmark = [needs_root]
+
+M2, M3 = "02:00:00:00:02:00", "02:00:00:00:03:00"
+SRC = {"198.18.0.16": 20, "198.18.0.17": 10}   # class 0 and class 1 (1 class bit)
+
+
+def write(path, backends, class_bits=None):
+    doc = {"backends": [{"name": n, "mac_address": m} for n, m in backends]}
+    if class_bits is not None:
+        doc["class_bits"] = class_bits
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def send_and_count(testbed, port=53) -> tuple[int, int]:
+    """Frames of both classes to the VIP; what fips2 and fips3 received of them."""
+    b2, b3 = testbed.node("fips2"), testbed.node("fips3")
+    before = (udp_in(b2), udp_in(b3))
+    for src, n in SRC.items():
+        send_udp(testbed, "client", dst_mac=LB_IN, src_ip=src, dst_ip=VIP, port=port, payload="x", count=n)
+    time.sleep(0.3)
+    return udp_in(b2) - before[0], udp_in(b3) - before[1]
+
+
+def check_update_cycle(testbed, lb, tmp_path):
+    """{fips2, fips3} → {fips2} (fips3 removed) → {fips2, fips3} (fips3 back): frames follow each
+    change once it is reported done; a bad file and a class_bits change are refused on the way."""
+    both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
+    only2 = write(tmp_path / "only2.json", [("fips2", M2)], class_bits=1)
+    lb.start(both)
+    try:
+        assert send_and_count(testbed) == (20, 10)
+        r = lb.update(only2)
+        assert r["t_sent"] <= r["t_done"] and r["lb_report"]["event"] == "updated"
+        assert r["lb_report"]["removed"] == ["fips3"]
+        assert send_and_count(testbed) == (30, 0)        # the removed backend receives nothing
+        # refused by the harness's strict reader: nothing reaches the LB
+        bad = tmp_path / "bad.json"
+        bad.write_text('{"backends": [{"name": "x", "mac_address": "02:zz:00:00:00:01"}]}')
+        with pytest.raises(BackendsError, match="not a MAC address"):
+            lb.update(bad)
+        # refused by the LB itself: another class mask than the running one
+        wide = write(tmp_path / "wide.json", [("fips2", M2), ("fips3", M3)], class_bits=2)
+        with pytest.raises(UpdateRefused, match="class_bits 1 -> 2.*keeps forwarding on its previous"):
+            lb.update(wide)
+        assert send_and_count(testbed) == (30, 0)        # still the set of the last good update
+        r = lb.update(both)
+        assert r["lb_report"]["added"] == ["fips3"]
+        assert send_and_count(testbed) == (20, 10)       # class 1 at its new (returned) backend
+        return lb.stats()
+    finally:
+        lb.stop()
+
+
+def test_ebpf_update_moves_classes_and_refuses_bad_input(testbed, tmp_path):
+    from xenobench.agents.ebpf_lb import OBJ
+    if not OBJ.exists():
+        pytest.skip("ebpf_baseline not built (make -C ebpf_baseline)")
+    lb = get_lb("ebpf", testbed)
+    st = check_update_cycle(testbed, lb, tmp_path)
+    # the maps hold the last set: both backends, slot 1 → fips3
+    assert [b["name"] for b in st["backends"]] == ["fips2", "fips3"]
+
+
+def test_wire_refuses_update_by_name(testbed, tmp_path):
+    lb = get_lb("wire", testbed)
+    with pytest.raises(NodeError, match="Failed to update wire: the wire has no backend set"):
+        lb.update(write(tmp_path / "b.json", [("fips2", M2)]))
