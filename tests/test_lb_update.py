@@ -43,6 +43,40 @@ def send_and_count(testbed, port=53) -> tuple[int, int]:
     return udp_in(b2) - before[0], udp_in(b3) - before[1]
 
 
+def _lookup(node, how: list[str], key: int) -> bytes:
+    d = json.loads(node.run(["bpftool", "-j", "map", "lookup", *how, "key", "hex",
+                             *[f"{b:02x}" for b in key.to_bytes(4, "little")]]).stdout)
+    return bytes(int(x, 16) for x in d["value"])
+
+
+def _mac(b: bytes) -> str:
+    return ":".join(f"{x:02x}" for x in b)
+
+
+def table(lb, nslots: int = 2) -> list[str | None]:
+    """Class → the destination MAC in the LB's own table (None: no valid entry), read from its maps:
+    the eBPF LB's pinned slots and backends; XenoFlow's emulated datapath's direct table (port 0's
+    slots; struct emu_action: dst_mac at byte 8, flags at 4 with EMU_VALID = 1 << 4)."""
+    node = lb.node
+    if lb.kind == "ebpf":
+        m = lb.pindir / "maps"
+        out = []
+        for c in range(nslots):
+            bi = int.from_bytes(_lookup(node, ["pinned", str(m / "slots")], c)[:4], "little")
+            be = _lookup(node, ["pinned", str(m / "backends")], bi)
+            out.append(_mac(be[:6]) if be[6] else None)
+        return out
+    link = json.loads(node.run(["ip", "-j", "link", "show", "dev", lb.ing.name]).stdout)[0]
+    prog = json.loads(node.run(["bpftool", "-j", "prog", "show", "id", str(link["xdp"]["prog"]["id"])]).stdout)
+    ids = [i for i in prog["map_ids"]
+           if json.loads(node.run(["bpftool", "-j", "map", "show", "id", str(i)]).stdout)["name"] == "direct"]
+    out = []
+    for c in range(nslots):
+        v = _lookup(node, ["id", str(ids[0])], c)
+        out.append(_mac(v[8:14]) if int.from_bytes(v[4:8], "little") & (1 << 4) else None)
+    return out
+
+
 def check_update_cycle(testbed, lb, tmp_path):
     """{fips2, fips3} → {fips2} (fips3 removed) → {fips2, fips3} (fips3 back): frames follow each
     change once it is reported done; a bad file and a class_bits change are refused on the way."""
@@ -51,9 +85,11 @@ def check_update_cycle(testbed, lb, tmp_path):
     lb.start(both)
     try:
         assert send_and_count(testbed) == (20, 10)
+        assert table(lb) == [M2, M3]
         r = lb.update(only2)
         assert r["t_sent"] <= r["t_done"] and r["lb_report"]["event"] == "updated"
         assert r["lb_report"]["removed"] == ["fips3"]
+        assert table(lb) == [M2, M2]
         assert send_and_count(testbed) == (30, 0)        # the removed backend receives nothing
         # refused by the harness's strict reader: nothing reaches the LB
         bad = tmp_path / "bad.json"
@@ -65,8 +101,10 @@ def check_update_cycle(testbed, lb, tmp_path):
         with pytest.raises(UpdateRefused, match="class_bits 1 -> 2.*keeps forwarding on its previous"):
             lb.update(wide)
         assert send_and_count(testbed) == (30, 0)        # still the set of the last good update
+        assert table(lb) == [M2, M2]
         r = lb.update(both)
         assert r["lb_report"]["added"] == ["fips3"]
+        assert table(lb) == [M2, M3]
         assert send_and_count(testbed) == (20, 10)       # class 1 at its new (returned) backend
         return lb.stats()
     finally:
@@ -87,3 +125,43 @@ def test_wire_refuses_update_by_name(testbed, tmp_path):
     lb = get_lb("wire", testbed)
     with pytest.raises(NodeError, match="Failed to update wire: the wire has no backend set"):
         lb.update(write(tmp_path / "b.json", [("fips2", M2)]))
+
+
+def test_xenoflow_update_moves_classes_and_refuses_bad_input(testbed, tmp_path):
+    from xenobench.lb.xenoflow import BINARY
+    if not BINARY.exists():
+        pytest.skip("XenoFlow not built (make -C lb)")
+    lb = get_lb("xenoflow", testbed)
+    st = check_update_cycle(testbed, lb, tmp_path)
+    assert [b["name"] for b in st["backends"]] == ["fips2", "fips3"]
+
+
+def test_xenoflow_refuses_a_bad_file_behind_the_harness(testbed, tmp_path):
+    """The C reader refuses on its own (the harness's check bypassed: a bad file written straight
+    over the running one) and XenoFlow keeps forwarding on its set."""
+    from xenobench.lb.xenoflow import BINARY, TAG
+    if not BINARY.exists():
+        pytest.skip("XenoFlow not built (make -C lb)")
+    import signal as sig
+    from xenobench.lb.base import log_events
+    both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
+    lb = get_lb("xenoflow", testbed)
+    lb.start(both)
+    try:
+        node = lb.node
+        h = node.handle(TAG)
+        path = h.argv[h.argv.index("-b") + 1]
+        good = open(path).read()
+        with open(path, "w") as f:
+            f.write('{"backends": [{"name": "fips2", "mac_address": "02:00:00:00:02:00"}], "extra": 1}')
+        node.signal(h, sig.SIGHUP)
+        deadline = time.monotonic() + 5
+        while not log_events(node.read_text(h.log)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ev = log_events(node.read_text(h.log))
+        assert ev and ev[-1]["event"] == "update_refused" and "extra" in ev[-1]["error"], ev
+        with open(path, "w") as f:
+            f.write(good)
+        assert send_and_count(testbed) == (20, 10)
+    finally:
+        lb.stop()

@@ -127,7 +127,7 @@ doca_error_t xf_setup_class_counters(struct doca_flow_port *port, int n, uint32_
 
 doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
 				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
-				struct doca_flow_pipe **pipe)
+				struct doca_flow_pipe_entry **entries, struct doca_flow_pipe **pipe)
 {
 	struct xf_entries_status status = {0};
 	struct doca_flow_pipe_entry *entry;
@@ -137,7 +137,8 @@ doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_
 	if ((r = xf_create_root_pipe(ingress, egress_port_id, (uint32_t)nslots - 1, pipe)))
 		return r;
 	for (int c = 0; c < nslots; c++)
-		if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status, &entry)))
+		if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status,
+					       entries ? &entries[c] : &entry)))
 			return r;
 	r = doca_flow_entries_process(ingress, 0, XF_PROCESS_TIMEOUT_US, (uint32_t)nslots);
 	if (r != DOCA_SUCCESS || status.failure || status.nb_processed != nslots) {
