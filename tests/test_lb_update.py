@@ -165,3 +165,49 @@ def test_xenoflow_refuses_a_bad_file_behind_the_harness(testbed, tmp_path):
         assert send_and_count(testbed) == (20, 10)
     finally:
         lb.stop()
+
+
+def test_katran_update_reals_and_ring_as_its_control_plane(testbed, tmp_path):
+    """Katran: fips3 removed, then added back. New flows follow the ring of the reals at that
+    moment (only the ring slots that changed are written); a flow Katran has in its connection
+    table (LRU) keeps its real even when that real was removed (Katran's connection consistency):
+    the frames the update experiment counts as delivered to a removed backend."""
+    import sys
+    from collections import Counter
+    from .test_katran import REALS, SEND, needs_katran, real_for
+    from xenobench.agents.katran_lb import plan
+    if needs_katran.args[0]:
+        pytest.skip(needs_katran.kwargs["reason"])
+    lb = get_lb("katran", testbed)
+    nodes = {n: testbed.node(n) for n in REALS}
+    ci, cn = testbed.cfg.role("client").iface(), testbed.node("fips1")
+    both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
+    only2 = write(tmp_path / "only2.json", [("fips2", M2)])
+    _, ring = plan(both, REALS)
+
+    def send(flows) -> dict:
+        before = {n: udp_in(node) for n, node in nodes.items()}
+        cn.run([sys.executable, "-c", SEND, ci.name, ci.mac, testbed.cfg.lb_mac, VIP, json.dumps(flows)])
+        time.sleep(0.5)
+        return {n: udp_in(node) - before[n] for n, node in nodes.items()}
+
+    def flows(block: int) -> list:
+        return [(f"198.18.{10 + block}.{k % 200 + 1}", 1024 + (k * 7919) % 60000) for k in range(200)]
+
+    lb.start(both)
+    try:
+        first = flows(0)
+        want = Counter(real_for(ring, s, sp) for s, sp in first)
+        assert send(first) == {n: want[a] for n, a in REALS.items()}
+        r = lb.update(only2)
+        assert r["lb_report"]["removed"] == ["fips3"] and r["lb_report"]["ring_slots_changed"] > 0
+        assert send(flows(1)) == {"fips2": 200, "fips3": 0}      # new flows: the ring has fips2 only
+        cached = [f for f in first if real_for(ring, *f) == REALS["fips3"]]
+        assert send(cached) == {"fips2": 0, "fips3": len(cached)}  # known flows keep their real
+        r = lb.update(both)
+        assert r["lb_report"]["added"] == ["fips3"]
+        fresh = flows(2)
+        want = Counter(real_for(ring, s, sp) for s, sp in fresh)  # the same reals: the same ring
+        assert send(fresh) == {n: want[a] for n, a in REALS.items()}
+    finally:
+        lb.stop()
