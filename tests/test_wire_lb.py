@@ -19,7 +19,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from xenobench import bpftest
-from xenobench.agents.bpf import load_pinned, map_update, map_update_many
+from xenobench.agents.bpf import load_pinned, map_update, map_update_batch
 from xenobench.agents.wire_lb import CLASSES, OBJ, class_table, config_bytes, read_stats
 from xenobench.backends import load_backends
 from xenobench.counters import diff, snapshot
@@ -59,8 +59,8 @@ def prog(tmp_path):
     f = tmp_path / "b.json"
     f.write_text(json.dumps(BACKENDS))
     bs = load_backends(f)
-    map_update_many(pindir / "maps" / "wire_slots", [(struct.pack("<I", c), config_bytes(bs.backends[bi].mac, LB_OUT))
-                                                     for c, bi in enumerate(class_table(bs))])
+    map_update_batch([(pindir / "maps" / "wire_slots", struct.pack("<I", c), config_bytes(bs.backends[bi].mac, LB_OUT))
+                      for c, bi in enumerate(class_table(bs))])
     map_update(pindir / "maps" / "wire_egress", struct.pack("<I", 0), struct.pack("<I", 1))  # lo: never sent to
 
     yield pindir / "progs" / "wire", pindir, f

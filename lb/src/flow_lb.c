@@ -147,7 +147,7 @@ static doca_error_t process_batch(struct doca_flow_port *port, struct xf_entries
 
 doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
 				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
-				struct doca_flow_pipe **pipe)
+				struct doca_flow_pipe_entry **entries, struct doca_flow_pipe **pipe)
 {
 	struct xf_entries_status status = {0};
 	struct doca_flow_pipe_entry *entry;
@@ -161,7 +161,8 @@ doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_
 		int n = nslots - c0 < XF_QUEUE_DEPTH ? nslots - c0 : XF_QUEUE_DEPTH;
 
 		for (int c = c0; c < c0 + n; c++)
-			if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status, &entry)))
+			if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status,
+						       entries ? &entries[c] : &entry)))
 				return r;
 		if ((r = process_batch(ingress, &status, n)) != DOCA_SUCCESS) {
 			DOCA_LOG_ERR("Failed to process entries: %s (%d of %d processed%s)", doca_error_get_descr(r),

@@ -46,9 +46,10 @@ doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const
 doca_error_t xf_setup_class_counters(struct doca_flow_port *port, int n, uint32_t *ids);
 
 /* the root pipe on `ingress` and one entry per class c → dst_macs[c], counted in ids[c], processed
- * and checked (every entry added). nslots is a power of two (the class mask is nslots - 1). */
+ * and checked (every entry added). nslots is a power of two (the class mask is nslots - 1).
+ * entries (NULL: not kept): class c's entry, for a later change (lb/src/update.c). */
 doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
 				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
-				struct doca_flow_pipe **pipe);
+				struct doca_flow_pipe_entry **entries, struct doca_flow_pipe **pipe);
 
 #endif

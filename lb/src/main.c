@@ -7,8 +7,9 @@
  *
  * Port 0 ingress, port 1 egress: paired (doca_flow_port_pair), so forwarded frames cross through
  * the hairpin queues ports.c sets up and binds. Prints JSON lines on stdout: {"event": "started", ...}, then a
- * stats line every interval and on SIGUSR1, and {"event": "stopped", ...} after a clean teardown
- * on SIGINT/SIGTERM. Exit codes: 1 arguments, 2 backends file, 3 DPDK, 4 DOCA Flow init/ports/
+ * stats line every interval and on SIGUSR1, {"event": "updated"|"update_refused", ...} on SIGHUP (the
+ * backends file read again and applied as entry removes and adds: update.c), and {"event": "stopped", ...}
+ * after a clean teardown on SIGINT/SIGTERM. Exit codes: 1 arguments, 2 backends file, 3 DPDK, 4 DOCA Flow init/ports/
  * counters, 5 pipe/entries. */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -26,6 +27,7 @@
 #include "backends.h"
 #include "flow_lb.h"
 #include "ports.h"
+#include "update.h"
 
 DOCA_LOG_REGISTER(XENOFLOW);
 
@@ -60,12 +62,14 @@ struct xf_config {
  * doca_flow_port_switch_get(), none of which lb/src (nor lb/emu) has yet. */
 static const char *const PORT_MODELS[] = {"vnf-hairpin", "switch"};
 
-static volatile sig_atomic_t stop_requested, stats_requested;
+static volatile sig_atomic_t stop_requested, stats_requested, reload_requested;
 
 static void on_signal(int sig)
 {
 	if (sig == SIGUSR1)
 		stats_requested = 1;
+	else if (sig == SIGHUP)
+		reload_requested = 1;
 	else
 		stop_requested = 1;
 }
@@ -258,6 +262,7 @@ int main(int argc, char **argv)
 {
 	static struct xf_backends bs;
 	static struct xf_stats_state st;
+	static struct xf_running rt;
 	struct xf_config cfg = {.interval_ms = 1000, .nb_queues = 4};
 	struct xf_dpdk_config dpdk = {.nb_ports = NB_PORTS, .nb_queues = 4, .nb_hairpin_q = 2};
 	struct doca_flow_port *ports[NB_PORTS] = {0};
@@ -296,6 +301,7 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 
 	dpdk.nb_queues = cfg.nb_queues;
 	rc = EXIT_DPDK;
@@ -316,7 +322,7 @@ int main(int argc, char **argv)
 	for (int c = 0; c < bs.nslots; c++)
 		memcpy(macs[c], bs.b[bs.slots[c]].mac, 6);
 	if (xf_install_classes(ports[INGRESS_PORT], EGRESS_PORT, bs.nslots, (const uint8_t(*)[6])macs, cfg.src_mac, ids,
-			       &pipe) != DOCA_SUCCESS)
+			       rt.entries, &pipe) != DOCA_SUCCESS)
 		goto out;
 	printf("{\"event\": \"started\", \"mode\": \"%s\", \"pid\": %d, \"class_bits\": %d, \"slots\": [", XF_MODE,
 	       (int)getpid(), bs.class_bits);
@@ -332,8 +338,16 @@ int main(int argc, char **argv)
 	{
 		double next = mono_s() + cfg.interval_ms / 1000.0;
 
+		rt.ingress = ports[INGRESS_PORT];
+		rt.pipe = pipe;
+		rt.ids = ids;
+		memcpy(rt.src_mac, cfg.src_mac, 6);
 		while (!stop_requested) {
-			usleep(20000);
+			usleep(reload_requested ? 0 : 20000);
+			if (reload_requested) {
+				reload_requested = 0;
+				xf_reload(&rt, cfg.backends, &bs);
+			}
 			if (stats_requested || (cfg.interval_ms > 0 && mono_s() >= next)) {
 				if (!stats_requested)
 					next += cfg.interval_ms / 1000.0;

@@ -53,7 +53,7 @@ int main(int argc, char **argv)
 	if (xf_init_doca_flow(dpdk.nb_queues, "vnf,hws", XF_NR_COUNTERS, (uint32_t)n, xf_check_for_valid_entry))
 		goto out_dpdk;
 	if (xf_init_doca_flow_ports(2, ports) || xf_setup_class_counters(ports[0], n, ids) ||
-	    xf_install_classes(ports[0], 1, n, (const uint8_t(*)[6])macs, src_mac, ids, &pipe))
+	    xf_install_classes(ports[0], 1, n, (const uint8_t(*)[6])macs, src_mac, ids, NULL, &pipe))
 		goto out;
 	{
 		struct xdp_md ctx = {.data_end = sizeof(f), .ingress_ifindex = if_nametoindex("xe0")};

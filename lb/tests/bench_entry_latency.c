@@ -143,7 +143,9 @@ int main(int argc, char **argv)
 		}
 		lat[r] = (t1 - t0) * 1e6;
 		call[r] = (t_call - t0) * 1e6;
-		doca_flow_pipe_remove_entry(0, 0, e);
+		/* a removal completes at processing (lb/emu: the same queue rule as an add) */
+		if (doca_flow_pipe_remove_entry(0, 0, e) || doca_flow_entries_process(ports[0], 0, 10000, 0))
+			return 1;
 		usleep(20000);
 	}
 	atomic_store(&stop_sender, 1);

@@ -42,7 +42,7 @@ static const uint8_t BMAC[4][6] = {{0x02, 0, 0, 0, 0x0a, 0}, {0x02, 0, 0, 0, 0x0
 				   {0x02, 0, 0, 0, 0x0a, 2}, {0x02, 0, 0, 0, 0x0a, 3}};
 
 static struct doca_flow_port *ports[2];
-static int processed, failed;
+static int processed, failed, removed;
 static struct rte_mempool *pool;
 
 /* what setup() brings up; tests of a constraint start from a setup that leaves a step out */
@@ -135,6 +135,8 @@ static void cb(struct doca_flow_pipe_entry *e, uint16_t q, enum doca_flow_entry_
 		if (st != DOCA_FLOW_ENTRY_STATUS_SUCCESS)
 			failed++;
 	}
+	if (op == DOCA_FLOW_ENTRY_OP_DEL && st == DOCA_FLOW_ENTRY_STATUS_SUCCESS)
+		removed++;
 }
 
 static int setup(void **state)
@@ -405,7 +407,14 @@ static void test_entries_pending_until_process_and_removal(void **state)
 	assert_int_equal(doca_flow_pipe_entry_get_status(e), DOCA_FLOW_ENTRY_STATUS_SUCCESS);
 	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
 	expect_rewritten(in, out, len, BMAC[1]);
+	/* a removal is a queue operation: in the datapath until processed on its queue (OP_DEL) */
+	removed = 0;
 	assert_int_equal(doca_flow_pipe_remove_entry(0, 0, e), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_remove_entry(0, 0, e), DOCA_ERROR_INVALID_VALUE); /* queued already */
+	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+	assert_int_equal(removed, 0);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(removed, 1);
 	assert_int_equal(run(0, in, len, out), XDP_DROP);
 	/* a second entry with the same match is refused at processing (status ERROR) */
 	add(pipe, 0, BMAC[3], 0);

@@ -145,7 +145,7 @@ static void test_main_sequence_forwards_a_class_frame_rewritten(void **state)
 	bring_up(DPDK.nb_queues);
 	assert_int_equal(xf_init_doca_flow_ports(2, ports), DOCA_SUCCESS);
 	assert_int_equal(xf_setup_class_counters(ports[0], 2, ids), DOCA_SUCCESS);
-	assert_int_equal(xf_install_classes(ports[0], 1, 2, MACS, LB_OUT, ids, &pipe), DOCA_SUCCESS);
+	assert_int_equal(xf_install_classes(ports[0], 1, 2, MACS, LB_OUT, ids, NULL, &pipe), DOCA_SUCCESS);
 	olen = sizeof(out);
 	assert_int_equal(doca_flow_emu_test_run(0, FRAME, sizeof(FRAME), &verdict, out, &olen), DOCA_SUCCESS);
 	assert_int_equal(verdict, XDP_REDIRECT);
@@ -177,7 +177,7 @@ static void test_256_classes_are_added_in_batches_within_the_queue_depth(void **
 	bring_up_n(DPDK.nb_queues, 256);
 	assert_int_equal(xf_init_doca_flow_ports(2, ports), DOCA_SUCCESS);
 	assert_int_equal(xf_setup_class_counters(ports[0], 256, ids), DOCA_SUCCESS);
-	assert_int_equal(xf_install_classes(ports[0], 1, 256, (const uint8_t(*)[6])macs, LB_OUT, ids, &pipe),
+	assert_int_equal(xf_install_classes(ports[0], 1, 256, (const uint8_t(*)[6])macs, LB_OUT, ids, NULL, &pipe),
 			 DOCA_SUCCESS);
 	/* the last class (src 198.18.0.255 & 0xff = 255) is in the datapath with its backend's MAC */
 	memcpy(frame, FRAME, sizeof(frame));

@@ -46,14 +46,16 @@ def map_update(pin: Path, key: bytes, value: bytes) -> None:
     bpftool("map", "update", "pinned", str(pin), "key", "hex", *_hex(key), "value", "hex", *_hex(value))
 
 
-def map_update_many(pin: Path, items: list[tuple[bytes, bytes]]) -> None:
-    """Many entries of one map in one bpftool process (`batch file -`: one command a line), not
-    one process an entry (256 classes: ~2 s as single updates)."""
-    lines = "".join(f"map update pinned {pin} key hex {' '.join(_hex(k))} value hex {' '.join(_hex(v))}\n"
-                    for k, v in items)
-    p = subprocess.run(["bpftool", "batch", "file", "-"], input=lines, capture_output=True, text=True)
+def map_update_batch(updates: list[tuple[Path, bytes, bytes]]) -> None:
+    """Several map updates, in order, by one bpftool process (`bpftool batch file -`: a runtime
+    change of an LB costs one process spawn, not one per entry); stops at the first that fails."""
+    if not updates:
+        return
+    cmds = "".join(f"map update pinned {pin} key hex {' '.join(_hex(k))} value hex {' '.join(_hex(v))}\n"
+                   for pin, k, v in updates)
+    p = subprocess.run(["bpftool", "batch", "file", "-"], input=cmds, capture_output=True, text=True)
     if p.returncode != 0:
-        raise XenobenchError(f"Failed to update map {pin} ({len(items)} entries): {p.stderr.strip() or p.stdout.strip()}")
+        raise XenobenchError(f"Failed to update maps by `bpftool batch`: {(p.stderr or p.stdout).strip()[-500:]}")
 
 
 def load_pinned(obj: Path, pindir: Path, build_hint: str) -> None:
@@ -128,10 +130,12 @@ def keep_lb_state(state_dir: str | Path, mode: str, backends: str | Path) -> Non
 
 def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: bool,
                    setup: Callable[[], dict], read_stats: Callable[[], dict], interval: float,
-                   after_attach: Callable[[], None] | None = None) -> int:
+                   after_attach: Callable[[], None] | None = None,
+                   on_update: Callable[[], dict] | None = None) -> int:
     """The controller life cycle (module docstring). `setup` validates, loads (load_pinned) and
     fills the maps and returns what the "started" line reports; exit codes: 2 bad input or load,
-    3 interface busy, 4 attach failed."""
+    3 interface busy, 4 attach failed. With `on_update`, SIGHUP applies a runtime change while the
+    program stays attached (handle_update)."""
     if (pid := attached_prog(iface)) is not None:
         print(f"Failed to start {what} on {iface}: an XDP program (id {pid}) is already attached; "
               "stop it first", file=sys.stderr)
@@ -161,8 +165,15 @@ def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: b
             after_attach()
         print(json.dumps({"event": "started", **info}), flush=True)
         next_t = time.monotonic() + interval
+        updates = 0
+        if on_update:  # SIGHUP is taken synchronously: the loop wakes on it at once
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
         while not stop:
-            time.sleep(0.05)
+            if on_update is None:
+                time.sleep(0.05)
+            elif signal.sigtimedwait([signal.SIGHUP], 0.05) is not None:
+                updates += 1
+                handle_update(on_update, updates)
             if interval > 0 and time.monotonic() >= next_t:
                 next_t += interval
                 print(json.dumps({"time": time.time(), **read_stats()}), flush=True)
@@ -175,3 +186,20 @@ def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: b
         shutil.rmtree(pindir, ignore_errors=True)
         print(json.dumps({"event": "stopped", **final}), flush=True)
     return 0
+
+
+def handle_update(on_update: Callable[[], dict], n: int) -> dict:
+    """Apply one runtime change (SIGHUP) and print its outcome as one JSON line: {"event":
+    "updated", "update": n, "t_received", "t_done" (CLOCK_MONOTONIC, s), "apply_s", ...what
+    on_update reports} or {"event": "update_refused", "update": n, "error"}; a refused change
+    leaves the running configuration as it was (on_update validates before it writes a map)."""
+    t0 = time.monotonic()
+    try:
+        info = on_update()
+    except (XenobenchError, ValueError, OSError) as e:
+        out = {"event": "update_refused", "update": n, "t_received": t0, "error": str(e)}
+    else:
+        t1 = time.monotonic()
+        out = {"event": "updated", "update": n, "t_received": t0, "t_done": t1, "apply_s": t1 - t0, **info}
+    print(json.dumps(out), flush=True)
+    return out

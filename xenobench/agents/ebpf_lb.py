@@ -18,7 +18,8 @@ from typing import Callable
 
 from .. import REPO_ROOT
 from ..backends import load_backends
-from .bpf import bpftool_stdout, counters, load_pinned, map_update, percpu_sum
+from ..errors import XenobenchError
+from .bpf import bpftool_stdout, counters, load_pinned, map_update, map_update_batch, percpu_sum
 from .net import mac_bytes
 from .xdp_lb import XdpLbAgent
 
@@ -53,6 +54,39 @@ def fill_maps(pindir: Path, backends_file, *, vip: str, port: int, policy: str, 
     return {"backends": [b.name for b in bs.backends], "class_bits": bs.class_bits, "slots": list(bs.slots)}
 
 
+def backend_value(mac: str, valid: bool = True) -> bytes:
+    """struct xb_backend (lb_common.h): mac, valid, pad."""
+    return mac_bytes(mac) + bytes([1 if valid else 0, 0])
+
+
+def update_maps(pindir: Path, current, new, a=None) -> dict:
+    """A runtime change of the backend set by map updates while the program runs (SIGHUP,
+    XdpLbAgent.update): the new file is read by the same strict reader first and refused whole
+    (nothing written) if it is bad or changes class_bits (the class mask stays what the LB started
+    with: restart for another). Indices follow the new file's order, as at start. Order of the
+    writes, one `bpftool batch`: (1) backends entries that differ (an index may now name another
+    backend of the new set: its slots go there at once), (2) slots that differ, (3) indices past
+    the new set marked invalid once no slot names them. After (1)-(3) no frame goes to a removed
+    backend; in between a frame may reach a backend of the new set other than its final one."""
+    old, bs = load_backends(current), load_backends(new)
+    if bs.class_bits != old.class_bits:
+        raise XenobenchError(f"Failed to update the eBPF LB from {new}: class_bits {old.class_bits} -> "
+                             f"{bs.class_bits} changes the class mask of the running program; restart it "
+                             "with the new file")
+    m = pindir / "maps"
+    ups = [(m / "backends", struct.pack("<I", i), backend_value(b.mac)) for i, b in enumerate(bs.backends)
+           if i >= len(old.backends) or old.backends[i].mac != b.mac]
+    slots = [(m / "slots", struct.pack("<I", s), struct.pack("<I", bi)) for s, bi in enumerate(bs.slots)
+             if old.slots[s] != bi]
+    gone = [(m / "backends", struct.pack("<I", i), backend_value(old.backends[i].mac, valid=False))
+            for i in range(len(bs.backends), len(old.backends))]
+    map_update_batch(ups + slots + gone)
+    return {"backends": [b.name for b in bs.backends], "class_bits": bs.class_bits, "slots": list(bs.slots),
+            "added": sorted({b.name for b in bs.backends} - {b.name for b in old.backends}),
+            "removed": sorted({b.name for b in old.backends} - {b.name for b in bs.backends}),
+            "entries_written": len(ups) + len(slots) + len(gone)}
+
+
 def read_stats(pindir: Path, backends_file, mode: str, run: Callable[..., str] = bpftool_stdout) -> dict:
     """Counters of a running LB in the shape `lb stats` prints for every LB."""
     bs = load_backends(backends_file)
@@ -79,7 +113,7 @@ def _add_args(r) -> None:
 
 AGENT = XdpLbAgent(name="the eBPF LB", prog_name="xenobench.agents.ebpf_lb", obj=OBJ, prog=PROG,
                    build_hint="make -C ebpf_baseline", configure=_configure, read_stats=read_stats,
-                   add_args=_add_args, description="eBPF baseline controller")
+                   add_args=_add_args, description="eBPF baseline controller", update=update_maps)
 
 if __name__ == "__main__":
     sys.exit(AGENT.main())

@@ -160,6 +160,65 @@ def fill_maps(pindir: Path, backends_file, *, vip: str, port: int, proto: str, g
             "reals": [{k: r[k] for k in ("name", "num", "address", "weight", "share")} for r in rs]}
 
 
+#: the running agent's reals (address -> num) and the next unused num, kept between updates as
+#: KatranLb keeps reals_ and realNums_ (set from the start's plan at the first update)
+_RUNNING: dict = {}
+
+
+def update_reals(pindir: Path, current, new, a) -> dict:
+    """A runtime change of the VIP's reals as Katran's control plane makes it
+    (katran/lib/KatranLb.cpp modifyRealsForVip at 19f08fec): a real that stays keeps its number
+    (reals_ is keyed by address); a new one takes the next free number and its `reals` entry is
+    written before the ring names it (increaseRefCountForReal); a removed one's number is freed
+    to the back of the free list (decreaseRefCountForReal: realNums_.push_back; its `reals` entry
+    stays); the ring is recomputed (Vip::batchRealsUpdate → calculateHashRing) and only the slots
+    whose real changed are written (programHashRing: one bpfUpdateMapBatch of the delta; here one
+    `bpftool batch`). Flows in Katran's per-CPU connection tables (LRU) keep their real, also a
+    removed one, until their entry ages out: Katran's connection consistency, not purged here
+    either. The new file is read by the strict reader first; a backend without an address is
+    refused before any map is written."""
+    reals = parse_reals(a.real)
+    bs = load_backends(new)
+    missing = [b.name for b in bs.backends if b.name not in reals]
+    if missing:
+        raise XenobenchError(f"Failed to update Katran from {new}: no address for {', '.join(missing)} "
+                             "(the agent knows the reals given by --real)")
+    if not _RUNNING:
+        rs, _ = plan(current, reals)
+        _RUNNING.update(nums={r["address"]: r["num"] for r in rs}, weights={r["address"]: r["weight"] for r in rs},
+                        next=max((r["num"] for r in rs), default=0) + 1)
+    old_nums, old_w = dict(_RUNNING["nums"]), dict(_RUNNING["weights"])
+    nums, weights, nxt = {}, {}, _RUNNING["next"]
+    for b in bs.backends:
+        addr = reals[b.name]
+        if addr in old_nums:
+            nums[addr] = old_nums[addr]
+        else:
+            nums[addr], nxt = nxt, nxt + 1
+        weights[addr] = b.weight
+
+    def ring_of(ns, ws):
+        return maglev.ring([(n, ws[ad], maglev.address_hash(ad)) for ad, n in ns.items()])
+    before, after = ring_of(old_nums, old_w), ring_of(nums, weights)
+    delta = [i for i, (x, y) in enumerate(zip(before, after)) if x != y]
+    m = pindir / "maps"
+    added = [ad for ad in nums if ad not in old_nums]
+    cmds = [f"map update pinned {m / 'reals'} key hex {_hex(struct.pack('<I', nums[ad]))} "
+            f"value hex {_hex(real_value(ad))}" for ad in added]
+    base = VIP_NUM * maglev.RING_SIZE
+    cmds += [f"map update pinned {m / 'ch_rings'} key hex {_hex(struct.pack('<I', base + i))} "
+             f"value hex {_hex(struct.pack('<I', max(after[i], 0)))}" for i in delta]
+    if cmds:
+        _batch(cmds)
+    _RUNNING.update(nums=nums, weights=weights, next=nxt)
+    name = {reals[b.name]: b.name for b in bs.backends}
+    old_names = {v: k for k, v in reals.items()}
+    return {"reals": [{"name": name[ad], "num": n, "address": ad} for ad, n in nums.items()],
+            "added": sorted(name[ad] for ad in added),
+            "removed": sorted(old_names.get(ad, ad) for ad in old_nums if ad not in nums),
+            "ring_slots_changed": len(delta), "entries_written": len(cmds)}
+
+
 def read_stats(pindir: Path, backends_file, mode: str, run: Callable[..., str] = bpftool_stdout) -> dict:
     """Katran's counters in the shape `lb stats` prints for every LB: per real from reals_stats
     (v1 packets, v2 bytes), the global ones from `stats` (v1 and v2 as balancer.bpf.c counts them).
@@ -201,7 +260,7 @@ def _add_args(r) -> None:
 
 AGENT = XdpLbAgent(name="Katran", prog_name="xenobench.agents.katran_lb", obj=None, prog=PROG,
                    build_hint="xenobench.katran.build (a Katran checkout: katran.checkout)",
-                   configure=_configure, read_stats=read_stats, add_args=_add_args,
+                   configure=_configure, read_stats=read_stats, add_args=_add_args, update=update_reals,
                    description="Katran (facebookincubator/katran) controller: its balancer, configured through its maps")
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Callable
 
 from .. import REPO_ROOT
 from ..backends import load_backends
-from .bpf import bpftool_stdout, map_update, map_update_many, percpu_sum
+from .bpf import bpftool_stdout, map_update, map_update_batch, percpu_sum
 from .net import mac_bytes
 from .xdp_lb import XdpLbAgent
 
@@ -57,8 +57,8 @@ def read_stats(pindir: Path, backends_file, mode: str, run: Callable[..., str] =
 def _configure(pindir: Path, backends: Path, a, egress_ifindex: int | None) -> dict:
     bs = load_backends(backends)
     m = pindir / "maps"
-    map_update_many(m / "wire_slots", [(struct.pack("<I", c), config_bytes(bs.backends[bi].mac, a.src_mac))
-                                       for c, bi in enumerate(class_table(bs))])
+    map_update_batch([(m / "wire_slots", struct.pack("<I", c), config_bytes(bs.backends[bi].mac, a.src_mac))
+                      for c, bi in enumerate(class_table(bs))])
     map_update(m / "wire_egress", struct.pack("<I", 0), struct.pack("<I", egress_ifindex))
     return {"backends": [b.name for b in bs.backends], "class_bits": bs.class_bits, "slots": list(bs.slots)}
 

@@ -21,6 +21,12 @@ from ..errors import XenobenchError
 from .bpf import controller_parser, ip_link, keep_lb_state, load_pinned, run_controller
 
 
+def running_file(a: argparse.Namespace) -> Path:
+    """The backends file the LB runs on: the state dir's copy (keep_lb_state), which a refused
+    update leaves alone, or --backends before the copy is made."""
+    return next(Path(a.state_dir).glob("backends.*"), Path(a.backends))
+
+
 @dataclass(frozen=True)
 class XdpLbAgent:
     name: str                 # "the eBPF LB": how messages name it
@@ -35,6 +41,10 @@ class XdpLbAgent:
     egress_required: bool = False
     add_args: Callable[[argparse.ArgumentParser], None] | None = None
     description: str = ""
+    #: a runtime change (SIGHUP: --backends re-read): (pindir, the backends file running now,
+    #: the new one, parsed args) -> what the "updated" line reports; it validates the new file
+    #: before it writes a map and raises on what it refuses. None: the LB has no update path.
+    update: Callable[[Path, Path, Path, argparse.Namespace], dict] | None = None
 
     def parser(self) -> argparse.ArgumentParser:
         ap, r = controller_parser(f"python -m {self.prog_name}", self.description or f"{self.name} controller", 1.0)
@@ -69,9 +79,17 @@ class XdpLbAgent:
             return {"ingress": a.ingress, **({"egress": a.egress} if a.egress else {}), "mode": mode, **info}
 
         return run_controller(what=self.name, iface=a.ingress, pindir=pindir, prog=self.prog, generic=a.generic,
-                              setup=setup, read_stats=lambda: self.read_stats(pindir, a.backends, mode),
+                              setup=setup, read_stats=lambda: self.read_stats(pindir, running_file(a), mode),
                               interval=a.interval,
-                              after_attach=lambda: keep_lb_state(a.state_dir, mode, a.backends))
+                              after_attach=lambda: keep_lb_state(a.state_dir, mode, a.backends),
+                              on_update=(lambda: self.apply_update(pindir, a, mode)) if self.update else None)
+
+    def apply_update(self, pindir: Path, a: argparse.Namespace, mode: str) -> dict:
+        """SIGHUP: the file at --backends (rewritten by the harness) against the running one (the
+        state dir's copy); on success the copy becomes the new file, so stats name its backends."""
+        info = self.update(pindir, running_file(a), Path(a.backends), a)
+        keep_lb_state(a.state_dir, mode, a.backends)
+        return info
 
     def main(self, argv=None) -> int:
         return self.run(self.parser().parse_args(argv))

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import signal
+import tempfile
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from ..errors import NodeError
+
 CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within this long
+UPDATE_TIMEOUT_S = 10    # a running LB reports a runtime change (applied or refused) within this long
 
 
 class LoadBalancer(ABC):
@@ -44,6 +52,62 @@ class LoadBalancer(ABC):
     def running(self) -> bool:
         return False
 
+    #: why this kind has no runtime update path (None: it has one, `update` is overridden)
+    no_update: str | None = "it has no runtime update path"
+
+    def update(self, backends: str | Path, *, timeout: float = UPDATE_TIMEOUT_S) -> dict:
+        """Apply a new backends file to the running LB without restarting it. The file is read by
+        the strict reader first (a bad one fails here, nothing is sent). Returns {"lb", "t_sent",
+        "t_done" (the harness's CLOCK_MONOTONIC: the command sent, the LB's report of the change
+        seen), "control_s", "lb_report" (what the LB reported: its own apply time, entries
+        changed)}. Raises UpdateRefused (a NodeError) when the LB refuses the file; it then runs
+        on its old set."""
+        raise NodeError(f"Failed to update {self.kind}: {self.no_update}")
+
+    def signal_update(self, node, handle, running_path: str, backends: str | Path, *, sudo: bool = False,
+                      timeout: float = UPDATE_TIMEOUT_S) -> dict:
+        """The one update shape of the LBs driven by a process (the XDP controllers, XenoFlow):
+        the new file, validated and in canonical JSON, replaces the file the process was started
+        with (`running_path`, renamed over it so a reader never sees half a file), SIGHUP tells the
+        process to re-read it, and its log's next {"event": "updated"|"update_refused", "update": n}
+        line is the answer. A refused file is put back by the previous one, so a restart runs on
+        what runs now."""
+        from ..backends import write_canonical
+        tmp = Path(tempfile.mkdtemp(prefix="xb-update-"))
+        try:
+            canon = write_canonical(backends, tmp)  # the strict reader: a bad file stops here
+            return self._signal_update(node, handle, running_path, canon, backends, sudo, timeout)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _signal_update(self, node, handle, running_path, canon, backends, sudo, timeout) -> dict:
+        prev = f"{running_path}.prev"
+        node.run(["cp", "-f", running_path, prev])
+        staged = node.stage(canon, Path(running_path).name + ".next")
+        node.run(["mv", "-f", staged, running_path])
+        seen = [d.get("update", 0) for d in log_events(node.read_text(handle.log))]
+        last = max(seen, default=0)
+        t_sent = time.monotonic()
+        if not node.signal(handle, signal.SIGHUP, sudo=sudo):
+            raise NodeError(f"Failed to update {self.kind} on {node.name}: its process is gone")
+        deadline = t_sent + timeout
+        while True:
+            fresh = [d for d in log_events(node.read_text(handle.log)) if d.get("update", 0) > last]
+            if fresh:
+                t_done = time.monotonic()
+                break
+            if time.monotonic() > deadline:
+                raise NodeError(f"Failed to update {self.kind} on {node.name}: no answer to SIGHUP within "
+                                f"{timeout:g} s (log {handle.log})")
+            time.sleep(0.0005)
+        d = fresh[0]
+        if d["event"] == "update_refused":
+            node.run(["mv", "-f", prev, running_path])
+            raise UpdateRefused(f"Failed to update {self.kind} on {node.name} from {backends}: "
+                                f"{d.get('error') or 'refused'}; it keeps forwarding on its previous backend set")
+        return {"lb": self.kind, "t_sent": t_sent, "t_done": t_done, "control_s": t_done - t_sent,
+                "lb_report": d, "clock": "monotonic"}
+
     def provide_needs(self) -> None:
         """Set up what this LB needs of the testbed (`needs`); idempotent."""
         if self.needs:
@@ -52,3 +116,26 @@ class LoadBalancer(ABC):
     def withdraw_needs(self) -> None:
         if self.needs:
             self.testbed.withdraw(self.needs, self.kind)
+
+
+def log_events(text: str) -> list[dict]:
+    """The runtime-change answers ("updated", "update_refused") among a process's JSON lines, since
+    its last "started" line (a log is appended to by every run)."""
+    out: list[dict] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{") or ('"update' not in line and '"started"' not in line):
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if d.get("event") == "started":
+            out = []
+        elif d.get("event") in ("updated", "update_refused"):
+            out.append(d)
+    return out
+
+
+class UpdateRefused(NodeError):
+    """The running LB refused a new backends file (it keeps its previous set)."""

@@ -15,6 +15,8 @@ class WireLB(XdpControllerLB):
     kind = "wire"
     agent = "xenobench.agents.wire_lb"
     needs_egress = True
+    no_update = ("the wire has no backend set to change (it forwards every frame to the first backend "
+                 "of its file, with no lookup)")
 
 
 def make(testbed) -> WireLB:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..backends import write_canonical
 from ..errors import ConfigError, NodeError
-from .base import CONTROLLER_START_S, LoadBalancer
+from .base import CONTROLLER_START_S, UPDATE_TIMEOUT_S, LoadBalancer
 
 
 class XdpControllerLB(LoadBalancer):
@@ -98,6 +98,18 @@ class XdpControllerLB(LoadBalancer):
 
     def running(self) -> bool:
         return self.node.running(self.tag)
+
+    def update(self, backends, *, timeout: float = UPDATE_TIMEOUT_S) -> dict:
+        """The agent's runtime change (XdpLbAgent.update, SIGHUP), if it has one."""
+        if importlib.import_module(self.agent).AGENT.update is None:
+            return super().update(backends, timeout=timeout)
+        node = self.node
+        h = node.handle(self.tag)
+        if h is None or not node.running(self.tag):
+            raise NodeError(f"Failed to update {self.kind} on {node.name}: not running "
+                            f"(`xenobench lb start --lb {self.kind}` first)")
+        path = h.argv[h.argv.index("--backends") + 1]
+        return self.signal_update(node, h, path, backends, timeout=timeout)
 
     def stats(self) -> dict:
         node = self.node

@@ -419,6 +419,19 @@ class XenoFlowLB(LoadBalancer):
     def running(self) -> bool:
         return self.node.running(TAG)
 
+    no_update = None
+
+    def update(self, backends, *, timeout: float = 10.0) -> dict:
+        """A runtime change (lb/src/update.c): SIGHUP makes XenoFlow read its -b file again and
+        apply the difference as entry removes and adds on its pipe (LoadBalancer.signal_update)."""
+        node = self.node
+        h = node.handle(TAG)
+        if h is None or not node.running(TAG):
+            raise NodeError(f"Failed to update xenoflow on {node.name}: not running "
+                            "(`xenobench lb start --lb xenoflow` first)")
+        path = h.argv[h.argv.index("-b") + 1]
+        return self.signal_update(node, h, path, backends, sudo=self.sec["sudo"], timeout=timeout)
+
     def stats(self, timeout: float = 5.0) -> dict:
         """Ask the running XenoFlow for a fresh stats line (SIGUSR1) and return it."""
         node = self.node

@@ -159,6 +159,8 @@ struct doca_flow_pipe_entry {
 	bool pending, pushed;
 	void *usr_ctx;
 	struct doca_flow_pipe_entry *next_pending;
+	bool removing;	   /* doca_flow_pipe_remove_entry queued it; gone at the next process of del_queue */
+	uint16_t del_queue; /* the pipe queue its removal was queued on */
 };
 
 static struct {
@@ -1024,6 +1026,8 @@ no_actions:
 		       pipe->name);
 }
 
+static void complete_removal(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue);
+
 static doca_error_t load_datapath(void)
 {
 	int err;
@@ -1123,12 +1127,18 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 		return r;
 	/* completions are pulled per port and queue (rte_flow_pull(port, queue)) */
 	for (pp = &g.pending_head; (e = *pp);) {
-		if (e->pipe->port != port || e->queue != pipe_queue ||
-		    (max_processed_entries && done >= max_processed_entries)) {
+		if (e->pipe->port != port || (max_processed_entries && done >= max_processed_entries) ||
+		    (e->removing ? e->del_queue : e->queue) != pipe_queue) {
 			pp = &e->next_pending;
 			continue;
 		}
 		*pp = e->next_pending;
+		if (e->removing) {
+			port->in_queue[e->del_queue]--;
+			complete_removal(e, pipe_queue);
+			done++;
+			continue;
+		}
 		e->pending = false;
 		e->next_pending = NULL;
 		port->in_queue[e->queue]--;
@@ -1196,7 +1206,7 @@ static void unlink_pending(struct doca_flow_pipe_entry *entry)
 	for (pp = &g.pending_head; *pp; pp = &(*pp)->next_pending) {
 		if (*pp == entry) {
 			*pp = entry->next_pending;
-			entry->pipe->port->in_queue[entry->queue]--;
+			entry->pipe->port->in_queue[entry->removing ? entry->del_queue : entry->queue]--;
 			break;
 		}
 	}
@@ -1205,15 +1215,45 @@ static void unlink_pending(struct doca_flow_pipe_entry *entry)
 		g.pending_tail = &e->next_pending;
 }
 
-doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, struct doca_flow_pipe_entry *entry)
+/* A removal is an operation of a pipe queue like an add (DOCA 2.9 samples: flow_skeleton.c
+ * process_callback counts DOCA_FLOW_ENTRY_OP_DEL completions per queue as it counts adds, and
+ * re-queues a failed add's removal on the same queue; simple_fwd.c frees an entry's user context in
+ * its OP_DEL callback, i.e. after the removal completed, not at the call): the entry stays in the
+ * datapath until doca_flow_entries_process on that port and queue completes it, which calls the
+ * entry-process callback (OP_DEL) and frees the entry. So a frame may still take a removed
+ * entry until then, as on the hardware until the rule's completion; the emulation applies the
+ * removal at processing, which bounds DOCA_FLOW_NO_WAIT (pushed at once, completed later) from
+ * above and is what DOCA_FLOW_WAIT_FOR_BATCH does. */
+static doca_error_t queue_removal(uint16_t pipe_queue, struct doca_flow_pipe_entry *entry)
 {
-	(void)pipe_queue;
-	(void)flags;
-	if (!entry)
-		return DOCA_ERROR_INVALID_VALUE;
-	if (entry->pending)
-		unlink_pending(entry);
-	if (entry->pushed && g.skel) {
+	if (pipe_queue >= (g.cfg.pipe_queues ? g.cfg.pipe_queues : 1))
+		return INVALID("Failed to remove entry of pipe %s: queue %u (have %u)", entry->pipe->name, pipe_queue,
+			       g.cfg.pipe_queues);
+	if (entry->removing)
+		return INVALID("Failed to remove entry of pipe %s: its removal is queued already (queue %u)",
+			       entry->pipe->name, entry->del_queue);
+	/* a removal takes a job of the queue's pool as an add does (DPDK 22.11 mlx5_flow_hw.c
+	 * flow_hw_async_flow_destroy: ENOMEM when no job is left) */
+	if (entry->pipe->port->in_queue[pipe_queue] >= g.cfg.queue_depth) {
+		DOCA_LOG_ERR("Failed to remove entry of pipe %s: pipe queue %u of port %d is full (%u operations not "
+			     "yet processed, queue depth %u): call doca_flow_entries_process first", entry->pipe->name,
+			     pipe_queue, entry->pipe->port->id, entry->pipe->port->in_queue[pipe_queue], g.cfg.queue_depth);
+		return DOCA_ERROR_DRIVER;
+	}
+	entry->pipe->port->in_queue[pipe_queue]++;
+	entry->removing = true;
+	entry->del_queue = pipe_queue;
+	entry->next_pending = NULL;
+	*g.pending_tail = entry;
+	g.pending_tail = &entry->next_pending;
+	return DOCA_SUCCESS;
+}
+
+/* doca_flow_entries_process's part of a removal: out of the datapath, its id and counter back to
+ * the pools, the OP_DEL callback, freed */
+static void complete_removal(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue)
+{
+	if (g.skel) {
 		if (entry->pipe->miss.direct != EMU_DIRECT_NONE) {
 			struct emu_action none = {0};
 
@@ -1229,6 +1269,19 @@ doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, st
 	if (g.cfg.cb)
 		g.cfg.cb(entry, pipe_queue, DOCA_FLOW_ENTRY_STATUS_SUCCESS, DOCA_FLOW_ENTRY_OP_DEL, entry->usr_ctx);
 	free(entry);
+}
+
+doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, struct doca_flow_pipe_entry *entry)
+{
+	(void)flags;
+	if (!entry)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (entry->pushed)
+		return queue_removal(pipe_queue, entry);
+	/* never in the datapath (not processed yet, or its add failed): gone at once */
+	if (entry->pending)
+		unlink_pending(entry);
+	complete_removal(entry, pipe_queue);
 	return DOCA_SUCCESS;
 }
 

@@ -1,0 +1,160 @@
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <doca_log.h>
+
+#include "update.h"
+
+DOCA_LOG_REGISTER(XENOFLOW_UPDATE);
+
+#define XF_PROCESS_TIMEOUT_US 10000 /* as flow_lb.c: the samples' DEFAULT_TIMEOUT_US */
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* doca_flow_entries_process on queue 0 until `target` adds of this status completed; a round that
+ * completes nothing is a stall. The removals queued before each add on the same queue complete
+ * first: a pipe queue's operations complete in the order they were queued (the emulation's rule;
+ * on mlx5 HWS, DPDK 22.11 flow_hw_pull reads the queue's completion ring in order - assumed, not
+ * verified on a BlueField). */
+static doca_error_t process_until(struct xf_running *rt, int target)
+{
+	while (rt->status.nb_processed < target) {
+		int before = rt->status.nb_processed;
+		doca_error_t r = doca_flow_entries_process(rt->ingress, 0, XF_PROCESS_TIMEOUT_US, 0);
+
+		if (r != DOCA_SUCCESS)
+			return r;
+		if (rt->status.failure)
+			return DOCA_ERROR_BAD_STATE;
+		if (rt->status.nb_processed == before)
+			return DOCA_ERROR_TIME_OUT;
+	}
+	return DOCA_SUCCESS;
+}
+
+doca_error_t xf_update_classes(struct xf_running *rt, int nslots, const uint8_t (*cur)[6], const uint8_t (*next)[6],
+			       int *changed)
+{
+	doca_error_t r;
+
+	*changed = 0;
+	rt->status.failure = false;
+	for (int c0 = 0; c0 < nslots; c0 += XF_UPDATE_CLASSES_PER_ROUND) {
+		int end = c0 + XF_UPDATE_CLASSES_PER_ROUND < nslots ? c0 + XF_UPDATE_CLASSES_PER_ROUND : nslots;
+		int target = rt->status.nb_processed;
+
+		for (int c = c0; c < end; c++) {
+			if (!memcmp(cur[c], next[c], 6))
+				continue;
+			r = doca_flow_pipe_remove_entry(0, DOCA_FLOW_NO_WAIT, rt->entries[c]);
+			if (r != DOCA_SUCCESS) {
+				DOCA_LOG_ERR("Failed to remove the entry of class %d: %s", c, doca_error_get_descr(r));
+				return r;
+			}
+			rt->entries[c] = NULL;
+			r = xf_add_class_entry(rt->pipe, (uint32_t)c, next[c], rt->src_mac, rt->ids[c], &rt->status,
+					       &rt->entries[c]);
+			if (r != DOCA_SUCCESS)
+				return r;
+			target++;
+			(*changed)++;
+		}
+		if ((r = process_until(rt, target)) != DOCA_SUCCESS) {
+			DOCA_LOG_ERR("Failed to process the changed entries: %s", doca_error_get_descr(r));
+			return r;
+		}
+	}
+	return DOCA_SUCCESS;
+}
+
+static bool has_name(const struct xf_backends *bs, const char *name_json)
+{
+	for (int i = 0; i < bs->n; i++)
+		if (!strcmp(bs->b[i].name_json, name_json))
+			return true;
+	return false;
+}
+
+/* the names of `a` that `b` lacks, as JSON array items */
+static void print_missing(const struct xf_backends *a, const struct xf_backends *b)
+{
+	int k = 0;
+
+	for (int i = 0; i < a->n; i++)
+		if (!has_name(b, a->b[i].name_json))
+			printf("%s%s", k++ ? ", " : "", a->b[i].name_json);
+}
+
+void xf_reload(struct xf_running *rt, const char *path, struct xf_backends *bs)
+{
+	static struct xf_backends next;
+	static uint8_t cur_macs[XF_MAX_SLOTS][6], next_macs[XF_MAX_SLOTS][6];
+	char err[1024];
+	double t0 = mono(), t1;
+	unsigned long n = ++rt->updates;
+	int changed = 0;
+	doca_error_t r;
+
+	memset(&next, 0, sizeof(next));
+	if (xf_backends_load(path, &next, err, sizeof(err))) {
+		goto refuse;
+	}
+	if (next.class_bits != bs->class_bits) {
+		snprintf(err, sizeof(err),
+			 "Failed to update XenoFlow from %s: class_bits %d -> %d changes the class mask of the running "
+			 "pipe; restart it with the new file",
+			 path, bs->class_bits, next.class_bits);
+		xf_backends_free(&next);
+		goto refuse;
+	}
+	for (int c = 0; c < bs->nslots; c++) {
+		memcpy(cur_macs[c], bs->b[bs->slots[c]].mac, 6);
+		memcpy(next_macs[c], next.b[next.slots[c]].mac, 6);
+	}
+	r = xf_update_classes(rt, bs->nslots, (const uint8_t(*)[6])cur_macs, (const uint8_t(*)[6])next_macs, &changed);
+	if (r != DOCA_SUCCESS) {
+		/* the file was good, the driver failed: classes changed before the failure have their
+		 * new entry, the failing one may have none (its frames miss) */
+		snprintf(err, sizeof(err), "Failed to update XenoFlow from %s: %s after %d changed classes (see the log)",
+			 path, doca_error_get_descr(r), changed);
+		xf_backends_free(&next);
+		goto refuse;
+	}
+	t1 = mono();
+	printf("{\"event\": \"updated\", \"update\": %lu, \"t_received\": %.6f, \"t_done\": %.6f, \"apply_s\": %.6f, "
+	       "\"changed\": %d, \"ops\": %d, \"added\": [",
+	       n, t0, t1, t1 - t0, changed, 2 * changed);
+	print_missing(&next, bs);
+	printf("], \"removed\": [");
+	print_missing(bs, &next);
+	printf("], \"backends\": [");
+	for (int i = 0; i < next.n; i++)
+		printf("%s%s", i ? ", " : "", next.b[i].name_json);
+	printf("], \"slots\": [");
+	for (int c = 0; c < next.nslots; c++)
+		printf("%s%d", c ? ", " : "", next.slots[c]);
+	printf("]}\n");
+	fflush(stdout);
+	xf_backends_free(bs);
+	*bs = next;
+	return;
+refuse:
+	printf("{\"event\": \"update_refused\", \"update\": %lu, \"t_received\": %.6f, \"error\": \"", n, t0);
+	for (const char *p = err; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			putchar('\\');
+		if ((unsigned char)*p < 0x20)
+			printf("\\u%04x", (unsigned char)*p);
+		else
+			putchar(*p);
+	}
+	printf("\"}\n");
+	fflush(stdout);
+}

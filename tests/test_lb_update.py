@@ -1,0 +1,213 @@
+"""Runtime backend changes of every LB (LoadBalancer.update) on the namespace testbed, live: after a
+change is reported done, the classes it moved reach their new backend and a removed backend
+receives nothing; a bad file, or one the running LB cannot take, is refused and the LB keeps
+forwarding on its old set. The wire has no backend set and refuses by name.
+
+Backends fips2 and fips3 (config/backends.json); frames from the client to the VIP's service port
+with sources of known classes (even → class 0, odd → class 1), counted by the backends' UDP stacks
+(udp_in) and, for XenoFlow and the eBPF LB, by the LB's own tables."""
+
+import json
+import time
+
+import pytest
+
+from xenobench.errors import BackendsError, NodeError
+from xenobench.lb import get_lb
+from xenobench.lb.base import UpdateRefused
+
+from .conftest import needs_root, send_udp
+from .test_ebpf_lb import LB_IN, VIP, udp_in
+
+pytestmark = [needs_root]
+
+M2, M3 = "02:00:00:00:02:00", "02:00:00:00:03:00"
+SRC = {"198.18.0.16": 20, "198.18.0.17": 10}   # class 0 and class 1 (1 class bit)
+
+
+def write(path, backends, class_bits=None):
+    doc = {"backends": [{"name": n, "mac_address": m} for n, m in backends]}
+    if class_bits is not None:
+        doc["class_bits"] = class_bits
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def send_and_count(testbed, port=53) -> tuple[int, int]:
+    """Frames of both classes to the VIP; what fips2 and fips3 received of them."""
+    b2, b3 = testbed.node("fips2"), testbed.node("fips3")
+    before = (udp_in(b2), udp_in(b3))
+    for src, n in SRC.items():
+        send_udp(testbed, "client", dst_mac=LB_IN, src_ip=src, dst_ip=VIP, port=port, payload="x", count=n)
+    time.sleep(0.3)
+    return udp_in(b2) - before[0], udp_in(b3) - before[1]
+
+
+def _lookup(node, how: list[str], key: int) -> bytes:
+    d = json.loads(node.run(["bpftool", "-j", "map", "lookup", *how, "key", "hex",
+                             *[f"{b:02x}" for b in key.to_bytes(4, "little")]]).stdout)
+    return bytes(int(x, 16) for x in d["value"])
+
+
+def _mac(b: bytes) -> str:
+    return ":".join(f"{x:02x}" for x in b)
+
+
+def table(lb, nslots: int = 2) -> list[str | None]:
+    """Class → the destination MAC in the LB's own table (None: no valid entry), read from its maps:
+    the eBPF LB's pinned slots and backends; XenoFlow's emulated datapath's direct table (port 0's
+    slots; struct emu_action: dst_mac at byte 8, flags at 4 with EMU_VALID = 1 << 4)."""
+    node = lb.node
+    if lb.kind == "ebpf":
+        m = lb.pindir / "maps"
+        out = []
+        for c in range(nslots):
+            bi = int.from_bytes(_lookup(node, ["pinned", str(m / "slots")], c)[:4], "little")
+            be = _lookup(node, ["pinned", str(m / "backends")], bi)
+            out.append(_mac(be[:6]) if be[6] else None)
+        return out
+    link = json.loads(node.run(["ip", "-j", "link", "show", "dev", lb.ing.name]).stdout)[0]
+    prog = json.loads(node.run(["bpftool", "-j", "prog", "show", "id", str(link["xdp"]["prog"]["id"])]).stdout)
+    ids = [i for i in prog["map_ids"]
+           if json.loads(node.run(["bpftool", "-j", "map", "show", "id", str(i)]).stdout)["name"] == "direct"]
+    out = []
+    for c in range(nslots):
+        v = _lookup(node, ["id", str(ids[0])], c)
+        out.append(_mac(v[8:14]) if int.from_bytes(v[4:8], "little") & (1 << 4) else None)
+    return out
+
+
+def check_update_cycle(testbed, lb, tmp_path):
+    """{fips2, fips3} → {fips2} (fips3 removed) → {fips2, fips3} (fips3 back): frames follow each
+    change once it is reported done; a bad file and a class_bits change are refused on the way."""
+    both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
+    only2 = write(tmp_path / "only2.json", [("fips2", M2)], class_bits=1)
+    lb.start(both)
+    try:
+        assert send_and_count(testbed) == (20, 10)
+        assert table(lb) == [M2, M3]
+        r = lb.update(only2)
+        assert r["t_sent"] <= r["t_done"] and r["lb_report"]["event"] == "updated"
+        assert r["lb_report"]["removed"] == ["fips3"]
+        assert table(lb) == [M2, M2]
+        assert send_and_count(testbed) == (30, 0)        # the removed backend receives nothing
+        # refused by the harness's strict reader: nothing reaches the LB
+        bad = tmp_path / "bad.json"
+        bad.write_text('{"backends": [{"name": "x", "mac_address": "02:zz:00:00:00:01"}]}')
+        with pytest.raises(BackendsError, match="not a MAC address"):
+            lb.update(bad)
+        # refused by the LB itself: another class mask than the running one
+        wide = write(tmp_path / "wide.json", [("fips2", M2), ("fips3", M3)], class_bits=2)
+        with pytest.raises(UpdateRefused, match="class_bits 1 -> 2.*keeps forwarding on its previous"):
+            lb.update(wide)
+        assert send_and_count(testbed) == (30, 0)        # still the set of the last good update
+        assert table(lb) == [M2, M2]
+        r = lb.update(both)
+        assert r["lb_report"]["added"] == ["fips3"]
+        assert table(lb) == [M2, M3]
+        assert send_and_count(testbed) == (20, 10)       # class 1 at its new (returned) backend
+        return lb.stats()
+    finally:
+        lb.stop()
+
+
+def test_ebpf_update_moves_classes_and_refuses_bad_input(testbed, tmp_path):
+    from xenobench.agents.ebpf_lb import OBJ
+    if not OBJ.exists():
+        pytest.skip("ebpf_baseline not built (make -C ebpf_baseline)")
+    lb = get_lb("ebpf", testbed)
+    st = check_update_cycle(testbed, lb, tmp_path)
+    # the maps hold the last set: both backends, slot 1 → fips3
+    assert [b["name"] for b in st["backends"]] == ["fips2", "fips3"]
+
+
+def test_wire_refuses_update_by_name(testbed, tmp_path):
+    lb = get_lb("wire", testbed)
+    with pytest.raises(NodeError, match="Failed to update wire: the wire has no backend set"):
+        lb.update(write(tmp_path / "b.json", [("fips2", M2)]))
+
+
+def test_xenoflow_update_moves_classes_and_refuses_bad_input(testbed, tmp_path):
+    from xenobench.lb.xenoflow import BINARY
+    if not BINARY.exists():
+        pytest.skip("XenoFlow not built (make -C lb)")
+    lb = get_lb("xenoflow", testbed)
+    st = check_update_cycle(testbed, lb, tmp_path)
+    assert [b["name"] for b in st["backends"]] == ["fips2", "fips3"]
+
+
+def test_xenoflow_refuses_a_bad_file_behind_the_harness(testbed, tmp_path):
+    """The C reader refuses on its own (the harness's check bypassed: a bad file written straight
+    over the running one) and XenoFlow keeps forwarding on its set."""
+    from xenobench.lb.xenoflow import BINARY, TAG
+    if not BINARY.exists():
+        pytest.skip("XenoFlow not built (make -C lb)")
+    import signal as sig
+    from xenobench.lb.base import log_events
+    both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
+    lb = get_lb("xenoflow", testbed)
+    lb.start(both)
+    try:
+        node = lb.node
+        h = node.handle(TAG)
+        path = h.argv[h.argv.index("-b") + 1]
+        good = open(path).read()
+        with open(path, "w") as f:
+            f.write('{"backends": [{"name": "fips2", "mac_address": "02:00:00:00:02:00"}], "extra": 1}')
+        node.signal(h, sig.SIGHUP)
+        deadline = time.monotonic() + 5
+        while not log_events(node.read_text(h.log)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ev = log_events(node.read_text(h.log))
+        assert ev and ev[-1]["event"] == "update_refused" and "extra" in ev[-1]["error"], ev
+        with open(path, "w") as f:
+            f.write(good)
+        assert send_and_count(testbed) == (20, 10)
+    finally:
+        lb.stop()
+
+
+def test_katran_update_reals_and_ring_as_its_control_plane(testbed, tmp_path):
+    """Katran: fips3 removed, then added back. New flows follow the ring of the reals at that
+    moment (only the ring slots that changed are written); a flow Katran has in its connection
+    table (LRU) keeps its real even when that real was removed (Katran's connection consistency):
+    the frames the update experiment counts as delivered to a removed backend."""
+    import sys
+    from collections import Counter
+    from .test_katran import REALS, SEND, needs_katran, real_for
+    from xenobench.agents.katran_lb import plan
+    if needs_katran.args[0]:
+        pytest.skip(needs_katran.kwargs["reason"])
+    lb = get_lb("katran", testbed)
+    nodes = {n: testbed.node(n) for n in REALS}
+    ci, cn = testbed.cfg.role("client").iface(), testbed.node("fips1")
+    both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
+    only2 = write(tmp_path / "only2.json", [("fips2", M2)])
+    _, ring = plan(both, REALS)
+
+    def send(flows) -> dict:
+        before = {n: udp_in(node) for n, node in nodes.items()}
+        cn.run([sys.executable, "-c", SEND, ci.name, ci.mac, testbed.cfg.lb_mac, VIP, json.dumps(flows)])
+        time.sleep(0.5)
+        return {n: udp_in(node) - before[n] for n, node in nodes.items()}
+
+    def flows(block: int) -> list:
+        return [(f"198.18.{10 + block}.{k % 200 + 1}", 1024 + (k * 7919) % 60000) for k in range(200)]
+
+    lb.start(both)
+    try:
+        first = flows(0)
+        want = Counter(real_for(ring, s, sp) for s, sp in first)
+        assert send(first) == {n: want[a] for n, a in REALS.items()}
+        r = lb.update(only2)
+        assert r["lb_report"]["removed"] == ["fips3"] and r["lb_report"]["ring_slots_changed"] > 0
+        assert send(flows(1)) == {"fips2": 200, "fips3": 0}      # new flows: the ring has fips2 only
+        cached = [f for f in first if real_for(ring, *f) == REALS["fips3"]]
+        assert send(cached) == {"fips2": 0, "fips3": len(cached)}  # known flows keep their real
+        r = lb.update(both)
+        assert r["lb_report"]["added"] == ["fips3"]
+        fresh = flows(2)
+        want = Counter(real_for(ring, s, sp) for s, sp in fresh)  # the same reals: the same ring
+        assert send(fresh) == {n: want[a] for n, a in REALS.items()}
+    finally:
+        lb.stop()
