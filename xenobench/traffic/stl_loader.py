@@ -35,14 +35,15 @@ class Refused(Exception):
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 
 
-def reason_of(text: str) -> str:
+def reason_of(text: str, path: str = "") -> str:
     """The loader's reason from a TRexError: load_py wraps what the profile raised as
     "Python Traceback follows: ... File "<f>", line N, in fn ... ExcType: message"
-    (trex/stl/trex_stl_streams.py: STLProfile.load_py) → "ExcType: message (f line N, in fn)"."""
+    (trex/stl/trex_stl_streams.py: STLProfile.load_py) → "ExcType: message (f line N, in fn)",
+    the place being the profile's own last frame (none if it failed inside the library)."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return "no reason given"
-    frames = [m for m in map(_FRAME.match, lines) if m]
+    frames = [m for m in map(_FRAME.match, lines) if m and m.group(1) == path]
     last = lines[-1].strip()
     if frames:
         f, n, fn = frames[-1].groups()
@@ -62,7 +63,7 @@ def load(path: str, tunables: list[str], direction: int = 0, port_id: int = 0) -
     except SystemExit:  # argparse at the profile's module level: load_py catches it only in get_streams
         prof = None
     except Exception as e:  # noqa: BLE001  TRexError carries the profile's traceback summary
-        raise Refused(reason_of(str(e))) from None
+        raise Refused(reason_of(str(e), path)) from None
     if prof is None:  # argparse error or --help: load_py swallows SystemExit
         lines = [line for line in out.getvalue().splitlines() if line.strip()]
         msg = next((line.split("error:", 1)[1].strip() for line in reversed(lines) if "error:" in line), None)

@@ -1,17 +1,20 @@
 """TRex driver for the thesis testbed: the same profiles, sent by a TRex server through STLClient.
 
-Trial: connect → check the server version against traffic.trex.version → reset(ports) → load the
-profile (STLProfile.load_py with the tunables) → add_streams → clear_stats → start(mult="<N>pps"
-per port, or "100%" for rate 0, duration) → wait_on_traffic → get_stats/get_xstats per port →
-stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
+Trial: connect → check the server version against traffic.trex.version → read the server's
+data-path cores (get_server_system_info: dp_core_count_per_port) → reset(ports) → load the profile
+per port (STLProfile.load with the tunables, direction port % 2, as TRex's console; a profile that
+declares the tunable `cores` gets the server's count, so its field-engine cache divides evenly over
+the cores TRex splits the stream across: trex_profiles/xb_common.py cache_size) → add_streams →
+clear_stats → start(mult="<N>pps" per port, or "100%" for rate 0, duration) → wait_on_traffic →
+get_stats/get_xstats per port → stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
 sends for a duration: the contract's TrialSpec turns a count into count / rate seconds
 (GENERATOR.counts is False), and a trial is judged by the contract's one rule (trial.judge).
 
 The multiplier is written in plain decimal: the client's decode_multiplier
 (trex/utils/parsing_opts.py) accepts only digits with an optional decimal point before the unit, so "1.5e+07pps" (what
 `:g` makes of 15 Mpps) is refused with TRexArgumentError('mult') before anything is sent. The
-achieved rate is the sum of opackets over the ports / duration; the queue check is TRex's global
-queue_full.
+achieved rate is the sum of opackets over the ports / duration; TRex's global queue_full is judged
+against traffic.trex.queue_full_max_pct % of them (evaluate).
 
 The STLClient class is injectable (client_factory) so the driver is tested against a test double.
 Without one, the trial runs in a child process (trex_worker.py) with the real STLClient: importing
