@@ -98,9 +98,12 @@ def test_trex_server_double_real_client_full_trial_at_15_mpps():
     assert res["server_version"] == "v3.04" and res["client_version"] == "lbr-trex-client 3.4.0"
     starts = srv.call("start_traffic")
     assert [(s["port_id"], s["mul"], s["duration"]) for s in starts] == [(0, {"type": "pps", "value": 15e6, "op": "abs"}, 0.3)]
-    # what the client sent: one stream of 64 B frames, the field-engine cache of one cycle (256 sources)
+    # what the client sent: one stream of 64 B frames; the driver read the server's 14 cores
+    # (get_system_info dp_core_count_per_port) and the profile cached lcm(256 sources, 14) frames,
+    # which 14 cores divide evenly into whole cycles (xb_common.cache_size)
+    assert res["server_cores"] == 14 and res["tunables"]["cores"] == 14
     (add,) = srv.call("add_stream")
-    assert add["port_id"] == 0 and add["stream"]["vm"]["cache"] == 256
+    assert add["port_id"] == 0 and add["stream"]["vm"]["cache"] == 1792
     assert add["stream"]["mode"] == {"type": "continuous", "rate": {"type": "pps", "value": 1}}
     m = srv.methods()
     assert m.index("api_sync_v2") < m.index("acquire") < m.index("add_stream") < m.index("start_traffic") \
@@ -114,11 +117,22 @@ def test_trex_server_double_two_ports_share_the_rate():
     assert sorted((s["port_id"], s["mul"]["value"]) for s in srv.call("start_traffic")) == [(0, 15e6), (1, 15e6)]
 
 
-def test_trex_server_double_low_rate_and_queue_full_make_the_trial_invalid():
-    with TrexServerDouble(ports=2, achieved=0.98, queue_full=7) as srv:
-        res = TrexDriver(_tcfg(srv)).run("udp_payload", {**LOCAL}, TrialSpec.of(1000, duration_s=0.5, counts=False))
-    assert not res["valid"] and res["tx_packets"] == 490 and res["queue_full_count"] == 7
-    assert res["reason"] == "achieved 980 pps < 99 % of requested 1000 pps; queue full: TRex ports [0] reported queue_full 7"
+@pytest.mark.parametrize("queue_full,max_pct,reason", [
+    (9, None, "achieved 980 pps < 99 % of requested 1000 pps"),     # 1.84 % of 490: under the default 2 %
+    (10, None, "achieved 980 pps < 99 % of requested 1000 pps; queue full: TRex ports [0] reported queue_full 10, "
+               "2.04 % of the 490 frames sent, above the 2 % allowed (traffic.trex.queue_full_max_pct)"),
+    (10, 2.5, "achieved 980 pps < 99 % of requested 1000 pps"),
+])
+def test_trex_server_double_low_rate_and_queue_full_make_the_trial_invalid(queue_full, max_pct, reason):
+    tcfg = None
+    with TrexServerDouble(ports=2, achieved=0.98, queue_full=queue_full) as srv:
+        tcfg = _tcfg(srv)
+        if max_pct is not None:
+            tcfg["trex"]["queue_full_max_pct"] = max_pct
+        res = TrexDriver(tcfg).run("udp_payload", {**LOCAL}, TrialSpec.of(1000, duration_s=0.5, counts=False))
+    assert not res["valid"] and res["tx_packets"] == 490 and res["queue_full_count"] == queue_full
+    assert res["queue_full_max_pct"] == (max_pct or 2.0)
+    assert res["reason"] == reason
 
 
 def test_trex_server_double_version_mismatch_and_unknown_port_are_refused():
@@ -150,7 +164,7 @@ def test_run_traffic_dispatches_to_trex_on_fips_config_server_double(tmp_path):
     assert res["tunables"]["dns_classes"] == "0"
     assert res["spec"] == {"rate_pps": 2000.0, "duration_s": 0.5, "count": None, "deadline_s": 2.625}
     (add,) = srv.call("add_stream")
-    assert add["stream"]["vm"]["cache"] == 10  # a 70/30 cycle: 10 frames
+    assert add["stream"]["vm"]["cache"] == 70  # a 70/30 cycle of 10 frames, whole on each of 14 cores
 
 
 # --- the dry run ----------------------------------------------------------------------------------
@@ -163,8 +177,13 @@ def test_traffic_run_dry_run_on_fips_prints_the_stlclient_calls_without_connecti
     assert d["streams"] == [{"frame_len": 64, "mode": "continuous", "rate": {"pps": 1},
                              "flow_vars": [{"name": "src", "op": "inc", "values": 256}], "cache_size": 256}]
     assert "start(ports=[0], mult='135000000pps', duration=30.0, force=True)" in d["calls"]
+    # the profile declares cores: the server's count goes to it once connected
+    assert d["calls"][5].endswith("tunables=['--vip', '10.3.10.45', '--dport', '53', '--dst_mac', "
+                                  "'c4:70:bd:a0:56:ac', '--src_mac', '08:c0:eb:a5:61:26', '--src_ip_base', '16.0.0.0', "
+                                  "'--payload', '22', "
+                                  "'--cores', 'N']).get_streams(), ports=[0])"), d["calls"][5]
     assert [c.split("(")[0] for c in d["calls"]] == [
-        "STLClient", "connect", "get_server_version", "reset", "add_streams", "clear_stats", "start",
+        "STLClient", "connect", "get_server_version", "get_server_system_info", "reset", "add_streams", "clear_stats", "start",
         "wait_on_traffic", "get_stats", "get_xstats", "stop", "disconnect"]
     assert decode([d["mult"]]) == [{"type": "pps", "value": 135e6, "op": "abs"}]
     text = CliRunner().invoke(cli, ["--config", str(FIPS), "traffic", "run", "udp_payload", "-t", "payload=22",

@@ -268,21 +268,32 @@ def test_standin_one_core_takes_a_cache_above_10000_and_force_acquire_takes_the_
     assert out[7]["ok"]["owner"] == "bob"
 
 
+DRIVER_SPLITS = {}   # (cores, profile told) -> measured DNS share, printed at the end
+
+
 @needs_root
-def test_harness_trex_driver_on_the_standin(wire, tmp_path):
-    """The harness's own TRex path (TrexDriver, the worker process, STLClient) against the stand-in
-    at 14 cores: the trial's tx count is what arrived, and the wire split is what TRex makes of the
-    cache the driver sent (read back from the server: get_all_streams). Its validity (the achieved
+@pytest.mark.parametrize("cores,told", [(1, None), (8, None), (14, None), (1, 1), (8, 1), (14, 1)],
+                         ids=["1-core", "8-cores", "14-cores", "1-core-old-cache", "8-cores-old-cache",
+                              "14-cores-old-cache"])
+def test_harness_trex_driver_split_on_the_wire(wire, tmp_path, cores, told):
+    """The harness's own TRex path (TrexDriver, the worker process, STLClient, background_split
+    70/30) against the stand-in at 1, 8 and 14 cores, the frames counted by class where they
+    arrive (sink0's rx counter = the capture). The driver asks the server for its cores
+    (dp_core_count_per_port) and the profile caches lcm(cycle, cores) frames: 70/30 exactly in every
+    period on every core count (issue 24, defect 5). told=1 is the driver before the fix (the
+    profile caches one cycle, as if TRex had one core): 70.0 / 75.0 / 71.4 % to the DNS class.
+    Frame for frame what TRex sends (trex_wire, derived above). The trial's validity (the achieved
     rate) is not asserted: on this shared machine xdpgen is at times descheduled."""
     gen, sink = wire
+    tun = {"split": "70/30", **({"cores": told} if told else {})}
     code = ("import json; from xenobench.config import section_with_defaults; "
             "from xenobench.traffic.trex import TrexDriver; from xenobench.traffic.trial import TrialSpec; "
             "t = section_with_defaults('traffic', {'generator': 'trex', 'trex': {'server': '127.0.0.1', "
             f"'sync_port': {SYNC}, 'async_port': {ASYNC}, 'ports': [0], 'version': 'v3.04'}}}}); "
-            f"print(json.dumps(TrexDriver(t).run('background_split', {{'split': '70/30'}}, "
+            f"print(json.dumps(TrexDriver(t).run('background_split', {tun!r}, "
             f"TrialSpec.of({RATE}, {DURATION}, counts=False, blocking=True))))")
     cap = tmp_path / "driver.pcap"
-    with standin(gen, tmp_path, 14):
+    with standin(gen, tmp_path, cores):
         with capture(sink, cap) as info:
             p = subprocess.run(["ip", "netns", "exec", gen, sys.executable, "-c", code], capture_output=True,
                                text=True, timeout=180, cwd=REPO_ROOT)
@@ -294,12 +305,24 @@ def test_harness_trex_driver_on_the_standin(wire, tmp_path):
     assert info["dropped"] == 0 and len(read_pcap(cap)) == info["arrived"], (info, len(got))
     assert res["generator"] == "trex" and res["queue_full_count"] == 0, res
     assert res["tx_packets"] == len(got), (res["tx_packets"], len(got))
+    assert res["server_cores"] == cores and res["tunables"]["cores"] == (told or cores)
     (stream,) = got_streams["ok"]["profiles"]["_"].values()
-    values = stream["vm"]["instructions"][0]["value_list"]
-    assert got == trex_wire(values, stream["vm"]["cache"], 14, len(got))
-    share = Counter(v & 1 for v in got)[0] / len(got)
-    print(f"\nharness TrexDriver, 14 cores, cache {stream['vm']['cache']}: DNS share on the wire {share:.4f}")
-
+    values, cache = stream["vm"]["instructions"][0]["value_list"], stream["vm"]["cache"]
+    assert len(values) == 10 and Counter(v & 1 for v in values) == {0: 7, 1: 3}
+    assert cache == (10 if told else {1: 10, 8: 40, 14: 70}[cores])
+    assert got == trex_wire(values, cache, cores, len(got))
+    period = wire_period(cache, cores)
+    whole = len(got) // period * period
+    assert whole >= 2 * period, len(got)
+    dns = [Counter(v & 1 for v in got[s:s + period])[0] for s in range(0, whole, period)]
+    want = {(1, None): (10, 7), (8, None): (40, 28), (14, None): (70, 49),
+            (1, 1): (10, 7), (8, 1): (16, 12), (14, 1): (14, 10)}[(cores, told)]
+    assert (period, set(dns)) == (want[0], {want[1]}), (period, Counter(dns))
+    share = sum(dns) / whole
+    DRIVER_SPLITS[(cores, told)] = share
+    print(f"\nharness TrexDriver, {cores} cores, profile told {told or cores} core(s), cache {cache}: DNS share "
+          f"{share * 100:.1f} % in {whole} frames ({whole // period} periods of {period}; all {len(got)} frames "
+          f"arrived: {Counter(v & 1 for v in got)[0] / len(got) * 100:.1f} %)")
 
 
 # --- without a wire: the stand-in's compiler behind the test double (no root needed) --------------
@@ -310,31 +333,53 @@ def _tcfg(srv):
         "version": "v3.04"}})
 
 
-@pytest.mark.parametrize("cores,dns", [(1, 7), (8, 12), (14, 10)])
-def test_server_double_compiles_the_harness_trial_as_trex_over_its_cores(cores, dns):
+@pytest.mark.parametrize("cores,told,period,dns", [
+    (1, None, 10, 7), (8, None, 40, 28), (14, None, 70, 49),     # the driver asks the server: exact
+    (1, 1, 10, 7), (8, 1, 16, 12), (14, 1, 14, 10),              # the one-cycle cache (before the fix)
+])
+def test_server_double_compiles_the_harness_trial_as_trex_over_its_cores(cores, told, period, dns):
     """The cycle the stand-in would send for the harness's 70/30 trial: one TRex period of
-    cores x (largest per-core cache) frames, with the DNS class's share TRex gives it."""
+    cores x (largest per-core cache) frames, with the DNS class's share TRex gives it. The driver
+    passes the server's dp_core_count_per_port as the profile's cores, and its cache of
+    lcm(10, cores) frames splits evenly: 70/30 on every core count; told=1 (a profile caching one
+    cycle) gives 75/25 on 8 cores and 71.4/28.6 on 14."""
     from xenobench.traffic.trex import TrexDriver
+    tun = {"split": "70/30", **({"cores": told} if told else {})}
     with TrexServerDouble(ports=2, cores=cores) as srv:
-        res = TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30"},
-                                               TrialSpec.of(2000, duration_s=0.2, counts=False))
+        res = TrexDriver(_tcfg(srv)).run("background_split", tun, TrialSpec.of(2000, duration_s=0.2, counts=False))
         (plan,) = srv.plans
         frames = plan.cycle()
-    assert res["valid"] and plan.pps == 2000
-    period = {1: 10, 8: 16, 14: 14}[cores]
+    assert res["valid"] and plan.pps == 2000 and res["server_cores"] == cores
     assert len(frames) == period
     assert Counter(f[SRC_OFF + 3] & 1 for f in frames)[0] == dns
 
 
-def test_server_double_refuses_a_split_cache_above_10000_through_the_harness():
+@pytest.mark.parametrize("tun,msg", [
+    # the server's own limit, reached by a profile that believes TRex has one core
+    ({"cores": 1, "cache_size": 10010}, "Failed to start traffic on TRex server 127.0.0.1 ports [0]: Port 0 : *** "
+                                        "Cache is too big try to reduce it"),
+    # the profile, told the server's 14 cores, refuses first and says why
+    ({"cache_size": 9990}, "argument --cache-size: 9990 is not a multiple of lcm(10, 14) = 70, the stream cycle "
+                            "of 10 frames that 14 TRex cores divide evenly (each core replays its share of the cache; "
+                            "the sequence and the split would no longer be exact)"),
+    ({"cache_size": 10010}, "argument --cache-size: 10010 is more than the 10000 frames TRex takes "
+                                              "for a stream it splits over 14 cores (TrexVmSplitter::split: \"Cache is "
+                                              "too big\"); give a smaller multiple of 70 or 0"),
+    ({"hosts": 1000}, "argument --cache-size: an exact split of the 10000-frame stream cycle over 14 TRex cores "
+                      "needs a cache of lcm(10000, 14) = 70000 frames, more than the 10000 TRex takes for a stream it "
+                      "splits; give --cache-size 0 (no cache: the cores run the field engine per frame, the split "
+                      "stays exact) or a shorter cycle"),
+], ids=["server-limit", "not-a-whole-split", "above-10000", "default-above-10000"])
+def test_split_cache_above_10000_or_uneven_is_refused_through_the_harness(tun, msg):
     from xenobench.traffic import TrafficError
     from xenobench.traffic.trex import TrexDriver
     with TrexServerDouble(ports=2, cores=14) as srv:
         with pytest.raises(TrafficError) as e:
-            TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30", "cache_size": 10010},
+            TrexDriver(_tcfg(srv)).run("background_split", {"split": "70/30", **tun},
                                        TrialSpec.of(2000, duration_s=0.2, counts=False))
-    assert str(e.value) == ("Failed to start traffic on TRex server 127.0.0.1 ports [0]: Port 0 : *** Cache is too big "
-                            "try to reduce it")
+        # the profile's refusals come before anything is sent to the server
+        assert ("add_stream" in srv.methods()) == msg.startswith("Failed to start"), srv.methods()
+    assert str(e.value).endswith(msg), str(e.value)
 
 
 def test_flow_var_range_padding_and_split_follow_trex():

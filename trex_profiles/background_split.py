@@ -19,6 +19,9 @@ from math import gcd
 
 import xb_common as xb
 
+# the testbed tunables this profile takes from the harness (xb_common.parser; the rest are the user's)
+TESTBED_TUNABLES = ("vip", "dport", "dst_mac", "src_mac", "src_ip_base", "cores", "class_bits", "dns_classes")
+
 
 def class_weights(split, k, dns):
     """Per-class integer weights (reduced by their gcd) for a split string; ValueError if bad."""

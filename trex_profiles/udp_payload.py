@@ -3,12 +3,15 @@ addresses (src-ip-base … src-ip-base + flows − 1), so with k class bits the 
 over the 2^k classes when flows is a multiple of 2^k (class = source & (2^k − 1)).
 
 One stream cycle = `flows` frames. Tunables (TRex: -t "--payload 64 --flows 256"):
-payload, flows, vip, dport, sport, dst-mac, src-mac, src-ip-base, cache-size.
+payload, flows, vip, dport, sport, dst-mac, src-mac, src-ip-base, cache-size, cores.
 """
 
 import ipaddress
 
 import xb_common as xb
+
+# the testbed tunables this profile takes from the harness (xb_common.parser; the rest are the user's)
+TESTBED_TUNABLES = ("vip", "dport", "dst_mac", "src_mac", "src_ip_base", "cores")
 
 
 class UdpPayload:

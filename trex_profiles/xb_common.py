@@ -12,6 +12,7 @@ on the wire; below 18 B payload the NIC pads to 60 B (+ FCS), veth does not pad.
 import argparse
 import ipaddress
 import re
+from math import lcm
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -23,6 +24,9 @@ MIN_PAYLOAD = 2       # the thesis's smallest payload
 MAX_PAYLOAD = 1472    # 1500 B MTU - 28 B of IPv4 and UDP headers
 MAX_CYCLE = 65535     # TRex's limit on a flow variable's value_list
 MAX_CACHE = 65535     # STLScVmRaw cache_size is a uint16_t
+MAX_SPLIT_CACHE = 10000  # the server refuses a larger cache for a stream it splits over cores
+                         # (trex-core src/stx/stl/trex_stl_vm_splitter.cpp: TrexVmSplitter::split)
+MAX_CORES = 255       # the server counts data-path cores in a uint8_t (TrexStreamsCompiler::compile)
 PAYLOAD_BYTE = b"x"   # payload filler (0x78)
 _MAC = re.compile(r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$")
 
@@ -54,7 +58,9 @@ def mac(s):
 
 def parser(prog, description):
     """argparse parser with the tunables every profile shares. Defaults: the thesis testbed
-    (config/fips.yaml); the harness always passes the values of the testbed in use."""
+    (config/fips.yaml). The harness passes the testbed's values only for the names a profile lists in
+its module-level TESTBED_TUNABLES (a literal tuple: the harness reads it from the source,
+xenobench.traffic.profiles.declared_tunables); `cores` comes from the TRex server."""
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--payload", type=int_range(MIN_PAYLOAD, MAX_PAYLOAD, "UDP payload bytes"), default=22,
                    help="UDP payload in bytes (frame = payload + 42 B without FCS)")
@@ -70,21 +76,54 @@ def parser(prog, description):
     p.add_argument("--cache-size", "--cache_size", dest="cache_size",
                    type=int_range(0, MAX_CACHE, "field-engine cache entries"), default=None,
                    help="field-engine cache (STLScVmRaw cache_size): TRex computes this many frames once and "
-                        "replays them; default: one stream cycle; 0: no cache; else a multiple of the cycle")
+                        "replays them; default: the fewest whole stream cycles the cores divide evenly; "
+                        "0: no cache; else a multiple of that")
+    p.add_argument("--cores", type=int_range(1, MAX_CORES, "TRex data-path cores per port"), default=1,
+                   help="the TRex server's data-path cores per dual port (t-rex-64 -c; get_system_info "
+                        "dp_core_count_per_port), over which it splits the stream and its cache")
     return p
 
 
 def cache_size(p, a, cycle):
-    """The field-engine cache for a stream of `cycle` distinct frames. The thesis's profile cached
-    254 frames (STLScVmRaw(..., cache_size=254)) so TRex's cores replay prepared mbufs instead of
-    running the field engine per frame, which is what reaches ~96 Mpps from one stream. A cache
-    replays its first N frames, so N must be a whole number of cycles to keep the frame sequence
-    (and every split) exact; the default is one cycle."""
+    """The field-engine cache for a stream of `cycle` distinct frames sent by a.cores TRex cores.
+
+    The thesis's profile cached 254 frames (STLScVmRaw(..., cache_size=254)) so TRex's cores replay
+    prepared mbufs instead of running the field engine per frame, which is what reaches ~96 Mpps
+    from one stream. TRex splits a stream over its n cores (trex-core src/stx/stl/:
+    trex_stl_streams_compiler.cpp TrexStreamsCompiler::compile_stream_on_all_cores, rate / n each,
+    core i started i gaps later): core i starts i values on and steps n
+    (trex_stl_stream_vm.h: StreamVmInstructionFlowMan::update), and the cache is divided
+    cache // n per core, the leftover to the first cores, at least 1 each
+    (trex_stl_vm_splitter.cpp: TrexVmSplitter::split); each core replays its own cached frames.
+    So core i replays values i, i+n, ..., i+(c-1)n of the cycle and the wire, taking the cores in
+    turn, carries the first n*c values of the cycle, over and over. That is whole cycles, the
+    profile's split exactly, only if the cache is a multiple of n (every core the same c) and of
+    the cycle: lcm(cycle, n) frames at least. One cycle on 14 cores leaves each core 1 frame of a
+    10-frame 70/30 cycle: 71.4/28.6 on the wire (75/25 on 8 cores). Without a cache the cores
+    run the field engine (phase i, step n) and the sequence is exact too, only slower.
+    Default: lcm(cycle, cores) frames; refused where TRex would refuse it (> 10000 when split)."""
+    n = a.cores
+    whole = lcm(cycle, n)
+    if a.cache_size == 0:
+        return 0
     if a.cache_size is None:
-        return cycle if cycle <= MAX_CACHE else 0
-    if a.cache_size and a.cache_size % cycle:
-        p.error(f"argument --cache-size: {a.cache_size} is not a multiple of the stream cycle of {cycle} "
-                "frames (a cache replays its first N frames; the sequence would no longer be exact)")
+        if n == 1:
+            return cycle if cycle <= MAX_CACHE else 0
+        if whole > MAX_SPLIT_CACHE:
+            p.error(f"argument --cache-size: an exact split of the {cycle}-frame stream cycle over {n} TRex cores "
+                    f"needs a cache of lcm({cycle}, {n}) = {whole} frames, more than the {MAX_SPLIT_CACHE} TRex takes "
+                    "for a stream it splits; give --cache-size 0 (no cache: the cores run the field engine per "
+                    "frame, the split stays exact) or a shorter cycle")
+        return whole
+    if a.cache_size % whole:
+        why = (f"the stream cycle of {cycle} frames" if n == 1 else
+               f"lcm({cycle}, {n}) = {whole}, the stream cycle of {cycle} frames that {n} TRex cores divide evenly")
+        p.error(f"argument --cache-size: {a.cache_size} is not a multiple of {why} (each core replays its share "
+                "of the cache; the sequence and the split would no longer be exact)")
+    if n > 1 and a.cache_size > MAX_SPLIT_CACHE:
+        p.error(f"argument --cache-size: {a.cache_size} is more than the {MAX_SPLIT_CACHE} frames TRex takes for a "
+                f"stream it splits over {n} cores (TrexVmSplitter::split: \"Cache is too big\"); give a smaller "
+                f"multiple of {whole} or 0")
     return a.cache_size
 
 

@@ -7,17 +7,47 @@ import click
 
 from ..errors import XenobenchError
 
-tunable_option = click.option("-t", "--tunable", "tunables", multiple=True, metavar="KEY=VALUE",
-                              help="Profile tunable (repeatable), e.g. -t payload=64 -t split=70/30.")
+tunable_option = click.option(
+    "-t", "--tunable", "tunables", multiple=True, metavar="KEY=VALUE|'--OPT VALUE ...'",
+    help="Profile tunable (repeatable), e.g. -t payload=64 -t split=70/30, or TRex's argv form "
+         "-t '--size 64 --vm cached' (a bare --flag is a store_true flag). Each key reaches the profile as "
+         "--KEY as given; the testbed's tunables only reach profiles that declare TESTBED_TUNABLES.")
 
 
 def parse_tunables(items) -> dict:
+    """-t items → the tunables dict (keys as given: TRex passes `-t pg_id=7` as `--pg_id 7`).
+    KEY=VALUE, or an item starting with "--": TRex's own argv form, `--opt value`, `--opt=value`,
+    or a bare `--flag` (True: passed as a flag)."""
+    import shlex
     out = {}
     for it in items:
+        if it.lstrip().startswith("-"):
+            try:
+                toks = shlex.split(it)
+            except ValueError as e:
+                raise XenobenchError(f"Failed to parse tunable {it!r}: {e}") from None
+            i = 0
+            while i < len(toks):
+                tok = toks[i]
+                if not tok.startswith("--") or len(tok) < 3:
+                    raise XenobenchError(f"Failed to parse tunable {it!r}: {tok!r} is not a --option (give long "
+                                         "options: --size 64, --size=64 or a bare --flag)")
+                name, eq, val = tok[2:].partition("=")
+                if eq:
+                    out[name] = val
+                    i += 1
+                elif i + 1 < len(toks) and not toks[i + 1].startswith("--"):
+                    out[name] = toks[i + 1]
+                    i += 2
+                else:
+                    out[name] = True
+                    i += 1
+            continue
         k, sep, v = it.partition("=")
         if not sep or not k.strip():
-            raise XenobenchError(f"Failed to parse tunable {it!r}: expected KEY=VALUE (like payload=64)")
-        out[k.strip().replace("-", "_")] = v.strip()
+            raise XenobenchError(f"Failed to parse tunable {it!r}: expected KEY=VALUE (like payload=64) or "
+                                 "TRex's form '--payload 64'")
+        out[k.strip()] = v.strip()
     return out
 
 
@@ -34,7 +64,9 @@ def traffic_group():
 @click.option("--count", type=click.IntRange(min=1), help="Frames written to a .pcap (default: one stream cycle).")
 @click.pass_obj
 def compile_cmd(obj, profile, tunables, out, count):
-    """Load PROFILE (a name like udp_payload or a path) with the testbed's tunables and compile it."""
+    """Load PROFILE (a name like udp_payload, or any TRex STL profile's path: .py, .json, .yaml, .pcap)
+    with the client library's loader (STLProfile.load) and compile it; the testbed's tunables go to
+    profiles that declare them."""
     from ..traffic import compile_for, to_trafgen, write_pcap
     c = compile_for(obj.config, profile, parse_tunables(tunables))
     if out is None or out.endswith(".cfg"):

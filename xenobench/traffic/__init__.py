@@ -10,8 +10,9 @@ contract's one validity rule trial.judge; it records the generator, the filled t
 trial spec). rate_pps 0: as fast as the generator can (the rate ratio is then not checked). The
 generators are a registry (GENERATORS: name → trial.Generator, from each generator's module); the
 config's traffic.generator picks one. The harness fills the tunables that describe the testbed — vip, dport, dst-mac
-(the LB's ingress port), src-mac (the loadgen's port), src-ip-base (traffic.src_ip_base) and, for
-background_split, class-bits and dns-classes from the backends file — unless the caller gives them.
+(the LB's ingress port), src-mac (the loadgen's port), src-ip-base (traffic.src_ip_base), class-bits
+and dns-classes from the backends file — unless the caller gives them, and only into a profile that
+declares them (fill_tunables); any other STL profile gets the caller's tunables only, as in TRex.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..backends import load_backends
 from ..errors import NodeError
 from ..errors import TrafficError  # noqa: F401  (the traffic layer's error type, importable from here)
 from . import trafgen, trex, xdpgen
-from .profiles import (Compiled, compile_frames, resolve_profile,  # noqa: F401
+from .profiles import (Compiled, compile_frames, declared_tunables, resolve_profile,  # noqa: F401
                        to_trafgen, tunables_argv, write_pcap)
 from .trial import Generator, TrialResult, TrialSpec, judge  # noqa: F401
 
@@ -48,8 +49,20 @@ def dns_classes(cfg, class_bits: int | None) -> tuple[int, list[int]]:
 
 
 def fill_tunables(cfg, profile, tunables: dict | None) -> dict:
-    """The caller's tunables plus what the testbed defines (caller wins)."""
-    t = {str(k).replace("-", "_"): v for k, v in (tunables or {}).items()}
+    """The caller's tunables plus the testbed's, for a profile that declares them (caller wins).
+
+    As TRex runs a profile: the user's tunables go to every profile, each key as given (`-t pg_id=7`
+    → `--pg_id 7`); the testbed's (vip, dport, dst_mac, src_mac, src_ip_base, class_bits and
+    dns_classes from the backends file) only to a profile that names them in its TESTBED_TUNABLES
+    (profiles.declared_tunables: ours do), so a user's profile with its own argparse gets no
+    option it does not know. A caller's `dst-mac` overrides the testbed's `dst_mac`."""
+    declared = declared_tunables(profile)
+    t = {}
+    for k, v in (tunables or {}).items():
+        k = str(k)
+        t[k.replace("-", "_") if k.replace("-", "_") in declared else k] = v
+    if not declared:
+        return t
     lg = cfg.role("loadgen").iface()
     tc = traffic_config(cfg)
     base = {"vip": cfg.service.vip, "dport": cfg.service.port, "dst_mac": cfg.lb_mac}
@@ -57,11 +70,11 @@ def fill_tunables(cfg, profile, tunables: dict | None) -> dict:
         base["src_mac"] = lg.mac
     if tc.get("src_ip_base"):
         base["src_ip_base"] = tc["src_ip_base"]
-    if resolve_profile(profile).stem == "background_split" and "dns_classes" not in t:
+    if "dns_classes" in declared and "dns_classes" not in t:
         k, classes = dns_classes(cfg, t.get("class_bits"))
         base["class_bits"] = k
         base["dns_classes"] = ",".join(map(str, classes))
-    return {**base, **t}
+    return {**{k: v for k, v in base.items() if k in declared}, **t}
 
 
 def compile_for(testbed_or_cfg, profile, tunables: dict | None) -> Compiled:

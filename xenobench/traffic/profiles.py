@@ -23,6 +23,7 @@ client writes them as NaN/Infinity, which is not JSON (RFC 8259) and the server'
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import json
@@ -74,13 +75,49 @@ def resolve_profile(profile: str | Path) -> Path:
 
 
 def tunables_argv(tunables: dict | None) -> list[str]:
-    """{"class_bits": 2, "split": "70/30"} → ["--class-bits", "2", "--split", "70/30"]."""
+    """{"class_bits": 2, "split": "70/30", "verbose": True} → ["--class_bits", "2", "--split", "70/30",
+    "--verbose"]: each key as given, as TRex turns its `-t key=value` into a profile's argv
+    (trex/utils/parsing_opts.py: convert_old_tunables_to_new_tunables, `--{key}`), so a profile's
+    own `--pg_id` is reached; True is a bare flag (argparse store_true), None and False are left out."""
     argv: list[str] = []
     for k, v in (tunables or {}).items():
-        if v is None:
+        if v is None or v is False:
             continue
-        argv += [f"--{str(k).replace('_', '-')}", str(v)]
+        argv += [f"--{k}"] if v is True else [f"--{k}", str(v)]
     return argv
+
+
+# The module-level name by which a profile declares the testbed tunables it takes (ours:
+# trex_profiles/*.py). A profile without it is run as TRex runs it: with the user's tunables only.
+DECLARATION = "TESTBED_TUNABLES"
+
+
+def declared_tunables(profile: str | Path) -> frozenset[str]:
+    """The testbed tunables a profile declares: a module-level `TESTBED_TUNABLES = ("vip", ...)`,
+    a literal tuple or list of names, read from the source without running it (importing a profile
+    imports the TRex client, which replaces the harness's scapy and PyYAML: stl_loader.py). A
+    profile that does not declare it, or cannot be parsed, declares none (its loader then says why
+    it cannot be loaded)."""
+    path = resolve_profile(profile)
+    if path.suffix != ".py":
+        return frozenset()
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError, OSError):
+        return frozenset()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        if any(isinstance(t, ast.Name) and t.id == DECLARATION for t in targets):
+            try:
+                names = ast.literal_eval(node.value)
+            except ValueError:
+                names = None
+            if not isinstance(names, (tuple, list)) or not all(isinstance(n, str) for n in names):
+                raise TrafficError(f"Failed to read profile {path}: {DECLARATION} (line {node.lineno}) must be a "
+                                   "literal tuple of tunable names, like (\"vip\", \"dport\")")
+            return frozenset(names)
+    return frozenset()
 
 
 _cache: dict[str, list[dict]] = {}      # load key → stream JSON

@@ -2,39 +2,87 @@
 
 Runs in its own process (`python -m xenobench.traffic.stl_loader PROFILE ARG...`): importing the
 TRex client replaces any scapy already imported by its bundled scapy 2.4.3 (trex/__init__.py
-drops foreign scapy modules from sys.modules), which must not happen inside the harness.
+drops foreign scapy modules from sys.modules), which must not happen inside the harness. The TRex
+worker (trex_worker.py), which has the client imported already, calls load() directly.
+
+The profile is loaded by the client's own loader, as TRex's console `start -f FILE -t ...` loads it
+(trex/stl/trex_stl_client.py: STLClient.start_line → STLProfile.load): by its suffix (.py, .json,
+.yaml, .pcap), the tunables as an argv list. Profiles written for TRex 2.x import
+`trex_stl_lib.api`; the client ships that module (interactive/trex_stl_lib/api.py re-exports
+trex.stl.api), on sys.path once lbr_trex_client is imported.
 
 Output (stdout, one JSON object): {"ok": true, "streams": [STLStream.to_json(), ...]} or
-{"ok": false, "error": "<reason>"}.
+{"ok": false, "error": "<reason>"} where the reason is the loader's own: the last line of its
+error (the exception the profile raised, with the profile's file and line), or argparse's message.
 """
 
 import contextlib
 import io
 import json
+import re
 import sys
 import warnings
+
+
+class Refused(Exception):
+    """The client's loader refused the profile; str() is its reason, .help the profile's output."""
+
+    def __init__(self, reason: str, help_text: str = ""):
+        super().__init__(reason)
+        self.help = help_text
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+
+
+def reason_of(text: str, path: str = "") -> str:
+    """The loader's reason from a TRexError: load_py wraps what the profile raised as
+    "Python Traceback follows: ... File "<f>", line N, in fn ... ExcType: message"
+    (trex/stl/trex_stl_streams.py: STLProfile.load_py) → "ExcType: message (f line N, in fn)",
+    the place being the profile's own last frame (none if it failed inside the library)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "no reason given"
+    frames = [m for m in map(_FRAME.match, lines) if m and m.group(1) == path]
+    last = lines[-1].strip()
+    if frames:
+        f, n, fn = frames[-1].groups()
+        return f"{last} ({f.rsplit('/', 1)[-1]} line {n}, in {fn})"
+    return last
+
+
+def load(path: str, tunables: list[str], direction: int = 0, port_id: int = 0) -> list:
+    """STLProfile.load(path, direction, port_id, tunables=...) → its STLStream list; Refused with
+    the loader's reason. Output the profile prints goes to the Refused's help (or nowhere)."""
+    import lbr_trex_client  # noqa: F401  (puts trex and trex_stl_lib on sys.path)
+    from trex.stl.api import STLProfile
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
+            prof = STLProfile.load(path, direction=direction, port_id=port_id, tunables=list(tunables))
+    except SystemExit:  # argparse at the profile's module level: load_py catches it only in get_streams
+        prof = None
+    except Exception as e:  # noqa: BLE001  TRexError carries the profile's traceback summary
+        raise Refused(reason_of(str(e), path)) from None
+    if prof is None:  # argparse error or --help: load_py swallows SystemExit
+        lines = [line for line in out.getvalue().splitlines() if line.strip()]
+        msg = next((line.split("error:", 1)[1].strip() for line in reversed(lines) if "error:" in line), None)
+        raise Refused(msg or "bad tunables: " + (lines[-1] if lines else "no output"), out.getvalue())
+    streams = prof.get_streams()
+    return list(streams) if isinstance(streams, (list, tuple)) else [streams]
 
 
 def main(argv: list[str]) -> int:
     path, tunables = argv[0], argv[1:]
     warnings.simplefilter("ignore")
-    err = io.StringIO()
     try:
-        import lbr_trex_client  # noqa: F401  (puts trex on sys.path)
-        from trex.stl.api import STLProfile
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
-            prof = STLProfile.load_py(path, direction=0, port_id=0, tunables=tunables)
-    except Exception as e:  # TRexError carries the profile's traceback summary
-        text = str(e).strip().splitlines()
-        print(json.dumps({"ok": False, "error": text[-1] if text else type(e).__name__}))
-        return 0
-    if prof is None:  # argparse error or --help: load_py swallows SystemExit
-        lines = [l for l in err.getvalue().splitlines() if l.strip()]
-        msg = next((l.split("error:", 1)[1].strip() for l in reversed(lines) if "error:" in l), None)
-        print(json.dumps({"ok": False, "error": msg or "bad tunables: " + (lines[-1] if lines else "no output"),
-                          "help": err.getvalue()}))
-        return 0
-    print(json.dumps({"ok": True, "streams": [s.to_json() for s in prof.get_streams()]}))
+        streams = load(path, tunables)
+        res = {"ok": True, "streams": [s.to_json() for s in streams]}
+    except Refused as e:
+        res = {"ok": False, "error": str(e), "help": e.help}
+    except Exception as e:  # noqa: BLE001  e.g. a stream the client cannot turn into JSON
+        res = {"ok": False, "error": reason_of(f"{type(e).__name__}: {e}")}
+    print(json.dumps(res))
     return 0
 
 

@@ -1,17 +1,20 @@
 """TRex driver for the thesis testbed: the same profiles, sent by a TRex server through STLClient.
 
-Trial: connect → check the server version against traffic.trex.version → reset(ports) → load the
-profile (STLProfile.load_py with the tunables) → add_streams → clear_stats → start(mult="<N>pps"
-per port, or "100%" for rate 0, duration) → wait_on_traffic → get_stats/get_xstats per port →
-stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
+Trial: connect → check the server version against traffic.trex.version → read the server's
+data-path cores (get_server_system_info: dp_core_count_per_port) → reset(ports) → load the profile
+per port (STLProfile.load with the tunables, direction port % 2, as TRex's console; a profile that
+declares the tunable `cores` gets the server's count, so its field-engine cache divides evenly over
+the cores TRex splits the stream across: trex_profiles/xb_common.py cache_size) → add_streams →
+clear_stats → start(mult="<N>pps" per port, or "100%" for rate 0, duration) → wait_on_traffic →
+get_stats/get_xstats per port → stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
 sends for a duration: the contract's TrialSpec turns a count into count / rate seconds
 (GENERATOR.counts is False), and a trial is judged by the contract's one rule (trial.judge).
 
 The multiplier is written in plain decimal: the client's decode_multiplier
 (trex/utils/parsing_opts.py) accepts only digits with an optional decimal point before the unit, so "1.5e+07pps" (what
 `:g` makes of 15 Mpps) is refused with TRexArgumentError('mult') before anything is sent. The
-achieved rate is the sum of opackets over the ports / duration; the queue check is TRex's global
-queue_full.
+achieved rate is the sum of opackets over the ports / duration; TRex's global queue_full is judged
+against traffic.trex.queue_full_max_pct % of them (evaluate).
 
 The STLClient class is injectable (client_factory) so the driver is tested against a test double.
 Without one, the trial runs in a child process (trex_worker.py) with the real STLClient: importing
@@ -27,7 +30,7 @@ import logging
 import time
 
 from ..errors import TrafficError
-from .profiles import load_streams, resolve_profile, tunables_argv
+from .profiles import declared_tunables, load_streams, resolve_profile, tunables_argv
 from .trial import Generator, TrialResult, TrialSpec
 
 logger = logging.getLogger(__name__)
@@ -66,15 +69,34 @@ def _stl_client_class():
     return STLClient
 
 
-def _stl_profile_loader(path, tunables):
+def _stl_profile_loader(path, tunables, direction=0, port_id=0):
+    """The profile's streams for one port, loaded by the client's own loader (stl_loader.load)."""
     _check_python()
-    import lbr_trex_client  # noqa: F401
-    from trex.stl.api import STLProfile
-    prof = STLProfile.load_py(str(path), direction=0, port_id=0, tunables=tunables)
-    if prof is None:
+    from .stl_loader import Refused, load
+    try:
+        return load(str(path), tunables, direction=direction, port_id=port_id)
+    except Refused as e:
         raise TrafficError(f"Failed to load profile {path} with tunables {' '.join(tunables) or '(none)'}: "
-                           "bad tunables (see `xenobench traffic compile` for the message)")
-    return prof.get_streams()
+                           f"{e}") from None
+
+
+def server_cores(c) -> int | None:
+    """The server's data-path cores per dual port, over which it splits each stream: get_system_info's
+    dp_core_count_per_port (trex-core doc/trex_rpc_server_spec.asciidoc, "DP core count per pair of
+    ports"; the client keeps the reply from connect(): STLClient.get_server_system_info). None if
+    the server does not say."""
+    info = c.get_server_system_info() or {}
+    n = info.get("dp_core_count_per_port")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
+
+
+def with_cores(profile, tunables: dict | None, cores: int | None) -> dict:
+    """The tunables with the server's core count for a profile that declares `cores` (ours: the
+    field-engine cache then divides evenly over the cores, xb_common.cache_size) unless given."""
+    t = dict(tunables or {})
+    if cores is not None and "cores" in declared_tunables(profile) and t.get("cores") is None:
+        t["cores"] = cores
+    return t
 
 
 class TrexDriver:
@@ -90,6 +112,8 @@ class TrexDriver:
         self.user = t["user"]
         self.client_factory = client_factory
         self.server_version = None
+        self.cores = None   # the server's dp_core_count_per_port, read after connect()
+        self.queue_full_max_pct = float(t["queue_full_max_pct"])
         self.profile_loader = profile_loader or _stl_profile_loader
 
     def _client(self):
@@ -130,10 +154,14 @@ class TrexDriver:
                  "connect()"]
         if self.version:
             calls.append(f"get_server_version()   # must be {self.version!r} (traffic.trex.version)")
+        declares_cores = "cores" in declared_tunables(profile) and (tunables or {}).get("cores") is None
+        calls.append("get_server_system_info()   # dp_core_count_per_port: the cores TRex splits each stream over"
+                     + (", passed to the profile as --cores N" if declares_cores else ""))
         calls.append(f"reset(ports={self.ports})")
+        shown = argv + (["--cores", "N"] if declares_cores else [])
         for port in self.ports:
-            calls.append(f"add_streams(STLProfile.load_py({str(resolve_profile(profile))!r}, direction=0, port_id=0, "
-                         f"tunables={argv!r}).get_streams(), ports=[{port}])")
+            calls.append(f"add_streams(STLProfile.load({str(resolve_profile(profile))!r}, direction={port % 2}, "
+                         f"port_id={port}, tunables={shown!r}).get_streams(), ports=[{port}])")
         calls += ["clear_stats()",
                   f"start(ports={self.ports}, mult={self.mult(rate_pps)!r}, duration={dur!r}, force=True)",
                   f"wait_on_traffic(ports={self.ports}, timeout={(duration_s or 0) * 2 + 30!r})",
@@ -152,13 +180,16 @@ class TrexDriver:
         self.mult(rate_pps)  # refuse a rate TRex cannot express before starting anything
         if not self.in_process:
             return TrexProcessRun(self.tcfg, str(path), dict(tunables or {}), spec)
-        argv = tunables_argv(tunables)
         c = self._client()
         self._connect(c)
         try:
+            self.cores = server_cores(c)
+            tunables = with_cores(path, tunables, self.cores)
+            argv = tunables_argv(tunables)
             c.reset(ports=self.ports)
             for port in self.ports:
-                streams = self.profile_loader(path, argv)
+                # as TRex's console loads a profile for each port (STLClient.start_line: direction port % 2)
+                streams = self.profile_loader(path, argv, port % 2, port)
                 c.add_streams(streams, ports=[port])
             c.clear_stats()
             c.start(ports=self.ports, mult=self.mult(rate_pps), duration=duration_s if duration_s else -1, force=True)
@@ -169,7 +200,7 @@ class TrexDriver:
             _quiet_disconnect(c)
             raise TrafficError(f"Failed to start traffic on TRex server {self.server} ports {self.ports}: "
                                f"{_reason(e)}") from None
-        return TrexRun(self, c, spec, str(path), dict(tunables or {}))
+        return TrexRun(self, c, spec, str(path), tunables)
 
     def run(self, profile, tunables, spec: TrialSpec) -> TrialResult:
         if spec.duration_s is None:
@@ -219,8 +250,10 @@ class TrexRun:
             raise TrafficError(f"Failed to collect statistics from TRex server {self.drv.server}: {_reason(e)}") from None
         _quiet_disconnect(c)
         self._result = evaluate(stats, xstats, ports, self.spec, self.duration if self.duration else elapsed,
-                                profile=self.profile, tunables=self.tunables, server=self.drv.server,
-                                server_version=self.drv.server_version, client_version=client_version())
+                                profile=self.profile, tunables=self.tunables,
+                                queue_full_max_pct=self.drv.queue_full_max_pct, server=self.drv.server,
+                                server_version=self.drv.server_version, server_cores=self.drv.cores,
+                                client_version=client_version())
         return self._result
 
 
@@ -290,17 +323,25 @@ class TrexProcessRun:
 
 
 def evaluate(stats: dict, xstats: dict, ports: list, spec: TrialSpec, duration_s: float, profile: str = "",
-             tunables: dict | None = None, **extra) -> TrialResult:
-    """The trial's result from TRex statistics (pure: tested on recorded/fake stats)."""
+             tunables: dict | None = None, *, queue_full_max_pct: float, **extra) -> TrialResult:
+    """The trial's result from TRex statistics (pure: tested on recorded/fake stats). queue_full
+    (TRex's global counter) is judged against queue_full_max_pct % of the ports' opackets, as TRex's
+    NDR bench judges it (trex-core scripts/automation/trex_control_plane/interactive/trex/examples/
+    stl/ndr_bench.py: NdrBench.perf_run, queue_full / opackets x 100 against q_full_resolution,
+    default 2.00; ours: traffic.trex.queue_full_max_pct); the count, its share and the allowance are
+    recorded."""
     opk = sum(int(stats.get(p, stats.get(str(p), {})).get("opackets", 0)) for p in ports)
     ipk = sum(int(stats.get(p, stats.get(str(p), {})).get("ipackets", 0)) for p in ports)
     qfull = int((stats.get("global") or {}).get("queue_full", 0))
-    return TrialResult.judged(
+    res = TrialResult.judged(
         spec, "trex", tunables or {}, profile, tx_packets=opk, achieved_pps=opk / duration_s if duration_s > 0 else 0.0,
-        duration_s=duration_s, where=f"TRex ports {ports}", queue_full=qfull, queue_full_count=qfull,
+        duration_s=duration_s, where=f"TRex ports {ports}", queue_full=qfull, queue_full_max_pct=queue_full_max_pct,
+        queue_full_count=qfull, queue_full_pct=qfull * 100 / opk if opk else None,
         rx_packets=ipk, xstats={str(p): x for p, x in xstats.items()},
         ports={str(p): {k: stats.get(p, {}).get(k) for k in ("opackets", "ipackets", "obytes", "ibytes",
                                                              "oerrors", "ierrors")} for p in ports}, **extra)
+    res["queue_full_max_pct"] = queue_full_max_pct
+    return res
 
 
 def stream_summary(stream: dict) -> dict:
