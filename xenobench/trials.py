@@ -11,7 +11,9 @@ result.json (final validity, attempts, the chosen attempt's outputs).
 
 A trial whose validity fails (or whose CPUs lost more than experiments.max_steal_share to steal
 time) is retried up to `max_attempts`; if every attempt fails it is kept
-and marked invalid, never dropped. A directory with result.json is complete and is not re-run when its
+and marked invalid, never dropped. Every actor of an attempt (the LB, the DNS server, the prober:
+xenobench.actors) is checked at its end: one that died, was restarted or could not be checked makes
+it invalid by name (`<actor>_alive`), outputs["actors"] records each. A directory with result.json is complete and is not re-run when its
 params.json names the same point (trial_params, reusable); one recorded for another is set aside.
 """
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import REPO_ROOT, machine
+from .actors import Watch
 from .counters import diff, snapshot
 from .errors import DataError, NodeError, XenobenchError
 from .layout import AttemptDir, TrialDir
@@ -65,6 +68,8 @@ class TrialContext:
     repetition: int
     attempt: AttemptDir
     params: dict
+    #: the attempt's actors (xenobench.actors): procedures add theirs, run_trial judges them at the end
+    watch: Watch = field(default_factory=Watch)
 
 
 Procedure = Callable[[TrialContext], tuple[dict, Validity]]
@@ -210,6 +215,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         except XenobenchError as e:
             outputs, validity = {"error": str(e)}, Validity()
             validity.require("procedure_completed", False, str(e))
+        outputs["actors"] = ctx.watch.judge(validity)  # every actor alive to the end, or the trial is invalid
         # what the machine did meanwhile (xenobench.machine), in the metadata; too much steal: retried
         load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), max_steal)
         meta.setdefault("machine", {})[att.path.name] = load

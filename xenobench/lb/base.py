@@ -10,6 +10,8 @@ CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within th
 
 class LoadBalancer(ABC):
     kind: str = ""
+    #: the tag its process runs under on `node` (Node process API): what running() and process() read
+    tag: str = ""
     #: what the LB needs of the testbed around it, set up by Testbed.provide before it starts and
     #: withdrawn after it stops (e.g. an encapsulating LB: routing by the outer destination in the
     #: switch, decapsulation on the backends); a testbed that cannot provide one refuses by name
@@ -41,8 +43,19 @@ class LoadBalancer(ABC):
         """{"backends": [{"name", "mac", "packets", "bytes"}...], "miss", "non_ipv4",
         "malformed", "mode"}, summed over CPUs."""
 
+    @property
+    def node(self):
+        """The node its process runs on."""
+        return self.testbed.node(self.cfg.role("lb").name)
+
+    def process(self):
+        """The liveness method (xenobench.actors): its running process's ProcessHandle, None when
+        it is not running."""
+        from ..actors import tagged
+        return tagged(self.node, self.tag)()
+
     def running(self) -> bool:
-        return False
+        return self.node.running(self.tag)
 
     def provide_needs(self) -> None:
         """Set up what this LB needs of the testbed (`needs`); idempotent."""
