@@ -5,6 +5,8 @@
 - `kill -9` of an actor in the middle of a trial (the LB: XenoFlow-emu, the eBPF LB's agent; the DNS
   server: the XDP responder's controller, the Python server; the prober): the trial is invalid with
   a reason naming the actor, and stops early (frames sent, blocks run).
+- The results disk fills mid-trial (a 1 MiB tmpfs): one error naming the file and the fix, nothing
+  half-written, the trial whole on the rerun.
 - `kill -9` of `xenobench experiment run` in the middle of a trial on the namespace testbed, then
   `xenobench testbed down` and a rerun: nothing of the killed run is left (namespaces, processes,
   XDP programs, pinned objects), no completed trial is redone, no trial is half-written.
@@ -304,3 +306,55 @@ def test_actor_killed_mid_trial_makes_it_invalid_by_name_and_stops_it(testbed, t
     assert xdp_prog_id(lb_node, "p0") is None
     assert not any(get_lb(k, testbed).running() for k in ("xenoflow", "ebpf"))
     assert not [d for d in ("ebpf", "dns-xdp") if (Path(testbed.bpffs_dir) / d).exists()]  # no pins left
+
+
+# --- the results disk fills mid-trial (issue 26, item 7) ------------------------------------------------
+def test_full_results_disk_mid_trial_is_one_error_and_nothing_half_written(tmp_path):
+    """The results directory on a 1 MiB tmpfs that another writer fills while the trial runs: the
+    trial ends in one error naming the file and the fix, leaves no 0-byte record and no .tmp file
+    and no result.json; with room again the same call runs the trial whole."""
+    from xenobench.config import load_config
+    from xenobench.errors import DataError
+    from xenobench.layout import TrialDir
+    from xenobench.testbed import get_testbed
+    from xenobench.trials import Validity, run_trial
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        filler = disk / "other-writer.bin"
+
+        def fills_the_disk(ctx):
+            with open(filler, "wb") as f:  # another process takes every free block
+                with pytest.raises(OSError, match="No space left on device"):
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+            return {"rx": 1}, Validity()
+
+        cfg = tmp_path / "fault.yaml"
+        cfg.write_text(f"extends: {Path(__file__).resolve().parents[1] / 'config' / 'ci.yaml'}\n"
+                       "testbed: {name: fault}\n")
+        os.environ["XENOBENCH_NS_PREFIX"], old = _prefix(), os.environ.get("XENOBENCH_NS_PREFIX")
+        try:
+            tb = get_testbed(load_config(cfg))
+        finally:
+            os.environ["XENOBENCH_NS_PREFIX"] = old if old is not None else "xbt-"
+        trial = TrialDir(disk / "rep-1")
+        kw = dict(ifaces=[], max_attempts=1, settle_s=0, cooldown_s=0, progress=lambda m: None)
+        with pytest.raises(DataError) as e:
+            run_trial(tb, "pps", {"lb": "ebpf"}, 1, trial, fills_the_disk, **kw)
+        after = trial.attempt(1).counters_after
+        assert str(e.value) == (f"Failed to write {after}: No space left on device (free space on its file system, "
+                                "or give --results a directory on another one, and run the same command again "
+                                "(the trial is re-run))")
+        assert not after.exists() and not trial.complete
+        assert not list(disk.rglob("*.tmp"))
+        assert all(f.stat().st_size > 0 for f in trial.path.rglob("*.json"))  # no 0-byte record
+
+        filler.unlink()
+        res = run_trial(tb, "pps", {"lb": "ebpf"}, 1, trial, lambda ctx: ({"rx": 1}, Validity()), **kw)
+        assert res["valid"] and trial.complete and json.loads(after.read_text()) == {}
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

@@ -19,6 +19,7 @@ params.json names the same point (trial_params, reusable); one recorded for anot
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -35,7 +36,7 @@ from . import REPO_ROOT, machine
 from .actors import Watch
 from .counters import diff, snapshot
 from .errors import DataError, NodeError, XenobenchError
-from .layout import AttemptDir, TrialDir
+from .layout import AttemptDir, TrialDir, write_failed, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -195,9 +196,9 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         shutil.rmtree(stale)
     trial.path.mkdir(parents=True, exist_ok=True)
     params = trial_params(testbed.cfg, experiment, point, repetition)
-    trial.params.write_text(json.dumps(params, indent=1))
+    write_json_atomic(trial.params, params, indent=1)
     meta = host_metadata(testbed, ifaces)
-    trial.metadata.write_text(json.dumps(meta, indent=1))
+    write_json_atomic(trial.metadata, meta, indent=1)
     max_steal = float(testbed.cfg.section("experiments").get("max_steal_share", 1.0))
     attempts = []
     chosen = None
@@ -206,7 +207,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         att.path.mkdir(exist_ok=True)
         time.sleep(settle_s)
         before = _snap_all(testbed, ifaces)
-        att.counters_before.write_text(json.dumps(before, indent=1))
+        write_json_atomic(att.counters_before, before, indent=1)
         ctx = TrialContext(testbed, experiment, point, repetition, att, params)
         m0 = machine.snapshot(testbed)
         t0 = time.monotonic()
@@ -215,19 +216,23 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         except XenobenchError as e:
             outputs, validity = {"error": str(e)}, Validity()
             validity.require("procedure_completed", False, str(e))
+        except OSError as e:  # a record the procedure wrote (probes, a capture): the results disk
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise write_failed(e.filename or att.path, e) from None
         outputs["actors"] = ctx.watch.judge(validity)  # every actor alive to the end, or the trial is invalid
         # what the machine did meanwhile (xenobench.machine), in the metadata; too much steal: retried
         load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), max_steal)
         meta.setdefault("machine", {})[att.path.name] = load
-        trial.metadata.write_text(json.dumps(meta, indent=1))
+        write_json_atomic(trial.metadata, meta, indent=1)
         if load["flagged"]:
             validity.require("machine_steal", False, machine.steal_reason(load))
         after = _snap_all(testbed, ifaces)
-        att.counters_after.write_text(json.dumps(after, indent=1))
+        write_json_atomic(att.counters_after, after, indent=1)
         outputs["counters"] = counter_diffs(before, after)
         outputs["seconds"] = round(time.monotonic() - t0, 3)
-        att.outputs.write_text(json.dumps(outputs, indent=1, default=str))
-        att.validity.write_text(json.dumps(validity.as_dict(), indent=1))
+        write_json_atomic(att.outputs, outputs, indent=1, default=str)
+        write_json_atomic(att.validity, validity.as_dict(), indent=1)
         attempts.append({"attempt": n, **validity.as_dict()})
         progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}: "
                  f"{'valid' if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
