@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import shutil
 import struct
 import subprocess
 import sys
@@ -358,3 +359,65 @@ def test_full_results_disk_mid_trial_is_one_error_and_nothing_half_written(tmp_p
         assert res["valid"] and trial.complete and json.loads(after.read_text()) == {}
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+# --- kill -9 of Snakemake mid-run (issue 26, item 10) -------------------------------------------------
+def _jobs(marker: str) -> list[str]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd and "experiment run" in cmd:
+            out.append(f"{pid}: {cmd[:160]}")
+    return out
+
+
+def test_kill_9_of_snakemake_then_the_same_command_resumes(tmp_path):
+    """kill -9 of Snakemake (alone: its job is orphaned) in the second repetition of a point: the
+    orphaned job notices and stops, leaving nothing running; the same command run again resumes
+    (no stale lock, no incomplete-files refusal), keeps the completed repetition and re-runs the
+    half-written one."""
+    root = Path(__file__).resolve().parents[1]
+    prefix = os.environ.get("XENOBENCH_NS_PREFIX", "xbt-").rstrip("-")[:4] + "s-"  # never the session's
+    cfg = tmp_path / "snkill.yaml"
+    cfg.write_text(f"extends: {root / 'config' / 'ci.yaml'}\ntestbed: {{name: snkill-{prefix.rstrip('-')}}}\n"
+                   "experiments:\n  repetitions: 2\n  max_attempts: 1\n  settle_s: 0.2\n  cooldown_s: 0.2\n"
+                   "  pps: {lbs: [ebpf], payloads: [22], rate_pps: 0, duration_s: 3}\n")
+    results = root / "results" / f"snkill-{prefix.rstrip('-')}"
+    point = results / "trials" / "pps" / "lb-ebpf_payload-22"
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", str((point / "point.json").relative_to(root)), "--configfile", str(cfg)]
+    env = {**os.environ, "XENOBENCH_NS_PREFIX": prefix}
+    shutil.rmtree(results, ignore_errors=True)
+    try:
+        sm = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        mid = point / "rep-2" / "attempt-1" / "counters_before.json"
+        deadline = time.monotonic() + 300
+        while not mid.exists() and sm.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mid.exists(), sm.communicate()[0][-3000:]
+        assert _jobs(str(cfg)), "the job is not running"
+        os.kill(sm.pid, signal.SIGKILL)  # Snakemake alone, as the OOM killer or a lost session would
+        sm.communicate()
+        deadline = time.monotonic() + 30
+        while _jobs(str(cfg)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _jobs(str(cfg)) == []  # the orphaned job stopped by itself
+        log = (results / "logs" / "pps" / "lb-ebpf_payload-22.log").read_text()
+        assert "Snakemake (pid " in log and "is gone: stopping this job" in log, log[-2000:]
+        first = point / "rep-1" / "result.json"
+        assert first.exists() and not (point / "rep-2" / "result.json").exists()
+        done = first.stat().st_mtime_ns
+
+        again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+        assert first.stat().st_mtime_ns == done  # the completed repetition kept
+        summary = json.loads((point / "point.json").read_text())
+        assert [r["repetition"] for r in summary["repetitions"]] == [1, 2]
+        assert sorted(d.name for d in (point / "rep-2").glob("attempt-*")) == ["attempt-1"]
+    finally:
+        subprocess.run([sys.executable, "-m", "xenobench", "--config", str(cfg), "testbed", "down"], cwd=root,
+                       env=env, capture_output=True)
+        shutil.rmtree(results, ignore_errors=True)
+    assert _leftovers(prefix, str(cfg)) == {"namespaces": [], "processes": [], "pins": [], "xdp": []}

@@ -144,3 +144,4 @@ def tagged(node, tag: str) -> Liveness:
         h = node.handle(tag)
         return h if h is not None and node.running(tag) else None
     return process
+

@@ -27,6 +27,7 @@ from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
 from .progcost import measure as measure_prog_cost
+from .resume import stop_when_orphaned
 from .rtt import probe
 from .search import SearchSettings, goal, run_search, trial_runner
 from .results import line_rate_pps
@@ -566,6 +567,7 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
     d = definition(experiment)
     proc = PROCEDURES[d.procedure]
     facts = point_facts(cfg, experiment, point)
+    stop_when_orphaned(progress)  # a job of a Snakemake that was killed does not run on unsupervised
 
     def measure(ctx, lb):
         revive_setup(testbed, lb, facts["server"], progress)
