@@ -347,9 +347,11 @@ def test_full_results_disk_mid_trial_is_one_error_and_nothing_half_written(tmp_p
         with pytest.raises(DataError) as e:
             run_trial(tb, "pps", {"lb": "ebpf"}, 1, trial, fills_the_disk, **kw)
         after = trial.attempt(1).counters_after
-        assert str(e.value) == (f"Failed to write {after}: No space left on device (free space on its file system, "
-                                "or give --results a directory on another one, and run the same command again "
-                                "(the trial is re-run))")
+        # the first record written after the disk filled (metadata.json: what the machine did meanwhile)
+        assert str(e.value) == (f"Failed to write {trial.metadata}: No space left on device (free space on its file "
+                                "system, or give --results a directory on another one, and run the same command "
+                                "again (the trial is re-run))")
+        assert json.loads(trial.metadata.read_text())["config"] == str(cfg)  # the whole earlier version kept
         assert not after.exists() and not trial.complete
         assert not list(disk.rglob("*.tmp"))
         assert all(f.stat().st_size > 0 for f in trial.path.rglob("*.json"))  # no 0-byte record
