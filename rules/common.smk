@@ -9,6 +9,10 @@ from xenobench.config import load_config
 from xenobench.experiments import ORDER, points
 from xenobench.plots import FIGURES as PLOTS, THESIS_FIGURES
 from xenobench.layout import ResultsTree, point_id
+from xenobench.resume import clear_stale_locks
+
+# a Snakemake that was killed left its locks: the same command resumes (xenobench.resume)
+clear_stale_locks(Path.cwd(), progress=lambda m: print(m, file=sys.stderr))
 
 # No `configfile:` directive: Snakemake would deep-merge --configfile over it, mixing the
 # namespace testbed's nodes into the thesis testbed's. The default applies only when none is given.

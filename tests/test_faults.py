@@ -2,6 +2,11 @@
 
 - The eBPF LB's tx_error counter: a redirect the program can see failing (no egress port in the
   devmap) is counted there and not as forwarded (BPF_PROG_TEST_RUN, frames from test_ebpf_lb).
+- `kill -9` of an actor in the middle of a trial (the LB: XenoFlow-emu, the eBPF LB's agent; the DNS
+  server: the XDP responder's controller, the Python server; the prober): the trial is invalid with
+  a reason naming the actor, and stops early (frames sent, blocks run).
+- The results disk fills mid-trial (a 1 MiB tmpfs): one error naming the file and the fix, nothing
+  half-written, the trial whole on the rerun.
 - `kill -9` of `xenobench experiment run` in the middle of a trial on the namespace testbed, then
   `xenobench testbed down` and a rerun: nothing of the killed run is left (namespaces, processes,
   XDP programs, pinned objects), no completed trial is redone, no trial is half-written.
@@ -11,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import shutil
 import struct
 import subprocess
 import sys
@@ -22,6 +29,8 @@ import pytest
 
 from xenobench.agents.bpf import map_update
 from xenobench.agents.ebpf_lb import OBJ, read_stats
+from xenobench.lb import get_lb
+from xenobench.traffic.xdpgen import TAG as XDPGEN_TAG
 
 from .conftest import needs_root
 from .test_ebpf_lb import frame, prog, two  # noqa: F401  (prog: the fixture)
@@ -185,3 +194,232 @@ def test_a_rerun_does_not_keep_the_attempts_of_a_killed_run(tmp_path):
     assert sorted(d.name for d in trial.path.glob("attempt-*")) == ["attempt-1"]
     assert sorted(f.name for f in trial.attempt(1).path.iterdir()) == [
         "counters_after.json", "counters_before.json", "outputs.json", "validity.json"]  # no stale probes.jsonl
+
+
+# --- an actor dies mid-trial (issue 26, items 1 and 9) --------------------------------------------------
+def _lb_pid(kind):
+    def pid(tb):
+        h = get_lb(kind, tb).process()
+        return h.pid if h else None
+    return pid
+
+
+def _dns_pid(kind):
+    def pid(tb):
+        from xenobench.dns import server_process
+        h = server_process(tb, kind)
+        return h.pid if h else None
+    return pid
+
+
+def _prober_pid(tb):
+    from xenobench.actors import tagged
+    from xenobench.rtt import PROBER_TAG
+    h = tagged(tb.node(tb.cfg.role("client").name), PROBER_TAG)()
+    return h.pid if h else None
+
+
+# a rate, so that the generator is asked for a count of frames (rate x duration) the test can compare with
+PPS_4S = {"lbs": ["xenoflow", "ebpf"], "payloads": [22], "rate_pps": 200000, "duration_s": 4}
+PAIRED_6 = {"lbs": ["none", "ebpf"], "paired": True, "blocks": 3, "block_probes": 200, "rate_qps": 500, "seed": 1,
+            "bootstrap": 100}
+# (case, experiment, its section, point, victim's pid, when to kill: "sending" (1 s after the generator
+#  started) or a path of attempt-1 that exists, the actor's key and how reasons name it)
+ACTOR_FAULTS = [
+    ("xenoflow", "pps", PPS_4S, {"lb": "xenoflow", "payload": 22}, _lb_pid("xenoflow"), "sending",
+     "lb_xenoflow", "load balancer xenoflow"),
+    ("ebpf_agent", "pps", PPS_4S, {"lb": "ebpf", "payload": 22}, _lb_pid("ebpf"), "sending",
+     "lb_ebpf", "load balancer ebpf"),
+    # the XDP responder's program answers on after its controller died: only the liveness check sees it
+    ("dns_server_xdp", "rtt", PAIRED_6, {"server": "xdp"}, _dns_pid("xdp"), "block-2-*", "dns_server_xdp",
+     "DNS server xdp"),
+    # the Python server's death loses every later query: named, not "N of M probes lost"
+    ("dns_server_python", "rtt", PAIRED_6, {"server": "python"}, _dns_pid("python"), "block-2-*",
+     "dns_server_python", "DNS server python"),
+    ("prober", "rtt", PAIRED_6, {"server": "xdp"}, _prober_pid, "block-2-*", "prober", "prober"),
+]
+
+
+@pytest.mark.parametrize("case,experiment,section,point,victim,when,key,what", ACTOR_FAULTS,
+                         ids=[c[0] for c in ACTOR_FAULTS])
+def test_actor_killed_mid_trial_makes_it_invalid_by_name_and_stops_it(testbed, tmp_path, monkeypatch, case,
+                                                                     experiment, section, point, victim, when, key,
+                                                                     what):
+    """kill -9 of an actor in the middle of a trial: the trial is invalid, the reason names the actor,
+    its pid and node and when it was last seen alive, and the trial stops early (fewer samples or
+    blocks than planned) instead of measuring nothing to the end."""
+    import threading
+
+    from xenobench.layout import ResultsTree
+    from xenobench.procedures import run_point
+    from xenobench.progcost import xdp_prog_id
+    ex = testbed.cfg.raw["experiments"]
+    monkeypatch.setitem(ex, experiment, {**ex[experiment], **section})
+    for k, v in (("repetitions", 1), ("max_attempts", 1), ("settle_s", 0.1), ("cooldown_s", 0.1)):
+        monkeypatch.setitem(ex, k, v)
+    assert testbed.cfg.section("traffic")["generator"] == "xdpgen"
+    trial = ResultsTree(tmp_path, testbed.cfg.name).trial(experiment, point, 1)
+    att = trial.attempt(1).path
+    loadgen = testbed.node(testbed.cfg.role("loadgen").name)
+    killed: list[int] = []
+
+    def killer():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready = loadgen.running(XDPGEN_TAG) if when == "sending" else any(att.glob(when))
+            pid = victim(testbed) if ready else None
+            if pid:
+                if when == "sending":
+                    time.sleep(1.0)  # inside the 4 s of load
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.02)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    try:
+        run_point(testbed, experiment, point, results_root=tmp_path, progress=lambda *_: None)
+    finally:
+        t.join()
+    assert killed, "the victim never ran"
+    res = trial.read_result()
+    o = res["outputs"]
+    [a] = res["attempts"]
+    assert res["valid"] is False and a["checks"][f"{key}_alive"] is False
+    [reason] = [r for r in a["reasons"] if r.startswith(f"{key}_alive: ")]
+    node = o["actors"][key]["node"]
+    assert re.fullmatch(rf"{key}_alive: {what} \(pid {killed[0]} on {node}\) died: last seen alive "
+                        r"\d+\.\d\d s into the attempt, found gone at \d+\.\d\d s", reason), reason
+    rec = o["actors"][key]
+    assert (rec["alive"], rec["pid"], rec["how"]) == (False, killed[0], "died")
+    assert 0 <= rec["last_seen_alive_s"] <= rec["found_gone_s"]
+    if experiment == "pps":  # stopped early: the generator sent part of the 4 s of frames only
+        count = o["generator"]["spec"]["count"]
+        assert count == 800000 and o["tx_packets"] < 0.75 * count, (o["tx_packets"], count)
+        assert o["stopped_early"].startswith(what)
+    else:  # the blocks after the death were not run
+        assert len(o["blocks"]) <= 2 and len(o["order"]) == 6, o["blocks"]
+        assert o["stopped_early"] and what in o["stopped_early"]
+        assert not a["checks"]["blocks_completed"]
+    # nothing of the dead actor is left on the testbed for the next trial
+    lb_node = testbed.node(testbed.cfg.role("lb").name)
+    assert xdp_prog_id(lb_node, "p0") is None
+    assert not any(get_lb(k, testbed).running() for k in ("xenoflow", "ebpf"))
+    assert not [d for d in ("ebpf", "dns-xdp") if (Path(testbed.bpffs_dir) / d).exists()]  # no pins left
+
+
+# --- the results disk fills mid-trial (issue 26, item 7) ------------------------------------------------
+def test_full_results_disk_mid_trial_is_one_error_and_nothing_half_written(tmp_path):
+    """The results directory on a 1 MiB tmpfs that another writer fills while the trial runs: the
+    trial ends in one error naming the file and the fix, leaves no 0-byte record and no .tmp file
+    and no result.json; with room again the same call runs the trial whole."""
+    from xenobench.config import load_config
+    from xenobench.errors import DataError
+    from xenobench.layout import TrialDir
+    from xenobench.testbed import get_testbed
+    from xenobench.trials import Validity, run_trial
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        filler = disk / "other-writer.bin"
+
+        def fills_the_disk(ctx):
+            with open(filler, "wb") as f:  # another process takes every free block
+                with pytest.raises(OSError, match="No space left on device"):
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+            return {"rx": 1}, Validity()
+
+        cfg = tmp_path / "fault.yaml"
+        cfg.write_text(f"extends: {Path(__file__).resolve().parents[1] / 'config' / 'ci.yaml'}\n"
+                       "testbed: {name: fault}\n")
+        os.environ["XENOBENCH_NS_PREFIX"], old = _prefix(), os.environ.get("XENOBENCH_NS_PREFIX")
+        try:
+            tb = get_testbed(load_config(cfg))
+        finally:
+            os.environ["XENOBENCH_NS_PREFIX"] = old if old is not None else "xbt-"
+        trial = TrialDir(disk / "rep-1")
+        kw = dict(ifaces=[], max_attempts=1, settle_s=0, cooldown_s=0, progress=lambda m: None)
+        with pytest.raises(DataError) as e:
+            run_trial(tb, "pps", {"lb": "ebpf"}, 1, trial, fills_the_disk, **kw)
+        after = trial.attempt(1).counters_after
+        # the first record written after the disk filled (metadata.json: what the machine did meanwhile)
+        assert str(e.value) == (f"Failed to write {trial.metadata}: No space left on device (free space on its file "
+                                "system, or give --results a directory on another one, and run the same command "
+                                "again (the trial is re-run))")
+        assert json.loads(trial.metadata.read_text())["config"] == str(cfg)  # the whole earlier version kept
+        assert not after.exists() and not trial.complete
+        assert not list(disk.rglob("*.tmp"))
+        assert all(f.stat().st_size > 0 for f in trial.path.rglob("*.json"))  # no 0-byte record
+
+        filler.unlink()
+        res = run_trial(tb, "pps", {"lb": "ebpf"}, 1, trial, lambda ctx: ({"rx": 1}, Validity()), **kw)
+        assert res["valid"] and trial.complete and json.loads(after.read_text()) == {}
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+# --- kill -9 of Snakemake mid-run (issue 26, item 10) -------------------------------------------------
+def _jobs(marker: str) -> list[str]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd and "experiment run" in cmd:
+            out.append(f"{pid}: {cmd[:160]}")
+    return out
+
+
+def test_kill_9_of_snakemake_then_the_same_command_resumes(tmp_path):
+    """kill -9 of Snakemake (alone: its job is orphaned) in the second repetition of a point: the
+    orphaned job notices and stops, leaving nothing running; the same command run again resumes
+    (no stale lock, no incomplete-files refusal), keeps the completed repetition and re-runs the
+    half-written one."""
+    root = Path(__file__).resolve().parents[1]
+    prefix = os.environ.get("XENOBENCH_NS_PREFIX", "xbt-").rstrip("-")[:4] + "s-"  # never the session's
+    cfg = tmp_path / "snkill.yaml"
+    cfg.write_text(f"extends: {root / 'config' / 'ci.yaml'}\ntestbed: {{name: snkill-{prefix.rstrip('-')}}}\n"
+                   "experiments:\n  repetitions: 2\n  max_attempts: 1\n  settle_s: 0.2\n  cooldown_s: 0.2\n"
+                   "  pps: {lbs: [ebpf], payloads: [22], rate_pps: 0, duration_s: 3}\n")
+    results = root / "results" / f"snkill-{prefix.rstrip('-')}"
+    point = results / "trials" / "pps" / "lb-ebpf_payload-22"
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", str((point / "point.json").relative_to(root)), "--configfile", str(cfg)]
+    env = {**os.environ, "XENOBENCH_NS_PREFIX": prefix}
+    shutil.rmtree(results, ignore_errors=True)
+    try:
+        sm = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        mid = point / "rep-2" / "attempt-1" / "counters_before.json"
+        deadline = time.monotonic() + 300
+        while not mid.exists() and sm.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mid.exists(), sm.communicate()[0][-3000:]
+        assert _jobs(str(cfg)), "the job is not running"
+        os.kill(sm.pid, signal.SIGKILL)  # Snakemake alone, as the OOM killer or a lost session would
+        sm.communicate()
+        deadline = time.monotonic() + 30
+        while _jobs(str(cfg)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _jobs(str(cfg)) == []  # the orphaned job stopped by itself
+        log = (results / "logs" / "pps" / "lb-ebpf_payload-22.log").read_text()
+        assert "Snakemake (pid " in log and "is gone: stopping this job" in log, log[-2000:]
+        first = point / "rep-1" / "result.json"
+        assert first.exists() and not (point / "rep-2" / "result.json").exists()
+        done = first.stat().st_mtime_ns
+
+        again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+        assert first.stat().st_mtime_ns == done  # the completed repetition kept
+        summary = json.loads((point / "point.json").read_text())
+        assert [r["repetition"] for r in summary["repetitions"]] == [1, 2]
+        assert sorted(d.name for d in (point / "rep-2").glob("attempt-*")) == ["attempt-1"]
+    finally:
+        subprocess.run([sys.executable, "-m", "xenobench", "--config", str(cfg), "testbed", "down"], cwd=root,
+                       env=env, capture_output=True)
+        shutil.rmtree(results, ignore_errors=True)
+    assert _leftovers(prefix, str(cfg)) == {"namespaces": [], "processes": [], "pins": [], "xdp": []}

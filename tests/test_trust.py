@@ -341,3 +341,50 @@ def test_results_under_a_file_refused_before_the_testbed(tmp_path, monkeypatch):
     assert res.exit_code == 1
     assert one_line(res) == (f"xenobench: Failed to use results directory {tmp_path / 'afile' / 'r'}: "
                              f"{tmp_path / 'afile'} is not a directory (give --results a directory)")
+
+
+# --- item 1: an actor that died, was restarted or could not be checked fails the trial by name ---------
+def test_watch_names_each_way_an_actor_is_gone():
+    """xenobench.actors.Watch on liveness methods whose answers the test sets (a clock that ticks
+    1 s a read): alive throughout, killed, restarted under the same tag, its node not answering,
+    not running at the start, and the prober that ends by itself (done, or without its summary)."""
+    from xenobench.actors import Watch
+    from xenobench.errors import NodeError
+    from xenobench.nodes.base import ProcessHandle
+    from xenobench.trials import Validity
+
+    t = iter(range(100))
+    w = Watch(clock=lambda: float(next(t)))
+    h = {k: ProcessHandle("n1", k, pid, [], "", starttime_ticks=7) for k, pid in
+         (("ok", 10), ("killed", 11), ("restarted", 12), ("unreachable", 13), ("done", 14), ("crashed", 15))}
+    now = dict(h) | {"late": None}
+    summary = {"done": True, "crashed": False}
+
+    def live(k):
+        def f():
+            if now[k] == "raise":
+                raise NodeError("Failed to run `cat /proc/13/stat` on n1: ssh: connection refused")
+            return now[k]
+        return f
+
+    for k in now:
+        w.add(k, f"actor {k}", live(k), finished=(lambda k=k: summary[k]) if k in summary else None)
+    assert w.check() == ["actor late was not running at the start: not seen alive in this attempt, found gone at 7.00 s"]
+    now |= {"killed": None, "restarted": ProcessHandle("n1", "restarted", 99, [], "", starttime_ticks=3),
+            "unreachable": "raise", "done": None, "crashed": None}
+    v = Validity()
+    rec = w.judge(v)
+    assert v.checks == {"ok_alive": True, "killed_alive": False, "restarted_alive": False, "unreachable_alive": False,
+                        "done_alive": True, "crashed_alive": False, "late_alive": False}
+    assert v.reasons == [
+        "killed_alive: actor killed (pid 11 on n1) died: last seen alive 9.00 s into the attempt, found gone at 15.00 s",
+        "restarted_alive: actor restarted (pid 12 on n1) was restarted (now pid 99): last seen alive 10.00 s into "
+        "the attempt, found gone at 16.00 s",
+        "unreachable_alive: actor unreachable (pid 13 on n1) could not be checked (Failed to run `cat /proc/13/stat` "
+        "on n1: ssh: connection refused): last seen alive 11.00 s into the attempt, found gone at 17.00 s",
+        "crashed_alive: actor crashed (pid 15 on n1) died: last seen alive 13.00 s into the attempt, found gone at "
+        "18.00 s",
+        "late_alive: actor late was not running at the start: not seen alive in this attempt, found gone at 7.00 s"]
+    assert rec["killed"] == {"what": "actor killed", "node": "n1", "pid": 11, "alive": False, "how": "died",
+                             "last_seen_alive_s": 9.0, "found_gone_s": 15.0}
+    assert rec["done"]["alive"] is True and rec["ok"]["last_seen_alive_s"] == 14.0

@@ -26,6 +26,7 @@ its path; re-running skips every trial whose result.json exists.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -45,11 +46,35 @@ def point_id(point: dict) -> str:
 
 
 def write_json_atomic(path: Path, data, **kw) -> None:
-    """Write through a temporary file and rename, so a reader (or a rerun after a kill) sees the
-    old file or the whole new one, never half of it."""
+    """Write through a temporary file, fsync'd, and rename (the directory fsync'd after), so a
+    reader, a rerun after a kill or a machine that lost power sees the old file or the whole new
+    one, never half of it. A failed write (a full disk) removes the temporary file and is one
+    DataError naming the file and the fix; `path` is then as it was."""
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, **kw))
-    tmp.replace(path)
+    text = json.dumps(data, **kw)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise write_failed(path, e) from None
+
+
+def write_failed(path, e: OSError) -> DataError:
+    """The one message of a record that could not be written: the file, why, and the fix."""
+    fix = ("free space on its file system, or give --results a directory on another one, and run the "
+           "same command again (the trial is re-run)" if e.errno in (errno.ENOSPC, errno.EDQUOT) else
+           "check the directory's permissions and file system")
+    return DataError(f"Failed to write {path}: {e.strerror or e} ({fix})")
 
 
 MAX_JSON_BYTES = 256 << 20  # a trial's largest record (probe outputs of a long RTT trial) is a few MB

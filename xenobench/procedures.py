@@ -17,8 +17,9 @@ import logging
 import time
 from pathlib import Path
 
-from .dns import start_server, stop_server
-from .errors import ConfigError, XenobenchError
+from .actors import ActorGone
+from .dns import server_process, start_server, stop_server
+from .errors import ConfigError, NodeError, XenobenchError
 from .experiments import definition, paired, points, section
 from .latency import block_order
 from .lb import NONE, get_lb, stop_all
@@ -26,15 +27,17 @@ from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
 from .progcost import measure as measure_prog_cost
+from .resume import stop_when_orphaned
 from .rtt import probe
 from .search import SearchSettings, goal, run_search, trial_runner
 from .results import line_rate_pps
-from .traffic import run_traffic, start_traffic
+from .traffic import TrialResult, run_traffic, start_traffic
 from .trials import TrialContext, Validity, reusable, run_trial, trial_params
 
 log = logging.getLogger(__name__)
 
 DRAIN_S = 0.3          # after the generator stops, frames still in flight reach the backends
+WATCH_S = 0.2          # how often a running trial checks its actors (xenobench.actors)
 MAX_LOST_PCT = 1.0     # experiments/rtt*.yaml: no probe lost beyond 1 %
 
 
@@ -123,6 +126,53 @@ def _restore_dut(testbed) -> None:
         log.warning("%s", e)
 
 
+# --- the actors of a trial (xenobench.actors) -------------------------------------------------------
+def watch_lb(ctx: TrialContext, lb) -> str | None:
+    """Watch an LB as an actor of the trial; returns its key (None: no LB)."""
+    if lb is None:
+        return None
+    key = f"lb_{lb.kind}"
+    ctx.watch.add(key, f"load balancer {lb.kind}", lb.process)
+    return key
+
+
+def watch_setup(ctx: TrialContext, lb, server: str | None) -> None:
+    """The point set-up's actors (point_setup), watched in every trial of the point."""
+    watch_lb(ctx, lb)
+    if server:
+        ctx.watch.add(f"dns_server_{server}", f"DNS server {server}", lambda: server_process(ctx.testbed, server))
+
+
+def revive_setup(testbed, lb, server: str | None, progress=print) -> None:
+    """Before an attempt: start again what of the point's set-up is not running (it died in an
+    earlier attempt, which is recorded invalid naming it), so the attempt measures the set-up."""
+    if server and server_process(testbed, server) is None:
+        progress(f"DNS server {server} is not running: starting it again")
+        stop_server(testbed, server)
+        start_server(testbed, server)
+    if lb is not None and lb.process() is None:
+        progress(f"load balancer {lb.kind} is not running: starting it again")
+        lb.stop()
+        lb.start()
+
+
+def _traffic_watched(ctx: TrialContext, profile: str, tun: dict, rate: float, duration: float) -> TrialResult:
+    """run_traffic with the trial's actors checked every WATCH_S while it sends: one found gone
+    stops the generator at once (the rest of the duration would measure nothing)."""
+    h = start_traffic(ctx.testbed, profile, tun, rate, duration_s=duration)
+    try:
+        end = time.monotonic() + duration
+        while (left := end - time.monotonic()) > 0:
+            if ctx.watch.check():
+                return h.stop()
+            time.sleep(min(WATCH_S, left))
+        return h.wait()
+    except BaseException:  # an error or ^C: the generator must not outlive the trial
+        with contextlib.suppress(NodeError):
+            h.stop()
+        raise
+
+
 def _lb_stats(lb) -> dict | None:
     if lb is None:
         return None
@@ -130,6 +180,26 @@ def _lb_stats(lb) -> dict | None:
         return lb.stats()
     except XenobenchError as e:
         return {"error": str(e)}
+
+
+def _lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int | None = None,
+               tx: int | None = None) -> dict | None:
+    """The LB's checks of a trial: its stats read without error before and after (lb_stats_read)
+    and, given the backends' rx and the generator's tx, its forwarded count between them
+    (lb_counters_consistent, failed when the stats could not be read: never skipped). Returns
+    the per-backend packets."""
+    per_backend = _lb_per_backend(before, after)
+    if lb is None:
+        return per_backend
+    errors = [f"{when}: {st['error']}" for when, st in (("before", before), ("after", after)) if "error" in st]
+    v.require("lb_stats_read", not errors, "; ".join(errors))
+    if rx is not None and tx is not None:
+        fwd = sum(per_backend.values()) if per_backend is not None else None
+        v.require("lb_counters_consistent",
+                  fwd is not None and rx <= fwd * 1.001 + 10 and fwd <= tx * 1.001 + 10,
+                  f"lb forwarded {fwd}, backends received {rx}, generator sent {tx}" if fwd is not None
+                  else "not checked: the LB's stats could not be read")
+    return per_backend
 
 
 def _lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
@@ -167,7 +237,7 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     rx0 = sampler.read_total()
     sampler.start()
     try:
-        gen = run_traffic(ctx.testbed, profile, tun, rate, duration_s=duration)
+        gen = _traffic_watched(ctx, profile, tun, rate, duration)
         time.sleep(DRAIN_S)
     finally:
         series = sampler.stop()
@@ -176,28 +246,28 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     rx = rx1 - rx0
     tx = int(gen.get("tx_packets") or 0)
     steady = steady_state_of_counter(series["samples"])
-    per_backend = _lb_per_backend(st0, st1)
+    v = Validity()
+    per_backend = _lb_checks(v, lb, st0, st1, rx, tx)
     fwd = sum(per_backend.values()) if per_backend is not None else None
+    gone = ctx.watch.gone()
     out = {"payload": payload, "requested_pps": rate, "generator": gen,
            "tunables": gen.get("tunables"),  # what the generator ran with (it filled the testbed's)
            "rx_packets": rx, "tx_packets": tx, "rx_series": series, "rx_pps": steady.rate,
            "rx_cv_pct": steady.cv_pct, "steady_intervals": steady.intervals,
            "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
-           "lb_forwarded": fwd, "lb_per_backend": per_backend, "lb_stats_after": st1}
-    v = Validity()
+           "lb_forwarded": fwd, "lb_per_backend": per_backend, "lb_stats_after": st1,
+           "stopped_early": "; ".join(gone) if gone else None}
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "generator reported invalid")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
     v.require("sampler_ok", series["error"] is None, series["error"] or "")
     v.require("steady_state", steady.intervals >= 2,
               f"only {steady.intervals} steady sampling intervals (lengthen duration_s)")
     # counters consistent: nothing is received that was not sent, nor forwarded that was not received
+    # (the LB's part in _lb_checks)
     v.require("counters_consistent", rx <= tx * 1.001 + 10,
               f"backends received {rx} > generator sent {tx}")
-    if fwd is not None:
-        v.require("lb_counters_consistent", rx <= fwd * 1.001 + 10 and fwd <= tx * 1.001 + 10,
-                  f"lb forwarded {fwd}, backends received {rx}, generator sent {tx}")
     cost_s = float(ex.get("prog_cost_s") or 0)
-    if lb is not None and cost_s > 0:  # after the rate's phase: the statistics slow every program
+    if lb is not None and cost_s > 0 and not gone:  # after the rate's phase: the statistics slow every program
         out["lb_prog"] = _prog_cost(ctx, profile, tun, rate, cost_s)
     return out, v
 
@@ -317,11 +387,11 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     via = "direct" if point_lb(cfg, ctx.experiment, p) == "none" else "lb"
     st0 = _lb_stats(lb)
     s = probe(ctx.testbed, count=count, rate_qps=float(ex["rate_qps"]),
-              out=ctx.attempt.probe_records, via=via, capture=True)
+              out=ctx.attempt.probe_records, via=via, capture=True, watch=ctx.watch)
     st1 = _lb_stats(lb)
-    out = {"probe": s, "server": point_server(cfg, ctx.experiment, p), "via": via,
-           "lb_per_backend": _lb_per_backend(st0, st1)}
     v = Validity()
+    out = {"probe": s, "server": point_server(cfg, ctx.experiment, p), "via": via,
+           "lb_per_backend": _lb_checks(v, lb, st0, st1)}
     lost = int(s.get("lost") or 0)
     v.require("probes_answered", s.get("n", 0) > 0, "no probe was answered")
     v.require("loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
@@ -348,19 +418,30 @@ def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
     stop_all(ctx.testbed)  # a block's LB is the only one running
     blocks, captured = [], set()
     v = Validity()
+    stopped = None
     for i, kind in enumerate(order, 1):
         bd = ctx.attempt.block(i, kind)
         capture = kind not in captured
         captured.add(kind)
         lb = None if kind == "none" else get_lb(kind, ctx.testbed)
+        key = None
         try:  # stopped also when its start failed half-way: nothing of a block outlives it
             if lb is not None:
                 lb.start()
+                key = watch_lb(ctx, lb)
             s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
-                      via="direct" if kind == "none" else "lb", capture=capture)
+                      via="direct" if kind == "none" else "lb", capture=capture, watch=ctx.watch)
+        except NodeError as e:
+            if not ctx.watch.gone():
+                raise
+            stopped = f"block {i} ({kind}): {e}"  # an actor is gone: the remaining blocks would measure nothing
         finally:
+            if key is not None:
+                ctx.watch.release(key)  # stopped on purpose now; a death in its block is recorded
             if lb is not None:
                 lb.stop()
+        if stopped is not None:
+            break
         s.pop("per_query", None)  # the records and the pcap hold it; outputs stay small
         blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "captured": capture,
                        "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s})
@@ -372,9 +453,15 @@ def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
             tol, d = float(s["tolerance_us"]), s.get("pcap_median_diff_us")
             v.require(f"block_{i}_prober_pcap_agree", d is not None and abs(d) <= tol,
                       f"block {i} ({kind}): prober and pcap medians differ by {d} us (tolerance {tol:g} us)")
+        if ctx.watch.check():
+            stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
+            break
+    if stopped is not None:  # the remaining blocks would measure nothing
+        v.require("blocks_completed", False, f"{len(blocks)} of {len(order)} blocks completed, stopped early "
+                                             f"{stopped}")
     out = {"paired": True, "lbs": lbs, "order": order, "order_seed": seed, "rounds": int(ex["blocks"]),
            "block_probes": count, "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"]),
-           "server": point_server(cfg, ctx.experiment, ctx.point), "blocks": blocks}
+           "server": point_server(cfg, ctx.experiment, ctx.point), "blocks": blocks, "stopped_early": stopped}
     return out, v
 
 
@@ -394,24 +481,24 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
     sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), 1.0)
     st0 = _lb_stats(lb)
     rx0 = sampler.read_total()
-    gen = run_traffic(ctx.testbed, profile, tun, load, duration_s=duration)
+    gen = _traffic_watched(ctx, profile, tun, load, duration)
     time.sleep(DRAIN_S)
     rx = sampler.read_total() - rx0
     st1 = _lb_stats(lb)
     tx = int(gen.get("tx_packets") or 0)
+    v = Validity()
+    per_backend = _lb_checks(v, lb, st0, st1, rx, tx)
     offered_s = float(gen.get("duration_s") or duration)
     intended = int(round(load * duration))
     # the generator's failed checks (xenobench.traffic.trial.judge) except rate and count: the
     # search counts a shortfall as loss
     other = [c for c in gen.get("failed") or () if c not in ("rate", "count")]
-    per_backend = _lb_per_backend(st0, st1)
     out = {"payload": payload, "intended_load_pps": load, "intended_duration_s": duration,
            "offered": tx, "received": rx, "offered_duration_s": offered_s, "intended_count": intended,
            "unsent": max(0, intended - tx), "stretch": round(offered_s / duration, 4),
            "generator": gen, "tunables": gen.get("tunables"),
            "lb_forwarded": sum(per_backend.values()) if per_backend is not None else None,
            "lb_per_backend": per_backend}
-    v = Validity()
     v.require("generator_ok", not other, f"{', '.join(other)}: {gen.get('reason')}")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
     v.require("counters_consistent", rx <= tx * 1.001 + 10, f"backends received {rx} > generator sent {tx}")
@@ -428,10 +515,20 @@ def ndr_pdr_search(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     settings = SearchSettings.from_section(ex, f"{cfg.path}: experiments.ndr_pdr",
                                            max_load_pps=min(float(ex["max_load_pps"]), cap))
     sdir = TrialDir(ctx.attempt.path.parent).search
-    run = trial_runner(ctx.testbed, ctx.experiment, p, ctx.repetition, sdir,
-                       lambda c, d, load: search_trial(c, lb, d, load), ifaces=measured_ifaces(cfg),
+
+    def trial(c, d, load):  # each of the search's trials watches the set-up, the search stops when it is gone
+        if ctx.watch.check():
+            raise ActorGone("; ".join(ctx.watch.gone()))
+        watch_lb(c, lb)
+        return search_trial(c, lb, d, load)
+    run = trial_runner(ctx.testbed, ctx.experiment, p, ctx.repetition, sdir, trial, ifaces=measured_ifaces(cfg),
                        max_attempts=int(cfg.section("experiments")["max_attempts"]))
-    rec = run_search(settings, run, sdir)
+    try:
+        rec = run_search(settings, run, sdir)
+    except ActorGone as e:
+        v = Validity()
+        v.require("search_completed", False, f"stopped early: {e}")
+        return {"payload": payload, "stopped_early": str(e)}, v
     out = {"payload": payload, "search_record": str(sdir.record.relative_to(ctx.attempt.path.parent)),
            "max_load_pps": settings.max_load_pps, "min_load_pps": settings.min_load_pps,
            "relative_width_goal": settings.relative_width, "goals": rec["goals"], "n_trials": rec["n_trials"],
@@ -470,8 +567,11 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
     d = definition(experiment)
     proc = PROCEDURES[d.procedure]
     facts = point_facts(cfg, experiment, point)
+    stop_when_orphaned(progress)  # a job of a Snakemake that was killed does not run on unsupervised
 
     def measure(ctx, lb):
+        revive_setup(testbed, lb, facts["server"], progress)
+        watch_setup(ctx, lb, facts["server"])
         out, v = proc(ctx, lb)
         return {"facts": facts, **out}, v
     ex_all = cfg.section("experiments")

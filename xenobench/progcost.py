@@ -41,6 +41,21 @@ def xdp_prog_id(node, iface: str) -> int | None:
     return prog.get("id") if prog else None
 
 
+def remove_left_program(node, iface: str, pindir, prog: str) -> None:
+    """What a controller agent that died (kill -9) leaves: its program `prog` pinned under pindir
+    and attached to node:iface. Detaches it (only while the attached program is that one) and
+    removes the pins."""
+    r = node.run(["bpftool", "-j", "prog", "show", "pinned", f"{pindir}/progs/{prog}"], check=False)
+    try:
+        ours = json.loads(r.stdout).get("id") if r.ok else None
+    except ValueError:
+        ours = None
+    if ours is not None and xdp_prog_id(node, iface) == ours:
+        for mode in ("xdp", "xdpgeneric"):
+            node.run(["ip", "link", "set", "dev", iface, mode, "off"], check=False)
+    node.run(["rm", "-rf", str(pindir)], check=False)
+
+
 def prog_run_stats(node, prog_id: int) -> dict:
     """{"id", "name", "run_cnt", "run_time_ns"} of one program (0 while statistics were never on)."""
     r = node.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)], check=False)

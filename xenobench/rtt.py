@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import pcap_rtt
+from .actors import Watch, tagged
 from .agents.prober import read_records
 from .backends import load_backends
 from . import dns as dns_service
@@ -69,13 +70,56 @@ def choose_source(cfg, backend_name: str) -> str:
                       f"whose last {bs.class_bits} bits are one of them")
 
 
+PROBER_TAG = "rtt-prober"
+WATCH_S = 0.2  # how often the actors are checked while the prober runs
+
+
+def _summary(text: str) -> dict | None:
+    """The prober's summary: the last line of its output, a JSON object."""
+    try:
+        d = json.loads(text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def _run_prober(node, argv: list[str], timeout_s: float, watch: Watch) -> dict:
+    """Run the prober on `node` to its end and return its summary, watched as the trial's actor
+    "prober" (xenobench.actors) beside the others; when one is gone the prober is stopped at once
+    (its queries would measure nothing) and NodeError names what is gone."""
+    log = node.log_path(PROBER_TAG)
+    offset = len(node.read_text(log))
+    node.start(PROBER_TAG, argv, log=log)
+    watch.add("prober", "prober", tagged(node, PROBER_TAG),
+              finished=lambda: _summary(node.read_text(log)[offset:]) is not None)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while node.running(PROBER_TAG) and not watch.check() and time.monotonic() < deadline:
+            time.sleep(WATCH_S)
+    finally:
+        watch.release("prober")
+        node.stop(PROBER_TAG)
+    text = node.read_text(log)[offset:]
+    gone = watch.gone()
+    if gone:
+        last = text.strip().splitlines()[-1:]
+        raise NodeError(f"Failed to probe from {node.name}: stopped early: {'; '.join(gone)}"
+                        + (f" (the prober's last output: {last[0][:200]})" if last else ""))
+    summary = _summary(text)
+    if summary is None:
+        late = f"no end within {timeout_s:g} s; " if time.monotonic() >= deadline else ""
+        raise NodeError(f"Failed to read the prober's summary on {node.name}: {late}output {text[-300:]!r}")
+    return summary
+
+
 def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", capture: bool = True,
-          expect: str | None = "config", enable_hw: bool | None = None) -> dict:
+          expect: str | None = "config", enable_hw: bool | None = None, watch: Watch | None = None) -> dict:
     """Send `count` queries at `rate_qps` from the client node to the VIP, via the LB (dst MAC =
     cfg.lb_mac) or directly to the DNS backend (via="direct"); raw records to `out` (JSONL), a
     pcap beside it (capture=True) analysed with pcap_rtt. expect: the A record a correct answer
     holds ("config": the config's qname record; None: any reply counts, e.g. a reflector).
-    enable_hw: turn on the NIC's hardware timestamping first (None: dns.prober.hardware_timestamps)."""
+    enable_hw: turn on the NIC's hardware timestamping first (None: dns.prober.hardware_timestamps).
+    watch: the trial's actors (xenobench.actors), checked while the prober runs; it is one of them."""
     if count < 1 or rate_qps <= 0:
         raise ConfigError(f"Failed to probe: count must be >= 1 and rate > 0 (got count={count}, rate={rate_qps})")
     cfg, s = testbed.cfg, dns_service.settings(testbed.cfg)
@@ -129,16 +173,12 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
                                 "--port", str(s.port), "--qname", s.qname, "--expect", expect or "",
                                 "--count", str(count), "--rate", str(rate_qps), "--timeout", str(s.timeout_s),
                                 "--out", r_out, *(["--enable-hw"] if enable_hw else []))
-        res = node.run(argv, timeout=count / rate_qps + s.timeout_s + 60)
+        summary = _run_prober(node, argv, count / rate_qps + s.timeout_s + 60, watch or Watch())
     finally:
         if capture:
             time.sleep(1.3)  # the ring hands tcpdump its last block within 1 s
             node.stop(tag)
         node.run(["ip", "neigh", "del", s.vip, "dev", ci.name], check=False)
-    try:
-        summary = json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise NodeError(f"Failed to read the prober's summary on {cn.name}: {res.stdout[-300:]!r}") from None
     node.collect(r_out, out)
     summary |= {"server": running, "via": via, "src": src, "dst_mac": mac, "raw": str(out), "pcap_file": None, "pcap": None,
                 "pcap_median_diff_us": None, "tolerance_us": s.tolerance_us}

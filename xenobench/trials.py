@@ -11,12 +11,15 @@ result.json (final validity, attempts, the chosen attempt's outputs).
 
 A trial whose validity fails (or whose CPUs lost more than experiments.max_steal_share to steal
 time) is retried up to `max_attempts`; if every attempt fails it is kept
-and marked invalid, never dropped. A directory with result.json is complete and is not re-run when its
+and marked invalid, never dropped. Every actor of an attempt (the LB, the DNS server, the prober:
+xenobench.actors) is checked at its end: one that died, was restarted or could not be checked makes
+it invalid by name (`<actor>_alive`), outputs["actors"] records each. A directory with result.json is complete and is not re-run when its
 params.json names the same point (trial_params, reusable); one recorded for another is set aside.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -30,9 +33,10 @@ from pathlib import Path
 from typing import Callable
 
 from . import REPO_ROOT, machine
+from .actors import Watch
 from .counters import diff, snapshot
 from .errors import DataError, NodeError, XenobenchError
-from .layout import AttemptDir, TrialDir
+from .layout import AttemptDir, TrialDir, write_failed, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,8 @@ class TrialContext:
     repetition: int
     attempt: AttemptDir
     params: dict
+    #: the attempt's actors (xenobench.actors): procedures add theirs, run_trial judges them at the end
+    watch: Watch = field(default_factory=Watch)
 
 
 Procedure = Callable[[TrialContext], tuple[dict, Validity]]
@@ -190,9 +196,9 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         shutil.rmtree(stale)
     trial.path.mkdir(parents=True, exist_ok=True)
     params = trial_params(testbed.cfg, experiment, point, repetition)
-    trial.params.write_text(json.dumps(params, indent=1))
+    write_json_atomic(trial.params, params, indent=1)
     meta = host_metadata(testbed, ifaces)
-    trial.metadata.write_text(json.dumps(meta, indent=1))
+    write_json_atomic(trial.metadata, meta, indent=1)
     max_steal = float(testbed.cfg.section("experiments").get("max_steal_share", 1.0))
     attempts = []
     chosen = None
@@ -201,7 +207,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         att.path.mkdir(exist_ok=True)
         time.sleep(settle_s)
         before = _snap_all(testbed, ifaces)
-        att.counters_before.write_text(json.dumps(before, indent=1))
+        write_json_atomic(att.counters_before, before, indent=1)
         ctx = TrialContext(testbed, experiment, point, repetition, att, params)
         m0 = machine.snapshot(testbed)
         t0 = time.monotonic()
@@ -210,18 +216,23 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         except XenobenchError as e:
             outputs, validity = {"error": str(e)}, Validity()
             validity.require("procedure_completed", False, str(e))
+        except OSError as e:  # a record the procedure wrote (probes, a capture): the results disk
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise write_failed(e.filename or att.path, e) from None
+        outputs["actors"] = ctx.watch.judge(validity)  # every actor alive to the end, or the trial is invalid
         # what the machine did meanwhile (xenobench.machine), in the metadata; too much steal: retried
         load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), max_steal)
         meta.setdefault("machine", {})[att.path.name] = load
-        trial.metadata.write_text(json.dumps(meta, indent=1))
+        write_json_atomic(trial.metadata, meta, indent=1)
         if load["flagged"]:
             validity.require("machine_steal", False, machine.steal_reason(load))
         after = _snap_all(testbed, ifaces)
-        att.counters_after.write_text(json.dumps(after, indent=1))
+        write_json_atomic(att.counters_after, after, indent=1)
         outputs["counters"] = counter_diffs(before, after)
         outputs["seconds"] = round(time.monotonic() - t0, 3)
-        att.outputs.write_text(json.dumps(outputs, indent=1, default=str))
-        att.validity.write_text(json.dumps(validity.as_dict(), indent=1))
+        write_json_atomic(att.outputs, outputs, indent=1, default=str)
+        write_json_atomic(att.validity, validity.as_dict(), indent=1)
         attempts.append({"attempt": n, **validity.as_dict()})
         progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}: "
                  f"{'valid' if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")

@@ -105,6 +105,10 @@ def render_bind9(s: DnsSettings, directory: str) -> tuple[str, str]:
     return conf, zone
 
 
+def _xdp_pindir(testbed) -> Path:
+    return testbed.bpffs_dir / "dns-xdp"
+
+
 def server_argv(testbed, kind: str) -> list[str]:
     """The command that runs the server (or its controller) on the DNS backend node."""
     _check_kind(kind)
@@ -129,7 +133,7 @@ def server_argv(testbed, kind: str) -> list[str]:
         "xenobench.agents.dns_xdp", "run", "--iface", ncfg.iface().name, "--vip", s.vip, "--port", str(s.port),
         "--zone", s.zone, "--answer", s.answer, "--ttl", str(s.ttl), "--mode", s.xdp_mode,
         "--src-mac", ncfg.iface().mac, *sum((["--peer", p] for p in peers), []),
-        "--pin-dir", str(testbed.bpffs_dir / "dns-xdp"), *(["--generic"] if s.xdp_generic else []))
+        "--pin-dir", str(_xdp_pindir(testbed)), *(["--generic"] if s.xdp_generic else []))
 
 
 def start_server(testbed, kind: str) -> dict:
@@ -180,11 +184,24 @@ def start_server(testbed, kind: str) -> dict:
                     f"(log {h.log})")
 
 
+def server_process(testbed, kind: str):
+    """The liveness method (xenobench.actors): the running server's ProcessHandle, None when it is
+    not running."""
+    from ..actors import tagged
+    _check_kind(kind)
+    return tagged(testbed.node_for_role("dns_backend"), TAGS[kind])()
+
+
 def stop_server(testbed, kind: str) -> bool:
-    """Stop the server (the XDP controller detaches and unpins on SIGTERM); False if not running."""
+    """Stop the server (the XDP controller detaches and unpins on SIGTERM); False if not running
+    (an XDP controller that died is cleaned up after: its program detached, its pins removed)."""
     _check_kind(kind)
     node = testbed.node_for_role("dns_backend")
     was = node.stop(TAGS[kind], timeout=10)
+    if kind == "xdp" and not was:
+        from ..agents.dns_xdp import PROG
+        from ..progcost import remove_left_program
+        remove_left_program(node, testbed.cfg.role("dns_backend").iface().name, _xdp_pindir(testbed), PROG)
     if not any(node.running(TAGS[k]) for k in KINDS):
         testbed.restore_backend_sink(node.name)  # no server left on the interface
     return was

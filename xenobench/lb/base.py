@@ -18,6 +18,8 @@ UPDATE_TIMEOUT_S = 10    # a running LB reports a runtime change (applied or ref
 
 class LoadBalancer(ABC):
     kind: str = ""
+    #: the tag its process runs under on `node` (Node process API): what running() and process() read
+    tag: str = ""
     #: what the LB needs of the testbed around it, set up by Testbed.provide before it starts and
     #: withdrawn after it stops (e.g. an encapsulating LB: routing by the outer destination in the
     #: switch, decapsulation on the backends); a testbed that cannot provide one refuses by name
@@ -49,8 +51,19 @@ class LoadBalancer(ABC):
         """{"backends": [{"name", "mac", "packets", "bytes"}...], "miss", "non_ipv4",
         "malformed", "mode"}, summed over CPUs."""
 
+    @property
+    def node(self):
+        """The node its process runs on."""
+        return self.testbed.node(self.cfg.role("lb").name)
+
+    def process(self):
+        """The liveness method (xenobench.actors): its running process's ProcessHandle, None when
+        it is not running."""
+        from ..actors import tagged
+        return tagged(self.node, self.tag)()
+
     def running(self) -> bool:
-        return False
+        return self.node.running(self.tag)
 
     #: why this kind has no runtime update path (None: it has one, `update` is overridden)
     no_update: str | None = "it has no runtime update path"

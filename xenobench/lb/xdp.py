@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..backends import write_canonical
 from ..errors import ConfigError, NodeError
+from ..progcost import remove_left_program
 from .base import CONTROLLER_START_S, UPDATE_TIMEOUT_S, LoadBalancer
 
 
@@ -29,10 +30,6 @@ class XdpControllerLB(LoadBalancer):
     @property
     def tag(self) -> str:
         return f"lb-{self.kind}"
-
-    @property
-    def node(self):
-        return self.testbed.node(self.cfg.role("lb").name)
 
     @property
     def pindir(self) -> Path:
@@ -92,12 +89,13 @@ class XdpControllerLB(LoadBalancer):
 
     def stop(self) -> bool:
         try:
-            return self.node.stop(self.tag, timeout=5)
+            was = self.node.stop(self.tag, timeout=5)
+            if not was:  # an agent that died (kill -9) left its program attached and its maps pinned
+                remove_left_program(self.node, self.ports()[1].name, self.pindir,
+                                    importlib.import_module(self.agent).AGENT.prog)
+            return was
         finally:
             self.withdraw_needs()
-
-    def running(self) -> bool:
-        return self.node.running(self.tag)
 
     def update(self, backends, *, timeout: float = UPDATE_TIMEOUT_S) -> dict:
         """The agent's runtime change (XdpLbAgent.update, SIGHUP), if it has one."""

@@ -1,0 +1,147 @@
+"""The actors of a trial and the one check that they lived through it.
+
+An actor is a process the trial relies on besides the harness: the load balancer, the DNS server,
+the prober. (The generator answers for itself: a generator that dies prints no result, and its
+TrialResult's `fault` check fails the trial, xenobench.traffic.trial.judge.) Each is watched
+through its driver's liveness method, a callable returning the actor's live ProcessHandle of the
+Node process API or None (LoadBalancer.process, xenobench.dns.server_process, the prober's in
+xenobench.rtt), so every transport and every LB is checked the same way.
+
+    w = ctx.watch                               # one per attempt (xenobench.trials.run_trial)
+    w.add("lb_xenoflow", "load balancer xenoflow", lb.process)
+    if w.check(): ...                           # between samples or blocks: stop early
+    w.release("lb_xenoflow")                    # before the trial stops it on purpose
+    outputs["actors"] = w.judge(validity)       # run_trial, at the attempt's end
+
+An actor is gone when its process has ended, when another process now runs under its tag (it was
+restarted: the pid and start time the trial began with no longer match) or when its liveness
+could not be read (a node that no longer answers). Every gone actor fails the check
+`<key>_alive`, whose reason names the actor, its pid and node, when it was last seen alive and
+when it was found gone (seconds from the attempt's start); outputs["actors"] records each actor.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import XenobenchError
+from .nodes.base import ProcessHandle
+
+Liveness = Callable[[], "ProcessHandle | None"]
+
+
+class ActorGone(Exception):
+    """Stops a trial early from inside trials nested in it (a search's): not a XenobenchError, so
+    the nested run_trial passes it on to the procedure that watches (the outer trial records why)."""
+
+
+@dataclass
+class Actor:
+    key: str                          # "lb_xenoflow", "dns_server_xdp", "prober": the check <key>_alive
+    what: str                         # how a reason names it: "load balancer xenoflow"
+    process: Liveness
+    handle: ProcessHandle | None = None   # the process the actor was when it was added
+    last_seen: float | None = None    # monotonic: the last check that found it alive
+    found_gone: float | None = None   # monotonic: the check that found it gone
+    how: str = ""                     # why it is gone
+    watched: bool = True              # False once released (stopped on purpose) or finished
+    finished: Callable[[], bool] | None = None  # an actor that ends by itself: did it end done?
+
+    @property
+    def gone(self) -> bool:
+        return self.found_gone is not None
+
+
+class Watch:
+    """The actors of one attempt (module docstring)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.t0 = clock()
+        self.actors: dict[str, Actor] = {}
+
+    def add(self, key: str, what: str, process: Liveness, finished: Callable[[], bool] | None = None) -> None:
+        """Watch an actor from now on; one not running now is gone at once. `finished`: for an
+        actor that ends by itself (the prober), whether it ended having done its work (then it is
+        not gone). Adding a key again (a block's LB started again) watches the new process,
+        unless the old one was found gone."""
+        old = self.actors.get(key)
+        if old is not None and old.gone:
+            return
+        a = self.actors[key] = Actor(key, what, process, finished=finished)
+        self._read(a, at_start=True)
+
+    def release(self, key: str) -> None:
+        """A last check before the trial stops the actor on purpose; not watched afterwards."""
+        a = self.actors.get(key)
+        if a is not None and a.watched:
+            self._read(a)
+            a.watched = False
+
+    def check(self) -> list[str]:
+        """Check every watched actor now; what names the gone ones (empty: all alive)."""
+        for a in self.actors.values():
+            if a.watched and not a.gone:
+                self._read(a)
+        return self.gone()
+
+    def gone(self) -> list[str]:
+        """The gone actors' reasons, without checking again."""
+        return [self.reason(a) for a in self.actors.values() if a.gone]
+
+    def _read(self, a: Actor, at_start: bool = False) -> None:
+        try:
+            h = a.process()
+        except XenobenchError as e:  # the node did not answer: its actor cannot be vouched for
+            self._lost(a, f"could not be checked ({e})")
+            return
+        if at_start:
+            if h is None and a.finished is not None and a.finished():
+                a.watched = False
+            elif h is None:
+                self._lost(a, "was not running at the start")
+            else:
+                a.handle, a.last_seen = h, self.clock()
+        elif h is not None and (h.pid, h.starttime_ticks) == (a.handle.pid, a.handle.starttime_ticks):
+            a.last_seen = self.clock()
+        elif h is None and a.finished is not None and a.finished():
+            a.watched = False  # it ended, its work done
+        else:
+            self._lost(a, "died" if h is None else f"was restarted (now pid {h.pid})")
+
+    def _lost(self, a: Actor, how: str) -> None:
+        a.watched = False
+        a.found_gone, a.how = self.clock(), how
+
+    def _s(self, t: float | None) -> float | None:
+        return None if t is None else round(t - self.t0, 3)
+
+    def reason(self, a: Actor) -> str:
+        where = f" (pid {a.handle.pid} on {a.handle.node})" if a.handle else ""
+        seen = (f"last seen alive {self._s(a.last_seen):.2f} s into the attempt" if a.last_seen is not None
+                else "not seen alive in this attempt")
+        return f"{a.what}{where} {a.how}: {seen}, found gone at {self._s(a.found_gone):.2f} s"
+
+    def judge(self, validity) -> dict:
+        """Check every watched actor a last time, add `<key>_alive` to the Validity per actor and
+        return the record outputs["actors"] keeps."""
+        self.check()
+        out = {}
+        for a in self.actors.values():
+            validity.require(f"{a.key}_alive", not a.gone, self.reason(a) if a.gone else "")
+            out[a.key] = {"what": a.what, "node": a.handle.node if a.handle else None,
+                          "pid": a.handle.pid if a.handle else None, "alive": not a.gone,
+                          "how": a.how or None, "last_seen_alive_s": self._s(a.last_seen),
+                          "found_gone_s": self._s(a.found_gone)}
+        return out
+
+
+def tagged(node, tag: str) -> Liveness:
+    """The liveness method of a process started under `tag` on `node` (Node process API)."""
+    def process() -> ProcessHandle | None:
+        h = node.handle(tag)
+        return h if h is not None and node.running(tag) else None
+    return process
+
