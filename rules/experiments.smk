@@ -35,7 +35,9 @@ rule experiment_point:
     params:
         xb=XB,
     shell:
-        "{params.xb} experiment run {wildcards.experiment} {wildcards.point} > {log} 2> >(tee -a {log} >&2)"
+        # both streams append to the one log (a truncating `> {log}` beside `tee -a` wrote the final
+        # JSON over the progress lines); the progress lines also go to the terminal
+        ": > {log}; {params.xb} experiment run {wildcards.experiment} {wildcards.point} >> {log} 2> >(tee -a {log} >&2)"
 
 
 rule aggregate:
