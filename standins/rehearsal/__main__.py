@@ -1,0 +1,45 @@
+"""python -m standins.rehearsal up|down|status --config config/rehearsal.yaml [--sudo-rule]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from xenobench.errors import XenobenchError
+
+from .lab import Lab
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m standins.rehearsal",
+                                 description="The rehearsal lab: the thesis testbed's nodes as namespaces "
+                                             "reached over SSH (standins/rehearsal/README.md).")
+    ap.add_argument("command", choices=["up", "down", "status", "sudo-rule"])
+    ap.add_argument("--config", default="config/rehearsal.yaml")
+    ap.add_argument("--sudo-rule", action="store_true",
+                    help="install the DPU login's sudoers rule that `xenobench deploy` prints (as the operator)")
+    a = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("rehearsal: Failed to run the lab: it needs root (namespaces, mounts, sshd)", file=sys.stderr)
+        return 1
+    try:
+        lab = Lab(a.config, sudo_rule=a.sudo_rule)
+        if a.command == "up":
+            out = lab.up()
+        elif a.command == "down":
+            out = lab.down()
+        elif a.command == "sudo-rule":
+            out = {"installed": lab.install_sudo_rule()}
+        else:
+            out = lab.status()
+    except XenobenchError as e:
+        print(f"rehearsal: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
