@@ -20,12 +20,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="config/rehearsal.yaml")
     ap.add_argument("--sudo-rule", action="store_true",
                     help="install the DPU login's sudoers rule that `xenobench deploy` prints (as the operator)")
+    ap.add_argument("--eswitch-mode", default="switchdev", choices=["switchdev", "legacy"],
+                    help="what the DPU's devlink stand-in reports for the PFs (default: a DPU-mode BlueField's)")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("rehearsal: Failed to run the lab: it needs root (namespaces, mounts, sshd)", file=sys.stderr)
         return 1
     try:
-        lab = Lab(a.config, sudo_rule=a.sudo_rule)
+        lab = Lab(a.config, sudo_rule=a.sudo_rule, eswitch_mode=a.eswitch_mode)
         if a.command == "up":
             out = lab.up()
         elif a.command == "down":

@@ -70,6 +70,12 @@ EMU_LIB = REPO_ROOT / "lb" / "build" / "emu" / "libdoca_emu.a"
 EMU_INCLUDE = REPO_ROOT / "lb" / "emu" / "include"
 TREX_STANDIN = REPO_ROOT / "standins" / "trex"
 XDPGEN = REPO_ROOT / "loadgen" / "build" / "xdpgen"
+#: Ubuntu's /etc/environment PATH, which pam_env gives every login of a stock BFB; the lab's sshds
+#: run without PAM (nothing of the host's PAM stack in a namespace), so sshd's SetEnv gives it
+UBUNTU_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/games:/usr/local/games:/snap/bin"
+#: what a DPU-mode BlueField's PFs report (NVIDIA BlueField docs, "Modes of Operation": in DPU mode
+#: the Arm side owns the eSwitch, whose PFs are in switchdev mode); devlink-dev(8)'s output format
+ESWITCH_MODE = "switchdev"
 MGMT_NET = ipaddress.ip_network("203.0.113.0/24")  # TEST-NET-3 (RFC 5737): the lab's management LAN
 
 
@@ -97,12 +103,13 @@ class LabTopology(NamespaceTopology):
 
 
 class Lab:
-    def __init__(self, config: str | os.PathLike, *, sudo_rule: bool = False):
+    def __init__(self, config: str | os.PathLike, *, sudo_rule: bool = False, eswitch_mode: str = ESWITCH_MODE):
         self.cfg = load_config(config)
         self.prefix = self.cfg.prefix
         self.root = Path(f"/var/lib/{self.prefix}rehearsal")
         self.record_file = Path("/run/xenobench") / f"{self.prefix}rehearsal.json"
         self.sudo_rule = sudo_rule
+        self.eswitch_mode = eswitch_mode
         lb = self.cfg.role("lb")
         dpus = self.cfg.nodes_with_role("dpu")
         self.lb, self.dpu = lb, (dpus[0] if dpus else None)
@@ -270,7 +277,8 @@ class Lab:
             "HostKey /etc/ssh/ssh_host_ed25519_key",
             "PermitRootLogin prohibit-password", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "UsePAM no", "PidFile none",
-            "Subsystem sftp internal-sftp", ""]))
+            "Subsystem sftp internal-sftp",
+            *([f"SetEnv PATH={UBUNTU_PATH}"] if n.ssh.user != "root" else []), ""]))
         (up / "hostname").write_text(f"{node}\n")
         (up / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {node}\n")
         pub = Path(os.path.expanduser(n.ssh.key) + ".pub").read_text()
@@ -290,6 +298,8 @@ class Lab:
             (d / "dev.upper" / "hugepages").mkdir(parents=True, exist_ok=True)
             (d / "dev.work").mkdir(exist_ok=True)
             (up / "openvswitch").mkdir(exist_ok=True)
+            (d / "varlib-ovs").mkdir(exist_ok=True)
+            self._devlink_standin(d, n)
             if self.sudo_rule:
                 self.install_sudo_rule(node)
 
@@ -318,6 +328,25 @@ class Lab:
             os.chown(p, LAB_UID, LAB_UID)
         os.chmod(home, 0o750)
         os.chmod(home / ".ssh", 0o700)
+
+    def _devlink_standin(self, d: Path, n) -> None:
+        """/usr/local/sbin/devlink on the DPU node (an overlay of /usr/local there): a stand-in at
+        the hardware boundary that answers `devlink dev eswitch show pci/ADDR` for the config's PCI
+        addresses as a DPU-mode BlueField's PFs do (veths have no eSwitch) and hands every other
+        command to the real devlink."""
+        cases = []
+        for i in n.interfaces:
+            if i.pci:
+                pci = i.pci if i.pci.count(":") == 2 else f"0000:{i.pci}"
+                cases.append(f'    pci/{pci}) echo "pci/{pci}: mode {self.eswitch_mode} inline-mode none '
+                             f'encap-mode basic"; exit 0;;')
+        f = d / "usrlocal.upper" / "sbin" / "devlink"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        (d / "usrlocal.work").mkdir(exist_ok=True)
+        f.write_text("#!/bin/sh\n# devlink stand-in of the rehearsal lab (standins/rehearsal/lab.py): the "
+                     "BlueField's eSwitch\nif [ \"$1 $2 $3\" = \"dev eswitch show\" ]; then\n  case \"$4\" in\n"
+                     + "\n".join(cases) + "\n  esac\nfi\nexec /usr/sbin/devlink \"$@\"\n")
+        os.chmod(f, 0o755)
 
     def install_sudo_rule(self, node: str | None = None) -> str:
         """Install the sudoers rule `xenobench deploy` prints for the DPU login (its fix column),
@@ -401,6 +430,9 @@ class Lab:
                   "mount -t bpf bpf /sys/fs/bpf"]
         if n.role == "dpu":
             lines += [f"mount --bind {q(str(d / 'sys-hugepages'))} /sys/kernel/mm/hugepages",
+                      f"[ ! -d /var/lib/openvswitch ] || mount --bind {q(str(d / 'varlib-ovs'))} /var/lib/openvswitch",
+                      f"mount -t overlay {self.prefix}usrlocal -o lowerdir=/usr/local,"
+                      f"upperdir={q(str(d / 'usrlocal.upper'))},workdir={q(str(d / 'usrlocal.work'))} /usr/local",
                       f"mkdir -p {q(str(d / 'hostdev'))}", f"mount --rbind /dev {q(str(d / 'hostdev'))}",
                       f"mount -t overlay {self.prefix}dev -o lowerdir=/dev,upperdir={q(str(d / 'dev.upper'))},"
                       f"workdir={q(str(d / 'dev.work'))} /dev"]
@@ -457,6 +489,8 @@ class Lab:
             if time.monotonic() > deadline:
                 raise LabError(f"Failed to start Open vSwitch on {node}: the node did not come up")
             time.sleep(0.05)
+        # the node's own database: Debian's /etc/openvswitch/conf.db links into /var/lib/openvswitch,
+        # which is the node's own directory (node_script)
         run(node, "ovsdb-tool", "create", "/etc/openvswitch/conf.db", str(OVS_SCHEMA))
         run(node, "ovsdb-server", "/etc/openvswitch/conf.db", "--remote=punix:/run/openvswitch/db.sock",
             "--pidfile", "--detach", "--log-file=/var/log/openvswitch-ovsdb-server.log")
