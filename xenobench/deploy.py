@@ -311,9 +311,13 @@ def purge(testbed) -> list[str]:
                 if n.remove_deployed():
                     out.append(n.name)
                 if n.ncfg.role == "dpu" and cfg_has_xenoflow(testbed.cfg):
-                    src = testbed.cfg.section("xenoflow").get("remote_src")
+                    sec = testbed.cfg.section("xenoflow")
+                    src, build = sec.get("remote_src"), sec.get("build_dir")
                     if src:
-                        n.run(["rm", "-rf", "--", src, f"{src}.tar.gz"], check=False)
+                        # the build directory too, and their parent once empty (xenobench-xenoflow/)
+                        n.run(["sh", "-c", 'rm -rf -- "$1" "$1.tar.gz" ${2:+"$2"}; for d in "$1" $2; do '
+                               'p=$(dirname -- "$d"); [ "$p" = . ] || rmdir -- "$p" 2>/dev/null; done; true',
+                               "sh", src, build or ""], check=False)
             except NodeError:
                 continue
     return out

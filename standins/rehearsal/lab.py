@@ -52,6 +52,7 @@ from xenobench.config import Config, load_config
 from xenobench.deploy import dpu_sudo_commands
 from xenobench.errors import XenobenchError
 from xenobench.nodes.base import sudoers_rule
+from xenobench.testbed.bpffs import BPF_PRELOAD
 from xenobench.testbed.switch import SwitchFastpath, _bpftool_batch, _hex
 from xenobench.testbed.topology import NamespaceTopology, existing_namespaces, ip, kill_ns_processes
 
@@ -162,6 +163,9 @@ class Lab:
             for n in self.cfg.nodes:
                 self._node_files(n)
                 self._start_node(n)
+            rec = self.record()
+            rec["opt"] = [str(p) for p in sorted(self.root.glob("nodes/*/opt/**/*")) if p.is_file()]
+            self.record_file.write_text(json.dumps(rec, indent=1))
             if self.dpu:
                 self._start_ovs(self.dpu.name)
             self._wait_sshd()
@@ -396,7 +400,11 @@ class Lab:
         inc = opt / (prefix / "include").relative_to("/opt")
         shutil.copytree(EMU_INCLUDE, inc, dirs_exist_ok=True)
         (opt / libdir.relative_to("/opt")).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(EMU_LIB, opt / libdir.relative_to("/opt") / "libdoca_emu.a")
+        # meson makes the project's static libraries thin archives (members by path into lb/build):
+        # the SDK ships a real one, so the members are copied into a new archive
+        members = sh("ar", "t", str(EMU_LIB)).stdout.split()
+        dest = opt / libdir.relative_to("/opt") / "libdoca_emu.a"
+        sh("ar", "rcs", str(dest), *[str(EMU_LIB.parent / m) if not m.startswith("/") else m for m in members])
         (opt / pcdir.relative_to("/opt")).mkdir(parents=True, exist_ok=True)
         for m in DOCA_PC:
             libs = f"Libs: -L{libdir} -ldoca_emu\nRequires: libbpf\n" if m == "doca-flow" else "Requires: doca-flow\n"
@@ -504,6 +512,52 @@ class Lab:
             for p in ports:
                 add += ["--", "add-port", br, p]
         run(node, *add, timeout=60)
+
+    # --- what the harness left --------------------------------------------------------------
+    def leftovers(self) -> list[str]:
+        """What is on the nodes that the lab did not put there (after `testbed down --purge`
+        nothing should be): processes, files in the homes, /tmp and /opt, pins in the node's
+        bpffs, XDP programs on its interfaces, OVS flows beyond the bridges' NORMAL one."""
+        out = []
+        for node, n in self.cfg.nodes.items():
+            d = self.node_dir(node)
+            ns = self.ns(node)
+            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            ours = {str(self.sshd_pid(node))}
+            for pidfile in (d / "run" / "openvswitch").glob("*.pid"):
+                ours.add(pidfile.read_text().strip())
+            for pid in pids:
+                try:
+                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                    ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                except OSError:
+                    continue
+                if pid in ours or (comm.startswith("ovs") and ppid in ours):
+                    continue
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                out.append(f"{node}: process {pid} ({args.strip()})")
+            homes = [d / "root"] + [p for p in (d / "home").iterdir()]
+            for h in homes:
+                for p in sorted(h.iterdir()):
+                    if p.name not in (".ssh", ".sudo_as_admin_successful", ".cache"):
+                        out.append(f"{node}: file {'/root' if h.name == 'root' else '/home/' + h.name}/{p.name}")
+            for p in sorted((d / "tmp").iterdir()):
+                out.append(f"{node}: file /tmp/{p.name}")
+            for p in sorted((d / "opt").rglob("*")):
+                if p.is_file() and str(p) not in self.record().get("opt", []):
+                    out.append(f"{node}: file /opt/{p.relative_to(d / 'opt')}")
+            pins = self.in_node(node, "ls", "-A", "/sys/fs/bpf", check=False).stdout.split()
+            out += [f"{node}: pin /sys/fs/bpf/{x}" for x in pins if x not in BPF_PRELOAD]
+            for link in json.loads(ip("-n", ns, "-j", "link", "show").stdout or "[]"):
+                if link.get("xdp"):
+                    out.append(f"{node}: XDP program on {link['ifname']}")
+            if n.role == "dpu":
+                for br in STOCK_BRIDGES:
+                    flows = self.in_node(node, "ovs-ofctl", "--names", "--no-stats", "dump-flows", br,
+                                         check=False).stdout.splitlines()
+                    out += [f"{node}: OVS flow on {br}: {f.strip()}" for f in flows
+                            if f.strip() and f.strip() != "priority=0 actions=NORMAL"]
+        return out
 
     # --- down ----------------------------------------------------------------------------------
     def down(self) -> dict:

@@ -75,6 +75,15 @@ def failure_reason(log: str) -> str:
     return "; ".join(msgs) if msgs else (lines[-1] if lines else "exited")
 
 
+def build_errors(output: str, limit: int = 5) -> str:
+    """The lines of a failed meson/ninja/cc run that say what failed (FAILED:, error:, ERROR:,
+    undefined reference), at most `limit`; the last line if there are none."""
+    keys = ("FAILED:", "error:", "ERROR:", "undefined reference", "Dependency")
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    hits = [ln for ln in lines if any(k in ln for k in keys) and not ln.startswith("cc ")]
+    return "; ".join(hits[:limit]) if hits else (lines[-1] if lines else "no output")
+
+
 def build_modules() -> list[str]:
     """The pkg-config modules of XenoFlow's DOCA build: every dependency('name') in lb/meson.build,
     in order (the file is the one owner of that list)."""
@@ -255,6 +264,12 @@ class XenoFlowLB(LoadBalancer):
                 continue
             if what == "ovs-check":
                 self._check_bridge(node, argv)
+                continue
+            if what == "build":
+                r = node.run(argv, timeout=600, check=False)
+                if not r.ok:  # the compiler's and ninja's own lines, not ninja's last "build stopped"
+                    raise NodeError(f"Failed to build xenoflow on {node.name}: `{shlex.join(argv)}` exited with "
+                                    f"status {r.returncode}: {build_errors(r.stdout + r.stderr)}")
                 continue
             node.run(argv, timeout=600)
         argv = steps[-1][1]
