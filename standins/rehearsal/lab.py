@@ -229,6 +229,13 @@ class Lab:
             self._veth(HOST_PF["pf1hpf"], self.ns(lb.name), "pf1hpf", self.ns(dpu.name))
             sh("bridge", "-n", sw, "fdb", "replace", host.mac, "dev", self.topo.switch_port(dpu.name, p0.name),
                "master", "static")
+            # the representors take what the host's port sends with XDP_TX (the eBPF LB) only
+            # through native XDP: an XDP_PASS program on each (xdp_pass.bpf.c)
+            obj = self.root / "xdp_pass.bpf.o"
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            sh("clang", "-O2", "-target", "bpf", "-c", str(Path(__file__).with_name("xdp_pass.bpf.c")), "-o", str(obj))
+            for rep in HOST_PF:
+                ip("-n", self.ns(dpu.name), "link", "set", "dev", rep, "xdpdrv", "obj", str(obj), "sec", "xdp")
         if self.cfg.section("testbed").get("switch_fastpath", True):
             self.note("pin_dirs", str(self.topo.pin_dir))
             self.fastpath.attach()
@@ -532,7 +539,9 @@ class Lab:
                     ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
                 except OSError:
                     continue
-                if pid in ours or (comm.startswith("ovs") and ppid in ours):
+                # the lab's sshd and OVS; an SSH session still closing (`sshd: user@notty`) is the
+                # connection, not something it started
+                if pid in ours or (comm.startswith("ovs") and ppid in ours) or comm.startswith("sshd"):
                     continue
                 args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 out.append(f"{node}: process {pid} ({args.strip()})")
@@ -549,7 +558,7 @@ class Lab:
             pins = self.in_node(node, "ls", "-A", "/sys/fs/bpf", check=False).stdout.split()
             out += [f"{node}: pin /sys/fs/bpf/{x}" for x in pins if x not in BPF_PRELOAD]
             for link in json.loads(ip("-n", ns, "-j", "link", "show").stdout or "[]"):
-                if link.get("xdp"):
+                if link.get("xdp") and not (n.role == "dpu" and link["ifname"] in HOST_PF):
                     out.append(f"{node}: XDP program on {link['ifname']}")
             if n.role == "dpu":
                 for br in STOCK_BRIDGES:

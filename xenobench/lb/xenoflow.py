@@ -415,6 +415,10 @@ class XenoFlowLB(LoadBalancer):
         while node.running(TAG) and time.monotonic() < deadline:
             time.sleep(0.05)
         node.stop(TAG)  # SIGTERM/SIGKILL only if still alive; forgets the handle
+        if self.mode == "doca" and self._ovs():
+            # the flow rules start() added go with it (a rule left steers pf1hpf's traffic to p1 for good)
+            for f in self._ovs()["flows"]:
+                node.run(self._ovs_ofctl("--strict", "del-flows", self._ovs()["bridge"], f["match"]), check=False)
         if self.mode == "emulation":
             left = xdp_prog_id(self.node, self.ing.name)
             if left:
