@@ -4,13 +4,14 @@ BIN    := $(VENV)/bin
 CONFIG ?= config/local.yaml
 SNAKE_ARGS ?=
 
-.PHONY: all test deps build clean-testbed lint help
+.PHONY: all test deps build clean-testbed lint help rehearsal rehearsal-ci
 
 help:
 	@echo "make all    install what is missing, then snakemake --cores 1 all (config: $(CONFIG))"
 	@echo "make test   install what is missing, then run the test suite"
 	@echo "make build  build the C parts (XDP programs, XenoFlow on the DOCA Flow emulation)"
 	@echo "make lint   ruff and snakemake --lint (part of make test)"
+	@echo "make rehearsal     the fips plan over SSH on the rehearsal lab (config/rehearsal.yaml); rehearsal-ci: its CI size"
 
 deps:
 	@scripts/install-deps.sh
@@ -28,6 +29,14 @@ test: build lint
 lint: deps
 	$(BIN)/ruff check xenobench tests scripts trex_profiles standins
 	$(BIN)/snakemake --lint --cores 1 -n > /dev/null
+
+# the thesis testbed rehearsed on this machine (README, "Rehearsing the thesis testbed"): lab up,
+# the fips plan over SSH, testbed down --purge, nothing left on the nodes, lab down (also on failure)
+rehearsal: build
+	scripts/rehearsal.sh config/rehearsal.yaml
+
+rehearsal-ci: build
+	scripts/rehearsal.sh config/rehearsal-ci.yaml
 
 clean-testbed: deps
 	$(BIN)/xenobench --config $(CONFIG) testbed down

@@ -14,6 +14,9 @@ APT_PACKAGES=(
     openssh-server openssh-client
     openvswitch-switch
     python3-venv
+    # the rehearsal lab (standins/rehearsal): sudo on the DPU node, and what the nodes' system
+    # python3 runs (the TRex stand-in: zmq, yaml; the agents: numpy, dnspython, scapy)
+    sudo python3-zmq python3-yaml python3-numpy python3-dnspython python3-scapy
 )
 
 missing=()

@@ -184,8 +184,10 @@ def check_node(cfg, node: Node) -> list[Row]:
         r = node.run(["sh", "-c", 'PATH="$PATH:/usr/sbin:/sbin" command -v "$1"', "sh", tool], check=False)
         row(tool, r.ok, r.stdout.strip() or "not found", f"apt-get install {APT_OF_TOOL.get(tool, tool)}")
     if _sudo_needed(node):
-        r = node.run(sudo_argv(["true"]), check=False)
         cmds = dpu_sudo_commands(cfg) if role == "dpu" else ["/usr/sbin/bpftool", "/usr/bin/kill"]
+        # a command the printed rule allows (kill -0: signal nothing): `sudo -n true` still asked for
+        # the password once that rule was installed, since the rule does not name true
+        r = node.run(sudo_argv(["kill", "-0", "1"]), check=False)
         row("sudo -n", r.ok, "ok" if r.ok else (r.stderr.strip().splitlines() or ["refused"])[-1],
             sudoers_fix(node.ssh.user, cmds))
     r = node.run(["ip", "-j", "addr", "show"], check=False)
@@ -448,10 +450,17 @@ def purge(testbed) -> list[str]:
             try:
                 if n.remove_deployed():
                     out.append(n.name)
+                if getattr(getattr(n, "ssh", None), "user", None) == "root":
+                    # the agents' pin directory (Testbed.bpffs_dir) outlives them on the node's bpffs
+                    n.run(["rm", "-rf", "--", str(testbed.bpffs_dir)], check=False)
                 if n.ncfg.role == "dpu" and cfg_has_xenoflow(testbed.cfg):
-                    src = testbed.cfg.section("xenoflow").get("remote_src")
+                    sec = testbed.cfg.section("xenoflow")
+                    src, build = sec.get("remote_src"), sec.get("build_dir")
                     if src:
-                        n.run(["rm", "-rf", "--", src, f"{src}.tar.gz"], check=False)
+                        # the build directory too, and their parent once empty (xenobench-xenoflow/)
+                        n.run(["sh", "-c", 'rm -rf -- "$1" "$1.tar.gz" ${2:+"$2"}; for d in "$1" $2; do '
+                               'p=$(dirname -- "$d"); [ "$p" = . ] || rmdir -- "$p" 2>/dev/null; done; true',
+                               "sh", src, build or ""], check=False)
             except NodeError:
                 continue
     return out

@@ -77,6 +77,15 @@ def failure_reason(log: str) -> str:
     return "; ".join(msgs) if msgs else (lines[-1] if lines else "exited")
 
 
+def build_errors(output: str, limit: int = 5) -> str:
+    """The lines of a failed meson/ninja/cc run that say what failed (FAILED:, error:, ERROR:,
+    undefined reference), at most `limit`; the last line if there are none."""
+    keys = ("FAILED:", "error:", "ERROR:", "undefined reference", "Dependency")
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    hits = [ln for ln in lines if any(k in ln for k in keys) and not ln.startswith("cc ")]
+    return "; ".join(hits[:limit]) if hits else (lines[-1] if lines else "no output")
+
+
 def build_modules() -> list[str]:
     """The pkg-config modules of XenoFlow's DOCA build: every dependency('name') in lb/meson.build,
     in order (the file is the one owner of that list)."""
@@ -265,6 +274,12 @@ class XenoFlowLB(LoadBalancer):
             if what == "ovs-check":
                 self._check_bridge(node, argv)
                 continue
+            if what == "build":
+                r = node.run(argv, timeout=600, check=False)
+                if not r.ok:  # the compiler's and ninja's own lines, not ninja's last "build stopped"
+                    raise NodeError(f"Failed to build xenoflow on {node.name}: `{shlex.join(argv)}` exited with "
+                                    f"status {r.returncode}: {build_errors(r.stdout + r.stderr)}")
+                continue
             node.run(argv, timeout=600)
         argv = steps[-1][1]
         if self.mode == "emulation":
@@ -409,6 +424,10 @@ class XenoFlowLB(LoadBalancer):
         while node.running(TAG) and time.monotonic() < deadline:
             time.sleep(0.05)
         node.stop(TAG)  # SIGTERM/SIGKILL only if still alive; forgets the handle
+        if self.mode == "doca" and self._ovs():
+            # the flow rules start() added go with it (a rule left steers pf1hpf's traffic to p1 for good)
+            for f in self._ovs()["flows"]:
+                node.run(self._ovs_ofctl("--strict", "del-flows", self._ovs()["bridge"], f["match"]), check=False)
         if self.mode == "emulation":
             left = xdp_prog_id(self.node, self.ing.name)
             if left:

@@ -1,0 +1,1 @@
+"""The rehearsal lab: the thesis testbed's shape on this machine (lab.py, README.md)."""

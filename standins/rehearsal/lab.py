@@ -1,0 +1,614 @@
+"""The rehearsal lab: the thesis testbed's shape (config/fips.yaml) built on this machine, as an
+operator would find it before `xenobench deploy`. README.md beside this file says what it models
+and what it cannot.
+
+Per node of the config (nodes.<name>): a network namespace <prefix><name> holding the node's data
+interfaces and a management link (`mgmt0`, a /30 whose node end is nodes.<name>.ssh.host); inside
+it, a private mount and UTS namespace (`unshare -m -u`) in which /etc is an overlay (the node's
+own host key, sshd_config, passwd/shadow/group, sudoers.d, /etc/trex_cfg.yaml), /root, /home,
+/opt, /tmp, /var/log and /run are the node's own directories, /sys/fs/bpf is a bpffs of its own,
+and /work (the repository) and the lab's directory are covered by an empty tmpfs: nothing of
+xenobench is on a node until `xenobench deploy` ships it. The node's only door is the OpenSSH
+sshd started there (port 22 on mgmt0); the lab writes the controller's key and strict
+known_hosts (the paths nodes.<name>.ssh.key / .known_hosts name), as an operator's ~/.ssh.
+
+Cabling (the MSN2100 and the BlueField-3): a switch namespace <prefix>sw with a bridge and static
+FDB and the switch fast path (xenobench.testbed.switch) on every port, as the namespace testbed;
+the data interfaces of the client, the backends, the loadgen and the DPU's p0/p1 are its ports.
+The lb host's port (fips5's) is cabled to the DPU's host representor pf0hpf (a second host port to
+pf1hpf), and its MAC is bound to p0's switch port: frames for the host reach the BlueField first,
+as on the thesis testbed where the host port is behind the BlueField's eSwitch.
+
+The DPU node: the login of nodes.<dpu>.ssh.user exists only in that node's /etc (uid LAB_UID), in
+group sudo, with a password: sudo asks for it until the rule `xenobench deploy` prints is installed
+(`--sudo-rule`); the DOCA Flow emulation (lb/emu) installed as the SDK is (headers, library, .pc
+files in the directories xenoflow.build_env.pkg_config_path names); a userspace Open vSwitch
+(ovsdb-server + ovs-vswitchd, netdev datapath, its run directory in the node's /run) with a stock
+BlueField's bridges ovsbr1 (p0, pf0hpf) and ovsbr2 (p1, pf1hpf); /sys/kernel/mm/hugepages a
+directory of plain files and /dev an overlay holding /dev/hugepages, so the hugepages step writes
+and mounts inside the node only. The loadgen node: the TRex stand-in (standins/trex) as
+<traffic.trex.daemon.path>/t-rex-64, with xdpgen beside it, and /etc/trex_cfg.yaml naming the
+node's interface and the cores of the daemon's `-c`.
+
+Everything made is recorded (RECORD) before it is made; `down` removes it all from that record
+and from the names the config implies, after a half-failed `up` too, and is idempotent.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+from xenobench import REPO_ROOT
+from xenobench.config import Config, load_config
+from xenobench.deploy import dpu_sudo_commands
+from xenobench.errors import XenobenchError
+from xenobench.nodes.base import sudoers_rule
+from xenobench.testbed.bpffs import BPF_PRELOAD
+from xenobench.testbed.switch import SwitchFastpath, _bpftool_batch, _hex
+from xenobench.testbed.topology import NamespaceTopology, existing_namespaces, ip, kill_ns_processes
+
+LAB_UID = 2342  # the DPU login's uid: only in that node's /etc/passwd
+DPU_PASSWORD = "ubuntu"  # the stock BFB's initial password (NVIDIA BlueField BSP docs: ubuntu/ubuntu)
+OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+#: a stock BlueField-3's OVS bridges in DPU mode (NVIDIA DOCA docs, "Virtual Switch on DPU":
+#: ovsbr1 holds p0 and pf0hpf, ovsbr2 holds p1 and pf1hpf)
+STOCK_BRIDGES = {"ovsbr1": ("p0", "pf0hpf"), "ovsbr2": ("p1", "pf1hpf")}
+#: host side of the DPU's host representors (the lb node's ports); pf1 is not in the config
+HOST_PF = {"pf0hpf": None, "pf1hpf": "enp13s0f1np1"}
+#: the DOCA SDK's pkg-config modules XenoFlow's meson.build asks for, all served by the emulation
+DOCA_PC = ("doca-flow", "doca-common", "doca-argp")
+DOCA_VERSION = "2.9.0"
+EMU_LIB = REPO_ROOT / "lb" / "build" / "emu" / "libdoca_emu.a"
+EMU_INCLUDE = REPO_ROOT / "lb" / "emu" / "include"
+TREX_STANDIN = REPO_ROOT / "standins" / "trex"
+XDPGEN = REPO_ROOT / "loadgen" / "build" / "xdpgen"
+#: Ubuntu's /etc/environment PATH, which pam_env gives every login of a stock BFB; the lab's sshds
+#: run without PAM (nothing of the host's PAM stack in a namespace), so sshd's SetEnv gives it
+UBUNTU_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/games:/usr/local/games:/snap/bin"
+#: what a DPU-mode BlueField's PFs report (NVIDIA BlueField docs, "Modes of Operation": in DPU mode
+#: the Arm side owns the eSwitch, whose PFs are in switchdev mode); devlink-dev(8)'s output format
+ESWITCH_MODE = "switchdev"
+MGMT_NET = ipaddress.ip_network("203.0.113.0/24")  # TEST-NET-3 (RFC 5737): the lab's management LAN
+
+
+class LabError(XenobenchError):
+    pass
+
+
+def sh(*argv: str, check: bool = True, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    p = subprocess.run(list(argv), capture_output=True, text=True, input=input, timeout=timeout)
+    if check and p.returncode != 0:
+        raise LabError(f"Failed to run `{shlex.join(argv)}`: {(p.stderr or p.stdout).strip() or p.returncode}")
+    return p
+
+
+class LabTopology(NamespaceTopology):
+    """The switch's ports: every node interface except the lb host's, whose MAC the switch binds to
+    the DPU's p0 port (lab.up adds that binding to the bridge and the fast path)."""
+
+    def __init__(self, cfg: Config, pin_dir: Path, host_ifaces: set[tuple[str, str]]):
+        super().__init__(cfg, pin_dir)
+        self.host_ifaces = host_ifaces
+
+    def ports(self):
+        return [p for p in super().ports() if (p[0].name, p[1].name) not in self.host_ifaces]
+
+
+class Lab:
+    def __init__(self, config: str | os.PathLike, *, sudo_rule: bool = False, eswitch_mode: str = ESWITCH_MODE):
+        self.cfg = load_config(config)
+        self.prefix = self.cfg.prefix
+        self.root = Path(f"/var/lib/{self.prefix}rehearsal")
+        self.record_file = Path("/run/xenobench") / f"{self.prefix}rehearsal.json"
+        self.sudo_rule = sudo_rule
+        self.eswitch_mode = eswitch_mode
+        lb = self.cfg.role("lb")
+        dpus = self.cfg.nodes_with_role("dpu")
+        self.lb, self.dpu = lb, (dpus[0] if dpus else None)
+        host_ifaces = {(lb.name, i.name) for i in lb.interfaces} if self.dpu else set()
+        self.topo = LabTopology(self.cfg, Path("/sys/fs/bpf") / f"{self.prefix}rehearsal", host_ifaces)
+        self.fastpath = SwitchFastpath(self.topo, self.topo.pin_dir / "switch")
+
+    # --- names ---------------------------------------------------------------------------------
+    def ns(self, node: str) -> str:
+        return self.topo.ns(node)
+
+    def node_dir(self, node: str) -> Path:
+        return self.root / "nodes" / node
+
+    def mgmt(self, node: str) -> tuple[str, str, str]:
+        """(root-side link, root-side address/30, node address/30) of a node's management link."""
+        host = ipaddress.ip_address(self.cfg.nodes[node].ssh.host)
+        net = ipaddress.ip_network(f"{host}/30", strict=False)
+        if host not in MGMT_NET or host != net.network_address + 2:
+            raise LabError(f"Failed to plan the management link of {node}: nodes.{node}.ssh.host {host} in "
+                           f"{self.cfg.path} must be the second address of a /30 in {MGMT_NET} (.2, .6, .10, ...)")
+        idx = list(self.cfg.nodes).index(node)
+        return f"{self.prefix}m{idx}", f"{net.network_address + 1}/30", f"{host}/30"
+
+    # --- record --------------------------------------------------------------------------------
+    def record(self) -> dict:
+        try:
+            return json.loads(self.record_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def note(self, key: str, value) -> None:
+        rec = self.record()
+        items = rec.setdefault(key, [])
+        if value not in items:
+            items.append(value)
+        self.record_file.parent.mkdir(parents=True, exist_ok=True)
+        self.record_file.write_text(json.dumps(rec, indent=1))
+
+    # --- up ------------------------------------------------------------------------------------
+    def up(self) -> dict:
+        t0 = time.monotonic()
+        self.down()
+        self.note("config", str(self.cfg.path))
+        try:
+            self._check_built()
+            self._namespaces()
+            self._cabling()
+            self.controller_files()
+            for n in self.cfg.nodes:
+                self._node_files(n)
+                self._start_node(n)
+            rec = self.record()
+            rec["opt"] = [str(p) for p in sorted(self.root.glob("nodes/*/opt/**/*")) if p.is_file()]
+            self.record_file.write_text(json.dumps(rec, indent=1))
+            if self.dpu:
+                self._start_ovs(self.dpu.name)
+            self._wait_sshd()
+        except BaseException:
+            self.down()
+            raise
+        return {"nodes": {n: self.cfg.nodes[n].ssh.host for n in self.cfg.nodes},
+                "seconds": round(time.monotonic() - t0, 1)}
+
+    def _check_built(self) -> None:
+        need = [EMU_LIB, XDPGEN, REPO_ROOT / "switch" / "build" / "fastpath.bpf.o"]
+        missing = [str(p) for p in need if not p.exists()]
+        if missing:
+            raise LabError(f"Failed to build the rehearsal lab: {', '.join(missing)} not built (run `make build`)")
+        if self.dpu and not OVS_SCHEMA.exists():
+            raise LabError(f"Failed to build the rehearsal lab: {OVS_SCHEMA} missing (apt-get install openvswitch-switch)")
+
+    def _namespaces(self) -> None:
+        for ns in [*(self.ns(n) for n in self.cfg.nodes), self.topo.switch_ns]:
+            self.note("namespaces", ns)
+            ip("netns", "add", ns)
+            self.topo.run(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                          "net.ipv6.conf.default.disable_ipv6=1")
+            ip("-n", ns, "link", "set", "lo", "up")
+        for n in self.cfg.nodes:
+            link, root_addr, node_addr = self.mgmt(n)
+            self.note("links", link)
+            ip("link", "add", link, "type", "veth", "peer", "name", "mgmt0", "netns", self.ns(n))
+            ip("addr", "add", root_addr, "dev", link)
+            ip("link", "set", link, "up")
+            ip("-n", self.ns(n), "addr", "add", node_addr, "dev", "mgmt0")
+            ip("-n", self.ns(n), "link", "set", "mgmt0", "up")
+
+    def _veth(self, a: str, ns_a: str, b: str, ns_b: str, mac_a: str | None = None) -> None:
+        args = ["link", "add", a, "netns", ns_a]
+        if mac_a:
+            args += ["address", mac_a]
+        ip(*args, "type", "veth", "peer", "name", b, "netns", ns_b)
+        for dev, ns in ((a, ns_a), (b, ns_b)):
+            self.topo.run(ns, "ethtool", "-K", dev, "tx", "off")  # full checksums on the wire
+            self.topo.run(ns, "ethtool", "-K", dev, "gro", "on")  # NAPI: XDP_TX/redirect into it works
+            ip("-n", ns, "link", "set", dev, "multicast", "off", "up")
+
+    def _cabling(self) -> None:
+        sw = self.topo.switch_ns
+        ip("-n", sw, "link", "add", "br0", "type", "bridge", "stp_state", "0", "forward_delay", "0",
+           "mcast_snooping", "0")
+        ip("-n", sw, "link", "set", "br0", "multicast", "off", "up")
+        for n, i, port in self.topo.ports():
+            self._veth(i.name, self.ns(n.name), port, sw, i.mac)
+            ip("-n", sw, "link", "set", port, "master", "br0")
+            sh("bridge", "-n", sw, "link", "set", "dev", port, "learning", "off")
+            sh("bridge", "-n", sw, "fdb", "replace", i.mac, "dev", port, "master", "static")
+            for a in ([str(i.ip)] if i.ip else []) + [str(x) for x in i.extra_ips]:
+                ip("-n", self.ns(n.name), "addr", "add", a, "dev", i.name)
+        if self.dpu:
+            dpu, lb = self.dpu, self.lb
+            p0 = next(i for i in dpu.interfaces if i.lb_port == "ingress")
+            host = lb.lb_port("ingress") or lb.iface()
+            self._veth(host.name, self.ns(lb.name), "pf0hpf", self.ns(dpu.name), host.mac)
+            self._veth(HOST_PF["pf1hpf"], self.ns(lb.name), "pf1hpf", self.ns(dpu.name))
+            sh("bridge", "-n", sw, "fdb", "replace", host.mac, "dev", self.topo.switch_port(dpu.name, p0.name),
+               "master", "static")
+            # the representors take what the host's port sends with XDP_TX (the eBPF LB) only
+            # through native XDP: an XDP_PASS program on each (xdp_pass.bpf.c)
+            obj = self.root / "xdp_pass.bpf.o"
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            sh("clang", "-O2", "-target", "bpf", "-c", str(Path(__file__).with_name("xdp_pass.bpf.c")), "-o", str(obj))
+            for rep in HOST_PF:
+                ip("-n", self.ns(dpu.name), "link", "set", "dev", rep, "xdpdrv", "obj", str(obj), "sec", "xdp")
+        if self.cfg.section("testbed").get("switch_fastpath", True):
+            self.note("pin_dirs", str(self.topo.pin_dir))
+            self.fastpath.attach()
+            if self.dpu:
+                links = {x["ifname"]: x["ifindex"]
+                         for x in json.loads(ip("-n", sw, "-j", "link", "show").stdout)}
+                port = self.topo.switch_port(dpu.name, p0.name)
+                mac = _hex(bytes.fromhex(host.mac.replace(":", "")) + b"\0\0")
+                _bpftool_batch(self.topo, "lab-fdb", [
+                    f"map update pinned {self.fastpath.pindir / 'maps' / 'fdb'} key hex {mac} "
+                    f"value hex {_hex(links[port].to_bytes(4, 'little'))}"])
+
+    def controller_files(self) -> None:
+        """The controller's client key and known_hosts (as an operator's ~/.ssh); host keys are
+        made per node in _node_files and added there."""
+        keys = {os.path.expanduser(n.ssh.key) for n in self.cfg.nodes.values() if n.ssh and n.ssh.key}
+        for k in keys:
+            p = Path(k)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            self.note("files", str(p))
+            self.note("files", f"{p}.pub")
+            if not p.exists():
+                sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{self.prefix}rehearsal controller",
+                   "-f", str(p))
+        for n in self.cfg.nodes.values():
+            kh = Path(os.path.expanduser(n.ssh.known_hosts or "~/.ssh/known_hosts"))
+            self.note("files", str(kh))
+            kh.parent.mkdir(parents=True, exist_ok=True)
+            kh.write_text("")
+
+    def _node_files(self, node: str) -> None:
+        n = self.cfg.nodes[node]
+        d = self.node_dir(node)
+        self.note("dirs", str(self.root))
+        for sub in ("etc.upper/ssh", "etc.upper/sudoers.d", "etc.work", "root/.ssh", "home", "opt", "tmp",
+                    "log", "run"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(d / "tmp", 0o1777)
+        os.chmod(d / "root", 0o700)
+        up = d / "etc.upper"
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{node}", "-f", str(up / "ssh" / "ssh_host_ed25519_key"))
+        hostkey = (up / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        kh = Path(os.path.expanduser(n.ssh.known_hosts or "~/.ssh/known_hosts"))
+        host = n.ssh.host if n.ssh.port == 22 else f"[{n.ssh.host}]:{n.ssh.port}"
+        with kh.open("a") as f:
+            f.write(f"{host} {' '.join(hostkey)}\n")
+        (up / "ssh" / "sshd_config").write_text("\n".join([
+            f"# {node} of the rehearsal lab (standins/rehearsal)",
+            f"Port {n.ssh.port}", f"ListenAddress {n.ssh.host}",
+            "HostKey /etc/ssh/ssh_host_ed25519_key",
+            "PermitRootLogin prohibit-password", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "UsePAM no", "PidFile none",
+            "Subsystem sftp internal-sftp",
+            *([f"SetEnv PATH={UBUNTU_PATH}"] if n.ssh.user != "root" else []), ""]))
+        (up / "hostname").write_text(f"{node}\n")
+        (up / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {node}\n")
+        pub = Path(os.path.expanduser(n.ssh.key) + ".pub").read_text()
+        user = n.ssh.user
+        if user == "root":
+            (d / "root" / ".ssh" / "authorized_keys").write_text(pub)
+        else:
+            self._login(d, user, pub)
+        if n.role == "loadgen":
+            self._install_trex(d, n)
+        if n.role == "dpu":
+            self._install_doca(d)
+            hp = d / "sys-hugepages" / "hugepages-2048kB"
+            hp.mkdir(parents=True, exist_ok=True)
+            for f in ("nr_hugepages", "free_hugepages"):
+                (hp / f).write_text("0\n")
+            (d / "dev.upper" / "hugepages").mkdir(parents=True, exist_ok=True)
+            (d / "dev.work").mkdir(exist_ok=True)
+            (up / "openvswitch").mkdir(exist_ok=True)
+            (d / "varlib-ovs").mkdir(exist_ok=True)
+            self._devlink_standin(d, n)
+            if self.sudo_rule:
+                self.install_sudo_rule(node)
+
+    def _login(self, d: Path, user: str, pub: str) -> None:
+        """A non-root login as the stock BFB's: in group sudo (Debian's /etc/sudoers: `%sudo ALL=(ALL:ALL)
+        ALL`, so sudo asks for the password), with a password, in this node's /etc only."""
+        up = d / "etc.upper"
+        pw = sh("openssl", "passwd", "-6", DPU_PASSWORD).stdout.strip()
+        passwd = Path("/etc/passwd").read_text() + f"{user}:x:{LAB_UID}:{LAB_UID}::/home/{user}:/bin/bash\n"
+        shadow = Path("/etc/shadow").read_text() + f"{user}:{pw}:19000:0:99999:7:::\n"
+        groups = []
+        for line in Path("/etc/group").read_text().splitlines():
+            f = line.split(":")
+            if f[0] == "sudo":
+                f[3] = ",".join([x for x in f[3].split(",") if x] + [user])
+            groups.append(":".join(f))
+        groups.append(f"{user}:x:{LAB_UID}:")
+        (up / "passwd").write_text(passwd)
+        (up / "shadow").write_text(shadow)
+        os.chmod(up / "shadow", 0o640)
+        (up / "group").write_text("\n".join(groups) + "\n")
+        home = d / "home" / user
+        (home / ".ssh").mkdir(parents=True, exist_ok=True)
+        (home / ".ssh" / "authorized_keys").write_text(pub)
+        for p in (home, home / ".ssh", home / ".ssh" / "authorized_keys"):
+            os.chown(p, LAB_UID, LAB_UID)
+        os.chmod(home, 0o750)
+        os.chmod(home / ".ssh", 0o700)
+
+    def _devlink_standin(self, d: Path, n) -> None:
+        """/usr/local/sbin/devlink on the DPU node (an overlay of /usr/local there): a stand-in at
+        the hardware boundary that answers `devlink dev eswitch show pci/ADDR` for the config's PCI
+        addresses as a DPU-mode BlueField's PFs do (veths have no eSwitch) and hands every other
+        command to the real devlink."""
+        cases = []
+        for i in n.interfaces:
+            if i.pci:
+                pci = i.pci if i.pci.count(":") == 2 else f"0000:{i.pci}"
+                cases.append(f'    pci/{pci}) echo "pci/{pci}: mode {self.eswitch_mode} inline-mode none '
+                             f'encap-mode basic"; exit 0;;')
+        f = d / "usrlocal.upper" / "sbin" / "devlink"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        (d / "usrlocal.work").mkdir(exist_ok=True)
+        f.write_text("#!/bin/sh\n# devlink stand-in of the rehearsal lab (standins/rehearsal/lab.py): the "
+                     "BlueField's eSwitch\nif [ \"$1 $2 $3\" = \"dev eswitch show\" ]; then\n  case \"$4\" in\n"
+                     + "\n".join(cases) + "\n  esac\nfi\nexec /usr/sbin/devlink \"$@\"\n")
+        os.chmod(f, 0o755)
+
+    def install_sudo_rule(self, node: str | None = None) -> str:
+        """Install the sudoers rule `xenobench deploy` prints for the DPU login (its fix column),
+        as the operator does; checked by visudo. Returns the rule."""
+        node = node or self.dpu.name
+        user = self.cfg.nodes[node].ssh.user
+        rule = sudoers_rule(user, dpu_sudo_commands(self.cfg))
+        f = self.node_dir(node) / "etc.upper" / "sudoers.d" / "xenobench"
+        f.write_text(rule + "\n")
+        os.chmod(f, 0o440)
+        sh("visudo", "-cf", str(f))
+        return rule
+
+    def _install_trex(self, d: Path, n) -> None:
+        t = self.cfg.section("traffic").get("trex") or {}
+        dmn = t.get("daemon") or {}
+        path = dmn.get("path")
+        if not path:
+            raise LabError(f"Failed to install the TRex stand-in on {n.name}: traffic.trex.daemon.path is not set "
+                           f"in {self.cfg.path}")
+        dest = d / "opt" / Path(path).relative_to("/opt")
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in ("t-rex-64", "trex_standin.py", "README.md"):
+            shutil.copy2(TREX_STANDIN / f, dest / f)
+        shutil.copy2(XDPGEN, dest / "xdpgen")
+        args = [str(a) for a in dmn.get("args") or []]
+        cores = int(args[args.index("-c") + 1]) if "-c" in args else 1
+        i = n.iface()
+        cfg = [{"port_limit": 2, "version": 2, "interfaces": [i.name, "dummy"], "c": cores,
+                "zmq_rpc_port": int(t.get("sync_port", 4501)), "zmq_pub_port": int(t.get("async_port", 4500)),
+                "port_info": [{"src_mac": i.mac, "dest_mac": self.cfg.service.lb_mac or i.mac}, {}]}]
+        (d / "etc.upper" / "trex_cfg.yaml").write_text(
+            "# written by the rehearsal lab, as dpdk_setup_ports.py -i would\n" + yaml.safe_dump(cfg, sort_keys=False))
+
+    def _install_doca(self, d: Path) -> None:
+        """The emulation as the SDK installs itself: /opt/mellanox/doca/include, the library under
+        lib/<arch>, a .pc per module in the first directory of xenoflow.build_env.pkg_config_path
+        (libdpdk's in the second, as DOCA's DPDK has its own)."""
+        dirs = (self.cfg.section("xenoflow").get("build_env") or {}).get("pkg_config_path") or []
+        if not dirs:
+            raise LabError(f"Failed to install the DOCA emulation: xenoflow.build_env.pkg_config_path is empty in "
+                           f"{self.cfg.path}")
+        opt = d / "opt"
+        pcdir = Path(dirs[0])
+        libdir = pcdir.parent
+        prefix = Path("/opt/mellanox/doca")
+        inc = opt / (prefix / "include").relative_to("/opt")
+        shutil.copytree(EMU_INCLUDE, inc, dirs_exist_ok=True)
+        (opt / libdir.relative_to("/opt")).mkdir(parents=True, exist_ok=True)
+        # meson makes the project's static libraries thin archives (members by path into lb/build):
+        # the SDK ships a real one, so the members are copied into a new archive
+        members = sh("ar", "t", str(EMU_LIB)).stdout.split()
+        dest = opt / libdir.relative_to("/opt") / "libdoca_emu.a"
+        sh("ar", "rcs", str(dest), *[str(EMU_LIB.parent / m) if not m.startswith("/") else m for m in members])
+        (opt / pcdir.relative_to("/opt")).mkdir(parents=True, exist_ok=True)
+        for m in DOCA_PC:
+            libs = f"Libs: -L{libdir} -ldoca_emu\nRequires: libbpf\n" if m == "doca-flow" else "Requires: doca-flow\n"
+            (opt / pcdir.relative_to("/opt") / f"{m}.pc").write_text(
+                f"# the DOCA Flow emulation (xenobench lb/emu) installed as DOCA {DOCA_VERSION}'s {m}\n"
+                f"prefix={prefix}\nincludedir=${{prefix}}/include\n\nName: {m}\n"
+                f"Description: DOCA Flow emulation (xenobench lb/emu), API of DOCA {DOCA_VERSION}\n"
+                f"Version: {DOCA_VERSION}\nCflags: -I${{includedir}}\n{libs}")
+        dp = Path(dirs[1]) if len(dirs) > 1 else pcdir
+        (opt / dp.relative_to("/opt")).mkdir(parents=True, exist_ok=True)
+        (opt / dp.relative_to("/opt") / "libdpdk.pc").write_text(
+            "# DPDK's surface as the DOCA Flow emulation provides it (xenobench lb/emu)\n"
+            "Name: libdpdk\nDescription: DPDK surface of the DOCA Flow emulation\nVersion: 22.11.0\n"
+            "Requires: doca-flow\n")
+
+    def node_script(self, node: str) -> str:
+        """What runs in the node's new mount/UTS namespace before it becomes its sshd."""
+        n = self.cfg.nodes[node]
+        d = self.node_dir(node)
+        q = shlex.quote
+        lines = [
+            "set -e",
+            f"hostname {q(node)}",
+            f"mount -t overlay {self.prefix}etc -o lowerdir=/etc,upperdir={q(str(d / 'etc.upper'))},"
+            f"workdir={q(str(d / 'etc.work'))} /etc",
+        ]
+        for src, dst in (("root", "/root"), ("home", "/home"), ("opt", "/opt"), ("tmp", "/tmp"),
+                         ("log", "/var/log"), ("run", "/run")):
+            lines.append(f"mount --bind {q(str(d / src))} {dst}")
+        lines += ["mkdir -p /run/sshd /run/lock /run/openvswitch", "chmod 755 /run/sshd",
+                  "mount -t bpf bpf /sys/fs/bpf"]
+        if n.role == "dpu":
+            lines += [f"mount --bind {q(str(d / 'sys-hugepages'))} /sys/kernel/mm/hugepages",
+                      f"[ ! -d /var/lib/openvswitch ] || mount --bind {q(str(d / 'varlib-ovs'))} /var/lib/openvswitch",
+                      f"mount -t overlay {self.prefix}usrlocal -o lowerdir=/usr/local,"
+                      f"upperdir={q(str(d / 'usrlocal.upper'))},workdir={q(str(d / 'usrlocal.work'))} /usr/local",
+                      f"mkdir -p {q(str(d / 'hostdev'))}", f"mount --rbind /dev {q(str(d / 'hostdev'))}",
+                      f"mount -t overlay {self.prefix}dev -o lowerdir=/dev,upperdir={q(str(d / 'dev.upper'))},"
+                      f"workdir={q(str(d / 'dev.work'))} /dev"]
+            for sub in ("pts", "shm", "mqueue"):
+                lines.append(f"[ ! -d {q(str(d / 'hostdev' / sub))} ] || mount --bind {q(str(d / 'hostdev' / sub))} /dev/{sub}")
+        # the repository and the lab itself are not on the node
+        for hide in {"/work", str(REPO_ROOT), str(self.root)}:
+            lines.append(f"[ ! -d {q(hide)} ] || mount -t tmpfs -o mode=755,size=1m {self.prefix}hidden {q(hide)}")
+        lines.append("exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config")
+        return "\n".join(lines)
+
+    def _start_node(self, node: str) -> None:
+        d = self.node_dir(node)
+        log = open(d / "sshd.log", "ab")
+        p = subprocess.Popen(["ip", "netns", "exec", self.ns(node), "unshare", "--mount", "--uts",
+                              "--propagation", "private", "sh", "-c", self.node_script(node)],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        self.note("pids", p.pid)
+        (d / "sshd.pid").write_text(str(p.pid))
+
+    def sshd_pid(self, node: str) -> int:
+        return int((self.node_dir(node) / "sshd.pid").read_text())
+
+    def in_node(self, node: str, *argv: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        """argv in a node's namespaces (its console, for the lab's own setup and checks)."""
+        return sh("nsenter", "-t", str(self.sshd_pid(node)), "-m", "-u", "-n", "--", *argv, check=check,
+                  timeout=timeout)
+
+    def _wait_sshd(self) -> None:
+        deadline = time.monotonic() + 20
+        pending = set(self.cfg.nodes)
+        while pending and time.monotonic() < deadline:
+            for n in sorted(pending):
+                pid = self.sshd_pid(n)
+                if not Path(f"/proc/{pid}").exists():
+                    log = (self.node_dir(n) / "sshd.log").read_text(errors="replace").strip().splitlines()
+                    raise LabError(f"Failed to start node {n}: its sshd exited: {log[-1] if log else 'no output'}")
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
+                    r = sh("ip", "netns", "exec", self.ns(n), "ss", "-Hltn", f"sport = :{self.cfg.nodes[n].ssh.port}",
+                           check=False)
+                    if r.stdout.strip():
+                        pending.discard(n)
+            time.sleep(0.1)
+        if pending:
+            raise LabError(f"Failed to start node(s) {', '.join(sorted(pending))}: no sshd listening within 20 s")
+
+    def _start_ovs(self, node: str) -> None:
+        """A userspace Open vSwitch in the DPU node with the stock bridges (netdev datapath)."""
+        run = self.in_node
+        # wait until the node's mounts are in place (its process has become sshd)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{self.sshd_pid(node)}/comm").read_text().strip() != "sshd":
+            if time.monotonic() > deadline:
+                raise LabError(f"Failed to start Open vSwitch on {node}: the node did not come up")
+            time.sleep(0.05)
+        # the node's own database: Debian's /etc/openvswitch/conf.db links into /var/lib/openvswitch,
+        # which is the node's own directory (node_script)
+        run(node, "ovsdb-tool", "create", "/etc/openvswitch/conf.db", str(OVS_SCHEMA))
+        run(node, "ovsdb-server", "/etc/openvswitch/conf.db", "--remote=punix:/run/openvswitch/db.sock",
+            "--pidfile", "--detach", "--log-file=/var/log/openvswitch-ovsdb-server.log")
+        run(node, "ovs-vsctl", "--no-wait", "init")
+        # --disable-system: no kernel datapath, only the userspace (netdev) one
+        run(node, "ovs-vswitchd", "--disable-system", "--pidfile", "--detach",
+            "--log-file=/var/log/openvswitch-vswitchd.log")
+        add = ["ovs-vsctl", "--timeout=30"]
+        for br, ports in STOCK_BRIDGES.items():
+            add += ["--", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev"]
+            for p in ports:
+                add += ["--", "add-port", br, p]
+        run(node, *add, timeout=60)
+
+    # --- what the harness left --------------------------------------------------------------
+    def leftovers(self) -> list[str]:
+        """What is on the nodes that the lab did not put there (after `testbed down --purge`
+        nothing should be): processes, files in the homes, /tmp and /opt, pins in the node's
+        bpffs, XDP programs on its interfaces, OVS flows beyond the bridges' NORMAL one."""
+        out = []
+        for node, n in self.cfg.nodes.items():
+            d = self.node_dir(node)
+            ns = self.ns(node)
+            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            ours = {str(self.sshd_pid(node))}
+            for pidfile in (d / "run" / "openvswitch").glob("*.pid"):
+                ours.add(pidfile.read_text().strip())
+            for pid in pids:
+                try:
+                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                    ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                except OSError:
+                    continue
+                # the lab's sshd and OVS; an SSH session still closing (`sshd: user@notty`) is the
+                # connection, not something it started
+                if pid in ours or (comm.startswith("ovs") and ppid in ours) or comm.startswith("sshd"):
+                    continue
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                out.append(f"{node}: process {pid} ({args.strip()})")
+            homes = [d / "root"] + [p for p in (d / "home").iterdir()]
+            for h in homes:
+                for p in sorted(h.iterdir()):
+                    if p.name not in (".ssh", ".sudo_as_admin_successful", ".cache"):
+                        out.append(f"{node}: file {'/root' if h.name == 'root' else '/home/' + h.name}/{p.name}")
+            for p in sorted((d / "tmp").iterdir()):
+                out.append(f"{node}: file /tmp/{p.name}")
+            for p in sorted((d / "opt").rglob("*")):
+                if p.is_file() and str(p) not in self.record().get("opt", []):
+                    out.append(f"{node}: file /opt/{p.relative_to(d / 'opt')}")
+            pins = self.in_node(node, "ls", "-A", "/sys/fs/bpf", check=False).stdout.split()
+            out += [f"{node}: pin /sys/fs/bpf/{x}" for x in pins if x not in BPF_PRELOAD]
+            for link in json.loads(ip("-n", ns, "-j", "link", "show").stdout or "[]"):
+                if link.get("xdp") and not (n.role == "dpu" and link["ifname"] in HOST_PF):
+                    out.append(f"{node}: XDP program on {link['ifname']}")
+            if n.role == "dpu":
+                for br in STOCK_BRIDGES:
+                    flows = self.in_node(node, "ovs-ofctl", "--names", "--no-stats", "dump-flows", br,
+                                         check=False).stdout.splitlines()
+                    out += [f"{node}: OVS flow on {br}: {f.strip()}" for f in flows
+                            if f.strip() and f.strip() != "priority=0 actions=NORMAL"]
+        return out
+
+    # --- down ----------------------------------------------------------------------------------
+    def down(self) -> dict:
+        rec = self.record()
+        names = set(rec.get("namespaces", [])) | {self.ns(n) for n in self.cfg.nodes} | {self.topo.switch_ns}
+        names = {n for n in names if n.startswith(self.prefix)}
+        present = sorted(names & existing_namespaces())
+        for pid in rec.get("pids", []):
+            try:
+                os.killpg(int(pid), 15)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for ns in present:
+            kill_ns_processes(ns)
+        for ns in present:
+            ip("netns", "del", ns, check=False)
+        links = set(rec.get("links", [])) | {self.mgmt(n)[0] for n in self.cfg.nodes}
+        for link in sorted(links):
+            if link.startswith(self.prefix) and Path(f"/sys/class/net/{link}").exists():
+                ip("link", "del", link, check=False)
+        for d in set(rec.get("pin_dirs", [])) | {str(self.topo.pin_dir)}:
+            if Path(d).parent == Path("/sys/fs/bpf") and Path(d).name.startswith(self.prefix):
+                shutil.rmtree(d, ignore_errors=True)
+        for f in rec.get("files", []):
+            Path(f).unlink(missing_ok=True)
+        if self.root.name.startswith(self.prefix) and self.root.exists():
+            shutil.rmtree(self.root, ignore_errors=True)
+        self.record_file.unlink(missing_ok=True)
+        left = sorted(names & existing_namespaces())
+        if left or self.root.exists():
+            raise LabError(f"Failed to remove the rehearsal lab: left {', '.join(left) or self.root}")
+        return {"removed": present}
+
+    def status(self) -> dict:
+        out = {}
+        have = existing_namespaces()
+        for n, c in self.cfg.nodes.items():
+            up = self.ns(n) in have
+            try:
+                alive = up and Path(f"/proc/{self.sshd_pid(n)}/comm").read_text().strip() == "sshd"
+            except (OSError, ValueError):
+                alive = False
+            out[n] = {"namespace": self.ns(n), "exists": up, "sshd": alive,
+                      "ssh": f"{c.ssh.user}@{c.ssh.host}:{c.ssh.port}"}
+        return {"lab": str(self.root), "up": all(v["sshd"] for v in out.values()), "nodes": out}

@@ -1,0 +1,166 @@
+"""The rehearsal lab (standins/rehearsal) with the harness against it over real SSH: the day-one
+defects of the thesis testbed (issue 24), each as an operator meets it.
+
+One lab for the module (config/rehearsal-ci.yaml, namespaces of the test prefix), built without
+the DPU's sudoers rule: the tests run in file order, the last one takes the lab down (after a
+half-failed `up` too) and checks nothing is left.
+"""
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from xenobench import REPO_ROOT
+from xenobench.config import load_config
+from xenobench.deploy import check_node, deploy, dpu_sudo_commands
+from xenobench.errors import NodeError
+from xenobench.lb import get_lb
+from xenobench.nodes.base import sudoers_rule
+from xenobench.testbed import get_testbed
+from xenobench.testbed.topology import existing_namespaces
+
+from .conftest import needs_root
+
+CONFIG = REPO_ROOT / "config" / "rehearsal-ci.yaml"
+
+pytestmark = needs_root
+
+
+@pytest.fixture(scope="module")
+def lab():
+    from standins.rehearsal.lab import Lab
+    lab = Lab(CONFIG)
+    lab.up()
+    yield lab
+    lab.down()
+
+
+@pytest.fixture(scope="module")
+def testbed(lab):
+    tb = get_testbed(load_config(CONFIG))
+    yield tb
+    tb.down(purge=True)
+
+
+def _ssh(tb, node, script):
+    return tb.node(node).run(["sh", "-c", script], check=False)
+
+
+def test_bare_nodes_hold_nothing_before_deploy_and_run_the_agents_after(lab, testbed):
+    """Day one, defect 2: the nodes have no xenobench until `deploy` ships it; then the agents run
+    there (python3 -m xenobench.agents...) from the shipped artefact alone."""
+    for n in testbed.nodes():
+        r = _ssh(testbed, n.name, "ls -A /work; ls -A ~; ls -A /tmp; python3 -c 'import xenobench' 2>/dev/null || echo no-xenobench")
+        assert r.stdout.split() == [".ssh", "no-xenobench"], \
+            (n.name, r.stdout)
+        assert not n.run(n.python_argv("xenobench.agents.udpcheck", "--help"), check=False).ok
+    shipped, rows = deploy(testbed)
+    assert {s["node"] for s in shipped if s.get("hash")} == set(testbed.cfg.nodes)
+    assert all(s["copied"] for s in shipped)
+    for n in testbed.nodes():
+        r = n.run(n.python_argv("xenobench.agents.udpcheck", "--help"), check=False)
+        assert r.ok and "udpcheck" in r.stdout, (n.name, r.stderr)
+    # still nothing of the repository: the agents came from the artefact in the login's home
+    n = testbed.node("fips5")
+    r = n.run(["env", *(f"{k}={v}" for k, v in n.python_env().items()), "python3", "-c",
+               "import xenobench, os; print(xenobench.__file__, os.listdir('/work'))"])
+    assert r.stdout.strip() == "/root/xenobench-deploy/current/xenobench/__init__.py []", r.stdout
+    # a second deploy copies nothing (content-addressed)
+    again, _ = deploy(testbed)
+    assert not any(s["copied"] for s in again)
+    # the only rows missing: the DPU login's sudo (no rule yet) and the OVS check it blocks
+    missing = {(r.node, r.check) for r in rows if not r.ready}
+    assert missing == {("fips5-dpu", "sudo -n"), ("fips5-dpu", "OVS bridge ovsbr2")}, missing
+
+
+def test_vip_not_configured_on_backends_and_the_testbed_check_passes(lab, testbed):
+    """Day one, defect 3: the VIP is on no backend (as on the thesis testbed); `testbed check`
+    still proves the VIP-addressed frame arrives (udpcheck receives on the interface)."""
+    vip = testbed.cfg.service.vip
+    for b in testbed.cfg.backend_nodes():
+        addrs = _ssh(testbed, b.name, "ip -o addr show").stdout
+        assert f" {vip}/" not in addrs, (b.name, addrs)
+    rows = testbed.check()
+    assert [(d, ok) for d, ok, _ in rows] == [(d, True) for d, _, _ in rows], rows
+    assert sum(f"UDP to VIP {vip}" in d for d, _, _ in rows) == len(testbed.cfg.backend_nodes())
+
+
+def test_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(lab, testbed):
+    """Day one, defect 4: the stock BFB login's sudo asks for a password; the deploy row and the
+    OVS step name the rule to install (not "is Open vSwitch running there?"). Once the lab
+    installs exactly that rule, both pass."""
+    dpu = testbed.node("fips5-dpu")
+    rule = sudoers_rule("ubuntu", dpu_sudo_commands(testbed.cfg))
+    r = dpu.run(["sudo", "-n", "ovs-vsctl", "list-br"], check=False)
+    assert r.stderr.strip() == "sudo: a password is required"
+    rows = {r.check: r for r in check_node(testbed.cfg, dpu)}
+    assert not rows["sudo -n"].ready and rule in rows["sudo -n"].fix
+    assert not rows["OVS bridge ovsbr2"].ready and rows["OVS bridge ovsbr2"].detail == "sudo asks for a password"
+    lb = get_lb("xenoflow", testbed)
+    with pytest.raises(NodeError) as e:
+        lb.apply_ovs(dpu)
+    assert str(e.value) == ("Failed to apply the OVS rule on fips5-dpu: sudo asks ubuntu for a password "
+                            "(xenoflow.sudo: true runs `sudo -n`); install the rule "
+                            f"`{rule}` in /etc/sudoers.d/xenobench (`xenobench deploy` prints the command)")
+    assert lab.install_sudo_rule() == rule
+    rows = {r.check: r for r in check_node(testbed.cfg, dpu)}
+    assert rows["sudo -n"].ready and rows["OVS bridge ovsbr2"].ready, rows
+    assert rows["OVS bridge ovsbr2"].detail == "bridges: ovsbr1, ovsbr2"
+    assert lb.apply_ovs(dpu)[-1] == "sudo -n ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1"
+    flows = lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "--names", "dump-flows", "ovsbr2").stdout
+    assert "ip,in_port=pf1hpf actions=output:p1" in flows
+    lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "del-flows", "ovsbr2", "ip,in_port=pf1hpf")
+
+
+def test_trex_not_running_is_started_by_the_workflow_rule(lab, testbed, tmp_path):
+    """Day one, defect 1: no TRex server runs on fips4; the workflow's rule trex_server starts
+    the one at traffic.trex.daemon.path (the stand-in, with fips4's /etc/trex_cfg.yaml), and the
+    workflow's end stops it and collects its log."""
+    t = testbed.cfg.section("traffic")["trex"]
+    with pytest.raises(OSError):
+        socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
+    name = f"rehearsal-test-{testbed.cfg.prefix.rstrip('-')}"
+    res = REPO_ROOT / "results" / name
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    try:
+        p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "snakemake"), "--cores", "1", f"results/{name}/trex_server.txt",
+                            "--configfile", str(CONFIG), "--config", f"testbed={{name: {name}}}"],
+                           cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        # the workflow's end (onsuccess) stopped the server and collected its log from fips4
+        log = (res / "logs" / "trex_server.log").read_text()
+        assert log.split(" ", 1)[1].startswith("trex stand-in v3.04: 2 ports (enp24s0f0np0, dummy), 14 cores per "
+                                               "dual port, RPC 4501, async 4500, xdpgen /opt/trex/v3.04/xdpgen"), log
+        with pytest.raises(OSError):
+            socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
+    finally:
+        # what that testbed name left on the nodes (its private directories), as `make rehearsal` does
+        cfg = tmp_path / "test.yaml"
+        cfg.write_text(f"extends: {CONFIG}\ntestbed: {{name: {name}}}\n")
+        get_testbed(load_config(cfg)).down(purge=True)
+        subprocess.run(["rm", "-rf", str(res), str(REPO_ROOT / "figures" / name)])
+
+
+def test_lab_down_leaves_nothing_even_after_a_half_failed_up(lab, testbed, monkeypatch):
+    testbed.down(purge=True)
+    assert lab.leftovers() == []
+    created = [str(lab.root), str(lab.record_file)]
+    lab.down()
+
+    def fail(node):
+        raise RuntimeError("the OVS step failed half-way")
+    monkeypatch.setattr(lab, "_start_ovs", fail)
+    with pytest.raises(RuntimeError):
+        lab.up()
+    mine = {ns for ns in existing_namespaces() if ns.startswith(lab.prefix)}
+    assert not mine & set(lab.record().get("namespaces", []) or [lab.ns(n) for n in lab.cfg.nodes])
+    assert not {lab.ns(n) for n in lab.cfg.nodes} & existing_namespaces()
+    assert not any(Path(p).exists() for p in created)
+    assert not [lk for lk in os.listdir("/sys/class/net") if lk.startswith(f"{lab.prefix}m")]
+    assert not Path(f"/sys/fs/bpf/{lab.prefix}rehearsal").exists()
+    p = subprocess.run(["pgrep", "-f", str(lab.root)], capture_output=True, text=True)
+    assert p.stdout.strip() == "", p.stdout
+    lab.down()  # idempotent
