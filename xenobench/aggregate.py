@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import latency
 from .errors import ConfigError, DataError
-from .experiments import definition
+from .experiments import definition, is_capacity_point
 from .layout import ResultsTree, TrialDir, point_id
 from .results import COLUMNS, KINDS, metric, row, validate, write_tidy
 
@@ -258,6 +258,14 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
         return out
     if d.kind == "rate":
         out.update(_rate_rows(testbed, d, trial, res, facts, src))
+        return out
+    if is_capacity_point(pt):  # the maximum rtt_load's levels are shares of: no probes, no RTT rows
+        gen = o.get("generator") or {}
+        out["rtt_capacity"] = [row(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"),
+                                   generator=facts.get("generator"), payload_bytes=o["payload"],
+                                   offered_pps=gen.get("achieved_pps"), measured_pps=o["rx_pps"], repetition=rep,
+                                   split=pt["split"], metric="max_pps", value=o["rx_pps"], unit="packets/s",
+                                   source=src)]
         return out
     # latency
     common = dict(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"), repetition=rep,
