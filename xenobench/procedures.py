@@ -273,9 +273,21 @@ def capacity_points(cfg, experiment: str = "rtt_load", point: dict | None = None
     return out
 
 
+def delivered_pps(outputs: dict) -> float | None:
+    """A capacity point's maximum: the frames the backends received per second of the generator's
+    unpaced run (at most those it sent), the same whole-run average by which a level's background
+    is judged (xenobench.traffic.trial.judge: achieved = sent / send time), where the steady-state
+    median of short samples (rx_pps) leaves out the start and the generator's stalls."""
+    gen = outputs.get("generator") or {}
+    secs = float(gen.get("duration_s") or 0)
+    if secs <= 0 or outputs.get("rx_packets") is None or outputs.get("tx_packets") is None:
+        return None
+    return min(int(outputs["rx_packets"]), int(outputs["tx_packets"])) / secs
+
+
 def measured_maximum(resdir: Path, experiment: str, point: dict) -> float:
-    """The median rx_pps of a capacity point's valid trials in this run's results tree (capacity
-    from self: the backends' steady rate while the background ran unpaced through the LB)."""
+    """The median maximum of a capacity point's valid trials in this run's results tree: compare's
+    or pps's rx_pps; rtt_load's own capacity points' delivered_pps."""
     import statistics
     tree = ResultsTree.of(resdir)
     rates = []
@@ -283,8 +295,9 @@ def measured_maximum(resdir: Path, experiment: str, point: dict) -> float:
         t = TrialDir(td)
         if t.complete:
             r = t.read_result()
-            if r["valid"] and r["outputs"].get("rx_pps"):
-                rates.append(float(r["outputs"]["rx_pps"]))
+            rate = delivered_pps(r["outputs"]) if is_capacity_point(point) else r["outputs"].get("rx_pps")
+            if r["valid"] and rate:
+                rates.append(float(rate))
     if not rates:
         raise XenobenchError(f"Failed to find the maximum rate of LB {point['lb']!r}: no valid {experiment} trial in "
                              f"{tree.point_dir(experiment, point)} (rtt_load's capacity levels are shares of it: run "
