@@ -83,15 +83,16 @@ def testbed_down():
         shell(f"{XB} testbed down")
 
 
-# rtt_load's capacity levels are shares of maxima measured in the same run: its points wait for
-# those points (xenobench.procedures.capacity_points; one the config does not plan is refused here)
+# rtt_load's capacity levels are shares of maxima measured in the same run: each level point waits
+# for the points measuring them (xenobench.procedures.capacity_points: capacity_from self, its own
+# capacity points of its split; one the config does not plan is refused here)
 from xenobench.procedures import capacity_points
-CAPACITY_INPUTS = {e: [str(TREE.point_summary(src, point_id(pt))) for src, pt in capacity_points(CFG, e)]
-                   for e in ORDER}
+CAPACITY_INPUTS = {(e, point_id(p)): [str(TREE.point_summary(src, point_id(pt))) for src, pt in capacity_points(CFG, e, p)]
+                   for e in ORDER for p in points(CFG, e)}
 
 
 def point_inputs(wildcards):
-    return CAPACITY_INPUTS.get(wildcards.experiment, [])
+    return CAPACITY_INPUTS.get((wildcards.experiment, wildcards.point), [])
 
 
 def point_outputs():

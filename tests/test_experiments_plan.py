@@ -54,8 +54,9 @@ def test_bad_definitions_are_refused_by_file_and_key(tmp_path, what, edit, text)
 
 def test_rtt_unpaired_has_lb_as_a_variable(tmp_path):
     cfg = load_config(DEFAULT_CONFIG.parent / "ci.yaml")
-    assert points(cfg, "rtt_load") == [{"level": 0, "split": "none"}, {"level": 0.9, "split": "50/50"},
-                                       {"level": 0.9, "split": "worst"}]
+    # capacity_from self: the maxima the levels are shares of first (tests/test_rtt_load_capacity.py)
+    assert points(cfg, "rtt_load")[2:] == [{"level": 0, "split": "none"}, {"level": 0.9, "split": "50/50"},
+                                           {"level": 0.9, "split": "worst"}]
     assert points(cfg, "rtt") == [{"server": "xdp"}]  # paired: every LB inside each repetition
 
 
@@ -74,6 +75,7 @@ def test_thesis_plan_sizes():
 def test_trial_directories_are_explicit_keys():
     cfg = load_config()
     t = plan(cfg, ["rtt_load"])[0]
-    assert str(t.trial_dir("results", cfg.name).path) == "results/local/trials/rtt_load/level-0_split-none/rep-1"
+    assert str(t.trial_dir("results", cfg.name).path) == \
+        "results/local/trials/rtt_load/level-max_split-single_lb-xenoflow/rep-1"  # its capacity points first
     s = {str(x.trial_dir("results", cfg.name).path) for x in plan(cfg)}
     assert len(s) == len(plan(cfg))  # no two trials share a directory

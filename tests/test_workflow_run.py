@@ -113,7 +113,10 @@ def test_full_ci_run(clean_ci):
     summ = read_tidy(ROOT / "results/ci", "rtt_summary")
     med = summ[summ.metric == "rtt_median_us"]
     # one summary per LB and repetition: the paired rtt trials hold every LB of config/ci.yaml's rtt.lbs
-    assert len(med) == valid["rtt"] * len(cfg.section("experiments")["rtt"]["lbs"]) + valid["rtt_load"]
+    # rtt_load's capacity trials (capacity_from self) are rows of rtt_capacity, never of the RTT tables
+    n_cap = sum(r["valid"] for r in results["rtt_load"] if r["point"]["level"] == "max")
+    assert len(med) == valid["rtt"] * len(cfg.section("experiments")["rtt"]["lbs"]) + valid["rtt_load"] - n_cap
+    assert len(read_tidy(ROOT / "results/ci", "rtt_capacity")) == n_cap > 0
     samples = read_tidy(ROOT / "results/ci", "rtt_samples")
     n = summ[summ.metric == "n"]
     assert len(samples) == n.value.sum()

@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import latency
 from .errors import ConfigError, DataError
-from .experiments import definition
+from .experiments import definition, is_capacity_point
 from .layout import ResultsTree, TrialDir, point_id
 from .results import COLUMNS, KINDS, metric, row, validate, write_tidy
 
@@ -258,6 +258,17 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
         return out
     if d.kind == "rate":
         out.update(_rate_rows(testbed, d, trial, res, facts, src))
+        return out
+    if is_capacity_point(pt):  # the maximum rtt_load's levels are shares of: no probes, no RTT rows
+        from .procedures import delivered_pps
+        gen, cap = o.get("generator") or {}, delivered_pps(o)
+        if cap is None:
+            raise DataError(f"Failed to aggregate trial {trial.result}: a capacity trial without rx_packets, "
+                            "tx_packets or generator.duration_s (not a result xenobench wrote?)")
+        out["rtt_capacity"] = [row(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"),
+                                   generator=facts.get("generator"), payload_bytes=o["payload"],
+                                   offered_pps=gen.get("achieved_pps"), measured_pps=cap, repetition=rep,
+                                   split=pt["split"], metric="max_pps", value=cap, unit="packets/s", source=src)]
         return out
     # latency
     common = dict(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"), repetition=rep,

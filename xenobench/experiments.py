@@ -26,6 +26,7 @@ EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 SCHEMA = EXPERIMENTS_DIR / "schema" / "definition.schema.yaml"
 ORDER = ("pps", "loss", "ndr_pdr", "rtt", "rtt_load", "compare")  # the plan's order
 NO_SPLIT = "none"  # rtt_load's split at level 0 (xenobench.plots draws it on every split's line)
+CAPACITY = "max"   # rtt_load's level of a capacity point (capacity_from: self): the background unpaced
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,30 @@ def paired(cfg, experiment: str) -> bool:
     return definition(experiment).is_latency and bool(section(cfg, experiment).get("paired"))
 
 
+def is_capacity_point(point: dict) -> bool:
+    """A point measuring the maximum that the experiment's levels are shares of (self_capacity_points)."""
+    return point.get("level") == CAPACITY
+
+
+def self_capacity_points(cfg, experiment: str) -> list[dict]:
+    """capacity_from: self (rtt_load): a point {level: max, split, lb} per LB with a maximum (the
+    paired design's lbs but none, or the unpaired lb) and split, when some level is a share of it.
+    Each measures the path's maximum under the level points' own conditions (the latency placement,
+    the DNS server, the LB attached, the background profile with that split and payload): the
+    split decides which backend's XDP program and stack take the frames, on the same CPU as the
+    generator and the LB when their NAPI runs inline. [] for any other sizing."""
+    sec = section(cfg, experiment)
+    if (sec.get("level_unit") != "capacity" or sec.get("capacity_from") != "self"
+            or not any(v > 0 for v in sec.get("levels") or ())):
+        return []
+    from .lb import NONE
+    lbs = [x for x in (sec["lbs"] if paired(cfg, experiment) else [sec["lb"]]) if x != NONE]
+    return [{"level": CAPACITY, "split": s, "lb": kind} for kind in lbs for s in sec["splits"]]
+
+
 def points(cfg, experiment: str) -> list[dict]:
     """The measurement points of one experiment on this testbed, in sweep order (the first variable
-    varies slowest), from its definition's variables."""
+    varies slowest), from its definition's variables; its capacity points first (self_capacity_points)."""
     d = definition(experiment)
     sec = cfg.section("experiments").get(experiment)
     if sec is None:
@@ -140,7 +162,7 @@ def points(cfg, experiment: str) -> list[dict]:
                               f"is not set in {cfg.path} (the variable {v['name']} takes its values from it)")
         vals = sec[v["from"]]
         axes.append((v, list(vals) if isinstance(vals, list) else [vals]))
-    out, seen = [], set()
+    out, seen = self_capacity_points(cfg, experiment), set()
     for combo in itertools.product(*(vals for _, vals in axes)):
         pt = {}
         for (v, _), val in zip(axes, combo):

@@ -20,7 +20,7 @@ from pathlib import Path
 from .actors import ActorGone
 from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, NodeError, XenobenchError
-from .experiments import definition, paired, points, section
+from .experiments import definition, is_capacity_point, paired, points, section, self_capacity_points
 from .latency import block_order
 from .lb import NONE, get_lb, stop_all
 from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
@@ -57,7 +57,10 @@ def measured_ifaces(cfg) -> list[tuple[str, str]]:
 
 
 def point_lb(cfg, experiment: str, point: dict) -> str:
-    """The LB the point's set-up starts; none for the paired RTT design (its blocks switch LBs)."""
+    """The LB the point's set-up starts; none for the paired RTT design (its blocks switch LBs) but
+    for a capacity point (its LB's maximum)."""
+    if is_capacity_point(point):
+        return point["lb"]
     if paired(cfg, experiment):
         return "none"
     return point.get("lb") or _ex(cfg, experiment).get("lb") or "none"
@@ -84,7 +87,7 @@ def point_facts(cfg, experiment: str, point: dict) -> dict:
     (none in the paired design, whose blocks switch among `lbs`), the DNS server, the traffic
     profile and generator."""
     d = definition(experiment)
-    is_paired = paired(cfg, experiment)
+    is_paired = paired(cfg, experiment) and not is_capacity_point(point)  # a capacity point: one LB
     return {"kind": d.kind, "lb": point_lb(cfg, experiment, point), "paired": is_paired,
             "lbs": list(_ex(cfg, experiment).get("lbs") or []) if is_paired else None,
             "server": point_server(cfg, experiment, point), "profile": d.profile,
@@ -222,16 +225,27 @@ def background_tunables(split: str, payload: int) -> dict:
 
 
 # --- procedures ----------------------------------------------------------------------------------
+def offered_phase(cfg, experiment: str, point: dict) -> tuple[int, float, float, str, dict]:
+    """(payload, rate, duration, profile, tunables) of an offered-load trial: pps, loss and
+    compare's udp_payload profile at the point's rate; a capacity point's background profile with
+    its split, unpaced (0) for capacity_s."""
+    ex = _ex(cfg, experiment)
+    profile = definition(experiment).profile
+    if is_capacity_point(point):
+        payload = int(ex["payload"])
+        return payload, 0.0, float(ex["capacity_s"]), profile, background_tunables(point["split"], payload)
+    payload = int(point.get("payload", ex.get("payload")))
+    return (payload, float(point.get("rate_pps", ex.get("rate_pps"))), float(ex["duration_s"]), profile,
+            payload_tunables(payload, int(ex["flows"])))
+
+
 def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
-    """pps, loss and compare: the udp_payload profile at a rate (0 = the generator's maximum) for a
-    duration; the backends' rx counters sampled meanwhile; loss against the generator's tx."""
-    cfg, p = ctx.testbed.cfg, ctx.point
+    """pps, loss, compare and rtt_load's capacity points: a profile at a rate (0 = the generator's
+    maximum) for a duration (offered_phase); the backends' rx counters sampled meanwhile; loss
+    against the generator's tx."""
+    cfg = ctx.testbed.cfg
     ex = _ex(cfg, ctx.experiment)
-    payload = int(p.get("payload", ex.get("payload")))
-    rate = float(p.get("rate_pps", ex.get("rate_pps")))
-    duration = float(ex["duration_s"])
-    tun = payload_tunables(payload, int(ex["flows"]))
-    profile = definition(ctx.experiment).profile
+    payload, rate, duration, profile, tun = offered_phase(cfg, ctx.experiment, ctx.point)
     sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), float(ex["sample_interval_s"]))
     st0 = _lb_stats(lb)
     rx0 = sampler.read_total()
@@ -295,14 +309,21 @@ def rtt_probe(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 
 # --- rtt_load's background level: absolute, or a share of the LB's maximum from the same run -------
-def capacity_points(cfg, experiment: str = "rtt_load") -> list[tuple[str, dict]]:
+def capacity_points(cfg, experiment: str = "rtt_load", point: dict | None = None) -> list[tuple[str, dict]]:
     """(experiment, point) whose valid trials give the maxima rtt_load's capacity levels are shares
-    of: one per LB of its points (capacity_from: compare, or the pps point at its payload); [] for
-    pps levels or an experiment not sized. The workflow runs them before rtt_load's points
-    (rules/common.smk); a point the config does not plan is refused by name."""
+    of: capacity_from self, rtt_load's own capacity points (xenobench.experiments.
+    self_capacity_points; given a point, those of its split); compare, or the pps point at its
+    payload, one per LB of its points; [] for pps levels, an experiment not sized, and given a
+    point that needs none (level 0, a capacity point). The workflow runs them before the points
+    needing them (rules/common.smk); a point the config does not plan is refused by name."""
     ex = _ex(cfg, experiment)
     if not ex or ex.get("level_unit") != "capacity" or not any(v > 0 for v in ex["levels"]):
         return []
+    if point is not None and (is_capacity_point(point) or float(point["level"]) <= 0):
+        return []
+    if ex["capacity_from"] == "self":
+        return [(experiment, pt) for pt in self_capacity_points(cfg, experiment)
+                if point is None or pt["split"] == point["split"]]
     lbs = [x for x in (ex["lbs"] if paired(cfg, experiment) else [ex["lb"]]) if x != NONE]
     src, payload = ex["capacity_from"], int(ex["payload"])
     planned = points(cfg, src)
@@ -322,8 +343,21 @@ def capacity_points(cfg, experiment: str = "rtt_load") -> list[tuple[str, dict]]
     return out
 
 
+def delivered_pps(outputs: dict) -> float | None:
+    """A capacity point's maximum: the frames the backends received per second of the generator's
+    unpaced run (at most those it sent), the same whole-run average by which a level's background
+    is judged (xenobench.traffic.trial.judge: achieved = sent / send time), where the steady-state
+    median of short samples (rx_pps) leaves out the start and the generator's stalls."""
+    gen = outputs.get("generator") or {}
+    secs = float(gen.get("duration_s") or 0)
+    if secs <= 0 or outputs.get("rx_packets") is None or outputs.get("tx_packets") is None:
+        return None
+    return min(int(outputs["rx_packets"]), int(outputs["tx_packets"])) / secs
+
+
 def measured_maximum(resdir: Path, experiment: str, point: dict) -> float:
-    """The median rx_pps of a capacity point's valid trials in this run's results tree."""
+    """The median maximum of a capacity point's valid trials in this run's results tree: compare's
+    or pps's rx_pps; rtt_load's own capacity points' delivered_pps."""
     import statistics
     tree = ResultsTree.of(resdir)
     rates = []
@@ -331,8 +365,9 @@ def measured_maximum(resdir: Path, experiment: str, point: dict) -> float:
         t = TrialDir(td)
         if t.complete:
             r = t.read_result()
-            if r["valid"] and r["outputs"].get("rx_pps"):
-                rates.append(float(r["outputs"]["rx_pps"]))
+            rate = delivered_pps(r["outputs"]) if is_capacity_point(point) else r["outputs"].get("rx_pps")
+            if r["valid"] and rate:
+                rates.append(float(rate))
     if not rates:
         raise XenobenchError(f"Failed to find the maximum rate of LB {point['lb']!r}: no valid {experiment} trial in "
                              f"{tree.point_dir(experiment, point)} (rtt_load's capacity levels are shares of it: run "
@@ -343,22 +378,27 @@ def measured_maximum(resdir: Path, experiment: str, point: dict) -> float:
 def background_level(ctx: TrialContext) -> dict:
     """The point's background rate: level_unit pps as given; capacity: level x the maximum of the
     point's LB (unpaired) or the smallest of its LBs' (paired: every block of a repetition shares one
-    background, the pairs' premise), each the median rx_pps of this run's capacity trials."""
+    background, the pairs' premise), each the median rx_pps of this run's capacity trials (from
+    self: those of the point's split)."""
     cfg = ctx.testbed.cfg
     ex = _ex(cfg, ctx.experiment)
     level = float(ctx.point["level"])
     if ex.get("level_unit") == "pps" or level <= 0:
         return {"level": level, "level_unit": ex.get("level_unit"), "background_pps": level if level > 0 else 0.0}
     resdir = ctx.attempt.path.parents[4]  # results/<testbed>/trials/<exp>/<point>/rep-<r>/attempt-<n> (layout)
-    caps = {pt["lb"]: measured_maximum(resdir, src, pt) for src, pt in capacity_points(cfg, ctx.experiment)}
+    caps = {pt["lb"]: measured_maximum(resdir, src, pt)
+            for src, pt in capacity_points(cfg, ctx.experiment, ctx.point)}
     by = min(caps, key=caps.get)
     return {"level": level, "level_unit": "capacity", "capacity_pps": caps, "capacity_of": by,
             "background_pps": float(round(level * caps[by]))}
 
 
 def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
-    """rtt_load: background load with the point's split at its level while the probes run."""
+    """rtt_load: background load with the point's split at its level while the probes run; a
+    capacity point: the background unpaced through its LB, no probes (offered_load)."""
     cfg, p = ctx.testbed.cfg, ctx.point
+    if is_capacity_point(p):
+        return offered_load(ctx, lb)
     ex = _ex(cfg, ctx.experiment)
     bg_level = background_level(ctx)
     level = bg_level["background_pps"]

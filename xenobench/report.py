@@ -151,6 +151,11 @@ def _headlines(tidy: dict) -> list[list]:
         load = med[med.split.notna()]
         for (lb, sp, bg), g in load.groupby(["lb", "split", "background_pps"]):
             out.append([f"RTT median under load, {lb}, split {sp}, {bg / 1e3:g} kpps", f"{g.value.median():.1f} µs", len(g)])
+    if "rtt_capacity" in tidy:  # what rtt_load's levels are shares of (capacity_from: self)
+        c = tidy["rtt_capacity"]
+        for (lb, sp), g in c[c.metric == "max_pps"].groupby(["lb", "split"]):
+            out.append([f"capacity under RTT conditions (rtt_load's 100 %), {lb}, split {sp}",
+                        f"{g.value.median() / 1e3:.1f} kpps", len(g)])
     return out
 
 
