@@ -66,7 +66,7 @@ STOCK_BRIDGES = {"ovsbr1": ("p0", "pf0hpf"), "ovsbr2": ("p1", "pf1hpf")}
 HOST_PF = {"pf0hpf": None, "pf1hpf": "enp13s0f1np1"}
 #: the DOCA SDK's pkg-config modules XenoFlow's meson.build asks for, all served by the emulation
 DOCA_PC = ("doca-flow", "doca-common", "doca-argp")
-DOCA_VERSION = "2.9.0"
+DOCA_VERSION = "2.9.0072"  # as lb/meson_options.txt doca_version (the 2.9 LTS SDK)
 EMU_LIB = REPO_ROOT / "lb" / "build" / "emu" / "libdoca_emu.a"
 EMU_INCLUDE = REPO_ROOT / "lb" / "emu" / "include"
 TREX_STANDIN = REPO_ROOT / "standins" / "trex"
@@ -407,11 +407,17 @@ class Lab:
         inc = opt / (prefix / "include").relative_to("/opt")
         shutil.copytree(EMU_INCLUDE, inc, dirs_exist_ok=True)
         (opt / libdir.relative_to("/opt")).mkdir(parents=True, exist_ok=True)
-        # meson makes the project's static libraries thin archives (members by path into lb/build):
-        # the SDK ships a real one, so the members are copied into a new archive
-        members = sh("ar", "t", str(EMU_LIB)).stdout.split()
+        # meson makes a static library that is not installed a thin archive (members by path into
+        # lb/build), one that is installed (lb/emu/meson.build: install: true) a real one; the SDK
+        # ships a real one, so a thin archive's members are copied into a new archive
         dest = opt / libdir.relative_to("/opt") / "libdoca_emu.a"
-        sh("ar", "rcs", str(dest), *[str(EMU_LIB.parent / m) if not m.startswith("/") else m for m in members])
+        with open(EMU_LIB, "rb") as f:
+            thin = f.read(8) == b"!<thin>\n"
+        if thin:
+            members = sh("ar", "t", str(EMU_LIB)).stdout.split()
+            sh("ar", "rcs", str(dest), *[str(EMU_LIB.parent / m) if not m.startswith("/") else m for m in members])
+        else:
+            shutil.copyfile(EMU_LIB, dest)
         (opt / pcdir.relative_to("/opt")).mkdir(parents=True, exist_ok=True)
         for m in DOCA_PC:
             libs = f"Libs: -L{libdir} -ldoca_emu\nRequires: libbpf\n" if m == "doca-flow" else "Requires: doca-flow\n"
