@@ -132,6 +132,12 @@ def _lb_stats(lb) -> dict | None:
         return {"error": str(e)}
 
 
+def _lb_split(lb, before: dict | None, after: dict | None) -> dict | None:
+    """An LB that splits by flow hash (Katran: `split_by`) records its split, measured between two
+    stats reads (its split_record); None for the class-based ones, whose split the profile sets."""
+    return lb.split_record(before, after) if getattr(lb, "split_by", None) else None
+
+
 def _lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
     """Packets the LB sent to each backend between two stats reads (None if either failed)."""
     if not before or not after or "error" in before or "error" in after:
@@ -320,7 +326,7 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
               out=ctx.attempt.probe_records, via=via, capture=True)
     st1 = _lb_stats(lb)
     out = {"probe": s, "server": point_server(cfg, ctx.experiment, p), "via": via,
-           "lb_per_backend": _lb_per_backend(st0, st1)}
+           "lb_per_backend": _lb_per_backend(st0, st1), "lb_split": _lb_split(lb, st0, st1)}
     v = Validity()
     lost = int(s.get("lost") or 0)
     v.require("probes_answered", s.get("n", 0) > 0, "no probe was answered")
@@ -353,17 +359,23 @@ def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
         capture = kind not in captured
         captured.add(kind)
         lb = None if kind == "none" else get_lb(kind, ctx.testbed)
+        split = None
         try:  # stopped also when its start failed half-way: nothing of a block outlives it
             if lb is not None:
                 lb.start()
+            by_hash = getattr(lb, "split_by", None) is not None
+            st0 = _lb_stats(lb) if by_hash else None
             s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
                       via="direct" if kind == "none" else "lb", capture=capture)
+            if by_hash:
+                split = _lb_split(lb, st0, _lb_stats(lb))
         finally:
             if lb is not None:
                 lb.stop()
         s.pop("per_query", None)  # the records and the pcap hold it; outputs stay small
         blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "captured": capture,
-                       "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s})
+                       "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s,
+                       **({"lb_split": split} if split is not None else {})})
         lost = int(s.get("lost") or 0)
         v.require(f"block_{i}_answered", s.get("n", 0) > 0, f"block {i} ({kind}): no probe was answered")
         v.require(f"block_{i}_loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
