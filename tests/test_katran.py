@@ -514,3 +514,30 @@ def test_live_ipip_probe_to_each_real_arrives_decapsulated(testbed):
         fab.gateway_down()
     assert ok is False and detail == "still encapsulated: IPIP from 172.16.0.1 to 198.18.0.2 arrived, not decapsulated on eth0"
     assert attachments(testbed) == idle
+
+
+def test_report_sums_the_measured_hash_split_per_point():
+    """report: Katran's measured split per experiment, point and LB, from the trials' and paired
+    blocks' lb_split (summed over valid trials), beside the ring's shares; class-based LBs (no
+    lb_split) and invalid trials are left out."""
+    from xenobench.report import _hash_split_rows
+    ring = {"fips2": 0.5, "fips3": 0.5}
+
+    def block(lb, p2, p3):
+        return {"lb": lb, "lb_split": {"by": "flow hash", "measured": True, "packets": {"fips2": p2, "fips3": p3},
+                                       "ring_share": ring}}
+    trials = [
+        (None, {"experiment": "rtt_load", "valid": True, "point": {"level_pps": 100000, "split": "50/50"},
+                "outputs": {"facts": {"lb": "none"}, "blocks": [block("katran", 30, 70), {"lb": "xenoflow"},
+                                                                 block("katran", 10, 90)]}}),
+        (None, {"experiment": "rtt_load", "valid": True, "point": {"level_pps": 100000, "split": "50/50"},
+                "outputs": {"facts": {"lb": "none"}, "blocks": [block("katran", 60, 40)]}}),
+        (None, {"experiment": "rtt_load", "valid": False, "point": {"level_pps": 100000, "split": "50/50"},
+                "outputs": {"blocks": [block("katran", 1000, 0)]}}),
+        (None, {"experiment": "rtt", "valid": True, "point": {"server": "xdp"},
+                "outputs": {"facts": {"lb": "katran"}, "lb_split": block("katran", 20, 0)["lb_split"]}}),
+    ]
+    assert _hash_split_rows(trials) == [
+        ["rtt", "idle", "katran", "fips2 20, fips3 0", "fips2 100.0 %, fips3 0.0 %", "fips2 50.0 %, fips3 50.0 %", 1],
+        ["rtt_load", "split 50/50, 100 kpps", "katran", "fips2 100, fips3 200", "fips2 33.3 %, fips3 66.7 %",
+         "fips2 50.0 %, fips3 50.0 %", 3]]

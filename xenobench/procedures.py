@@ -21,7 +21,7 @@ from .dns import start_server, stop_server
 from .errors import ConfigError, XenobenchError
 from .experiments import definition, paired, points, section
 from .latency import block_order
-from .lb import NONE, get_lb, stop_all
+from .lb import NONE, by_hash, get_lb, stop_all
 from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
@@ -133,9 +133,10 @@ def _lb_stats(lb) -> dict | None:
 
 
 def _lb_split(lb, before: dict | None, after: dict | None) -> dict | None:
-    """An LB that splits by flow hash (Katran: `split_by`) records its split, measured between two
-    stats reads (its split_record); None for the class-based ones, whose split the profile sets."""
-    return lb.split_record(before, after) if getattr(lb, "split_by", None) else None
+    """An LB that splits by flow hash (xenobench.lb.by_hash: Katran) records its split, measured
+    between two stats reads (its split_record); None for the class-based ones, whose split the
+    profile sets."""
+    return lb.split_record(before, after) if lb is not None and by_hash(lb.kind) else None
 
 
 def _lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
@@ -363,11 +364,11 @@ def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
         try:  # stopped also when its start failed half-way: nothing of a block outlives it
             if lb is not None:
                 lb.start()
-            by_hash = getattr(lb, "split_by", None) is not None
-            st0 = _lb_stats(lb) if by_hash else None
+            hashed = lb is not None and by_hash(lb.kind)
+            st0 = _lb_stats(lb) if hashed else None
             s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
                       via="direct" if kind == "none" else "lb", capture=capture)
-            if by_hash:
+            if hashed:
                 split = _lb_split(lb, st0, _lb_stats(lb))
         finally:
             if lb is not None:

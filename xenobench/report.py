@@ -210,6 +210,39 @@ def _drop_rows(trials) -> list[list]:
     return rows
 
 
+def _hash_split_rows(trials) -> list[list]:
+    """What an LB that splits by flow hash (Katran) sent to each backend in the latency trials, summed
+    over the valid trials per experiment, point and LB: measured from its own counters (the trial's
+    or paired block's lb_split), beside each backend's share of its ring. A split's caption (single,
+    50/50, 70/30, worst) is the class split the background profile makes; such an LB does not follow it."""
+    sums: dict = {}
+    for _, r in trials:
+        if not r.get("valid"):
+            continue
+        out = r.get("outputs") or {}
+        pt = r.get("point") or {}
+        where = (f"split {pt['split']}, {float(pt.get('level_pps') or 0) / 1e3:g} kpps" if pt.get("split")
+                 else "idle")
+        recs = [((out.get("facts") or {}).get("lb"), out.get("lb_split"))]
+        recs += [(b.get("lb"), b.get("lb_split")) for b in out.get("blocks") or ()]
+        for lb, rec in recs:
+            if not isinstance(rec, dict) or not isinstance(rec.get("packets"), dict):
+                continue
+            key = (r.get("experiment"), where, lb)
+            acc = sums.setdefault(key, {"packets": {}, "ring": rec.get("ring_share") or {}, "n": 0})
+            acc["n"] += 1
+            for name, n in rec["packets"].items():
+                acc["packets"][name] = acc["packets"].get(name, 0) + int(n)
+    rows = []
+    for (exp, where, lb), a in sorted(sums.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        total = sum(a["packets"].values())
+        names = sorted(a["packets"])
+        rows.append([exp, where, lb, ", ".join(f"{n} {a['packets'][n]}" for n in names),
+                     ", ".join(f"{n} {100 * a['packets'][n] / total:.1f} %" for n in names) if total else "-",
+                     ", ".join(f"{n} {100 * a['ring'][n]:.1f} %" for n in sorted(a["ring"])) or "-", a["n"]])
+    return rows
+
+
 def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | Path | None = None,
                  out: str | Path | None = None) -> Path:
     from .compare import compare
@@ -264,6 +297,19 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     L.append("")
 
     L += _paired_section(tidy)
+
+    hsplit = _hash_split_rows(trials)
+    if hsplit:
+        L += ["## Split of the hash-based LBs (Katran), measured", "",
+              "Katran sends a flow to the real its Maglev ring names for the flow's hash, not by the source's "
+              "class: a split's caption (single, 50/50, 70/30, worst) is the class split the background "
+              "profile makes, not what Katran gave each backend. These are the packets its own counters "
+              "(reals_stats) gave each backend while the probes ran (probes and background), beside each "
+              "backend's share of the ring (what many flows approach; a few flows land where their hashes fall).",
+              ""]
+        L += _table(["experiment", "where", "lb", "packets per backend", "measured share", "ring share",
+                     "trials/blocks"], hsplit)
+        L.append("")
 
     drops = _drop_rows(trials)
     if drops:

@@ -72,22 +72,22 @@ class KatranLB(XdpControllerLB):
                 "--gateway-mac", gateway_mac(self.cfg),
                 *[a for r in self.reals() for a in ("--real", r)]]
 
-    #: how it splits: by the flow's hash on its ring, not by the source's class; what a backend gets
-    #: is measured (split_record), never assumed from a split's caption
-    split_by = "flow hash"
     _backends = None
 
     def split_record(self, before: dict | None, after: dict | None) -> dict | None:
-        """Katran's split between two stats reads, measured: packets per backend from its
-        reals_stats, their shares, and each backend's share of the ring (what many flows would
-        approach; a few flows, like a background profile's, land where their hashes fall)."""
+        """Katran splits by the flow's hash on its ring (xenobench.lb.LBS: split_by), not by the
+        source's class, so its split is measured, never read off a split's caption: between two
+        stats reads, packets per backend from its reals_stats, their shares, and each backend's
+        share of the ring (what many flows approach; a few flows, like a background profile's,
+        land where their hashes fall)."""
         if not before or not after or "error" in before or "error" in after:
             return None
         b0 = {x["name"]: x["packets"] for x in before.get("backends", [])}
         got = {x["name"]: x["packets"] - b0.get(x["name"], 0) for x in after.get("backends", [])}
         total = sum(got.values())
         plan = ring_plan(self.cfg, self._backends)
-        return {"by": self.split_by, "measured": True, "packets": got,
+        from . import LBS
+        return {"by": LBS[self.kind].split_by, "measured": True, "packets": got,
                 "share": {n: round(v / total, 4) for n, v in got.items()} if total else None,
                 "ring_share": {r["name"]: round(r["share"], 4) for r in plan[0]} if plan else None}
 
