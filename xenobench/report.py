@@ -15,6 +15,7 @@ import numpy as np
 from .aggregate import trial_results
 from .errors import DataError, XenobenchError
 from .layout import read_json
+from .lb import LBS
 from .results import read_all
 
 HARDWARE_TESTBEDS = ("fips", "thesis")
@@ -166,7 +167,8 @@ def _drop_rows(trials) -> list[list]:
     valid trials, from the counters every trial snapshots (interface names from its config's roles):
     at the generator (frames it made that its device refused), in the switch (taken by the
     generator's device, never offered to the LB's ingress), at the LB's ingress (its receive ring
-    was full: rx_dropped), in the LB (received, not sent out of its egress) and after it."""
+    was full: rx_dropped), in the LB (received, not sent out of its egress, or out of its ingress
+    for an LB that sends back by XDP_TX, Katran) and after it."""
     from .config import load_config
     cfgs, sums = {}, {}
     for t, r in trials:
@@ -181,7 +183,9 @@ def _drop_rows(trials) -> list[list]:
             c = {k: v["view"] for k, v in out["counters"].items()}
             lb = cfg.role("lb")
             ing = c[f"{lb.name}:{(lb.lb_port('ingress') or lb.iface()).name}"]
-            eg = c[f"{lb.name}:{(lb.lb_port('egress') or lb.iface()).name}"]
+            kind = LBS.get((r["outputs"].get("facts") or {}).get("lb"))
+            out_port = "ingress" if kind is not None and kind.out_of_ingress else "egress"  # Katran: XDP_TX
+            eg = c[f"{lb.name}:{(lb.lb_port(out_port) or lb.iface()).name}"]
             # every traffic phase the counters span: the rate's, and compare's program-cost phase
             gens = [out["generator"]] + [p for p in [(out.get("lb_prog") or {}).get("phase")] if p]
         except (OSError, ValueError, KeyError, XenobenchError):

@@ -31,12 +31,14 @@ class LBKind:
     #: how it picks a backend: "class" (the source's class, so a profile's split is exact) or
     #: "flow hash" (Katran's ring: what each backend gets is measured, never read off a split's caption)
     split_by: str = "class"
+    #: it sends what it forwards back out of its ingress port (XDP_TX: Katran), not out of an egress port
+    out_of_ingress: bool = False
 
 
 LBS: dict[str, LBKind] = {k.name: k for k in (
     LBKind("xenoflow", "XenoFlow", "xenoflow"),
     LBKind("ebpf", "eBPF/XDP LB", "ebpf"),
-    LBKind("katran", "Katran", "katran", split_by="flow hash"),
+    LBKind("katran", "Katran", "katran", split_by="flow hash", out_of_ingress=True),
     LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True),
 )}
 KINDS: tuple[str, ...] = tuple(LBS)
