@@ -270,6 +270,18 @@ def test_balancer_fixture_table(balancer, i):
     assert (got, data.hex()) == (verdict, out.hex()), desc
 
 
+def test_the_ring_in_ch_rings_is_the_models(balancer):
+    """fill_maps writes the ring with one batched update (BPF_MAP_UPDATE_BATCH): slots across the
+    ring read back as the model's, and the slot after it (the next VIP's first) stays empty."""
+    import struct
+    _, ring, pindir, *_ = balancer
+    for slot in (0, 1, 2, 4097, 32768, 65535, 65536, 65537):
+        out = bpftool("-j", "map", "lookup", "pinned", str(pindir / "maps" / "ch_rings"),
+                      "key", *[str(x) for x in struct.pack("<I", slot)]).stdout
+        got = int.from_bytes(bytes(int(x, 16) for x in json.loads(out)["value"]), "little")
+        assert got == (ring[slot] if slot < maglev.RING_SIZE else 0), slot
+
+
 def test_every_flow_goes_to_the_real_its_ring_slot_names(balancer, tmp_path):
     """64 flows: the program's choice matches the model's slot for each (a wrong flow hash would
     miss about half), and reals_stats counts them per real."""
