@@ -553,3 +553,20 @@ def test_report_sums_the_measured_hash_split_per_point():
         ["rtt", "idle", "katran", "fips2 20, fips3 0", "fips2 100.0 %, fips3 0.0 %", "fips2 50.0 %, fips3 50.0 %", 1],
         ["rtt_load", "split 50/50, 100 kpps", "katran", "fips2 100, fips3 200", "fips2 33.3 %, fips3 66.7 %",
          "fips2 50.0 %, fips3 50.0 %", 3]]
+
+
+def test_rtt_under_load_with_katran_says_its_split_is_by_hash(tmp_path):
+    """The figure of a hash-based LB captions its splits as the profile's classes, not what each
+    backend got; a class-based LB's figure keeps its split captions."""
+    from xenobench.plots import hash_split_note, rtt_under_load
+    assert hash_split_note("katran").startswith("Katran splits by flow hash, not by class")
+    assert hash_split_note("ebpf") is None and hash_split_note("xenoflow") is None
+    d = tmp_path / "res"
+    d.mkdir()
+    head = ("testbed,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
+            "background_pps,metric,value,unit,source\n")
+    (d / "rtt_summary.csv").write_text(head + "".join(
+        f"fx,katran,xdp,,,,,1,{sp},{bg},rtt_{k}_us,{15 + dv},us,fixture\n"
+        for sp, bg in (("none", 0), ("50/50", 100000)) for k, dv in (("median", 0), ("p25", -1), ("p75", 1))))
+    s = rtt_under_load(d, tmp_path / "f", "fx")
+    assert set(s) == {"50/50"} and (tmp_path / "f" / "rtt_under_load.png").stat().st_size > 1000

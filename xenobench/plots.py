@@ -293,6 +293,15 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
     return series
 
 
+def hash_split_note(lb: str) -> str | None:
+    """The caption of a figure whose splits an LB does not follow (it splits by flow hash: Katran),
+    None for a class-based LB (the profile's split is what each backend got)."""
+    if not by_hash(lb):
+        return None
+    return (f"{_name(lb)} splits by flow hash, not by class: the splits name the profile's class split, not "
+            "what each backend got; the measured per-backend shares are in the report.")
+
+
 def rtt_under_load(resdir, outdir, testbed) -> dict:
     """RTT under background load for the splits (thesis Fig. 7.7 / paper Fig. 8)."""
     m = read_tidy(resdir, "rtt_summary")
@@ -327,13 +336,12 @@ def rtt_under_load(resdir, outdir, testbed) -> dict:
         ax.set_ylabel("DNS RTT through the LB (µs)\nmedian, bars: quartiles")
         top = m[m.metric.isin(["rtt_median_us", "rtt_p75_us"])].value.max()
         ax.set_ylim(0, top * 1.15)  # headroom for the note at the top
-        hashed = by_hash(m.lb.iloc[0]) if len(m) else False
-        ax.legend(title="background split" + (" (the profile's classes)" if hashed else ""), loc="lower right", ncols=2)
+        note = hash_split_note(m.lb.iloc[0]) if len(m) else None
+        ax.legend(title="background split" + (" (the profile's classes)" if note else ""), loc="lower right", ncols=2)
         ax.text(0.01, 0.97, "published (paper Sec. 5.5, text): flat below 90 Mpps, slight increase at 90 Mpps",
                 transform=ax.transAxes, fontsize=7, va="top")
-        if hashed:  # Katran: a flow goes where its hash falls on the ring, whatever the class
-            _caption(fig, f"{_name(m.lb.iloc[0])} splits by flow hash, not by class: the splits name the profile's "
-                          "class split, not what each backend got; the measured per-backend shares are in the report.")
+        if note:
+            _caption(fig, note)
         elif testbed == "thesis":
             _caption(fig, ASSUMED_SPLIT + "; the thesis's figure calls the uneven case 70/30.")
         _title(ax, "RTT under background load", testbed)
