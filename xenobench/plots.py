@@ -409,7 +409,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
             ax.axvline(n_measured - 0.5, color="grey", lw=0.8, ls=":")
         ax.set_xticks(range(len(vals)), labels, fontsize=7)
         ax.set_ylabel("max packet rate (Mpps)")
-        ax.set_ylim(0, max(vals) * 1.15)
+        ax.set_ylim(0, max(vals) * (1.35 if len(pub) else 1.15))  # room for the legend above the bars
         handles = [Patch(facecolor=COLORS[0], edgecolor="black", label=f"measured ({testbed})")]
         if len(pub):
             handles.append(plt.Line2D([], [], ls="none", marker="*", ms=11, **PUB,
