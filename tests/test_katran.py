@@ -14,6 +14,7 @@ The fixture table runs through its own small runner (`run` below), written so th
 
 import ipaddress
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -171,7 +172,7 @@ def balancer(tmp_path_factory):
     from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
     mounted = ensure_bpffs()
     tmp = tmp_path_factory.mktemp("katran")
-    pindir = Path("/sys/fs/bpf") / f"xbk-unit-{tmp.name[-10:]}"
+    pindir = Path("/sys/fs/bpf") / f"{os.environ.get('XENOBENCH_NS_PREFIX', 'xbt-')}katran-unit-{tmp.name[-10:]}"
     b = katran.build()
     load_pinned(b.balancer, pindir, "katran.build")
     bfile = tmp / "b.json"
@@ -270,6 +271,18 @@ def test_balancer_fixture_table(balancer, i):
     assert (got, data.hex()) == (verdict, out.hex()), desc
 
 
+def test_the_ring_in_ch_rings_is_the_models(balancer):
+    """fill_maps writes the ring with one batched update (BPF_MAP_UPDATE_BATCH): slots across the
+    ring read back as the model's, and the slot after it (the next VIP's first) stays empty."""
+    import struct
+    _, ring, pindir, *_ = balancer
+    for slot in (0, 1, 2, 4097, 32768, 65535, 65536, 65537):
+        out = bpftool("-j", "map", "lookup", "pinned", str(pindir / "maps" / "ch_rings"),
+                      "key", *[str(x) for x in struct.pack("<I", slot)]).stdout
+        got = int.from_bytes(bytes(int(x, 16) for x in json.loads(out)["value"]), "little")
+        assert got == (ring[slot] if slot < maglev.RING_SIZE else 0), slot
+
+
 def test_every_flow_goes_to_the_real_its_ring_slot_names(balancer, tmp_path):
     """64 flows: the program's choice matches the model's slot for each (a wrong flow hash would
     miss about half), and reals_stats counts them per real."""
@@ -315,6 +328,72 @@ def test_katran_decap_in_front_restores_the_inner_frame(balancer, tmp_path):
         assert st[0] == (1, 0, 1)   # decap_v4, decap_v6, total: the IPIP frame only
     finally:
         shutil.rmtree(chain, ignore_errors=True)
+
+
+def test_the_probe_flow_reaches_the_dns_backend_through_the_real_balancer(balancer, local_cfg):
+    """rtt.probe_flow: the probes' address is in the DNS backend's class (class-based LBs) and their
+    fixed source port makes Katran's ring send them there too; through the real program."""
+    from xenobench.backends import load_backends
+    from xenobench.rtt import probe_flow
+    run, ring, *_ = balancer
+    flow = probe_flow(local_cfg, "fips2")
+    assert flow["ring"] is True and flow["sport"] >= local_cfg.section("dns")["prober"]["source_port"]
+    assert load_backends(local_cfg.service.backends).backend_for_source(flow["src"]).name == "fips2"
+    frame = udp(src=flow["src"], sport=flow["sport"])
+    assert run(frame) == ("XDP_TX", encapsulated(frame, REALS["fips2"]))
+    other = probe_flow(local_cfg, "fips3")
+    frame = udp(src=other["src"], sport=other["sport"])
+    assert run(frame) == ("XDP_TX", encapsulated(frame, REALS["fips3"]))
+
+
+def test_probe_flow_steps_the_port_until_the_ring_agrees(local_cfg, monkeypatch):
+    """From dns.prober.source_port up: the first port whose flow the ring sends to the backend, from
+    an address of its class; each port tried before it missed from every such address."""
+    from xenobench.backends import load_backends
+    from xenobench.lb.katran import flow_real, ring_plan
+    from xenobench.rtt import probe_flow
+    plan = ring_plan(local_cfg)
+    ci = local_cfg.role("client").iface()
+    bs = load_backends(local_cfg.service.backends)
+    fits = [str(a.ip) for a in (ci.ip, *ci.extra_ips) if bs.backend_for_source(str(a.ip)).name == "fips2"]
+    first = local_cfg.section("dns")["prober"]["source_port"]
+    flow = probe_flow(local_cfg, "fips2")
+    for sport in range(first, flow["sport"]):
+        assert all(flow_real(plan, a, sport, 53) == "fips3" for a in fits), sport
+    assert flow_real(plan, flow["src"], flow["sport"], 53) == "fips2"
+    # with no port reaching it (a ring without fips2), refused by name
+    monkeypatch.setattr("xenobench.lb.katran.flow_real", lambda *a: "fips3")
+    with pytest.raises(Exception, match=rf"Failed to choose a probe source port: no port from {first} "
+                                        r"\(dns.prober.source_port in .*\) to \d+ from 198\.18\.0\.16, "
+                                        r"198\.18\.0\.18 reaches fips2 through Katran's ring"):
+        probe_flow(local_cfg, "fips2")
+
+
+def test_the_prober_sends_every_query_from_its_fixed_port(tmp_path):
+    """--sport: one flow; a UDP responder on loopback sees every query from that port."""
+    import socket
+    import threading
+    srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.settimeout(5)
+    seen = []
+
+    def answer():
+        import dns.message
+        for _ in range(5):
+            data, addr = srv.recvfrom(512)
+            seen.append(addr[1])
+            srv.sendto(dns.message.make_response(dns.message.from_wire(data)).to_wire(), addr)
+    t = threading.Thread(target=answer)
+    t.start()
+    p = subprocess.run([sys.executable, "-m", "xenobench.agents.prober", "run", "--src", "127.0.0.1", "--sport", "10077",
+                        "--dst", "127.0.0.1", "--port", str(srv.getsockname()[1]), "--qname", "probe.example.com.",
+                        "--count", "5", "--rate", "100", "--out", str(tmp_path / "r.jsonl")],
+                       capture_output=True, text=True, timeout=60)
+    t.join(10)
+    srv.close()
+    assert p.returncode == 0, p.stderr
+    assert seen == [10077] * 5 and json.loads(p.stdout.splitlines()[-1])["sport"] == 10077
 
 
 # --- live on the namespace testbed ------------------------------------------------------------------
@@ -400,23 +479,95 @@ def test_live_hidden_address_check_and_nothing_left_behind(testbed):
 @needs_katran
 @pytest.mark.parametrize("server", ["xdp", "python", "bind9"])
 def test_live_dns_answers_through_katran_by_direct_server_return(testbed, tmp_path, server):
-    """The DNS backend alone behind Katran (every slot of its ring): queries reach the server through
-    the gateway and Katran's decap in front of it, answers go straight back to the client."""
+    """Both backends behind Katran (each about half its ring): the probes' one flow (rtt.probe_flow:
+    fixed source port, chosen by the ring) reaches the DNS server through the gateway and Katran's
+    decap in front of it, every one of them, and answers go straight back to the client."""
     from xenobench.dns import start_server, stop_server
     from xenobench.rtt import probe
-    f = tmp_path / "dns-only.json"
-    f.write_text(json.dumps({"backends": BACKENDS["backends"][:1]}))
     lb = get_lb("katran", testbed)
     start_server(testbed, server)
     try:
-        lb.start(f)
+        lb.start()
         try:
+            st0 = lb.stats()
             s = probe(testbed, count=20, rate_qps=200, out=tmp_path / "p.jsonl", capture=False)
-            st = lb.stats()
+            st1 = lb.stats()
         finally:
             assert lb.stop() is True
     finally:
         stop_server(testbed, server)
-    assert s["n"] == 20 and s.get("lost", 0) == 0
-    assert st["backends"][0]["packets"] == 20
+    assert s["n"] == 20 and s.get("lost", 0) == 0 and s["ring_aware"] is True
+    split = lb.split_record(st0, st1)
+    assert split["packets"] == {"fips2": 20, "fips3": 0} and split["by"] == "flow hash" and split["measured"] is True
+    assert split["ring_share"] == {r["name"]: round(r["share"], 4) for r in plan(lb.backends_file(), REALS)[0]}
     assert xdp_of(testbed, f"{testbed.cfg.prefix}fips2", "eth0") == "backend_sink"
+
+
+@needs_root
+@needs_katran
+def test_live_ipip_probe_to_each_real_arrives_decapsulated(testbed):
+    """testbed check's Katran rows: an IPIP frame from the LB node to the gateway MAC reaches each
+    real, decapsulated there; the fabric is set up for the check and gone after it. Without the
+    decap in front, the backend sees the frame still encapsulated, and the row says so."""
+    from xenobench.fabric import NamespaceFabric
+    for b in ("fips2", "fips3"):
+        testbed.restore_backend_sink(b)
+    idle = attachments(testbed)
+    rows = testbed.check_ipip()
+    assert [(ok, d.split(" (")[0]) for d, ok, _ in rows] == [(True, "IPIP to fips2"), (True, "IPIP to fips3")], rows
+    assert all(detail.startswith("received ") for _, _, detail in rows)
+    assert attachments(testbed) == idle
+    fab = NamespaceFabric(testbed)
+    fab.gateway_up()   # the gateway routes, but no backend decapsulates
+    try:
+        _, ok, detail = testbed._check_arrives(
+            testbed.node("fips5"), testbed.cfg.nodes["fips2"], "no decap",
+            ["--iface", "p0", "--src-mac", LB_IN, "--dst-mac", GW, "--src-ip", "198.18.0.1", "--ipip-to", "198.18.0.2"])
+    finally:
+        fab.gateway_down()
+    assert ok is False and detail == "still encapsulated: IPIP from 172.16.0.1 to 198.18.0.2 arrived, not decapsulated on eth0"
+    assert attachments(testbed) == idle
+
+
+def test_report_sums_the_measured_hash_split_per_point():
+    """report: Katran's measured split per experiment, point and LB, from the trials' and paired
+    blocks' lb_split (summed over valid trials), beside the ring's shares; class-based LBs (no
+    lb_split) and invalid trials are left out."""
+    from xenobench.report import _hash_split_rows
+    ring = {"fips2": 0.5, "fips3": 0.5}
+
+    def block(lb, p2, p3):
+        return {"lb": lb, "lb_split": {"by": "flow hash", "measured": True, "packets": {"fips2": p2, "fips3": p3},
+                                       "ring_share": ring}}
+    trials = [
+        (None, {"experiment": "rtt_load", "valid": True, "point": {"level_pps": 100000, "split": "50/50"},
+                "outputs": {"facts": {"lb": "none"}, "blocks": [block("katran", 30, 70), {"lb": "xenoflow"},
+                                                                 block("katran", 10, 90)]}}),
+        (None, {"experiment": "rtt_load", "valid": True, "point": {"level_pps": 100000, "split": "50/50"},
+                "outputs": {"facts": {"lb": "none"}, "blocks": [block("katran", 60, 40)]}}),
+        (None, {"experiment": "rtt_load", "valid": False, "point": {"level_pps": 100000, "split": "50/50"},
+                "outputs": {"blocks": [block("katran", 1000, 0)]}}),
+        (None, {"experiment": "rtt", "valid": True, "point": {"server": "xdp"},
+                "outputs": {"facts": {"lb": "katran"}, "lb_split": block("katran", 20, 0)["lb_split"]}}),
+    ]
+    assert _hash_split_rows(trials) == [
+        ["rtt", "idle", "katran", "fips2 20, fips3 0", "fips2 100.0 %, fips3 0.0 %", "fips2 50.0 %, fips3 50.0 %", 1],
+        ["rtt_load", "split 50/50, 100 kpps", "katran", "fips2 100, fips3 200", "fips2 33.3 %, fips3 66.7 %",
+         "fips2 50.0 %, fips3 50.0 %", 3]]
+
+
+def test_rtt_under_load_with_katran_says_its_split_is_by_hash(tmp_path):
+    """The figure of a hash-based LB captions its splits as the profile's classes, not what each
+    backend got; a class-based LB's figure keeps its split captions."""
+    from xenobench.plots import hash_split_note, rtt_under_load
+    assert hash_split_note("katran").startswith("Katran splits by flow hash, not by class")
+    assert hash_split_note("ebpf") is None and hash_split_note("xenoflow") is None
+    d = tmp_path / "res"
+    d.mkdir()
+    head = ("testbed,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
+            "background_pps,metric,value,unit,source\n")
+    (d / "rtt_summary.csv").write_text(head + "".join(
+        f"fx,katran,xdp,,,,,1,{sp},{bg},rtt_{k}_us,{15 + dv},us,fixture\n"
+        for sp, bg in (("none", 0), ("50/50", 100000)) for k, dv in (("median", 0), ("p25", -1), ("p75", 1))))
+    s = rtt_under_load(d, tmp_path / "f", "fx")
+    assert set(s) == {"50/50"} and (tmp_path / "f" / "rtt_under_load.png").stat().st_size > 1000

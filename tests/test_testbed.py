@@ -61,7 +61,9 @@ def test_up_check_down_leaves_machine_as_before(fresh):
     assert st["up"] and all(n["exists"] for n in st["nodes"].values())
     assert st["nodes"]["fips5"]["interfaces"]["p1"]["mac"] == "02:00:00:00:05:01"
     rows = fresh.check()
-    assert len(rows) == 4 and all(ok for _, ok, _ in rows), rows
+    # ping and UDP to the VIP per backend, and (config/local.yaml runs Katran) IPIP to each real
+    assert [d.split(" ")[0] for d, _, _ in rows] == ["client", "client", "UDP", "UDP", "IPIP", "IPIP"], rows
+    assert all(ok for _, ok, _ in rows), rows
     # the topology lives in namespaces only: the root namespace has no new link
     assert machine_state(U)["links"] == before["links"]
     assert fresh.up()["changed"] is False  # up twice is harmless

@@ -1,7 +1,7 @@
 """`snakemake --cores 1 all` end to end on the CI-sized study (config/ci.yaml: the namespace
 testbed with every measurement, fewer points): every figure, the tidy CSVs, the report, nothing
 left behind, a second run does nothing; and an interrupted run leaves a clean machine and resumes
-from the completed trials. Runs under its own namespace prefix (xbw-) so it never touches the
+from the completed trials. Runs under its own namespace prefix (<the suite's prefix>w-, xbtw- by default) so it never touches the
 session testbed of the other tests."""
 
 import json
@@ -23,7 +23,9 @@ from xenobench.results import read_tidy
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = "config/ci.yaml"
-PREFIX = "xbw-"
+# a prefix of its own beside the session testbed's (conftest: XENOBENCH_NS_PREFIX, default xbt-), so two
+# suites side by side (each with its own XENOBENCH_NS_PREFIX) never share one
+PREFIX = os.environ.get("XENOBENCH_NS_PREFIX", "xbt-").rstrip("-")[:4] + "w-"
 ENV = {**os.environ, "XENOBENCH_NS_PREFIX": PREFIX}
 FIGS = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
         "lb_comparison", "ndr_pdr", "rtt_added"]

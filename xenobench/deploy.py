@@ -440,6 +440,15 @@ def deploy(testbed) -> tuple[list[dict], list[Row]]:
                 if lb.mode == "doca":
                     shipped.append({"node": n.name, "what": "xenoflow source", "copied": lb.ship_source(n)})
     rows = [r for n in testbed.nodes() for r in check_node(cfg, n)]
+    from .testbed.base import uses_lb
+    if uses_lb(cfg, "katran") and all(r.ready for r in rows if r.check == "login"):
+        # Katran's path: the site's router (katran.gateway_mac) routes IPIP to each real, which
+        # decapsulates it (Testbed.check_ipip; Katran's decap is put in front for the check)
+        lb = cfg.role("lb").name
+        rows += [Row(lb, "lb", "IPIP via the gateway (Katran)", ok, f"{desc}: {detail}",
+                     f"route each real's address to its port at the MAC katran.gateway_mac of {cfg.path} "
+                     "(the switch in L3 mode), and keep bpftool on the backends for Katran's decap")
+                 for desc, ok, detail in testbed.check_ipip()]
     return shipped, rows
 
 

@@ -142,51 +142,14 @@ class NamespaceFabric:
         return counters(self.pindir / "gateway" / "maps" / "gw_stats", GATEWAY_STATS)
 
     # --- Katran's decap on the backends ------------------------------------------------------------
-    def _backends(self):
-        for b in self.cfg.backend_nodes():
-            yield b, f"{self.cfg.prefix}{b.name}", b.iface().name
-
     def decap_up(self) -> None:
-        from .katran import DECAP_CHAIN_PROG, build
-        obj = build(self.cfg).decap_chain
-        for b, ns, dev in self._backends():
-            pid, name, mode = self._attached(ns, dev)
-            if name == DECAP_CHAIN_PROG:
-                continue
-            pin = self.pindir / f"decap-{b.name}"
-            self._load(ns, obj, pin)
-            if pid is not None:
-                self._ns(ns, "bpftool", "map", "update", "pinned", str(pin / "maps" / "xb_next"),
-                         "key", "hex", "00", "00", "00", "00", "value", "id", str(pid))
-            self.statedir.mkdir(parents=True, exist_ok=True)
-            (self.statedir / f"{b.name}.json").write_text(json.dumps({"previous": pid, "mode": mode}))
-            self._ns(ns, "ip", "-force", "link", "set", "dev", dev, XDP_MODES.get(mode, "xdpdrv"), "pinned",
-                     str(pin / "progs" / DECAP_CHAIN_PROG))
+        BackendDecap(self.tb).up()
 
     def decap_down(self) -> None:
-        from .katran import DECAP_CHAIN_PROG
-        for b, ns, dev in self._backends():
-            state = self.statedir / f"{b.name}.json"
-            prev = json.loads(state.read_text()) if state.exists() else {}
-            if (NETNS_RUN_DIR / ns).exists() and self._attached(ns, dev)[1] == DECAP_CHAIN_PROG:
-                mode = XDP_MODES.get(prev.get("mode"), "xdpdrv")
-                pid = prev.get("previous")
-                if pid is not None and self._ns(ns, "bpftool", "prog", "show", "id", str(pid), check=False).returncode == 0:
-                    self._ns(ns, "bpftool", "net", "attach", mode, "id", str(pid), "dev", dev, "overwrite")
-                else:
-                    self._ns(ns, "ip", "link", "set", "dev", dev, mode, "off")
-            state.unlink(missing_ok=True)
-            shutil.rmtree(self.pindir / f"decap-{b.name}", ignore_errors=True)
+        BackendDecap(self.tb).down()
 
     def decap_stats(self) -> dict[str, dict[str, int]]:
-        """Katran's decap_counters per backend (struct decap_stats: decap_v4, decap_v6, total)."""
-        from .agents.bpf import percpu_sum
-        out = {}
-        for b, _, _ in self._backends():
-            st = percpu_sum(self.pindir / f"decap-{b.name}" / "maps" / "decap_counters", "<QQQ")
-            v4, v6, tot = st.get(0, (0, 0, 0))
-            out[b.name] = {"decap_v4": v4, "decap_v6": v6, "total": tot}
-        return out
+        return BackendDecap(self.tb).stats()
 
     # --- the testbed hook ---------------------------------------------------------------------------
     def provide(self, needs) -> None:
@@ -204,6 +167,82 @@ class NamespaceFabric:
             self.decap_down()
         if "l3_gateway" in needs:
             self.gateway_down()
+
+
+class BackendDecap:
+    """Katran's decap (switch/katran_decap_chain.bpf.c, built by xenobench.katran) in front of what
+    each backend's interface runs, over each backend node's own transport: the namespace testbed's
+    netns nodes and a hosts testbed's SSH nodes alike (its object staged on the node, pins under the
+    testbed's bpffs directory there, the displaced program's id kept here in <state_dir>/fabric)."""
+
+    def __init__(self, testbed):
+        self.tb = testbed
+        self.cfg = testbed.cfg
+
+    @property
+    def statedir(self) -> Path:
+        return self.cfg.state_dir / "fabric"
+
+    def _pin(self, b) -> str:
+        return str(self.tb.bpffs_dir / "fabric" / f"decap-{b.name}")
+
+    def _backends(self):
+        for b in self.cfg.backend_nodes():
+            yield b, self.tb.node(b.name), b.iface().name
+
+    @staticmethod
+    def _attached(node, dev: str) -> tuple[int | None, str | None, int]:
+        """(program id, its name, attach mode) of the XDP program on dev, (None, None, 0) if none."""
+        links = json.loads(node.run(["ip", "-j", "link", "show", "dev", dev]).stdout or "[]")
+        xdp = (links[0] if links else {}).get("xdp") or {}
+        prog = xdp.get("prog") or {}
+        return prog.get("id"), prog.get("name"), int(xdp.get("mode") or 0)
+
+    def up(self) -> None:
+        from .katran import DECAP_CHAIN_PROG, build
+        obj = build(self.cfg).decap_chain
+        for b, node, dev in self._backends():
+            pid, name, mode = self._attached(node, dev)
+            if name == DECAP_CHAIN_PROG:
+                continue
+            pin = self._pin(b)
+            staged = node.stage(obj, "katran-decap-chain.bpf.o")
+            node.run(["mkdir", "-p", f"{pin}/maps"])
+            node.run(["bpftool", "prog", "loadall", staged, f"{pin}/progs", "type", "xdp", "pinmaps", f"{pin}/maps"])
+            if pid is not None:
+                node.run(["bpftool", "map", "update", "pinned", f"{pin}/maps/xb_next",
+                          "key", "hex", "00", "00", "00", "00", "value", "id", str(pid)])
+            self.statedir.mkdir(parents=True, exist_ok=True)
+            (self.statedir / f"{b.name}.json").write_text(json.dumps({"previous": pid, "mode": mode}))
+            node.run(["ip", "-force", "link", "set", "dev", dev, XDP_MODES.get(mode, "xdpdrv"), "pinned",
+                      f"{pin}/progs/{DECAP_CHAIN_PROG}"])
+
+    def down(self) -> None:
+        from .katran import DECAP_CHAIN_PROG
+        for b, node, dev in self._backends():
+            state = self.statedir / f"{b.name}.json"
+            prev = json.loads(state.read_text()) if state.exists() else {}
+            if node.ncfg.transport != "netns" or (NETNS_RUN_DIR / f"{self.cfg.prefix}{b.name}").exists():
+                if self._attached(node, dev)[1] == DECAP_CHAIN_PROG:
+                    mode = XDP_MODES.get(prev.get("mode"), "xdpdrv")
+                    pid = prev.get("previous")
+                    if pid is not None and node.run(["bpftool", "prog", "show", "id", str(pid)], check=False).ok:
+                        node.run(["bpftool", "net", "attach", mode, "id", str(pid), "dev", dev, "overwrite"])
+                    else:
+                        node.run(["ip", "link", "set", "dev", dev, mode, "off"])
+                node.run(["rm", "-rf", self._pin(b)], check=False)
+            state.unlink(missing_ok=True)
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Katran's decap_counters per backend (struct decap_stats: decap_v4, decap_v6, total)."""
+        from .agents.bpf import percpu_sum
+        out = {}
+        for b, node, _ in self._backends():
+            st = percpu_sum(Path(self._pin(b)) / "maps" / "decap_counters", "<QQQ",
+                            lambda *a, node=node: node.run(["bpftool", *a]).stdout)
+            v4, v6, tot = st.get(0, (0, 0, 0))
+            out[b.name] = {"decap_v4": v4, "decap_v6": v6, "total": tot}
+        return out
 
 
 def route_value(ifindex: int, mac: str) -> bytes:

@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 from . import latency  # noqa: E402
 from .compare import THESIS_64B_PAYLOAD, read_published  # noqa: E402
 from .errors import DataError  # noqa: E402
-from .lb import LBS, label as lb_label  # noqa: E402
+from .lb import LBS, by_hash, label as lb_label  # noqa: E402
 from .experiments import NO_SPLIT  # noqa: E402
 from .results import HEADERS, l1_gbps, l2_gbps, line_rate_pps, read_tidy  # noqa: E402
 
@@ -293,6 +293,15 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
     return series
 
 
+def hash_split_note(lb: str) -> str | None:
+    """The caption of a figure whose splits an LB does not follow (it splits by flow hash: Katran),
+    None for a class-based LB (the profile's split is what each backend got)."""
+    if not by_hash(lb):
+        return None
+    return (f"{_name(lb)} splits by flow hash, not by class: the splits name the profile's class split, not "
+            "what each backend got; the measured per-backend shares are in the report.")
+
+
 def rtt_under_load(resdir, outdir, testbed) -> dict:
     """RTT under background load for the splits (thesis Fig. 7.7 / paper Fig. 8)."""
     m = read_tidy(resdir, "rtt_summary")
@@ -327,10 +336,13 @@ def rtt_under_load(resdir, outdir, testbed) -> dict:
         ax.set_ylabel("DNS RTT through the LB (µs)\nmedian, bars: quartiles")
         top = m[m.metric.isin(["rtt_median_us", "rtt_p75_us"])].value.max()
         ax.set_ylim(0, top * 1.15)  # headroom for the note at the top
-        ax.legend(title="background split", loc="lower right", ncols=2)
+        note = hash_split_note(m.lb.iloc[0]) if len(m) else None
+        ax.legend(title="background split" + (" (the profile's classes)" if note else ""), loc="lower right", ncols=2)
         ax.text(0.01, 0.97, "published (paper Sec. 5.5, text): flat below 90 Mpps, slight increase at 90 Mpps",
                 transform=ax.transAxes, fontsize=7, va="top")
-        if testbed == "thesis":
+        if note:
+            _caption(fig, note)
+        elif testbed == "thesis":
             _caption(fig, ASSUMED_SPLIT + "; the thesis's figure calls the uneven case 70/30.")
         _title(ax, "RTT under background load", testbed)
         _save(fig, outdir, "rtt_under_load")
@@ -378,20 +390,30 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
                           + (f"\nprogram {prog_ns[lb]:.0f} ns" if lb in prog_ns and not at else ""))
             vals.append(v)
             styles.append(dict(color=COLORS[0], edgecolor="black"))
+        # published numbers (the thesis's own, and Katran's and Kakao's from other works on other
+        # hardware) are markers right of a separator, never bars beside the measured ones: a measured
+        # Katran and the published 38 Mpps are two different things
+        n_measured = len(vals)
         for p in pub.itertuples():
-            labels.append(f"{_name(p.lb)}\npublished".replace(" ", "\n", 1))
+            labels.append(f"{_name(p.lb)}\npublished".replace(" ", "\n", 1)
+                          + ("\n(thesis)" if p.lb == "xenoflow" else "\n(other work,\nother hardware)"))
             vals.append(float(p.value))
-            styles.append(dict(color="white", edgecolor="black", hatch="///"))
+            styles.append(None)
         for i, (v, st) in enumerate(zip(vals, styles)):
-            ax.bar(i, v, width=0.7, **st)
-            ax.text(i, v + 0.01 * max(vals), f"{v:.1f}" if max(vals) >= 10 else f"{v:.3g}", ha="center", fontsize=8)
+            if st is None:
+                ax.scatter([i], [v], marker="*", s=140, zorder=5, **PUB)
+            else:
+                ax.bar(i, v, width=0.7, **st)
+            ax.text(i, v + 0.02 * max(vals), f"{v:.1f}" if max(vals) >= 10 else f"{v:.3g}", ha="center", fontsize=8)
+        if n_measured and len(vals) > n_measured:
+            ax.axvline(n_measured - 0.5, color="grey", lw=0.8, ls=":")
         ax.set_xticks(range(len(vals)), labels, fontsize=7)
         ax.set_ylabel("max packet rate (Mpps)")
-        ax.set_ylim(0, max(vals) * 1.15)
+        ax.set_ylim(0, max(vals) * (1.35 if len(pub) else 1.15))  # room for the legend above the bars
         handles = [Patch(facecolor=COLORS[0], edgecolor="black", label=f"measured ({testbed})")]
         if len(pub):
-            handles.append(Patch(facecolor="white", edgecolor="black", hatch="///",
-                                 label="published, read from thesis Fig. 7.6"))
+            handles.append(plt.Line2D([], [], ls="none", marker="*", ms=11, **PUB,
+                                      label="published, read from thesis Fig. 7.6 (not measured here)"))
         ax.legend(handles=handles, loc="upper right")
         _title(ax, "Load balancers at 64 B", testbed)
         if reference(testbed):

@@ -22,7 +22,7 @@ from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, NodeError, XenobenchError
 from .experiments import definition, is_capacity_point, paired, points, section, self_capacity_points
 from .latency import block_order
-from .lb import NONE, get_lb, stop_all
+from .lb import NONE, by_hash, get_lb, stop_all
 from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
@@ -203,6 +203,13 @@ def _lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int
                   f"lb forwarded {fwd}, backends received {rx}, generator sent {tx}" if fwd is not None
                   else "not checked: the LB's stats could not be read")
     return per_backend
+
+
+def _lb_split(lb, before: dict | None, after: dict | None) -> dict | None:
+    """An LB that splits by flow hash (xenobench.lb.by_hash: Katran) records its split, measured
+    between two stats reads (its split_record); None for the class-based ones, whose split the
+    profile sets."""
+    return lb.split_record(before, after) if lb is not None and by_hash(lb.kind) else None
 
 
 def _lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
@@ -431,7 +438,7 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     st1 = _lb_stats(lb)
     v = Validity()
     out = {"probe": s, "server": point_server(cfg, ctx.experiment, p), "via": via,
-           "lb_per_backend": _lb_checks(v, lb, st0, st1)}
+           "lb_per_backend": _lb_checks(v, lb, st0, st1), "lb_split": _lb_split(lb, st0, st1)}
     lost = int(s.get("lost") or 0)
     v.require("probes_answered", s.get("n", 0) > 0, "no probe was answered")
     v.require("loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
@@ -464,13 +471,17 @@ def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
         capture = kind not in captured
         captured.add(kind)
         lb = None if kind == "none" else get_lb(kind, ctx.testbed)
-        key = None
+        key, split = None, None
         try:  # stopped also when its start failed half-way: nothing of a block outlives it
             if lb is not None:
                 lb.start()
                 key = watch_lb(ctx, lb)
+            hashed = lb is not None and by_hash(lb.kind)
+            st0 = _lb_stats(lb) if hashed else None
             s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
                       via="direct" if kind == "none" else "lb", capture=capture, watch=ctx.watch)
+            if hashed:
+                split = _lb_split(lb, st0, _lb_stats(lb))
         except NodeError as e:
             if not ctx.watch.gone():
                 raise
@@ -484,7 +495,8 @@ def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
             break
         s.pop("per_query", None)  # the records and the pcap hold it; outputs stay small
         blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "captured": capture,
-                       "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s})
+                       "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s,
+                       **({"lb_split": split} if split is not None else {})})
         lost = int(s.get("lost") or 0)
         v.require(f"block_{i}_answered", s.get("n", 0) > 0, f"block {i} ({kind}): no probe was answered")
         v.require(f"block_{i}_loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,

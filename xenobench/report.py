@@ -15,6 +15,7 @@ import numpy as np
 from .aggregate import trial_results
 from .errors import DataError, XenobenchError
 from .layout import read_json
+from .lb import LBS
 from .results import read_all
 
 HARDWARE_TESTBEDS = ("fips", "thesis")
@@ -171,7 +172,8 @@ def _drop_rows(trials) -> list[list]:
     valid trials, from the counters every trial snapshots (interface names from its config's roles):
     at the generator (frames it made that its device refused), in the switch (taken by the
     generator's device, never offered to the LB's ingress), at the LB's ingress (its receive ring
-    was full: rx_dropped), in the LB (received, not sent out of its egress) and after it."""
+    was full: rx_dropped), in the LB (received, not sent out of its egress, or out of its ingress
+    for an LB that sends back by XDP_TX, Katran) and after it."""
     from .config import load_config
     cfgs, sums = {}, {}
     for t, r in trials:
@@ -186,7 +188,9 @@ def _drop_rows(trials) -> list[list]:
             c = {k: v["view"] for k, v in out["counters"].items()}
             lb = cfg.role("lb")
             ing = c[f"{lb.name}:{(lb.lb_port('ingress') or lb.iface()).name}"]
-            eg = c[f"{lb.name}:{(lb.lb_port('egress') or lb.iface()).name}"]
+            kind = LBS.get((r["outputs"].get("facts") or {}).get("lb"))
+            out_port = "ingress" if kind is not None and kind.out_of_ingress else "egress"  # Katran: XDP_TX
+            eg = c[f"{lb.name}:{(lb.lb_port(out_port) or lb.iface()).name}"]
             # every traffic phase the counters span: the rate's, and compare's program-cost phase
             gens = [out["generator"]] + [p for p in [(out.get("lb_prog") or {}).get("phase")] if p]
         except (OSError, ValueError, KeyError, XenobenchError):
@@ -212,6 +216,39 @@ def _drop_rows(trials) -> list[list]:
         stages = [f"0 ({-n} stray)" if -tolerance <= n < 0 else n for n in v[1:6]]
         rows.append([exp, lb, v[0], *stages, v[6], f"counters disagree ({', '.join(bad)}: negative)" if bad
                      else where[worst] if v[1 + worst] > 0 else "nowhere"])
+    return rows
+
+
+def _hash_split_rows(trials) -> list[list]:
+    """What an LB that splits by flow hash (Katran) sent to each backend in the latency trials, summed
+    over the valid trials per experiment, point and LB: measured from its own counters (the trial's
+    or paired block's lb_split), beside each backend's share of its ring. A split's caption (single,
+    50/50, 70/30, worst) is the class split the background profile makes; such an LB does not follow it."""
+    sums: dict = {}
+    for _, r in trials:
+        if not r.get("valid"):
+            continue
+        out = r.get("outputs") or {}
+        pt = r.get("point") or {}
+        where = (f"split {pt['split']}, {float(pt.get('level_pps') or 0) / 1e3:g} kpps" if pt.get("split")
+                 else "idle")
+        recs = [((out.get("facts") or {}).get("lb"), out.get("lb_split"))]
+        recs += [(b.get("lb"), b.get("lb_split")) for b in out.get("blocks") or ()]
+        for lb, rec in recs:
+            if not isinstance(rec, dict) or not isinstance(rec.get("packets"), dict):
+                continue
+            key = (r.get("experiment"), where, lb)
+            acc = sums.setdefault(key, {"packets": {}, "ring": rec.get("ring_share") or {}, "n": 0})
+            acc["n"] += 1
+            for name, n in rec["packets"].items():
+                acc["packets"][name] = acc["packets"].get(name, 0) + int(n)
+    rows = []
+    for (exp, where, lb), a in sorted(sums.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        total = sum(a["packets"].values())
+        names = sorted(a["packets"])
+        rows.append([exp, where, lb, ", ".join(f"{n} {a['packets'][n]}" for n in names),
+                     ", ".join(f"{n} {100 * a['packets'][n] / total:.1f} %" for n in names) if total else "-",
+                     ", ".join(f"{n} {100 * a['ring'][n]:.1f} %" for n in sorted(a["ring"])) or "-", a["n"]])
     return rows
 
 
@@ -269,6 +306,19 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     L.append("")
 
     L += _paired_section(tidy)
+
+    hsplit = _hash_split_rows(trials)
+    if hsplit:
+        L += ["## Split of the hash-based LBs (Katran), measured", "",
+              "Katran sends a flow to the real its Maglev ring names for the flow's hash, not by the source's "
+              "class: a split's caption (single, 50/50, 70/30, worst) is the class split the background "
+              "profile makes, not what Katran gave each backend. These are the packets its own counters "
+              "(reals_stats) gave each backend while the probes ran (probes and background), beside each "
+              "backend's share of the ring (what many flows approach; a few flows land where their hashes fall).",
+              ""]
+        L += _table(["experiment", "where", "lb", "packets per backend", "measured share", "ring share",
+                     "trials/blocks"], hsplit)
+        L.append("")
 
     drops = _drop_rows(trials)
     if drops:

@@ -112,6 +112,37 @@ def _run_prober(node, argv: list[str], timeout_s: float, watch: Watch) -> dict:
     return summary
 
 
+#: ports probe_flow tries from dns.prober.source_port up (each misses Katran's ring with p ~ 1/2 per address)
+MAX_PORT_TRIES = 4096
+
+
+def probe_flow(cfg, backend_name: str) -> dict:
+    """The probes' one flow: a client address of backend_name's class (choose_source) and a fixed
+    source port from dns.prober.source_port up, the first whose 5-tuple Katran's Maglev ring also
+    sends to backend_name (xenobench.lb.katran.flow_real), so that one flow reaches the same backend
+    through every LB, class-based or hash-based, and the paired comparison sends the same frames
+    through each. {"src", "sport", "ring": whether Katran's ring was consulted (not when a backend of
+    the file has no node address: Katran could not run)}."""
+    from .lb.katran import flow_real, ring_plan
+    s = dns_service.settings(cfg)
+    first = choose_source(cfg, backend_name)
+    plan = ring_plan(cfg)
+    if plan is None or backend_name not in {r["name"] for r in plan[0]}:
+        return {"src": first, "sport": s.source_port, "ring": False}
+    ci = cfg.role("client").iface()
+    addrs = [str(a.ip) for a in (ci.ip, *ci.extra_ips) if a is not None]
+    bs = load_backends(cfg.service.backends)
+    fits = [a for a in addrs if bs.backend_for_source(a).name == backend_name]
+    for sport in range(s.source_port, min(65536, s.source_port + MAX_PORT_TRIES)):
+        for a in fits:
+            if flow_real(plan, a, sport, s.port) == backend_name:
+                return {"src": a, "sport": sport, "ring": True}
+    raise ConfigError(f"Failed to choose a probe source port: no port from {s.source_port} "
+                      f"(dns.prober.source_port in {cfg.path}) to {min(65535, s.source_port + MAX_PORT_TRIES - 1)} "
+                      f"from {', '.join(fits)} reaches {backend_name} through Katran's ring; give "
+                      f"{backend_name} a weight in {cfg.service.backends} or another source_port")
+
+
 def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", capture: bool = True,
           expect: str | None = "config", enable_hw: bool | None = None, watch: Watch | None = None) -> dict:
     """Send `count` queries at `rate_qps` from the client node to the VIP, via the LB (dst MAC =
@@ -142,7 +173,8 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
     cn = cfg.role("client")
     ci = cn.iface()
     node = testbed.node(cn.name)
-    src = choose_source(cfg, cfg.role("dns_backend").name)
+    flow = probe_flow(cfg, cfg.role("dns_backend").name)
+    src = flow["src"]
     pcap_local = out.with_suffix(".pcap")
     # where the node writes them (a remote node: in its work dir, fetched afterwards)
     r_out = node.output_path(out, f"rtt/{out.name}")
@@ -169,7 +201,8 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
                     raise NodeError(f"Failed to start tcpdump on {cn.name}:{ci.name}: "
                                     f"{node.read_text(h.log)[offset:].strip() or 'not listening within 10 s'}")
                 time.sleep(0.05)
-        argv = node.python_argv("xenobench.agents.prober", "run", "--iface", ci.name, "--src", src, "--dst", s.vip,
+        argv = node.python_argv("xenobench.agents.prober", "run", "--iface", ci.name, "--src", src,
+                                "--sport", str(flow["sport"]), "--dst", s.vip,
                                 "--port", str(s.port), "--qname", s.qname, "--expect", expect or "",
                                 "--count", str(count), "--rate", str(rate_qps), "--timeout", str(s.timeout_s),
                                 "--out", r_out, *(["--enable-hw"] if enable_hw else []))
@@ -180,7 +213,7 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
             node.stop(tag)
         node.run(["ip", "neigh", "del", s.vip, "dev", ci.name], check=False)
     node.collect(r_out, out)
-    summary |= {"server": running, "via": via, "src": src, "dst_mac": mac, "raw": str(out), "pcap_file": None, "pcap": None,
+    summary |= {"server": running, "via": via, "src": src, "ring_aware": flow["ring"], "dst_mac": mac, "raw": str(out), "pcap_file": None, "pcap": None,
                 "pcap_median_diff_us": None, "tolerance_us": s.tolerance_us}
     if capture:
         node.collect(r_pcap, pcap_local)

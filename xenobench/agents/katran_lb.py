@@ -24,8 +24,11 @@ each one's IPv4 address (the harness takes it from the testbed node of that name
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import json
+import os
+import platform
 import socket
 import struct
 import subprocess
@@ -38,6 +41,7 @@ from ..backends import load_backends
 from ..errors import XenobenchError
 from . import maglev
 from .bpf import bpftool, bpftool_stdout, map_update, percpu_sum
+from .bpf_stats import NR_BPF
 from .net import mac_bytes
 from .xdp_lb import XdpLbAgent
 
@@ -106,6 +110,42 @@ def _batch(cmds: list[str]) -> None:
         raise XenobenchError(f"Failed to fill Katran's maps: {(p.stderr or p.stdout).strip()[-500:]}")
 
 
+BPF_OBJ_GET, BPF_MAP_UPDATE_BATCH = 7, 26    # enum bpf_cmd (include/uapi/linux/bpf.h)
+
+
+def _bpf(cmd: int, attr: bytes) -> tuple[int, bytes]:
+    """bpf(2): (its return value, the attr as the kernel left it)."""
+    nr = NR_BPF.get(platform.machine())
+    if nr is None:
+        raise OSError(f"bpf(2) syscall number unknown for {platform.machine()}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    r = libc.syscall(nr, cmd, buf, len(attr))
+    if r < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return r, buf.raw
+
+
+def update_u32_array(pin: Path, values: list[int], first_key: int = 0) -> None:
+    """values[i] at key first_key + i of a pinned u32 -> u32 array, in one BPF_MAP_UPDATE_BATCH
+    (Linux >= 5.6) instead of one bpftool line per key: a 65537-slot ring in ~10 ms, not ~1.2 s."""
+    path = ctypes.create_string_buffer(str(pin).encode())
+    fd, _ = _bpf(BPF_OBJ_GET, struct.pack("<QII", ctypes.addressof(path), 0, 0))  # attr: pathname, bpf_fd, file_flags
+    try:
+        n = len(values)
+        keys = (ctypes.c_uint32 * n)(*range(first_key, first_key + n))
+        vals = (ctypes.c_uint32 * n)(*values)
+        # attr.batch: in_batch, out_batch, keys, values (u64 each), count, map_fd (u32), elem_flags, flags (u64)
+        _, out = _bpf(BPF_MAP_UPDATE_BATCH, struct.pack("<QQQQIIQQ", 0, 0, ctypes.addressof(keys),
+                                                        ctypes.addressof(vals), n, fd, 0, 0))
+        done = struct.unpack_from("<I", out, 32)[0]
+        if done != n:
+            raise OSError(f"updated {done} of {n} entries")
+    finally:
+        os.close(fd)
+
+
 def _hex(b: bytes) -> str:
     return " ".join(f"{x:02x}" for x in b)
 
@@ -151,8 +191,11 @@ def fill_maps(pindir: Path, backends_file, *, vip: str, port: int, proto: str, g
         map_update(m / "reals", struct.pack("<I", r["num"]), real_value(r["address"]))
     base = VIP_NUM * maglev.RING_SIZE
     rings = str(m / "ch_rings")
-    _batch([f"map update pinned {rings} key hex {_hex(struct.pack('<I', base + i))} "
-            f"value hex {_hex(struct.pack('<I', n))}" for i, n in enumerate(ring)])
+    try:
+        update_u32_array(m / "ch_rings", ring, base)
+    except OSError:  # a kernel without batched map updates: bpftool, one line per slot
+        _batch([f"map update pinned {rings} key hex {_hex(struct.pack('<I', base + i))} "
+                f"value hex {_hex(struct.pack('<I', n))}" for i, n in enumerate(ring)])
     map_update(m / "ctl_array", struct.pack("<I", 0), ctl_mac(gateway_mac))
     # the VIP last: until it is there every frame passes
     map_update(m / "vip_map", vip_key(vip, port, PROTOS[proto]), vip_meta(0, VIP_NUM))

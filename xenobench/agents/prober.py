@@ -67,14 +67,16 @@ def enable_hw_timestamps(sock: socket.socket, iface: str) -> str | None:
 
 class Prober:
     def __init__(self, *, src: str, dst: str, port: int, qname: str, expect: str | None, count: int,
-                 rate: float, timeout: float, iface: str | None = None, enable_hw: bool = False):
+                 rate: float, timeout: float, iface: str | None = None, enable_hw: bool = False, sport: int = 0):
         import dns.message
         import dns.name
         self.src, self.dst, self.port, self.count, self.rate, self.timeout = src, dst, port, count, rate, timeout
         self.qname = dns.name.from_text(qname)
         self.expect = expect or None
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((src, 0))
+        # a fixed source port keeps every probe one flow: a load balancer that hashes the 5-tuple
+        # (Katran) sends them all to one backend, the one the harness chose the port for
+        self.sock.bind((src, sport))
         self.sport = self.sock.getsockname()[1]
         self.hw_note = None
         if enable_hw and iface:
@@ -278,6 +280,9 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="send queries, write raw records (JSONL), print a JSON summary")
     r.add_argument("--iface", help="the client interface (for --enable-hw)")
     r.add_argument("--src", required=True, help="source address (chosen for the DNS backend's class)")
+    r.add_argument("--sport", type=argtypes.bounded_int(0, 65535), default=0,
+                   help="source port of every query (0: one the kernel picks); fixed, so that an LB hashing the "
+                        "5-tuple sends every probe to the backend the harness chose it for")
     r.add_argument("--dst", required=True, help="the service VIP")
     r.add_argument("--port", type=argtypes.port, default=53)
     r.add_argument("--qname", type=argtypes.dns_name, required=True)
@@ -301,9 +306,9 @@ def main(argv=None) -> int:
         return 2
     try:
         p = Prober(src=a.src, dst=a.dst, port=a.port, qname=a.qname, expect=a.expect, count=a.count,
-                   rate=a.rate, timeout=a.timeout, iface=a.iface, enable_hw=a.enable_hw)
+                   rate=a.rate, timeout=a.timeout, iface=a.iface, enable_hw=a.enable_hw, sport=a.sport)
     except OSError as e:
-        print(f"Failed to open the prober's socket on {a.src}: {e.strerror}", file=sys.stderr)
+        print(f"Failed to open the prober's socket on {a.src}:{a.sport}: {e.strerror}", file=sys.stderr)
         return 3
     records = p.run()
     write_records(records, a.out)

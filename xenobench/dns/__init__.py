@@ -46,6 +46,7 @@ class DnsSettings:
     timeout_s: float
     tolerance_us: float
     hardware_timestamps: bool = False
+    source_port: int = 10053           # the probes' first candidate source port (dns.prober.source_port)
 
     @property
     def answer(self) -> str:
@@ -78,7 +79,8 @@ def settings(cfg) -> DnsSettings:
     b, x, p = sec["bind9"], sec["xdp"], sec["prober"]
     return DnsSettings(cfg.service.vip, cfg.service.port, zone, qname, records, int(sec["ttl_s"]),
                        sec["server"], b["binary"], int(b["threads"]), x["mode"], bool(x["generic"]),
-                       float(p["timeout_s"]), float(p["tolerance_us"]), bool(p["hardware_timestamps"]))
+                       float(p["timeout_s"]), float(p["tolerance_us"]), bool(p["hardware_timestamps"]),
+                       int(p["source_port"]))
 
 
 def _check_kind(kind: str) -> None:

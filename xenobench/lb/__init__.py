@@ -28,12 +28,17 @@ class LBKind:
     label: str            # how figures and reports name it
     module: str           # its driver, xenobench.lb.<module>
     reference: bool = False  # a reference line (the testbed's limit), not a load balancer under test
+    #: how it picks a backend: "class" (the source's class, so a profile's split is exact) or
+    #: "flow hash" (Katran's ring: what each backend gets is measured, never read off a split's caption)
+    split_by: str = "class"
+    #: it sends what it forwards back out of its ingress port (XDP_TX: Katran), not out of an egress port
+    out_of_ingress: bool = False
 
 
 LBS: dict[str, LBKind] = {k.name: k for k in (
     LBKind("xenoflow", "XenoFlow", "xenoflow"),
     LBKind("ebpf", "eBPF/XDP LB", "ebpf"),
-    LBKind("katran", "Katran", "katran"),
+    LBKind("katran", "Katran", "katran", split_by="flow hash", out_of_ingress=True),
     LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True),
 )}
 KINDS: tuple[str, ...] = tuple(LBS)
@@ -46,6 +51,12 @@ def label(kind: str) -> str:
     """How a figure names an LB kind (an unknown one by its own name)."""
     k = LBS.get(kind)
     return k.label if k else OTHER_LABELS.get(kind, kind)
+
+
+def by_hash(kind: str) -> bool:
+    """Whether the kind splits by flow hash (its split is measured, not set by the profile)."""
+    k = LBS.get(kind)
+    return bool(k and k.split_by == "flow hash")
 
 
 def get_lb(kind: str, testbed) -> LoadBalancer:

@@ -16,6 +16,43 @@ from ..fabric import gateway_mac
 from .xdp import XdpControllerLB
 
 
+def _addresses(cfg) -> dict[str, str]:
+    return {n.name: n.iface().addr for n in cfg.nodes.values() if n.iface().addr}
+
+
+def node_reals(cfg) -> dict[str, str]:
+    """NAME -> IPv4 address of every node with an address: a backend's real is its node's address."""
+    out = _addresses(cfg)
+    if not out:
+        raise ConfigError(f"Failed to start katran: no node in {cfg.path} has an address "
+                          "(nodes.<name>.interfaces[].ip) for Katran to encapsulate to")
+    return out
+
+
+def ring_plan(cfg, backends_file=None) -> tuple[list[dict], list[int]] | None:
+    """Katran's reals (name, num, address, weight, share of the ring) and its Maglev ring for the
+    backends file (default service.backends), as its agent fills them (xenobench.agents.katran_lb.plan);
+    None when a backend has no node address (Katran could not run with that file)."""
+    from ..agents.katran_lb import plan
+    from ..backends import load_backends
+    f = backends_file or cfg.service.backends
+    if f is None:
+        return None
+    reals = _addresses(cfg)
+    if any(b.name not in reals for b in load_backends(f).backends):
+        return None
+    return plan(f, reals)
+
+
+def flow_real(plan: tuple[list[dict], list[int]], src: str, sport: int, dport: int) -> str:
+    """The backend (by name) Katran sends an IPv4 UDP/TCP flow to the VIP to: its ring's slot for the
+    flow's hash (balancer.bpf.c get_packet_dst; xenobench.agents.maglev.flow_slot)."""
+    from ..agents.maglev import flow_slot
+    rs, ring = plan
+    num = ring[flow_slot(src, sport, dport)]
+    return next(r["name"] for r in rs if r["num"] == num)
+
+
 class KatranLB(XdpControllerLB):
     kind = "katran"
     agent = "xenobench.agents.katran_lb"
@@ -27,19 +64,35 @@ class KatranLB(XdpControllerLB):
         return lb, ing, None  # XDP_TX out of the ingress port, as Katran is deployed
 
     def reals(self) -> list[str]:
-        """NAME=ADDRESS of every node with an address: a backend's real is its node's address."""
-        out = [f"{n.name}={n.iface().addr}" for n in self.cfg.nodes.values() if n.iface().addr]
-        if not out:
-            raise ConfigError(f"Failed to start katran: no node in {self.cfg.path} has an address "
-                              "(nodes.<name>.interfaces[].ip) for Katran to encapsulate to")
-        return out
+        """NAME=ADDRESS of every node with an address (node_reals)."""
+        return [f"{name}={addr}" for name, addr in node_reals(self.cfg).items()]
 
     def extra_args(self, ingress, egress) -> list[str]:
         return ["--obj", self._obj, "--vip", self.cfg.service.vip, "--port", str(self.cfg.service.port),
                 "--gateway-mac", gateway_mac(self.cfg),
                 *[a for r in self.reals() for a in ("--real", r)]]
 
+    _backends = None
+
+    def split_record(self, before: dict | None, after: dict | None) -> dict | None:
+        """Katran splits by the flow's hash on its ring (xenobench.lb.LBS: split_by), not by the
+        source's class, so its split is measured, never read off a split's caption: between two
+        stats reads, packets per backend from its reals_stats, their shares, and each backend's
+        share of the ring (what many flows approach; a few flows, like a background profile's,
+        land where their hashes fall)."""
+        if not before or not after or "error" in before or "error" in after:
+            return None
+        b0 = {x["name"]: x["packets"] for x in before.get("backends", [])}
+        got = {x["name"]: x["packets"] - b0.get(x["name"], 0) for x in after.get("backends", [])}
+        total = sum(got.values())
+        plan = ring_plan(self.cfg, self._backends)
+        from . import LBS
+        return {"by": LBS[self.kind].split_by, "measured": True, "packets": got,
+                "share": {n: round(v / total, 4) for n, v in got.items()} if total else None,
+                "ring_share": {r["name"]: round(r["share"], 4) for r in plan[0]} if plan else None}
+
     def start(self, backends=None, *, dry_run=False, generic=False, **opts) -> dict:
+        self._backends = self.backends_file(backends)
         b = katran.planned(self.cfg) if dry_run else katran.build(self.cfg)
         self._obj = self.node.stage(b.balancer, "katran-balancer.bpf.o", copy=not dry_run)
         return super().start(backends, dry_run=dry_run, generic=generic, **opts)

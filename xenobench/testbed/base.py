@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ..config import Config, NodeConfig
-from ..errors import NodeError, TestbedError
+from ..errors import NodeError, TestbedError, XenobenchError
 from ..nodes import Node, make_node
 from .bpffs import BPFFS
 
@@ -116,30 +116,73 @@ class Testbed:
                          (r.stdout.strip().splitlines() or [""])[-1] if r.ok else r.stderr.strip() or r.stdout.strip()))
         for b in self.cfg.backend_nodes():
             rows.append(self._check_vip_to_backend(client, b))
+        if uses_lb(self.cfg, "katran"):
+            rows += self.check_ipip()
         return rows
 
     def _check_vip_to_backend(self, client: Node, b: NodeConfig) -> tuple[str, bool, str]:
         """Send one UDP datagram to the VIP addressed to the backend's MAC; it must arrive there."""
+        ci = self.cfg.role("client").iface()
+        return self._check_arrives(
+            client, b, f"UDP to VIP {self.cfg.service.vip} with {b.name}'s MAC arrives at {b.name}",
+            ["--iface", ci.name, "--src-mac", ci.mac, "--dst-mac", b.iface().mac, "--src-ip", ci.addr])
+
+    def check_ipip(self) -> list[tuple[str, bool, str]]:
+        """Katran's path (an encapsulating LB): from the LB node's ingress port, a UDP datagram to the
+        VIP inside IPIP to each real, sent to the L3 gateway's MAC (katran.gateway_mac), must arrive
+        at that real decapsulated. What Katran needs around it (the gateway's routing, the backends'
+        decap: Testbed.provide) is set up for the check and withdrawn after, unless Katran runs."""
+        from ..fabric import gateway_mac
+        from ..lb import get_lb
+        lb_node, katran = self.cfg.role("lb"), get_lb("katran", self)
+        port = lb_node.lb_port("ingress") or lb_node.iface()
+        sender = self.node(lb_node.name)
+        running = katran.running()
+        rows = []
+        try:
+            if not running:
+                katran.provide_needs()
+            for b in self.cfg.backend_nodes():
+                rows.append(self._check_arrives(
+                    sender, b, f"IPIP to {b.name} ({b.iface().addr}) via gateway {gateway_mac(self.cfg)} arrives "
+                               f"at {b.name} decapsulated",
+                    ["--iface", port.name, "--src-mac", port.mac, "--dst-mac", gateway_mac(self.cfg),
+                     "--src-ip", self.cfg.role("client").iface().addr, "--ipip-to", b.iface().addr]))
+        except XenobenchError as e:
+            rows.append(("IPIP to every real via the gateway (Katran's path)", False, str(e)))
+        finally:
+            if not running:
+                katran.withdraw_needs()
+        return rows
+
+    def _check_arrives(self, sender: Node, b: NodeConfig, desc: str, send: list[str]) -> tuple[str, bool, str]:
+        """udpcheck recv on backend b, udpcheck send on sender with `send`'s arguments: a token
+        datagram to the VIP must arrive at b."""
         backend = self.node(b.name)
         port = 9
         token = f"xenobench-check-{b.name}-{time.time_ns()}"
-        desc = f"UDP to VIP {self.cfg.service.vip} with {b.name}'s MAC arrives at {b.name}"
         recv = backend.start("check-recv", backend.python_argv(
             "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--iface", b.iface().name,
             "--port", str(port),
             "--expect", token, "--timeout", "5"))
         try:
             time.sleep(0.3)
-            ci = self.cfg.role("client").iface()
-            client.run(client.python_argv(
-                "xenobench.agents.udpcheck", "send", "--iface", ci.name, "--src-mac", ci.mac,
-                "--dst-mac", b.iface().mac, "--src-ip", ci.addr, "--dst-ip", self.cfg.service.vip,
+            sender.run(sender.python_argv(
+                "xenobench.agents.udpcheck", "send", *send, "--dst-ip", self.cfg.service.vip,
                 "--port", str(port), "--payload", token), timeout=10)
             deadline = time.monotonic() + 5
             while backend.running("check-recv") and time.monotonic() < deadline:
                 time.sleep(0.05)
             out = backend.read_log(recv).strip()
-            ok = "received" in out
-            return desc, ok, out.splitlines()[-1] if out else "nothing received"
+            last = out.splitlines()[-1] if out else "nothing received"
+            return desc, last.startswith("received "), last
         finally:
             backend.stop("check-recv")
+
+
+def uses_lb(cfg, kind: str) -> bool:
+    """Whether any experiment of the config runs the LB kind (its lbs lists or its lb)."""
+    for sec in cfg.section("experiments").values():
+        if isinstance(sec, dict) and (sec.get("lb") == kind or kind in (sec.get("lbs") or ())):
+            return True
+    return False

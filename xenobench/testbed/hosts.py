@@ -13,6 +13,27 @@ from .base import Testbed
 
 class HostsTestbed(Testbed):
     kind = "hosts"
+    #: for an encapsulating LB (Katran): "l3_gateway" is the site's router (katran.gateway_mac; the
+    #: switch in L3 mode routes the outer destination to each real), nothing to set up here, proven by
+    #: `testbed check` (check_ipip); "ipip_decap" is Katran's decap in front of each backend's XDP
+    #: program over SSH (xenobench.fabric.BackendDecap)
+    services = ("l3_gateway", "ipip_decap")
+
+    def provide(self, needs: tuple[str, ...], lb_kind: str) -> None:
+        super().provide(needs, lb_kind)
+        if "ipip_decap" in needs:
+            from ..fabric import BackendDecap
+            d = BackendDecap(self)
+            try:
+                d.up()
+            except BaseException:
+                d.down()
+                raise
+
+    def withdraw(self, needs: tuple[str, ...], lb_kind: str) -> None:
+        if "ipip_decap" in needs:
+            from ..fabric import BackendDecap
+            BackendDecap(self).down()
 
     def up(self) -> dict:
         t0 = time.monotonic()
