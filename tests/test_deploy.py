@@ -274,3 +274,26 @@ def test_recording_double_dpu_preflight_rows_on_a_stock_bf3():
     assert not [a for a in dpu.ran if {"set", "tee", "add-flow", "add-br"} & set(a)]
     table = dp.table(list(rows.values()))
     assert "eSwitch mode p0 (0000:03:00.0)  CHECK" in table and "link p1                         MISSING" in table
+
+
+class _Deployed:
+    """A node (boundary double) whose `current` artefact link reads as given ("" = none)."""
+    name, deploy_dir = "fips2", "xenobench-deploy"
+
+    def __init__(self, cfg, have):
+        self.ncfg, self.have = cfg.nodes["fips2"], have
+
+    def run(self, argv, check=True, **kw):
+        return CommandResult(argv, 0 if self.have else 1, f"{self.have}\n" if self.have else "", "", self.name)
+
+
+def test_a_node_without_this_checkouts_artefact_is_named_before_any_agent_starts():
+    """A purged or rebuilt node (the second rehearsal found it: a ModuleNotFoundError of the first
+    agent) or one holding another checkout's agents is named with what it holds."""
+    from xenobench.config import load_config
+    cfg = load_config("config/fips.yaml")
+    want, _ = dp.build_artefact("dns_backend", cfg.state_dir / "deploy")
+    assert dp.deployed_mismatch(cfg, _Deployed(cfg, want)) is None
+    assert dp.deployed_mismatch(cfg, _Deployed(cfg, "")) == "nothing of xenobench is deployed there"
+    assert dp.deployed_mismatch(cfg, _Deployed(cfg, "0123456789abcdef")) == (
+        f"it holds artefact 0123456789abcdef, this checkout's is {want}")

@@ -141,6 +141,21 @@ def deploy_node(cfg, node: Node) -> dict:
     return {"node": node.name, "hash": digest, "copied": not have}
 
 
+def deployed_mismatch(cfg, node: Node) -> str | None:
+    """Why `node` does not run this checkout's agents (nothing deployed, or another artefact than
+    this checkout's), or None when it does or shares this machine's tree. One command on the node."""
+    if node.deploy_dir is None:
+        return None
+    want, _ = build_artefact(node.ncfg.role, cfg.state_dir / "deploy")
+    r = node.run(["sh", "-c", 'cd -- "$1" 2>/dev/null && [ -f current/.complete ] && readlink current',
+                  "sh", node.deploy_dir], check=False)
+    have = r.stdout.strip() if r.ok else ""
+    if have == want:
+        return None
+    return ("nothing of xenobench is deployed there" if not have else
+            f"it holds artefact {have}, this checkout's is {want}")
+
+
 # --- the checks -----------------------------------------------------------------------------
 def _sudo_needed(node: Node) -> bool:
     ssh = getattr(node, "ssh", None)

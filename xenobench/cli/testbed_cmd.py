@@ -34,6 +34,13 @@ def down(obj, purge):
                f"({time.monotonic() - t0:.2f} s)")
     if res.get("purged"):
         click.echo(f"removed the deployed artefact from {', '.join(res['purged'])}")
+    if purge:
+        # the workflow's record that the nodes hold the artefact (rule deploy) is gone with it
+        from pathlib import Path
+        marker = Path("results") / obj.config.name / "deploy.txt"
+        if marker.exists():
+            marker.unlink()
+            click.echo(f"removed {marker} (the workflow deploys again on its next run)")
 
 
 @testbed_group.command("status")

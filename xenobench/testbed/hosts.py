@@ -44,4 +44,12 @@ class HostsTestbed(Testbed):
             if missing:
                 raise TestbedError(f"Failed to find interface(s) {', '.join(missing)} on node {n.name} "
                                    f"(nodes.{n.name}.interfaces in {self.cfg.path})")
+            # agents run from what `deploy` placed: a node rebuilt or purged since says so here, not
+            # as a Python ModuleNotFoundError of the first agent started there
+            from ..deploy import deployed_mismatch
+            why = deployed_mismatch(self.cfg, n)
+            if why:
+                raise TestbedError(f"Failed to find this checkout's agents on node {n.name}: {why} (run `xenobench "
+                                   f"--config {self.cfg.path} deploy`; the workflow runs it once "
+                                   f"results/{self.cfg.name}/deploy.txt is gone, which `testbed down --purge` removes)")
         return {"kind": self.kind, "changed": False, "seconds": round(time.monotonic() - t0, 2)}
