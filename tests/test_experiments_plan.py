@@ -65,8 +65,9 @@ def test_thesis_plan_sizes():
     for t in plan(cfg):
         by[t.experiment] = by.get(t.experiment, 0) + 1
     # 2 LBs × 22 payloads, 11 offered rates, 2 LBs × 3 frame sizes searched, 1 server (the 3 paths
-    # paired inside each repetition), 6 levels × 4 splits + the level without background, 2 LBs; × 3 reps
-    assert by == {"pps": 132, "loss": 33, "ndr_pdr": 18, "rtt": 3, "rtt_load": 75, "compare": 6}
+    # paired inside each repetition), 6 levels × 4 splits + the level without background, 2 LBs, 2 LBs
+    # changing backends; × 3 reps
+    assert by == {"pps": 132, "loss": 33, "ndr_pdr": 18, "rtt": 3, "rtt_load": 75, "compare": 6, "update": 6}
     assert points(cfg, "loss")[-1] == {"lb": "xenoflow", "rate_pps": 135_000_000}
     assert {"level": 0.9, "split": "worst"} in points(cfg, "rtt_load")
 
