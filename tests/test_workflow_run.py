@@ -26,7 +26,7 @@ CFG = "config/ci.yaml"
 PREFIX = "xbw-"
 ENV = {**os.environ, "XENOBENCH_NS_PREFIX": PREFIX}
 FIGS = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
-        "lb_comparison", "ndr_pdr", "rtt_added"]
+        "lb_comparison", "ndr_pdr", "rtt_added", "update_latency", "update_disruption", "update_throughput"]
 pytestmark = [needs_root, pytest.mark.slow]
 
 
@@ -114,6 +114,12 @@ def test_full_ci_run(clean_ci):
     med = summ[summ.metric == "rtt_median_us"]
     # one summary per LB and repetition: the paired rtt trials hold every LB of config/ci.yaml's rtt.lbs
     assert len(med) == valid["rtt"] * len(cfg.section("experiments")["rtt"]["lbs"]) + valid["rtt_load"]
+    # update: every valid trial's cycles and bursts, one burst per change rate (0 the reference)
+    ub = read_tidy(ROOT / "results/ci", "update_burst")
+    u = cfg.section("experiments")["update"]
+    assert len(ub[ub.metric == "rx_pps"]) == valid["update"] * len(set(u["change_rates"]) | {0})
+    upd = read_tidy(ROOT / "results/ci", "update")
+    assert len(upd[upd.metric == "remove_control_ms"]) == valid["update"] * u["cycles"]
     samples = read_tidy(ROOT / "results/ci", "rtt_samples")
     n = summ[summ.metric == "n"]
     assert len(samples) == n.value.sum()
