@@ -44,6 +44,12 @@ def test_the_wire_is_refused_as_an_update_point(tmp_path):
         load_config(f)
 
 
+def test_every_lb_but_the_wire_has_an_update_path(testbed):
+    from xenobench.lb import KINDS, get_lb
+    assert {k: get_lb(k, testbed).can_update for k in KINDS} == {
+        "xenoflow": True, "ebpf": True, "katran": True, "wire": False}
+
+
 # --- the arithmetic on arrival records ----------------------------------------------------------------
 def A(mac, bucket, first_ms, last_ms, n):
     return Arrival(mac, bucket, int(first_ms * MS), int(last_ms * MS), n)

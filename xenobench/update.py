@@ -323,7 +323,7 @@ def backend_update(ctx, lb=None):
     from .trials import Validity
     cfg = ctx.testbed.cfg
     ex = _ex(cfg, ctx.experiment)
-    if lb is None or lb.no_update:
+    if lb is None or not lb.can_update:
         why = lb.no_update if lb is not None else "no LB runs for this point"
         raise XenobenchError(f"Failed to measure backend changes of {ctx.point.get('lb')!r}: {why} (remove it from "
                              f"experiments.{ctx.experiment}.lbs in {cfg.path})")

@@ -99,6 +99,10 @@ class XdpControllerLB(LoadBalancer):
     def running(self) -> bool:
         return self.node.running(self.tag)
 
+    @property
+    def can_update(self) -> bool:
+        return importlib.import_module(self.agent).AGENT.update is not None
+
     def update(self, backends, *, timeout: float = UPDATE_TIMEOUT_S) -> dict:
         """The agent's runtime change (XdpLbAgent.update, SIGHUP), if it has one."""
         if importlib.import_module(self.agent).AGENT.update is None:
