@@ -22,6 +22,9 @@ rule experiment_point:
     """All repetitions of one measurement point; prints one line per trial attempt."""
     input:
         check=rules.testbed_check.output,
+        # SSH testbeds: the nodes hold the agents (a missing record, as after `testbed down --purge`,
+        # deploys again: Snakemake does not re-run testbed_check for an input it lost)
+        deploy=[f"{RESULTS}/deploy.txt"] if SSH_NODES else [],
         build=rules.build.output,
         trex=[f"{RESULTS}/trex_server.txt"] if USES_TREX else [],
         # rtt_load's capacity levels: the points measuring each LB's maximum run first

@@ -2,12 +2,13 @@
 """Benchmark: one backend change under load per LB (xenobench.update: the last backend removed,
 then added back), ROUNDS rounds per LB, on the namespace testbed. Prints per LB the medians of:
 the change's control time (command → the LB's report, harness clock) and the LB's own apply time;
-command → last frame at the removed backend and → first frame at the added one (upper bounds from
-its counter sampled back to back; the sample gap is the resolution); frames the removed backend got
-after the removal was reported done (a lower bound); frames lost over the cycle.
+command → last frame at the removed backend and → first frame at the added one (exact: the sink's
+arrival records); frames the removed backend got after the removal was reported done (whole 1 ms
+buckets: lower bound); frames lost over the cycle. Then (d): the received rate and loss over
+BURST_S with no changes and with changes at RATE/s (same LB, same background).
 
-Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_lb_update.py [ROUNDS] [LOAD_PPS] [CONFIG]
-(defaults 3, 200000, config/local.yaml; LBs: every kind with an update path: xenoflow, ebpf, katran)
+Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_lb_update.py [ROUNDS] [LOAD_PPS] [CONFIG] [RATE] [BURST_S]
+(defaults 3, 200000, config/local.yaml, 20, 2; LBs: every kind with an update path: xenoflow, ebpf, katran)
 """
 
 import statistics
@@ -19,7 +20,7 @@ from xenobench.config import load_config
 from xenobench.errors import XenobenchError
 from xenobench.lb import KINDS, LBS, get_lb, stop_all
 from xenobench.testbed import get_testbed
-from xenobench.update import change_cycle, write_sets
+from xenobench.update import change_burst, change_cycle, write_sets
 
 
 def main(argv):
@@ -29,6 +30,8 @@ def main(argv):
     rounds = int(argv[0]) if argv else 3
     load = float(argv[1]) if len(argv) > 1 else 200000.0
     cfg = load_config(argv[2] if len(argv) > 2 else "config/local.yaml")
+    crate = float(argv[3]) if len(argv) > 3 else 20.0
+    burst_s = float(argv[4]) if len(argv) > 4 else 2.0
     tb = get_testbed(cfg)
     tb.up()
     full, less = write_sets(cfg.service.backends, Path(tempfile.mkdtemp()))
@@ -45,21 +48,33 @@ def main(argv):
             try:
                 for _ in range(rounds):
                     rs.append(change_cycle(tb, lb, full, less, load_pps=load))
+                bursts = [change_burst(tb, lb, full, less, rate_per_s=r, duration_s=burst_s, load_pps=load)
+                          for r in (0.0, crate, 0.0)]
             finally:
                 lb.stop()
 
             def med(f):
                 v = [f(r) for r in rs if f(r) is not None]
                 return statistics.median(v) if v else float("nan")
-            print(f"{kind:9s} control remove/add {1e3 * med(lambda r: r['remove']['control_s']):.2f}/"
-                  f"{1e3 * med(lambda r: r['add']['control_s']):.2f} ms (LB apply "
-                  f"{1e3 * med(lambda r: r['remove']['apply_s']):.2f}/{1e3 * med(lambda r: r['add']['apply_s']):.2f} ms); "
-                  f"last frame at removed <= {1e3 * med(lambda r: r['remove']['remove_last_frame_s']):.1f} ms, "
-                  f"first at added <= {1e3 * med(lambda r: r['add']['add_first_frame_s']):.1f} ms "
-                  f"(sample gap {1e3 * med(lambda r: r['sample_gap_median_s']):.1f} ms); after done "
-                  f"{med(lambda r: r['remove']['after_done_frames']):.0f} frames; lost "
+            def ms(v):
+                return "n/a" if v != v else f"{1e3 * v:.2f}"
+            print(f"{kind:9s} control remove/add {ms(med(lambda r: r['remove']['control_s']))}/"
+                  f"{ms(med(lambda r: r['add']['control_s']))} ms (LB apply "
+                  f"{ms(med(lambda r: r['remove']['apply_s']))}/{ms(med(lambda r: r['add']['apply_s']))} ms); "
+                  f"last frame at removed {ms(med(lambda r: r['remove']['remove_last_frame_s']))} ms after the "
+                  f"command ({ms(med(lambda r: r['remove']['done_to_last_frame_s']))} ms after done; drained "
+                  f"{sum(r['remove']['drained'] for r in rs)}/{len(rs)}), first at added "
+                  f"{ms(med(lambda r: r['add']['add_first_frame_s']))} ms; after done "
+                  f"{med(lambda r: r['remove']['after_done_frames']):.0f}.."
+                  f"{med(lambda r: r['remove']['after_done_frames_max']):.0f} frames; lost "
                   f"{med(lambda r: r['lost_frames']):.0f} of {med(lambda r: r['tx_packets']):.0f} "
-                  f"({med(lambda r: r['loss_pct']):.3f} %); rounds {len(rs)}")
+                  f"({med(lambda r: r['loss_pct']):.3f} %); longest pause of all arrivals around the removal "
+                  f"{ms(med(lambda r: r.get('arrival_gap_s')))} ms; timing {rs[0]['timing']}; rounds {len(rs)}")
+            for b in bursts:
+                print(f"{kind:9s} burst {b['changes_per_s']:g}/s: {b['changes']} changes "
+                      f"({b['achieved_changes_per_s']:.1f}/s) rx {b['rx_pps']:.0f} pps over {b['window_s']:.2f} s, "
+                      f"generator {b['generator_achieved_pps'] or 0:.0f} pps, loss {b['loss_pct']:.3f} % "
+                      f"({b['lost_frames']} of {b['tx_packets']})")
     finally:
         tb.down()
     return 0

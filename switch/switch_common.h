@@ -20,13 +20,38 @@ enum sw_stat {
 enum sink_stat {
 	SINK_STAT_DROPPED = 0,  /* IPv4 from the load generator's source block: counted, dropped */
 	SINK_STAT_PASSED,       /* anything else (ARP, probes, checks): to the backend's stack */
+	SINK_STAT_UNRECORDED,   /* a generator frame while arrival recording is on that found no room
+				 * in `sink_arrivals` (SINK_ARRIVAL_ENTRIES full): its time is lost */
 	SINK_STAT_MAX,
 };
 
-/* the load generator's source block (key 0 of `sink_config`), network byte order */
+/* the load generator's source block (key 0 of `sink_config`), network byte order; and the arrival
+ * recording (xenobench.testbed.switch.SinkArrivals): off while bucket_ns is 0 (the sink then costs
+ * what it did without it) */
 struct sink_config {
-	__u32 net;   /* traffic.src_ip_base */
-	__u32 mask;  /* its block: sources are src_ip_base + n */
+	__u32 net;        /* traffic.src_ip_base */
+	__u32 mask;       /* its block: sources are src_ip_base + n */
+	__u64 t0_ns;      /* recording start, bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
+	__u64 bucket_ns;  /* width of one time bucket; 0: recording off */
+};
+
+/* arrival records: up to this many (backend, bucket) keys per recording; 2 backends x 4 s at
+ * 1 ms buckets fill 8000 */
+#define SINK_ARRIVAL_ENTRIES 32768
+#define SINK_LAST_BUCKET     0xffff  /* frames later than 65535 buckets after t0 land here */
+
+/* key of `sink_arrivals`: the frame's destination MAC (the backend the LB chose: a MAC, because
+ * one program serves every backend and ifindexes repeat across namespaces) and its time bucket */
+struct sink_arrival_key {
+	__u8 mac[6];
+	__u16 bucket;  /* (now - t0_ns) / bucket_ns, at most SINK_LAST_BUCKET */
+};
+
+/* value of `sink_arrivals` (per CPU: the harness takes min/max/sum over CPUs) */
+struct sink_arrival {
+	__u64 first_ns;  /* bpf_ktime_get_ns() of the bucket's first frame on this CPU */
+	__u64 last_ns;   /* ... and of its last */
+	__u64 packets;
 };
 
 /* the wire's classes: the low byte of ntohl(ip.saddr), at this offset of an untagged IPv4 frame

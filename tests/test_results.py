@@ -49,7 +49,7 @@ def test_fixture_directory_reads_every_kind():
 
 
 def test_files_without_the_server_and_generator_columns_still_read(tmp_path):
-    cols = [c for c in COLUMNS if c not in ("server", "generator")]
+    cols = [c for c in COLUMNS if c not in ("server", "generator", "changes_per_s")]
     f = tmp_path / "pps.csv"
     f.write_text(",".join(cols) + "\nt,xenoflow,2,44,,1,1,,,rx_pps,96900000,packets/s,old\n")
     assert read_tidy(tmp_path, "pps").server.isna().all()
@@ -57,7 +57,7 @@ def test_files_without_the_server_and_generator_columns_still_read(tmp_path):
 
 def _csv(tmp_path, line, kind="pps", comment=False):
     f = tmp_path / f"{kind}.csv"
-    cols = [c for c in COLUMNS if c != "generator"]  # optional; the rows below have no generator field
+    cols = [c for c in COLUMNS if c not in ("generator", "changes_per_s")]  # optional; the rows below lack them
     f.write_text(("# fixture\n" if comment else "") + ",".join(cols) + "\n" +
                  "t,xenoflow,,2,44,,,1,,,rx_pps,96900000,packets/s,ok\n" + line + "\n")
     return f

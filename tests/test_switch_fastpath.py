@@ -168,6 +168,33 @@ def test_backend_sink_fixture_table(testbed):
     assert s1["passed"] - s0["passed"] >= 3
 
 
+def test_backend_sink_records_arrival_times_on_the_harness_clock(testbed):
+    """While recording is on, each backend's generator frames land in sink_arrivals under their
+    destination MAC with bpf_ktime_get_ns() times inside the harness's time.monotonic_ns() window
+    around the send: the two are the same clock (CLOCK_MONOTONIC) on this machine. Off, nothing
+    is recorded; a fresh recording starts empty."""
+    src = testbed.cfg.section("traffic")["src_ip_base"].rsplit(".", 1)[0] + ".78"
+    rec = testbed.arrival_recorder()
+    bes = testbed.cfg.backend_nodes()
+    send(testbed, bes[0].iface().mac, 3, src_ip=src, dst_ip=testbed.cfg.service.vip)  # before: not recorded
+    t0 = rec.start_arrivals(1_000_000_000)  # one bucket per second
+    windows = {}
+    for b in bes:
+        lo = time.monotonic_ns()
+        send(testbed, b.iface().mac, N, src_ip=src, dst_ip=testbed.cfg.service.vip)
+        windows[b.iface().mac] = (lo, time.monotonic_ns())
+    recs = rec.stop_arrivals()
+    send(testbed, bes[0].iface().mac, 3, src_ip=src, dst_ip=testbed.cfg.service.vip)  # after: not recorded
+    assert {a.mac for a in recs} == set(windows), recs
+    for mac, (lo, hi) in windows.items():
+        mine = [a for a in recs if a.mac == mac]
+        assert sum(a.packets for a in mine) == N, mine
+        first, last = min(a.first_ns for a in mine), max(a.last_ns for a in mine)
+        assert t0 <= lo <= first <= last <= hi, (mac, t0, lo, first, last, hi)
+        assert all(a.bucket == (a.first_ns - t0) // 1_000_000_000 for a in mine)
+    assert rec.arrivals() == []  # read once, then cleared
+
+
 def udp_no_ports(testbed, node: str) -> int:
     snmp = testbed.node(node).run(["cat", "/proc/net/snmp"]).stdout
     udp = [l.split() for l in snmp.splitlines() if l.startswith("Udp:")]

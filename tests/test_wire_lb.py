@@ -26,6 +26,7 @@ from xenobench.counters import diff, snapshot
 from xenobench.errors import BackendsError, ConfigError
 from xenobench.lb import KINDS, get_lb
 from xenobench.testbed import SINK_OBJ, ensure_bpffs, unmount_bpffs_if_unused
+from xenobench.testbed.switch import SINK_ARRIVAL, SINK_ARRIVAL_KEY, SINK_CONFIG
 
 from .conftest import needs_root, send_udp
 
@@ -128,7 +129,10 @@ def test_loader_layouts_match_the_objects_btf():
     assert btf_struct_size(OBJ, "wire_config") == len(config_bytes(BACKEND, LB_OUT)) == 12
 
     assert btf_struct_size(OBJ, "sw_counter") == struct.calcsize("<QQ")
-    assert btf_struct_size(SINK_OBJ, "sink_config") == 8  # the testbed packs net + mask
+    # the testbed packs net, mask, t0_ns, bucket_ns and reads the arrival records by these layouts
+    assert btf_struct_size(SINK_OBJ, "sink_config") == struct.calcsize(SINK_CONFIG) == 24
+    assert btf_struct_size(SINK_OBJ, "sink_arrival_key") == struct.calcsize(SINK_ARRIVAL_KEY) == 8
+    assert btf_struct_size(SINK_OBJ, "sink_arrival") == struct.calcsize(SINK_ARRIVAL) == 24
 
 
 def test_wire_is_selectable_like_the_other_lbs(testbed):

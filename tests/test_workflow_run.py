@@ -28,7 +28,7 @@ CFG = "config/ci.yaml"
 PREFIX = os.environ.get("XENOBENCH_NS_PREFIX", "xbt-").rstrip("-")[:4] + "w-"
 ENV = {**os.environ, "XENOBENCH_NS_PREFIX": PREFIX}
 FIGS = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
-        "lb_comparison", "ndr_pdr", "rtt_added"]
+        "lb_comparison", "ndr_pdr", "rtt_added", "update_latency", "update_disruption", "update_throughput"]
 pytestmark = [needs_root, pytest.mark.slow]
 
 
@@ -119,6 +119,12 @@ def test_full_ci_run(clean_ci):
     n_cap = sum(r["valid"] for r in results["rtt_load"] if r["point"]["level"] == "max")
     assert len(med) == valid["rtt"] * len(cfg.section("experiments")["rtt"]["lbs"]) + valid["rtt_load"] - n_cap
     assert len(read_tidy(ROOT / "results/ci", "rtt_capacity")) == n_cap > 0
+    # update: every valid trial's cycles and bursts, one burst per change rate (0 the reference)
+    ub = read_tidy(ROOT / "results/ci", "update_burst")
+    u = cfg.section("experiments")["update"]
+    assert len(ub[ub.metric == "rx_pps"]) == valid["update"] * len(set(u["change_rates"]) | {0})
+    upd = read_tidy(ROOT / "results/ci", "update")
+    assert len(upd[upd.metric == "remove_control_ms"]) == valid["update"] * u["cycles"]
     samples = read_tidy(ROOT / "results/ci", "rtt_samples")
     n = summ[summ.metric == "n"]
     assert len(samples) == n.value.sum()

@@ -239,6 +239,41 @@ def _rate_rows(testbed: str, d, trial: TrialDir, res: dict, facts: dict, src: st
     return {table: rows}
 
 
+def _ms(v):
+    return None if v is None else 1e3 * float(v)
+
+
+def _update_rows(testbed: str, trial: TrialDir, res: dict, facts: dict, src: str) -> dict[str, list[dict]]:
+    """update (xenobench.update): a row per metric of each change cycle (source: the trial and
+    cycle) and of each burst (changes_per_s: its requested rate; 0 the reference). A metric the
+    cycle could not measure (the removed backend never drained) has no row."""
+    o = res["outputs"]
+    common = dict(testbed=testbed, lb=facts.get("lb"), generator=facts.get("generator"), payload_bytes=o["payload"],
+                  repetition=int(res["repetition"]), background_pps=o["load_pps"])
+    cyc = []
+    for i, c in enumerate(o["cycles"], 1):
+        rm, add = c["remove"], c["add"]
+        vals = [("remove_control_ms", _ms(rm["control_s"])), ("add_control_ms", _ms(add["control_s"])),
+                ("remove_apply_ms", _ms(rm.get("apply_s"))), ("add_apply_ms", _ms(add.get("apply_s"))),
+                ("remove_last_frame_ms", _ms(rm.get("remove_last_frame_s"))),
+                ("done_to_last_frame_ms", _ms(rm.get("done_to_last_frame_s"))),
+                ("add_first_frame_ms", _ms(add.get("add_first_frame_s"))),
+                ("after_done_frames", rm.get("after_done_frames")),
+                ("after_done_frames_max", rm.get("after_done_frames_max")),
+                ("drained", None if rm.get("drained") is None else int(rm["drained"])),
+                ("loss_pct", c.get("loss_pct"))]
+        cyc += [row(**common, offered_pps=o["load_pps"], metric=m, value=float(v), unit=metric(m).unit,
+                    source=f"{src}:cycle-{i}") for m, v in vals if v is not None]
+    bursts = []
+    for i, b in enumerate(o["bursts"], 1):
+        c = dict(common, offered_pps=b.get("generator_achieved_pps"), measured_pps=b["rx_pps"],
+                 changes_per_s=b["changes_per_s"], source=f"{src}:burst-{i}")
+        vals = [("rx_pps", b["rx_pps"]), ("loss_pct", b.get("loss_pct")), ("changes", b["changes"]),
+                ("achieved_changes_per_s", b.get("achieved_changes_per_s"))]
+        bursts += [row(**c, metric=m, value=float(v), unit=metric(m).unit) for m, v in vals if v is not None]
+    return {"update": cyc, "update_burst": bursts}
+
+
 def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
                    paired: dict | None = None) -> dict[str, list[dict]]:
     """Tidy rows of one valid trial, by its experiment's kind (experiments/<id>.yaml); a paired RTT
@@ -269,6 +304,9 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
                                    generator=facts.get("generator"), payload_bytes=o["payload"],
                                    offered_pps=gen.get("achieved_pps"), measured_pps=cap, repetition=rep,
                                    split=pt["split"], metric="max_pps", value=cap, unit="packets/s", source=src)]
+        return out
+    if d.kind == "update":
+        out.update(_update_rows(testbed, trial, res, facts, src))
         return out
     # latency
     common = dict(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"), repetition=rep,

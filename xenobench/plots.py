@@ -540,11 +540,106 @@ def rtt_added(resdir, outdir, testbed) -> dict:
     return series
 
 
+UPDATE_LATENCIES = (("remove_control_ms", "removal: command → LB's report"),
+                    ("remove_last_frame_ms", "removal: command → last frame at removed"),
+                    ("add_control_ms", "add-back: command → LB's report"),
+                    ("add_first_frame_ms", "add-back: command → first frame at added"))
+
+
+def update_latency(resdir, outdir, testbed) -> dict:
+    """One backend change's latencies per LB (xenobench.update): every change a dot, the median a
+    bar, on a log axis (the LBs differ by orders of magnitude)."""
+    x = read_tidy(resdir, "update")
+    x = _need(x[x.metric.isin([m for m, _ in UPDATE_LATENCIES])], "update_latency", resdir)
+    lbs = sorted(x.lb.unique())
+    series: dict = {}
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(7.2, 3.9))
+        w = 0.8 / len(UPDATE_LATENCIES)
+        for j, (m, lab) in enumerate(UPDATE_LATENCIES):
+            for i, lb in enumerate(lbs):
+                v = x[(x.lb == lb) & (x.metric == m)].value.to_numpy()
+                v = v[v > 0]  # a log axis: a last frame before the command has no place on it (counted in the table)
+                if not len(v):
+                    continue
+                series[(lb, m)] = sorted(v.tolist())
+                pos = i + (j - (len(UPDATE_LATENCIES) - 1) / 2) * w
+                ax.scatter(np.full(len(v), pos), v, s=10, color=COLORS[j], alpha=0.6,
+                           label=lab if i == 0 or (lb, m) not in series else None)
+                ax.hlines(np.median(v), pos - w / 2, pos + w / 2, color=COLORS[j])
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(lbs)), [_name(lb) for lb in lbs])
+        ax.set_ylabel("time after the command (ms)")
+        h, l_ = ax.get_legend_handles_labels()
+        seen = dict(zip(l_, h))
+        ax.legend(seen.values(), seen.keys(), loc="upper left", fontsize=7)
+        _title(ax, "One backend change under load", testbed)
+        _caption(fig, "Each dot one change; bars: medians. Frame times are stamped where the frames arrive "
+                      "(the backends' XDP sink, bpf_ktime_get_ns = the harness's CLOCK_MONOTONIC).", y=-0.06)
+        _save(fig, outdir, "update_latency")
+    return series
+
+
+def update_disruption(resdir, outdir, testbed) -> dict:
+    """Per LB: frames delivered to a removed backend after the LB reported the change done (median
+    and every cycle), and the cycles' loss."""
+    x = read_tidy(resdir, "update")
+    x = _need(x[x.metric.isin(["after_done_frames", "loss_pct"])], "update_disruption", resdir)
+    lbs = sorted(x.lb.unique())
+    series: dict = {}
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.4))
+        for ax, (m, ylab) in zip(axes, (("after_done_frames", "frames to the removed backend\nafter done"),
+                                        ("loss_pct", "frames lost over the cycle (%)"))):
+            for i, lb in enumerate(lbs):
+                v = x[(x.lb == lb) & (x.metric == m)].value.to_numpy()
+                series[(lb, m)] = sorted(v.tolist())
+                if len(v):
+                    ax.bar(i, np.median(v), width=0.6, color=COLORS[i % len(COLORS)], alpha=0.5)
+                    ax.scatter(np.full(len(v), i), v, s=10, color="black")
+            ax.set_xticks(range(len(lbs)), [_name(lb) for lb in lbs], fontsize=8)
+            ax.set_ylabel(ylab)
+        _title(axes[0], "Disruption", testbed)
+        _caption(fig, "Frames after done: whole 1 ms buckets after the LB's report (a lower bound). An LB whose "
+                      "connection table keeps flows on a removed backend (Katran's LRU) keeps delivering to it.",
+                 y=-0.06)
+        _save(fig, outdir, "update_disruption")
+    return series
+
+
+def update_throughput(resdir, outdir, testbed) -> dict:
+    """Received rate during a burst of changes vs the changes per second achieved, per LB; the
+    same LB without changes at 0."""
+    x = read_tidy(resdir, "update_burst")
+    x = _need(x[x.metric == "rx_pps"], "update_throughput", resdir)
+    series: dict = {}
+    scale, unit = _rate_unit(x.value)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        for i, (lb, g) in enumerate(sorted(x.groupby("lb"), key=lambda t: t[0])):
+            med = g.groupby("changes_per_s").value.median().sort_index()
+            series[lb] = {float(k): float(v) for k, v in med.items()}
+            ax.plot(med.index, med.values / scale, label=_name(lb), **_style(i))
+            ax.scatter(g.changes_per_s, g.value / scale, s=8, color=COLORS[i % len(COLORS)], alpha=0.4)
+        bg = x.background_pps.dropna()
+        if len(bg):
+            ax.axhline(float(bg.median()) / scale, ls=":", color="grey", label="background offered")
+        ax.set_xlabel("backend changes per second requested (0: none)")
+        ax.set_ylabel(f"received ({unit})")
+        ax.set_ylim(bottom=0)
+        ax.legend()
+        _title(ax, "Throughput during a burst of changes", testbed)
+        _caption(fig, local_note(x), y=-0.06)
+        _save(fig, outdir, "update_throughput")
+    return series
+
+
 # every figure, by name: the workflow's list of figures (rules/common.smk) is this one
 FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_vs_payload,
            "loss_vs_load": loss_vs_load, "rtt_lb_vs_none": rtt_lb_vs_none,
            "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison, "ndr_pdr": ndr_pdr,
-           "rtt_added": rtt_added}
+           "rtt_added": rtt_added, "update_latency": update_latency, "update_disruption": update_disruption,
+           "update_throughput": update_throughput}
 
 
 # the figures the thesis's own raw data feeds (rules/thesis.smk; xenobench.ingest writes their tables)

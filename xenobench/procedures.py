@@ -596,8 +596,14 @@ def ndr_pdr_search(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     return out, v
 
 
+def backend_update(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
+    """update: backend changes under load (the logic: xenobench.update.backend_update)."""
+    from .update import backend_update as measure
+    return measure(ctx, lb)
+
+
 PROCEDURES = {"offered_load": offered_load, "rtt_probe": rtt_probe, "rtt_under_load": rtt_under_load,
-              "ndr_pdr_search": ndr_pdr_search}
+              "ndr_pdr_search": ndr_pdr_search, "backend_update": backend_update}
 
 
 # --- a whole point ---------------------------------------------------------------------------------

@@ -119,6 +119,48 @@ def _paired_section(tidy: dict) -> list[str]:
     return L
 
 
+def _update_section(tidy: dict) -> list[str]:
+    """Backend changes under load (xenobench.update): per LB the medians over every change cycle and
+    repetition, and the burst throughput against the same LB without changes."""
+    if "update" not in tidy:
+        return []
+    x = tidy["update"]
+    L = ["## Backend changes under load (medians over every change; frame times where the frames arrive)", ""]
+
+    def med(g, m, fmt):
+        v = g[g.metric == m].value
+        return fmt.format(float(v.median())) if len(v) else "n/a"
+    rows = []
+    for lb, g in x.groupby("lb"):
+        d = g[g.metric == "drained"].value
+        rows.append([lb, f"{float(g.background_pps.median()) / 1e3:g} kpps",
+                     med(g, "remove_control_ms", "{:.2f} ms"), med(g, "remove_last_frame_ms", "{:.2f} ms"),
+                     med(g, "done_to_last_frame_ms", "{:+.2f} ms"), med(g, "add_control_ms", "{:.2f} ms"),
+                     med(g, "add_first_frame_ms", "{:.2f} ms"), med(g, "after_done_frames", "{:.0f}"),
+                     f"{int(d.sum())}/{len(d)}", med(g, "loss_pct", "{:.2f} %")])
+    L += _table(["LB", "background", "removal: command → report", "command → last frame at removed",
+                 "report → last frame", "add: command → report", "command → first frame at added",
+                 "frames to removed after report", "drained", "loss over the cycle"], rows)
+    stuck = [r[0] for r in rows if r[8].split("/")[0] != r[8].split("/")[1]]
+    if stuck:
+        L += ["", f"Finding: the removed backend kept receiving after the LB reported the change done ({', '.join(stuck)}): "
+                  "flows already in the LB's connection table (Katran's LRU) keep a removed real; there the last "
+                  "frame and the first frame after the add-back are not measurable (no row)."]
+    if "update_burst" in tidy:
+        b = tidy["update_burst"]
+        b = b[b.metric == "rx_pps"]
+        brows = []
+        for lb, g in b.groupby("lb"):
+            ref = g[g.changes_per_s == 0].value.median()
+            for r, gr in g.groupby("changes_per_s"):
+                brows.append([lb, f"{r:g}", f"{float(gr.value.median()) / 1e3:.1f} kpps",
+                              f"{100 * float(gr.value.median()) / ref:.1f} %" if ref == ref and ref > 0 else "n/a"])
+        L += ["", "Throughput during a burst of changes (received rate over the burst's window):", ""]
+        L += _table(["LB", "changes/s requested", "received", "of the same LB without changes"], brows)
+    L.append("")
+    return L
+
+
 def _headlines(tidy: dict) -> list[list]:
     out = []
     if "pps" in tidy:
@@ -306,6 +348,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     L.append("")
 
     L += _paired_section(tidy)
+    L += _update_section(tidy)
 
     hsplit = _hash_split_rows(trials)
     if hsplit:

@@ -26,7 +26,7 @@ import pandas as pd
 
 from .errors import DataError
 
-KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity")
+KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity", "update", "update_burst")
 
 COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
@@ -39,16 +39,17 @@ COLUMNS = [
     "measured_pps",   # received at the backends, packets/s
     "repetition",     # 1, 2, ...
     "split",          # rtt under load: single | worst | X/Y (% of background to the DNS backend / other)
-    "background_pps", # rtt under load: background load, packets/s
+    "background_pps", # rtt under load, update: background load, packets/s
+    "changes_per_s",  # update_burst: backend changes per second requested (0: none, the reference)
     "metric",         # e.g. rx_pps, loss_pct, rtt_us, rtt_median_us
     "value",
     "unit",
     "source",         # provenance: file and line/packet ranges, or document and figure
 ]
 NUMERIC = ("payload_bytes", "frame_bytes", "offered_pps", "measured_pps", "repetition",
-           "background_pps", "value")
+           "background_pps", "changes_per_s", "value")
 REQUIRED = ("testbed", "lb", "metric", "value", "unit", "source")  # never empty
-OPTIONAL = ("server", "generator")  # added later; files written before them read as empty
+OPTIONAL = ("server", "generator", "changes_per_s")  # added later; files written before them read as empty
 
 # What a value may be: the one owner. Each metric the harness writes declares its unit and range;
 # validate() checks both where tidy rows are written (write_tidy) and where they are read
@@ -67,6 +68,7 @@ LOSS_MIN_PCT = -10.0  # rx/tx - 1 of counters sampled on two hosts' clocks (the 
                      # held to COUNTER_SKEW per trial (xenobench.procedures: counters_consistent)
 MAX_PPS = 10**12  # packets/s: ~7000 x the 100 Gbit/s line rate at 64 B (as xenobench.ingest's MAX_COUNT)
 MAX_RTT_US = 60e6  # an RTT is below the probe timeout; no prober waits longer than 60 s
+MAX_UPDATE_MS = 600e3  # a backend change the harness waits for: LoadBalancer.update's timeout is far below
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ _COUNT = Metric("count", 0)
 _RTT = Metric("us", 0, MAX_RTT_US, low_open=True, high_open=True)     # a measured round trip
 _RTT_SPREAD = Metric("us", 0, MAX_RTT_US, high_open=True)               # a standard deviation
 _RTT_DIFF = Metric("us", -MAX_RTT_US, MAX_RTT_US, low_open=True, high_open=True)  # a difference of RTTs
+_CHANGE_MS = Metric("ms", 0, MAX_UPDATE_MS, low_open=True)  # command -> the LB's report: after the command
+_CHANGE_OFFSET_MS = Metric("ms", -MAX_UPDATE_MS, MAX_UPDATE_MS)  # a frame's time from a command or a report
 METRICS = {
     "rx_pps": _RECEIVED, "max_pps": _RECEIVED, "tx_pps": _RATE, "nominal_offered_pps": _RATE,
     "lb_prog_ns_per_frame": Metric("ns", 0, 1e9),  # xenobench.progcost
@@ -124,6 +128,15 @@ METRICS = {
     "ndr_conditional_throughput_pps": _RECEIVED, "pdr_conditional_throughput_pps": _RECEIVED,
     "ndr_relative_width": Metric("ratio", 0), "pdr_relative_width": Metric("ratio", 0),
     "search_trials": _COUNT, "search_trial_seconds": Metric("s", 0), "search_wall_s": Metric("s", 0),
+    # update (xenobench.update): one change's times on the harness clock; the LB's own apply time
+    "remove_control_ms": _CHANGE_MS, "add_control_ms": _CHANGE_MS,
+    "remove_apply_ms": Metric("ms", 0, MAX_UPDATE_MS), "add_apply_ms": Metric("ms", 0, MAX_UPDATE_MS),
+    "remove_last_frame_ms": _CHANGE_OFFSET_MS, "done_to_last_frame_ms": _CHANGE_OFFSET_MS,
+    "add_first_frame_ms": Metric("ms", 0, MAX_UPDATE_MS),  # the first frame after the command
+    "after_done_frames": _COUNT, "after_done_frames_max": _COUNT,
+    "drained": Metric("flag", values=(0, 1)),  # the removed backend stopped receiving before the add-back
+    # update_burst: the changes a burst made, per second of its window
+    "changes": _COUNT, "achieved_changes_per_s": Metric("changes/s", 0),
 }
 # rtt_summary's statistics (xenobench.aggregate) and the paired design's rows (rtt_vs_<ref>_...)
 _RTT_PATTERNS = [
@@ -140,7 +153,7 @@ MAX_UDP_PAYLOAD = 65507  # IPv4: 65535 - 20 - 8
 COLUMN_RANGES = {"payload_bytes": Metric("bytes", 0, MAX_UDP_PAYLOAD),
                  "frame_bytes": Metric("bytes", 0, MAX_UDP_PAYLOAD + 42),
                  "offered_pps": _RATE, "measured_pps": _RECEIVED, "repetition": Metric("", 1),
-                 "background_pps": _RATE}
+                 "background_pps": _RATE, "changes_per_s": Metric("changes/s", 0)}
 
 
 def metric(name: str) -> Metric | None:

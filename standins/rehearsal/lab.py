@@ -53,6 +53,7 @@ from xenobench.deploy import dpu_sudo_commands
 from xenobench.errors import XenobenchError
 from xenobench.nodes.base import sudoers_rule
 from xenobench.testbed.bpffs import BPF_PRELOAD
+from xenobench.fabric import NamespaceFabric
 from xenobench.testbed.switch import SwitchFastpath, _bpftool_batch, _hex
 from xenobench.testbed.topology import NamespaceTopology, existing_namespaces, ip, kill_ns_processes
 
@@ -247,6 +248,11 @@ class Lab:
                 _bpftool_batch(self.topo, "lab-fdb", [
                     f"map update pinned {self.fastpath.pindir / 'maps' / 'fdb'} key hex {mac} "
                     f"value hex {_hex(links[port].to_bytes(4, 'little'))}"])
+            # the MSN2100 in L3 mode for an encapsulating LB (Katran): frames for katran.gateway_mac
+            # routed by their outer destination to the real's port (xenobench.fabric's gateway on
+            # the port where the LB host's frames enter the switch: the DPU's p0); without it they
+            # are flooded and every backend receives each one
+            NamespaceFabric(_LabSwitchView(self)).gateway_up()
 
     def controller_files(self) -> None:
         """The controller's client key and known_hosts (as an operator's ~/.ssh); host keys are
@@ -618,3 +624,21 @@ class Lab:
             out[n] = {"namespace": self.ns(n), "exists": up, "sshd": alive,
                       "ssh": f"{c.ssh.user}@{c.ssh.host}:{c.ssh.port}"}
         return {"lab": str(self.root), "up": all(v["sshd"] for v in out.values()), "nodes": out}
+
+
+class _LabSwitchView:
+    """What xenobench.fabric's gateway reads of a testbed, for the lab's switch: its namespace, its
+    ports (the LB host's port enters the switch at the DPU's p0), its pins and the fast path to chain."""
+
+    def __init__(self, lab):
+        self.cfg, self._lab = lab.cfg, lab
+        self.switch_ns = lab.topo.switch_ns
+        self.bpffs_dir = lab.topo.pin_dir
+        self.fastpath_pindir = lab.fastpath.pindir
+
+    def switch_port(self, node: str, iface: str) -> str:
+        lab, lb = self._lab, self.cfg.role("lb")
+        if lab.dpu and node == lb.name:
+            p0 = next(i for i in lab.dpu.interfaces if i.lb_port == "ingress")
+            return lab.topo.switch_port(lab.dpu.name, p0.name)
+        return lab.topo.switch_port(node, iface)

@@ -68,6 +68,11 @@ class LoadBalancer(ABC):
     #: why this kind has no runtime update path (None: it has one, `update` is overridden)
     no_update: str | None = "it has no runtime update path"
 
+    @property
+    def can_update(self) -> bool:
+        """Whether this driver has a runtime update path (`update` overridden)."""
+        return type(self).update is not LoadBalancer.update
+
     def update(self, backends: str | Path, *, timeout: float = UPDATE_TIMEOUT_S) -> dict:
         """Apply a new backends file to the running LB without restarting it. The file is read by
         the strict reader first (a bad one fails here, nothing is sent). Returns {"lb", "t_sent",

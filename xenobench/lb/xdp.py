@@ -97,6 +97,10 @@ class XdpControllerLB(LoadBalancer):
         finally:
             self.withdraw_needs()
 
+    @property
+    def can_update(self) -> bool:
+        return importlib.import_module(self.agent).AGENT.update is not None
+
     def update(self, backends, *, timeout: float = UPDATE_TIMEOUT_S) -> dict:
         """The agent's runtime change (XdpLbAgent.update, SIGHUP), if it has one."""
         if importlib.import_module(self.agent).AGENT.update is None:

@@ -63,6 +63,14 @@ class Testbed:
     def restore_backend_sink(self, node: str) -> None:
         """Give the interface back to the backend sink after release_backend_sink."""
 
+    def arrival_recorder(self):
+        """Where the backends record each generator frame's arrival time on the harness clock
+        (start_arrivals(bucket_ns) -> t0_ns, stop_arrivals() -> [switch.Arrival]): the namespace
+        testbed's sink. None here: real backends record nothing, and a caller samples their
+        receive counters instead (xenobench.update: ethtool rx_packets read back to back, a
+        resolution of one read, ~10 ms over SSH)."""
+        return None
+
     #: services this testbed can set up around a load balancer (LoadBalancer.needs)
     services: tuple[str, ...] = ()
 

@@ -123,6 +123,10 @@ class NamespaceTestbed(Testbed):
         if (self.is_up() or building) and self._has_sink(node) and not self.sink.attached(node):
             self.sink.set_link(node, True)
 
+    def arrival_recorder(self):
+        """The backends' sink records arrival times (switch/sink.bpf.c) when the testbed has one."""
+        return self.sink if self.cfg.section("testbed")["backend_sink"] and self.is_up() else None
+
     def sink_stats(self) -> dict[str, int]:
         """The sink's counters summed over CPUs and backends (enum sink_stat)."""
         return self.sink.stats()

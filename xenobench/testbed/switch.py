@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import struct
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import REPO_ROOT
-from ..agents.bpf import counters as bpf_counters
+from ..agents.bpf import bpftool_stdout, counters as bpf_counters
 from ..errors import TestbedError, XenobenchError
 from .topology import NamespaceTopology, ip
 
@@ -23,7 +26,10 @@ FASTPATH_PROG = "sw_fastpath"
 SW_STATS = ("forwarded", "to_bridge", "malformed")  # enum sw_stat (switch/switch_common.h)
 SINK_OBJ = REPO_ROOT / "switch" / "build" / "sink.bpf.o"
 SINK_PROG = "backend_sink"
-SINK_STATS = ("dropped", "passed")  # enum sink_stat
+SINK_STATS = ("dropped", "passed", "unrecorded")  # enum sink_stat
+SINK_CONFIG = "<4s4sQQ"  # struct sink_config: net, mask (network order), t0_ns, bucket_ns
+SINK_ARRIVAL_KEY = "<6sH"  # struct sink_arrival_key: destination MAC, time bucket
+SINK_ARRIVAL = "<QQQ"  # struct sink_arrival: first_ns, last_ns, packets
 # the generator's sources are src_ip_base + n, n < flows x 2^k classes <= 256 x 256: one /16
 SINK_PREFIX = 16
 
@@ -91,12 +97,24 @@ class SwitchFastpath:
         return _percpu(self.pindir / "maps" / "sw_stats", SW_STATS)
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """One (backend, time bucket) record of the sink, its CPUs merged: first and last frame on
+    CLOCK_MONOTONIC in ns (bpf_ktime_get_ns(), the clock of time.monotonic_ns()) and the count."""
+    mac: str
+    bucket: int
+    first_ns: int
+    last_ns: int
+    packets: int
+
+
 class BackendSink:
     """switch/build/sink.bpf.o, loaded once and pinned under `pindir`, attached to each backend's
     interface (attach/detach: a DNS server takes the interface over and gives it back)."""
 
     def __init__(self, topo: NamespaceTopology, pindir: Path):
         self.topo, self.pindir = topo, pindir
+        self._unrecorded0 = 0  # the unrecorded counter when the current recording started
 
     def load(self) -> None:
         """Load the object with the generator's source block (traffic.src_ip_base)."""
@@ -108,11 +126,67 @@ class BackendSink:
         if not base:
             raise TestbedError(f"Failed to attach the backend sink: traffic.src_ip_base is not set in {cfg.path} "
                                "(the sink drops frames from that block; or set testbed.backend_sink: false)")
-        net = ipaddress.IPv4Network(f"{base}/{SINK_PREFIX}", strict=False)
         _load(self.topo, SINK_OBJ, self.pindir)
-        val = _hex(net.network_address.packed + net.netmask.packed)
+        self._configure(0, 0)
+
+    def _configure(self, t0_ns: int, bucket_ns: int) -> None:
+        base = self.topo.cfg.section("traffic").get("src_ip_base")
+        net = ipaddress.IPv4Network(f"{base}/{SINK_PREFIX}", strict=False)
+        val = _hex(struct.pack(SINK_CONFIG, net.network_address.packed, net.netmask.packed, t0_ns, bucket_ns))
         _bpftool_batch(self.topo, "backend-sink",
                        [f"map update pinned {self.pindir / 'maps' / 'sink_config'} key hex 00 00 00 00 value hex {val}"])
+
+    # --- arrival times (switch/sink.bpf.c, sink_arrivals) -------------------------------------------
+    def start_arrivals(self, bucket_ns: int) -> int:
+        """Record every generator frame's arrival per backend MAC and `bucket_ns` time bucket from
+        now on (a fresh recording: earlier records are cleared); returns t0 (time.monotonic_ns(),
+        the clock bpf_ktime_get_ns() reads)."""
+        if bucket_ns <= 0:
+            raise TestbedError(f"Failed to record arrivals: bucket width {bucket_ns} ns is not positive")
+        self.clear_arrivals()
+        self._unrecorded0 = self.stats()["unrecorded"]
+        t0 = time.monotonic_ns()
+        self._configure(t0, int(bucket_ns))
+        return t0
+
+    def stop_arrivals(self) -> list[Arrival]:
+        """Turn recording off and read what it recorded (one map dump), then clear it; refuses a
+        recording that lost frames' times (the map was full: a narrower window or wider buckets)."""
+        self._configure(0, 0)
+        unrecorded = self.stats()["unrecorded"] - self._unrecorded0
+        recs = self.arrivals()
+        self.clear_arrivals()
+        if unrecorded:
+            raise TestbedError(f"Failed to record arrivals: {unrecorded} frames found sink_arrivals full "
+                               f"(max_entries in switch/switch_common.h SINK_ARRIVAL_ENTRIES); record a shorter "
+                               "window or use wider buckets")
+        return recs
+
+    def _dump(self) -> list[dict]:
+        try:
+            out = bpftool_stdout("map", "dump", "pinned", str(self.pindir / "maps" / "sink_arrivals"), "-j")
+        except XenobenchError as e:
+            raise TestbedError(f"Failed to read the sink's arrival records: {e}") from None
+        return json.loads(out or "[]")
+
+    def arrivals(self) -> list[Arrival]:
+        """The records, CPUs merged (first: the earliest, last: the latest, packets summed)."""
+        recs = []
+        for ent in self._dump():
+            mac, bucket = struct.unpack(SINK_ARRIVAL_KEY, bytes(int(x, 16) for x in ent["key"]))
+            per = [struct.unpack(SINK_ARRIVAL, bytes(int(x, 16) for x in v["value"])) for v in ent["values"]]
+            per = [p for p in per if p[2]]  # a CPU that never saw this key holds zeros
+            if per:
+                recs.append(Arrival(mac.hex(":"), bucket, min(p[0] for p in per), max(p[1] for p in per),
+                                    sum(p[2] for p in per)))
+        return sorted(recs, key=lambda a: (a.mac, a.bucket))
+
+    def clear_arrivals(self) -> None:
+        """Delete every record (one bpftool batch)."""
+        maps = self.pindir / "maps"
+        cmds = [f"map delete pinned {maps / 'sink_arrivals'} key hex {' '.join(e['key'])}" for e in self._dump()]
+        if cmds:
+            _bpftool_batch(self.topo, "backend-sink-clear", cmds)
 
     def set_link(self, node: str, attach: bool) -> None:
         """Attach the sink to a backend's interface, or detach whatever program is there."""

@@ -1,0 +1,194 @@
+"""The `update` experiment (experiments/update.yaml, xenobench.update): its plan, the arithmetic
+on the sink's arrival records (fixture tables), a hand-made results tree through aggregate → tidy
+tables → figures → report, and one short live cycle and burst per LB on the namespace testbed."""
+
+import json
+
+import pytest
+
+from xenobench.aggregate import aggregate
+from xenobench.config import load_config
+from xenobench.errors import ConfigError, DataError
+from xenobench.experiments import plan, points
+from xenobench.plots import update_disruption, update_latency, update_throughput
+from xenobench.report import write_report
+from xenobench.results import read_tidy, row, write_tidy
+from xenobench.testbed.switch import Arrival
+from xenobench.update import arrival_addition, arrival_removal, longest_gap_s, window_frames
+
+from .conftest import needs_root
+from .test_aggregate_report import _trial
+
+MS = 1_000_000
+B, O = "02:00:00:00:0a:01", "02:00:00:00:0a:00"  # the removed backend, the other one
+
+
+# --- plan --------------------------------------------------------------------------------------------
+def test_plan_lists_one_point_per_lb_with_an_update_path():
+    for name, lbs in (("ci", ["xenoflow", "ebpf"]), ("local", ["xenoflow", "ebpf"]), ("fips", ["xenoflow", "ebpf"])):
+        cfg = load_config(f"config/{name}.yaml")
+        assert points(cfg, "update") == [{"lb": lb} for lb in lbs], name
+    ci = load_config("config/ci.yaml")
+    assert [(t.point["lb"], t.repetition) for t in plan(ci, ["update"])] == [
+        ("xenoflow", 1), ("xenoflow", 2), ("ebpf", 1), ("ebpf", 2)]
+    u = ci.section("experiments")["update"]
+    assert (u["cycles"], u["change_rates"], u["burst_s"]) == (1, [0, 20], 0.5)  # tiny in CI
+
+
+def test_the_wire_is_refused_as_an_update_point(tmp_path):
+    import shutil
+    shutil.copytree("config", tmp_path / "config")
+    f = tmp_path / "config" / "ci.yaml"
+    f.write_text(f.read_text().replace("update: {lbs: [xenoflow, ebpf]", "update: {lbs: [ebpf, wire]"))
+    with pytest.raises(ConfigError, match=r"experiments\.update\.lbs\[1\]: .wire."):
+        load_config(f)
+
+
+def test_every_lb_but_the_wire_has_an_update_path(testbed):
+    from xenobench.lb import KINDS, get_lb
+    assert {k: get_lb(k, testbed).can_update for k in KINDS} == {
+        "xenoflow": True, "ebpf": True, "katran": True, "wire": False}
+
+
+# --- the arithmetic on arrival records ----------------------------------------------------------------
+def A(mac, bucket, first_ms, last_ms, n):
+    return Arrival(mac, bucket, int(first_ms * MS), int(last_ms * MS), n)
+
+
+# removal sent at 100 ms, reported done at 103 ms, add-back sent at 300 ms (quiet: 50 ms); 1 ms buckets
+RECS = [A(B, 99, 99.1, 99.9, 10), A(B, 100, 100.0, 100.9, 9), A(B, 101, 101.0, 101.4, 3),  # B drains at 101.4
+        A(O, 101, 101.0, 101.95, 20), A(O, 150, 150.0, 150.9, 20),
+        A(B, 300, 300.6, 300.9, 4), A(B, 301, 301.0, 301.9, 9)]                         # B back at 300.6
+
+
+def test_removal_and_addition_from_arrivals():
+    rm = arrival_removal(RECS, B, 100 * MS, 103 * MS, 300 * MS, 50 * MS)
+    assert rm["drained"] is True
+    assert rm["remove_last_frame_s"] == pytest.approx(1.4e-3)
+    assert rm["done_to_last_frame_s"] == pytest.approx(-1.6e-3)      # drained before the report
+    assert (rm["after_done_frames"], rm["after_done_frames_max"]) == (0, 0)
+    assert rm["frames_at_removed_after_send"] == 12
+    assert arrival_addition(RECS, B, 300 * MS, True) == {"add_first_frame_s": pytest.approx(0.6e-3)}
+
+
+def test_a_backend_that_never_drains_has_no_last_or_first_frame_but_its_frames_after_done():
+    lru = RECS[:3] + [A(B, 120, 120.2, 120.8, 5), A(B, 290, 290.0, 290.5, 7)]  # Katran's cached flows
+    rm = arrival_removal(lru, B, 100 * MS, 103 * MS, 300 * MS, 50 * MS)
+    assert (rm["drained"], rm["remove_last_frame_s"], rm["done_to_last_frame_s"]) == (False, None, None)
+    assert (rm["after_done_frames"], rm["after_done_frames_max"]) == (12, 12)
+    assert arrival_addition(lru, B, 300 * MS, False) == {"add_first_frame_s": None}
+    # a bucket around the report: not in the lower bound, in the upper
+    rm = arrival_removal(RECS + [A(B, 102, 102.5, 103.5, 6)], B, 100 * MS, 103 * MS, 300 * MS, 50 * MS)
+    assert (rm["after_done_frames"], rm["after_done_frames_max"]) == (0, 6)
+
+
+def test_window_frames_take_whole_buckets_and_gaps_span_buckets():
+    recs = [A(O, b, b + 0.1, b + 0.9, 10) for b in range(0, 10)]
+    assert window_frames(recs, 0, MS, int(2.5 * MS), int(7.2 * MS)) == (40, pytest.approx(0.004))  # buckets 3..6
+    assert window_frames(recs, 0, MS, 5 * MS, 5 * MS) == (0, 0.0)
+    gap = [A(O, 0, 0.1, 0.9, 5), A(B, 0, 0.2, 0.95, 5), A(O, 7, 7.3, 7.9, 5)]
+    assert longest_gap_s(gap, 0, 10 * MS) == pytest.approx(6.35e-3)
+
+
+# --- a results tree through aggregate, tables, figures, report ---------------------------------------
+def _cycle(control_ms, last_ms, first_ms, after, drained=True):
+    return {"remove": {"control_s": control_ms / 1e3, "apply_s": 0.0001, "drained": drained,
+                       "remove_last_frame_s": None if last_ms is None else last_ms / 1e3,
+                       "done_to_last_frame_s": None if last_ms is None else (last_ms - control_ms) / 1e3,
+                       "after_done_frames": after, "after_done_frames_max": after},
+            "add": {"control_s": control_ms / 2e3, "apply_s": 0.0001,
+                    "add_first_frame_s": None if first_ms is None else first_ms / 1e3},
+            "loss_pct": 1.5, "timing": "arrivals"}
+
+
+def _burst(rate, rx, changes):
+    return {"changes_per_s": rate, "changes": changes, "achieved_changes_per_s": changes / 2.0, "rx_pps": rx,
+            "loss_pct": 2.0, "generator_achieved_pps": 200000.0, "timing": "arrivals"}
+
+
+@pytest.fixture
+def update_results(tmp_path):
+    res = tmp_path / "local"
+    for lb, cyc, bursts in (
+            ("ebpf", [_cycle(12.0, 9.0, 14.0, 0), _cycle(14.0, 10.0, 15.0, 0)],
+             [_burst(0.0, 190000.0, 0), _burst(10.0, 180000.0, 20)]),
+            ("katran", [_cycle(3900.0, None, None, 70000, drained=False)],
+             [_burst(0.0, 150000.0, 0), _burst(10.0, 75000.0, 1)])):
+        _trial(res, "update", f"lb-{lb}", 1, {"lb": lb},
+               {"payload": 22, "load_pps": 200000.0, "bucket_ns": MS, "cycles": cyc, "bursts": bursts})
+    return res
+
+
+def test_update_results_through_aggregate_figures_and_report(update_results, tmp_path):
+    assert aggregate(update_results, progress=lambda m: None)["update"] == 2 * 11 + 8  # katran: no last-frame, done-to-last, first-frame rows
+    u = read_tidy(update_results, "update")
+    e = u[u.lb == "ebpf"]
+    assert sorted(e[e.metric == "remove_control_ms"].value) == [12.0, 14.0]
+    assert sorted(e[e.metric == "add_first_frame_ms"].value) == [14.0, 15.0]
+    assert set(e.unit[e.metric == "remove_control_ms"]) == {"ms"} and set(e.background_pps) == {200000.0}
+    k = u[u.lb == "katran"]
+    assert "remove_last_frame_ms" not in set(k.metric)  # not measurable: no row, no made-up value
+    assert list(k[k.metric == "after_done_frames"].value) == [70000.0]
+    b = read_tidy(update_results, "update_burst")
+    assert sorted(b[(b.lb == "katran") & (b.metric == "rx_pps")].changes_per_s) == [0.0, 10.0]
+    figs = tmp_path / "figs"
+    assert update_latency(update_results, figs, "local")[("ebpf", "remove_control_ms")] == [12.0, 14.0]
+    assert update_disruption(update_results, figs, "local")[("katran", "after_done_frames")] == [70000.0]
+    assert update_throughput(update_results, figs, "local") == {"ebpf": {0.0: 190000.0, 10.0: 180000.0},
+                                                                 "katran": {0.0: 150000.0, 10.0: 75000.0}}
+    assert (figs / "update_latency.png").exists() and (figs / "update_throughput.pdf").exists()
+    text = write_report(update_results, figs).read_text()
+    assert "## Backend changes under load" in text
+    assert "| ebpf | 200 kpps | 13.00 ms | 9.50 ms | -3.50 ms | 6.50 ms | 14.50 ms | 0 | 2/2 | 1.50 % |" in text
+    assert "| katran | 200 kpps | 3900.00 ms | n/a | n/a | 1950.00 ms | n/a | 70000 | 0/1 | 1.50 % |" in text
+    assert "Finding: the removed backend kept receiving after the LB reported the change done (katran)" in text
+    assert "| katran | 10 | 75.0 kpps | 50.0 % |" in text
+
+
+@pytest.mark.parametrize("metric,value,text", [
+    ("remove_control_ms", 0.0, "must be > 0"),          # a report cannot come before its command
+    ("add_first_frame_ms", -1.0, "must be >= 0"),       # nor a first frame after the command before it
+    ("drained", 2.0, "one of 0, 1"),
+])
+def test_impossible_update_values_are_refused(tmp_path, metric, value, text):
+    from xenobench.results import metric as unit_of
+    r = row(testbed="local", lb="ebpf", metric=metric, value=value, unit=unit_of(metric).unit, source="t")
+    with pytest.raises(DataError, match=text):
+        write_tidy("update", [r], tmp_path)
+
+
+# --- live, namespace testbed ---------------------------------------------------------------------------
+@needs_root
+@pytest.mark.parametrize("kind", ["xenoflow", "ebpf", "katran"])
+def test_live_cycle_and_burst_per_lb(testbed, tmp_path, kind):
+    """One change cycle and a short burst under a light background, timed by the sink's arrival
+    records. eBPF and XenoFlow: nothing reaches the removed backend after the report, the added one
+    gets frames after its command. Katran: its LRU keeps flows on the removed real (the finding)."""
+    from xenobench.lb import get_lb
+    from xenobench.update import change_burst, change_cycle, write_sets
+    if kind == "katran":
+        from .test_katran import needs_katran
+        if needs_katran.args[0]:
+            pytest.skip(needs_katran.kwargs["reason"])
+    full, less = write_sets(testbed.cfg.service.backends, tmp_path)
+    lb = get_lb(kind, testbed)
+    lb.start(full)
+    try:
+        c = change_cycle(testbed, lb, full, less, load_pps=50000, hold_s=0.4, settle_s=0.3)
+        b0 = change_burst(testbed, lb, full, less, rate_per_s=0, duration_s=0.5, load_pps=50000, settle_s=0.2)
+        b = change_burst(testbed, lb, full, less, rate_per_s=20, duration_s=0.5, load_pps=50000, settle_s=0.2)
+    finally:
+        lb.stop()
+    info = json.dumps(c, default=str)
+    assert c["timing"] == "arrivals" and c["arrival_records"] > 0, info
+    rm, add = c["remove"], c["add"]
+    assert rm["frames_at_removed_after_send"] >= 0 and rm["control_s"] > 0 and add["control_s"] > 0, info
+    if kind == "katran":
+        assert rm["drained"] is False and rm["after_done_frames"] > 0, info
+        assert rm["remove_last_frame_s"] is None and add["add_first_frame_s"] is None, info
+    else:
+        assert rm["drained"] is True and rm["after_done_frames"] == 0, info
+        assert rm["done_to_last_frame_s"] <= 0, info   # nothing at the removed backend after the report
+        assert 0 <= add["add_first_frame_s"], info
+    assert b0["changes"] == 0 and b0["rx_pps"] > 0, b0
+    assert b["changes"] >= 1 and b["rx_pps"] > 0, b
