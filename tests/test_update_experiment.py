@@ -25,7 +25,7 @@ B, O = "02:00:00:00:0a:01", "02:00:00:00:0a:00"  # the removed backend, the othe
 
 # --- plan --------------------------------------------------------------------------------------------
 def test_plan_lists_one_point_per_lb_with_an_update_path():
-    for name, lbs in (("ci", ["xenoflow", "ebpf"]), ("local", ["xenoflow", "ebpf"]), ("fips", ["xenoflow", "ebpf"])):
+    for name, lbs in (("ci", ["xenoflow", "ebpf"]), ("local", ["xenoflow", "ebpf"]), ("fips", ["xenoflow", "ebpf", "katran"])):
         cfg = load_config(f"config/{name}.yaml")
         assert points(cfg, "update") == [{"lb": lb} for lb in lbs], name
     ci = load_config("config/ci.yaml")
