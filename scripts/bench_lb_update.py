@@ -21,17 +21,16 @@ from xenobench.errors import XenobenchError
 from xenobench.lb import KINDS, LBS, get_lb, stop_all
 from xenobench.testbed import get_testbed
 from xenobench.update import change_burst, change_cycle, write_sets
+import benchargs  # noqa: E402  (scripts/benchargs.py)
 
 
 def main(argv):
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
-    rounds = int(argv[0]) if argv else 3
-    load = float(argv[1]) if len(argv) > 1 else 200000.0
-    cfg = load_config(argv[2] if len(argv) > 2 else "config/local.yaml")
-    crate = float(argv[3]) if len(argv) > 3 else 20.0
-    burst_s = float(argv[4]) if len(argv) > 4 else 2.0
+    a = benchargs.parse(__doc__, ("ROUNDS", benchargs.positive_int, 3, "change cycles per LB"),
+                        ("LOAD_PPS", benchargs.positive_float, 200000.0, "background load, packets/s"),
+                        ("CONFIG", benchargs.existing_file, "config/local.yaml", "testbed config"),
+                        ("RATE", benchargs.positive_float, 20.0, "backend changes per second in the burst"),
+                        ("BURST_S", benchargs.positive_float, 2.0, "seconds of each burst"), argv=argv)
+    rounds, load, cfg, crate, burst_s = a.rounds, a.load_pps, load_config(a.config), a.rate, a.burst_s
     tb = get_testbed(cfg)
     tb.up()
     full, less = write_sets(cfg.service.backends, Path(tempfile.mkdtemp()))

@@ -70,7 +70,7 @@ def test_self_plans_a_capacity_point_per_lb_and_split_first():
     assert [(p["lb"], p["split"]) for _, p in capacity_points(local)] == [
         ("xenoflow", s) for s in ("single", "50/50", "70/30", "worst")]
     fips = load_config(CONFIGS / "fips.yaml")      # the schema's default stays compare
-    assert capacity_points(fips) == [("compare", {"lb": "xenoflow"}), ("compare", {"lb": "ebpf"})]
+    assert capacity_points(fips) == [("compare", {"lb": k}) for k in ("xenoflow", "ebpf", "katran")]
     assert not any(p["level"] == CAPACITY for p in points(fips, "rtt_load"))
 
 
