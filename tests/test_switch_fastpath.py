@@ -92,8 +92,8 @@ def test_frames_to_each_bound_mac_arrive_at_its_port_only(testbed):
 
 
 def test_broadcast_arp_and_unknown_macs_go_through_the_bridge(testbed):
-    rows = testbed.check()  # ARP, ping and UDP to the VIP with each backend's MAC
-    assert len(rows) == 4 and all(ok for _, ok, _ in rows), rows
+    rows = testbed.check()  # ARP, ping and UDP to the VIP with each backend's MAC (and IPIP: Katran runs)
+    assert len(rows) >= 4 and all(ok for _, ok, _ in rows), rows
     others = [(n, i) for n, i, _ in all_ifaces(testbed.cfg) if n != "fips4"]
     for mac in ("ff:ff:ff:ff:ff:ff", "02:00:00:00:99:00"):  # broadcast; unbound unicast (flooded)
         sw0 = testbed.switch_stats()
