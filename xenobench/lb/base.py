@@ -136,23 +136,28 @@ class LoadBalancer(ABC):
             self.testbed.withdraw(self.needs, self.kind)
 
 
-def log_events(text: str) -> list[dict]:
-    """The runtime-change answers ("updated", "update_refused") among a process's JSON lines, since
-    its last "started" line (a log is appended to by every run)."""
+def json_lines(text: str) -> list[dict]:
+    """A process's JSON lines in its log (other lines, e.g. DOCA's log, skipped), from its last
+    "started" event on (a log is appended to by every run)."""
     out: list[dict] = []
     for line in text.splitlines():
         line = line.strip()
-        if not line.startswith("{") or ('"update' not in line and '"started"' not in line):
+        if not line.startswith("{"):
             continue
         try:
             d = json.loads(line)
         except ValueError:
             continue
-        if d.get("event") == "started":
-            out = []
-        elif d.get("event") in ("updated", "update_refused"):
+        if isinstance(d, dict):
+            if d.get("event") == "started":
+                out = []
             out.append(d)
     return out
+
+
+def log_events(text: str) -> list[dict]:
+    """The runtime-change answers ("updated", "update_refused") of the current run (json_lines)."""
+    return [d for d in json_lines(text) if d.get("event") in ("updated", "update_refused")]
 
 
 class UpdateRefused(NodeError):

@@ -22,7 +22,6 @@ both modes (DOCA's hardware counters can only be read by the process that owns t
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import signal
@@ -35,7 +34,7 @@ from ..backends import load_backends, write_canonical
 from ..errors import ConfigError, NodeError
 from ..nodes.base import sudo_argv, sudo_refused, sudoers_rule
 from ..progcost import xdp_prog_id
-from .base import LoadBalancer
+from .base import LoadBalancer, json_lines
 
 TAG = "lb-xenoflow"
 LB_DIR = REPO_ROOT / "lb"
@@ -49,20 +48,8 @@ UNOBSERVABLE = ("non_ipv4", "non_service", "malformed", "tx_error")
 
 
 def parse_lines(text: str) -> list[dict]:
-    """XenoFlow's JSON lines in a log (DOCA log lines and anything else are skipped), from the
-    last "started" event on (the log is appended to by every run)."""
-    out: list[dict] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue
-            if d.get("event") == "started":
-                out = []
-            out.append(d)
-    return out
+    """XenoFlow's JSON lines in a log, from the last "started" event on (lb.base.json_lines)."""
+    return json_lines(text)
 
 
 def failure_reason(log: str) -> str:
