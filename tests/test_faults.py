@@ -40,6 +40,15 @@ pytestmark = [needs_root]
 
 # --- the eBPF LB's redirect failure ------------------------------------------------------------------
 @pytest.mark.skipif(not OBJ.exists(), reason="ebpf_baseline not built (make -C ebpf_baseline)")
+
+def _cmdlines():
+    """(pid, command line) of every process still there when read."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            yield pid, Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+
 def test_redirect_without_egress_port_counts_tx_error_not_forwarded(prog):  # noqa: F811
     configure, run, pindir = prog
     bfile = configure(two(), egress="redirect")  # the devmap's slot stays empty
@@ -75,14 +84,8 @@ def _leftovers(prefix: str, marker: str) -> dict:
     namespace, pin directory or results directory in their command line), bpffs pins, XDP programs
     on links of the root namespace whose name carries the prefix."""
     ns = sorted(n for n in os.listdir("/var/run/netns") if n.startswith(prefix)) if os.path.isdir("/var/run/netns") else []
-    procs = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(pid) != os.getpid() and (f"/netns/{prefix}" in cmd or f"/sys/fs/bpf/{prefix}" in cmd or marker in cmd):
-            procs.append(f"{pid}: {cmd[:120]}")
+    procs = [f"{pid}: {cmd[:120]}" for pid, cmd in _cmdlines()
+             if int(pid) != os.getpid() and (f"/netns/{prefix}" in cmd or f"/sys/fs/bpf/{prefix}" in cmd or marker in cmd)]
     pins = sorted(p.name for p in Path("/sys/fs/bpf").glob(f"{prefix}*")) if Path("/sys/fs/bpf").is_dir() else []
     links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout or "[]")
     xdp = sorted(li["ifname"] for li in links if li["ifname"].startswith(prefix) and "xdp" in li)
@@ -365,14 +368,7 @@ def test_full_results_disk_mid_trial_is_one_error_and_nothing_half_written(tmp_p
 
 # --- kill -9 of Snakemake mid-run (issue 26, item 10) -------------------------------------------------
 def _jobs(marker: str) -> list[str]:
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmd and "experiment run" in cmd:
-            out.append(f"{pid}: {cmd[:160]}")
+    out = [f"{pid}: {cmd[:160]}" for pid, cmd in _cmdlines() if marker in cmd and "experiment run" in cmd]
     return out
 
 

@@ -213,6 +213,14 @@ class _Recording:
                 raise NodeError(f"Failed to sample the removed backend's counter: {self.fc.error}")
 
 
+
+def _stop_and_count(h, all_rx, rx0: int) -> tuple[dict, int, int]:
+    """Stop the background, let the last frames drain, and count: (generator result, frames the
+    backends received since rx0, frames the generator sent)."""
+    gen = h.stop()
+    time.sleep(0.3)
+    return gen, all_rx.read_total() - rx0, int(gen.get("tx_packets") or 0)
+
 def change_cycle(testbed, lb, full: Path, less: Path, *, load_pps: float, payload: int = 22, flows: int = 256,
                  settle_s: float = 0.5, hold_s: float = 1.0, bucket_ns: int = 1_000_000) -> dict:
     """One remove/add cycle of the last backend of `full` under load (module doc); the LB runs on
@@ -234,10 +242,7 @@ def change_cycle(testbed, lb, full: Path, less: Path, *, load_pps: float, payloa
             add = lb.update(full)
             time.sleep(hold_s)
     finally:
-        gen = h.stop()
-    time.sleep(0.3)
-    rx = all_rx.read_total() - rx0
-    tx = int(gen.get("tx_packets") or 0)
+        gen, rx, tx = _stop_and_count(h, all_rx, rx0)
     out = {"lb": lb.kind, "removed_backend": gone.name, "load_pps": load_pps, "timing": r.timing,
            "generator_valid": bool(gen.get("valid")), "generator_reason": gen.get("reason"),
            "tx_packets": tx, "rx_packets": rx, "lost_frames": tx - rx,
@@ -295,10 +300,7 @@ def change_burst(testbed, lb, full: Path, less: Path, *, rate_per_s: float, dura
             if n % 2:
                 lb.update(full)
     finally:
-        gen = h.stop()
-    time.sleep(0.3)
-    rx = all_rx.read_total() - rx0
-    tx = int(gen.get("tx_packets") or 0)
+        gen, rx, tx = _stop_and_count(h, all_rx, rx0)
     win = t_b - t_a
     if r.rec is not None:
         frames, secs = window_frames(r.records, r.t0, r.bucket_ns, _ns(t_a), _ns(t_b))
