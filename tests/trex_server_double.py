@@ -68,6 +68,7 @@ class TrexServerDouble(TrexStandin):
         super().__init__(Config(ports=[PortCfg(None, speed_bps=LINE_RATE_BPS) for _ in range(ports)], cores=cores, version=version),
                          transmitter=lambda: SimulatedTx(self))
         self.achieved, self.queue_full = achieved, queue_full
+        self.calls = []
         self.plans: list = []
 
     def methods(self) -> list[str]:
