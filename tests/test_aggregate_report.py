@@ -238,3 +238,42 @@ def test_report_reads_the_thesis_comparison_and_names_a_bad_one(resdir, tmp_path
         assert str(e.value).startswith(f"Failed to read the comparison {bad}: "), e.value
         assert message in str(e.value)
     assert not (tmp_path / "r2.md").exists()  # nothing written from a refused input
+
+
+def test_retry_invalid_sets_aside_only_the_invalid_trials_and_reopens_their_points(tmp_path):
+    """A point whose trial is invalid is measured again on the next run only when the user asks:
+    `experiment retry-invalid` moves the invalid trial to stale/ and removes the point's
+    point.json; the valid trials and other points stay as they are."""
+    from click.testing import CliRunner
+
+    from xenobench.cli import main
+    root = tmp_path / "results"
+    r = root / "local"
+    pid = "lb-xenoflow_payload-22"
+    kw = dict(point={"lb": "xenoflow", "payload": 22}, outputs={"payload": 22, "rx_pps": 1.0})
+    good = _trial(r, "pps", pid, 1, **kw)
+    bad = _trial(r, "pps", pid, 2, valid=False, reasons=["lb_alive: xenoflow exited (signal 9) at 1.2 s"], **kw)
+    other = _trial(r, "pps", "lb-ebpf_payload-22", 1, **{**kw, "point": {"lb": "ebpf", "payload": 22}})
+    for d in (good, other):
+        (d.parent / "point.json").write_text("{}")
+    cli = ["--config", "config/local.yaml", "experiment", "retry-invalid", "--results", str(root)]
+
+    res = CliRunner().invoke(main, [*cli, "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "1 invalid trial(s) would set aside" in res.output
+    assert bad.is_dir() and (bad.parent / "point.json").exists()
+
+    res = CliRunner().invoke(main, cli)
+    assert res.exit_code == 0, res.output
+    assert f"set aside {bad}" in res.output and "lb_alive: xenoflow exited (signal 9) at 1.2 s" in res.output
+    assert not bad.exists() and good.is_dir() and (other.parent / "point.json").exists()
+    assert not (bad.parent / "point.json").exists()       # the point's rule runs again
+    (kept,) = (bad.parent / "stale").iterdir()
+    assert kept.name.startswith("rep-2-") and (kept / "result.json").exists()
+    assert "0 invalid trial(s) set aside" in CliRunner().invoke(main, cli).output
+
+    res = CliRunner().invoke(main, [*cli, "--only", "ppss"])
+    assert res.exit_code != 0 and "Failed to retry experiment 'ppss': unknown" in res.output
+    res = CliRunner().invoke(main, ["--config", "config/local.yaml", "experiment", "retry-invalid",
+                                    "--results", str(tmp_path / "none")])
+    assert res.exit_code != 0 and "no trials under" in res.output and "Traceback" not in res.output

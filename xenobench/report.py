@@ -321,6 +321,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
             reasons = [x for a in r["attempts"] if a["attempt"] == r["chosen_attempt"] for x in a["reasons"]]
             rows.append([str(t.path.relative_to(resdir)), len(r["attempts"]), "; ".join(reasons)])
         L += _table(["trial", "attempts", "reasons"], rows)
+        L += ["", "To measure them again: `xenobench --config <the run's config> experiment retry-invalid` "
+              "(sets them aside under stale/), then the same `snakemake` command."]
     else:
         L.append("None.")
     L.append("")

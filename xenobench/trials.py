@@ -36,7 +36,7 @@ from . import REPO_ROOT, machine
 from .actors import Watch
 from .counters import diff, snapshot
 from .errors import DataError, NodeError, XenobenchError
-from .layout import AttemptDir, TrialDir, write_failed, write_json_atomic
+from .layout import POINT_SUMMARY, AttemptDir, ResultsTree, TrialDir, write_failed, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +127,44 @@ def reusable(trial: TrialDir, params: dict, progress=print) -> bool:
         diffs = [str(e)]
     if not diffs:
         return True
-    stale = trial.path.parent / "stale" / f"{trial.path.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    stale.parent.mkdir(exist_ok=True)
-    trial.path.rename(stale)
+    stale = set_aside(trial)
     shown = "; ".join(diffs[:5]) + (f"; and {len(diffs) - 5} more" if len(diffs) > 5 else "")
     progress(f"{trial.path} was recorded for another point ({shown}): moved to {stale}, running it again")
     return False
+
+
+def set_aside(trial: TrialDir) -> Path:
+    """Move a trial directory to <point>/stale/<rep>-<time>-<pid> (never deleted: a record is
+    kept, out of what aggregation reads); returns where it went."""
+    stale = trial.path.parent / "stale" / f"{trial.path.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    stale.parent.mkdir(exist_ok=True)
+    trial.path.rename(stale)
+    return stale
+
+
+def retry_invalid(tree: ResultsTree, only: tuple[str, ...] = (), dry_run: bool = False,
+                  progress=print) -> list[tuple[Path, str]]:
+    """Make the next run measure the invalid trials again: each complete trial whose result says
+    invalid is set aside (set_aside) and its point's point.json removed, so Snakemake re-runs the
+    point (run_point skips its valid trials: they are reused). A trial invalid by the measurement
+    itself (a loss the level causes) comes back invalid: the report says why. Returns
+    [(trial path, reasons)]; dry_run moves nothing."""
+    out = []
+    for t in tree.completed_trials():
+        res = t.read_result()
+        if res["valid"] is True or (only and res["experiment"] not in only):
+            continue
+        reasons = "; ".join(x for a in res["attempts"] if a.get("attempt") == res.get("chosen_attempt")
+                            for x in a.get("reasons", [])) or "(no reason recorded)"
+        out.append((t.path, reasons))
+        if dry_run:
+            progress(f"would set aside {t.path}: {reasons}")
+            continue
+        summary = t.path.parent / POINT_SUMMARY
+        stale = set_aside(t)
+        summary.unlink(missing_ok=True)
+        progress(f"set aside {t.path} -> {stale} ({reasons})")
+    return out
 
 
 def git_commit() -> str | None:

@@ -77,6 +77,33 @@ def run_cmd(obj, experiment, point, results_root):
     click.echo(json.dumps(s))
 
 
+@experiment_group.command("retry-invalid")
+@click.option("--results", "results_root", default="results", show_default=True,
+              type=click.Path(file_okay=False), help="Results root (trials under <root>/<testbed>/trials/).")
+@click.option("--only", multiple=True, help="Only this experiment's trials (repeatable).")
+@click.option("--dry-run", is_flag=True, help="List the invalid trials, move nothing.")
+@click.pass_obj
+def retry_invalid_cmd(obj, results_root, only, dry_run):
+    """Measure the invalid trials again on the next run: each is moved to <point>/stale/ (kept,
+    never deleted) and its point's point.json removed; then `snakemake --cores 1 all` (make all)
+    re-runs those points, reusing their valid trials."""
+    from ..errors import ConfigError
+    from ..experiments import ORDER
+    from ..layout import ResultsTree
+    from ..trials import retry_invalid
+    unknown = [e for e in only if e not in ORDER]
+    if unknown:
+        raise ConfigError(f"Failed to retry experiment {unknown[0]!r}: unknown (known: {', '.join(ORDER)})")
+    tree = ResultsTree(Path(results_root), obj.config.name)
+    if not tree.trials_dir.is_dir():
+        raise ConfigError(f"Failed to retry the invalid trials of testbed {obj.config.name}: no trials under "
+                          f"{tree.trials_dir} (give --results, or --config of the run)")
+    done = retry_invalid(tree, tuple(only), dry_run, progress=lambda m: click.echo(m, err=True))
+    verb = "would set aside" if dry_run else "set aside"
+    click.echo(f"{len(done)} invalid trial(s) {verb} under {tree.trials_dir}"
+               + ("" if dry_run or not done else "; `snakemake --cores 1 all` measures them again"))
+
+
 @experiment_group.command("aggregate")
 @click.argument("resdir", type=click.Path(file_okay=False))
 def aggregate_cmd(resdir):
