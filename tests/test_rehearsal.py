@@ -45,6 +45,20 @@ def testbed(lab):
     tb.down(purge=True)
 
 
+def test_a_second_lab_is_refused_while_another_is_up(tmp_path):
+    """Two labs share the management LAN of the config: the second `up` refuses by name before it
+    builds anything (before, its sshds answered the first lab's addresses: "host key does not match")."""
+    from standins.rehearsal.lab import Lab, LabError
+    lab = Lab(CONFIG)
+    lab.record_file = tmp_path / f"{lab.prefix}rehearsal.json"
+    (tmp_path / "xzz-rehearsal.json").write_text("{}")
+    before = existing_namespaces()
+    with pytest.raises(LabError, match=rf"Failed to build the rehearsal lab {lab.prefix}: the lab xzz- is up "
+                                       r".* take it down first \(XENOBENCH_NS_PREFIX=xzz- python -m standins.rehearsal down\)"):
+        lab.up()
+    assert existing_namespaces() == before and not lab.record_file.exists()
+
+
 def _ssh(tb, node, script):
     return tb.node(node).run(["sh", "-c", script], check=False)
 

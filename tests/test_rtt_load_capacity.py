@@ -69,9 +69,10 @@ def test_self_plans_a_capacity_point_per_lb_and_split_first():
     local = load_config(CONFIGS / "local.yaml")    # paired [none, xenoflow]: 'none' has no maximum
     assert [(p["lb"], p["split"]) for _, p in capacity_points(local)] == [
         ("xenoflow", s) for s in ("single", "50/50", "70/30", "worst")]
-    fips = load_config(CONFIGS / "fips.yaml")      # the schema's default stays compare
-    assert capacity_points(fips) == [("compare", {"lb": k}) for k in ("xenoflow", "ebpf", "katran")]
-    assert not any(p["level"] == CAPACITY for p in points(fips, "rtt_load"))
+    fips = load_config(CONFIGS / "fips.yaml")      # the schema's default: self, per LB and split
+    assert capacity_points(fips) == [("rtt_load", {"level": "max", "split": s, "lb": k})
+                                     for k in ("xenoflow", "ebpf", "katran") for s in ("single", "50/50", "70/30", "worst")]
+    assert len([p for p in points(fips, "rtt_load") if p["level"] == CAPACITY]) == 12
 
 
 def test_each_level_point_waits_for_its_splits_maxima_only(tmp_path):

@@ -14,6 +14,7 @@
 import json
 import os
 import subprocess
+import statistics
 import time
 from pathlib import Path
 
@@ -406,7 +407,9 @@ def test_periodic_stats_lines_and_pps(testbed):
     lines = [d for d in parse_lines(node.read_log(h)) if d.get("event") in ("stats", "final")]
     assert len(lines) >= 8, lines
     gaps = [b["time"] - a["time"] for a, b in zip(lines, lines[1:-1])]
-    assert all(0.08 < g < 0.2 for g in gaps), gaps
+    # the loop keeps a fixed schedule (a late line is followed by an early one), so the median gap is
+    # the interval asked for, whatever one line's scheduling delay on a loaded machine
+    assert 0.09 < statistics.median(gaps) < 0.11, gaps
     assert lines[-1]["backends"][1]["packets"] == 200 and lines[-1]["backends"][0]["packets"] == 0
     total = lines[0]["backends"][1]["packets"] + sum(
         b["backends"][1]["pps"] * (b["time"] - a["time"]) for a, b in zip(lines, lines[1:]))

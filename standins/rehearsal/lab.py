@@ -152,8 +152,19 @@ class Lab:
         self.record_file.write_text(json.dumps(rec, indent=1))
 
     # --- up ------------------------------------------------------------------------------------
+    def other_labs(self) -> list[Path]:
+        """Records of labs of another prefix that are up (or crashed without `down`)."""
+        return sorted(p for p in self.record_file.parent.glob("*rehearsal.json") if p != self.record_file)
+
     def up(self) -> dict:
         t0 = time.monotonic()
+        # every lab has the management LAN of its config (the nodes' ssh hosts): two at once would
+        # answer one address from two namespaces, and a node's host key would "change" mid-run
+        for rec in self.other_labs():
+            other = rec.name.removesuffix("rehearsal.json")
+            raise LabError(f"Failed to build the rehearsal lab {self.prefix}: the lab {other} is up ({rec}) on the "
+                           f"same management addresses; take it down first (XENOBENCH_NS_PREFIX={other} "
+                           "python -m standins.rehearsal down)")
         self.down()
         self.note("config", str(self.cfg.path))
         try:
