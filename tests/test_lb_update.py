@@ -201,6 +201,14 @@ def test_katran_update_reals_and_ring_as_its_control_plane(testbed, tmp_path):
         assert send(first) == {n: want[a] for n, a in REALS.items()}
         r = lb.update(only2)
         assert r["lb_report"]["removed"] == ["fips3"] and r["lb_report"]["ring_slots_changed"] > 0
+        # the changed slots in one batched write (write_u32); ch_rings now holds the new ring
+        assert r["lb_report"]["ring_write"] == "batch"
+        _, ring2 = plan(only2, REALS)
+        changed = [i for i, (x, y) in enumerate(zip(ring, ring2)) if x != y]
+        assert r["lb_report"]["ring_slots_changed"] == len(changed)
+        for slot in (changed[0], changed[len(changed) // 2], changed[-1]):
+            assert int.from_bytes(_lookup(lb.node, ["pinned", str(lb.pindir / "maps" / "ch_rings")], slot)[:4],
+                                  "little") == 1, slot  # fips2 (real 1) everywhere
         assert send(flows(1)) == {"fips2": 200, "fips3": 0}      # new flows: the ring has fips2 only
         cached = [f for f in first if real_for(ring, *f) == REALS["fips3"]]
         assert send(cached) == {"fips2": 0, "fips3": len(cached)}  # known flows keep their real
