@@ -3,6 +3,7 @@ on the sink's arrival records (fixture tables), a hand-made results tree through
 tables → figures → report, and one short live cycle and burst per LB on the namespace testbed."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -25,14 +26,115 @@ B, O = "02:00:00:00:0a:01", "02:00:00:00:0a:00"  # the removed backend, the othe
 
 # --- plan --------------------------------------------------------------------------------------------
 def test_plan_lists_one_point_per_lb_with_an_update_path():
-    for name, lbs in (("ci", ["xenoflow", "ebpf"]), ("local", ["xenoflow", "ebpf"]), ("fips", ["xenoflow", "ebpf", "katran"])):
+    """A point per LB; where the background is a share of capacity (load), a capacity point per
+    LB first (capacity_from self)."""
+    for name, lbs, caps in (("ci", ["xenoflow", "ebpf"], False), ("local", ["xenoflow", "ebpf"], True),
+                            ("fips", ["xenoflow", "ebpf", "katran"], True)):
         cfg = load_config(f"config/{name}.yaml")
-        assert points(cfg, "update") == [{"lb": lb} for lb in lbs], name
+        want = [{"level": "max", "lb": lb} for lb in lbs] if caps else []
+        assert points(cfg, "update") == want + [{"lb": lb} for lb in lbs], name
     ci = load_config("config/ci.yaml")
     assert [(t.point["lb"], t.repetition) for t in plan(ci, ["update"])] == [
         ("xenoflow", 1), ("xenoflow", 2), ("ebpf", 1), ("ebpf", 2)]
     u = ci.section("experiments")["update"]
-    assert (u["cycles"], u["change_rates"], u["burst_s"]) == (1, [0, 20], 0.5)  # tiny in CI
+    assert (u["cycles"], u["change_rates"], u["burst_s"], u["install_max_k"]) == (1, [0, 20], 0.5, 1)  # tiny in CI
+    assert (u["load"], u["load_pps"]) == (None, 100000)  # local's share taken back
+
+
+@pytest.mark.parametrize("config,point,expected", [
+    ("local", {"lb": "ebpf"}, [("update", {"level": "max", "lb": "ebpf"})]),      # its own LB's maximum only
+    ("fips", {"lb": "katran"}, [("update", {"level": "max", "lb": "katran"})]),
+    ("local", {"level": "max", "lb": "ebpf"}, []),                               # a capacity point needs none
+    ("ci", {"lb": "ebpf"}, []),                                                  # load_pps: absolute
+])
+def test_each_update_point_waits_for_its_lbs_capacity_point(config, point, expected):
+    from xenobench.procedures import capacity_points
+    assert capacity_points(load_config(f"config/{config}.yaml"), "update", point) == expected
+
+
+@pytest.mark.parametrize("update,text", [
+    ("{lbs: [ebpf], load: 0.5, load_pps: 1000}", r"experiments\.update: load and load_pps given at once: give one of load, load_pps"),
+    ("{lbs: [ebpf], load: null}", r"experiments\.update: none of load, load_pps given: give one of them"),
+    ("{lbs: [ebpf], load: 0.95}", r"experiments\.update\.load: 0\.95 is greater than the maximum of 0\.9"),
+    ("{lbs: [ebpf], load: 0}", r"experiments\.update\.load: 0 is less than or equal to the minimum of 0"),
+    ("{lbs: [ebpf], load: 0.5, capacity_from: compare}", r"experiments\.update\.capacity_from: 'compare' is not one of \['self'\]"),
+])
+def test_bad_background_keys_are_refused_by_name(tmp_path, update, text):
+    """local.yaml gives load: a config extending it adds load_pps (both), takes load back without a
+    rate (neither), or gives a share outside (0, 0.9]."""
+    f = tmp_path / "c.yaml"
+    f.write_text(f"extends: {Path('config/local.yaml').resolve()}\nexperiments:\n  update: {update}\n")
+    with pytest.raises(ConfigError, match=text):
+        load_config(f)
+
+
+def test_the_background_is_its_share_of_the_lbs_own_maximum(tmp_path):
+    """load 0.1 (config/local.yaml): 0.1 x the median of the point's LB's valid capacity trials
+    (delivered frames per second of the generator's run), the other LB's ignored."""
+    from xenobench.layout import ResultsTree
+    from xenobench.trials import TrialContext
+    from xenobench.update import background_pps
+    cfg = load_config("config/local.yaml")
+    tree = ResultsTree(tmp_path, "local")
+    for lb, rep, delivered, ok in (("ebpf", 1, 2.0e6, True), ("ebpf", 2, 2.2e6, True), ("ebpf", 3, 9e6, False),
+                                   ("xenoflow", 1, 1.0e6, True)):
+        t = tree.trial("update", {"level": "max", "lb": lb}, rep)
+        t.path.mkdir(parents=True)
+        t.write_result({"experiment": "update", "point": {"level": "max", "lb": lb}, "repetition": rep, "valid": ok,
+                        "attempts": [{"attempt": 1, "reasons": []}], "chosen_attempt": 1,
+                        "outputs": {"rx_pps": 1.2 * delivered, "rx_packets": int(delivered), "tx_packets": int(delivered) + 9,
+                                    "generator": {"duration_s": 1.0}, "payload": 22}})
+
+    class _Tb:
+        def __init__(self, c):
+            self.cfg = c
+    point = {"lb": "ebpf"}
+    ctx = TrialContext(_Tb(cfg), "update", point, 1, tree.trial("update", point, 1).attempt(1), {})
+    assert background_pps(ctx) == {"load_pps_from": "capacity", "load_share": 0.1, "capacity_pps": {"ebpf": 2.1e6},
+                                   "capacity_of": "ebpf", "background_pps": 210000.0}
+
+
+# --- (b) the installation sizes (no root) -----------------------------------------------------------
+def _moved(base, target) -> int:
+    """Classes whose backend MAC differs between two backends documents (xenobench.backends)."""
+    from xenobench.backends import parse_backends
+    a, b = parse_backends(base), parse_backends(target)
+    return sum(a.backend_for_class(c).mac != b.backend_for_class(c).mac for c in range(1 << a.class_bits))
+
+
+def test_class_sizes_move_exactly_2_to_the_k_classes_and_2_to_the_9_is_refused():
+    from xenobench.backends import parse_backends
+    from xenobench.errors import BackendsError
+    from xenobench.update import install_sets
+    sets = install_sets("config/backends.json", "class", 9)
+    assert parse_backends(sets["base"]).class_bits == 8
+    assert [(t["k"], t["planned"], _moved(sets["base"], t["doc"])) for t in sets["targets"]] == [
+        (k, 2 ** k, 2 ** k) for k in range(1, 9)]
+    with pytest.raises(BackendsError, match=r"class_bits: 9 is not an integer in 0\.\.8"):
+        parse_backends(sets["over"])
+    small = install_sets("config/backends.json", "class", 3)
+    assert [t["k"] for t in small["targets"]] == [1, 2, 3] and small["over"] is None
+
+
+def test_katran_sizes_move_2_to_the_k_ring_slots_then_a_whole_real():
+    """Katran's ring over the namespace testbed's reals (fips2, fips3): 2^k of weight moved from
+    one real of weight 128 to the other changes exactly 2^k slots up to k = 6; past that the
+    largest change two reals allow, one removed: about half the ring."""
+    import json as _json
+    from xenobench.agents.katran_lb import plan
+    from xenobench.update import install_sets
+    from .test_katran import REALS
+    sets = install_sets("config/backends.json", "ring slot", 9)
+
+    def ring(doc, tmp=[]):
+        import tempfile
+        f = Path(tempfile.mkdtemp()) / "b.json"
+        f.write_text(_json.dumps(doc))
+        return plan(f, REALS)[1]
+    base = ring(sets["base"])
+    changed = [sum(x != y for x, y in zip(base, ring(t["doc"]))) for t in sets["targets"]]
+    assert [t["k"] for t in sets["targets"]] == [1, 2, 3, 4, 5, 6, None] and sets["over"] is None
+    assert changed == [2, 4, 8, 16, 32, 64, 32769]
 
 
 def test_the_wire_is_refused_as_an_update_point(tmp_path):
