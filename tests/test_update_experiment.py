@@ -247,6 +247,63 @@ def test_update_results_through_aggregate_figures_and_report(update_results, tmp
     assert "| katran | 10 | 75.0 kpps | 50.0 % |" in text
 
 
+def _install(rows, over=None):
+    """Changes of (k, entries, lb_entries, control ms, apply ms) and their way back, same times."""
+    ch = []
+    for k, e, lbe, c, a in rows:
+        for d in ("install", "revert"):
+            ch.append({"k": k, "direction": d, "entries": e, "lb_entries": lbe, "control_s": c / 1e3, "apply_s": a / 1e3,
+                       "entries_per_s": e / (c / 1e3), "apply_entries_per_s": e / (a / 1e3)})
+    return {"load_pps": 200000.0, "changes": ch, "over": over, "generator_valid": True}
+
+
+def test_installation_rows_figure_and_report(tmp_path):
+    """Two LBs' installation sizes and the refused change above the limit → update_install rows
+    (the rows of one change share a source), the log-log figure's medians and the report's table;
+    an update capacity trial → an rtt_capacity row without split and its headline."""
+    from xenobench.aggregate import rows_for_trial
+    from xenobench.plots import update_install
+    from xenobench.report import _headlines
+    from xenobench.results import read_all
+    res = tmp_path / "local"
+    _trial(res, "update", "lb-ebpf", 1, {"lb": "ebpf"},
+           {"payload": 22, "load_pps": 200000.0, "cycles": [_cycle(12.0, 9.0, 14.0, 0)], "bursts": [_burst(0.0, 1.9e5, 0)],
+            "install": _install([(1, 2, 3, 2.0, 0.5), (8, 256, 1, 4.0, 1.0)],
+                                over={"refused": True, "error": "Failed to ...", "frames_at_old_set_after": 5000,
+                                      "backend": "fips2"})})
+    _trial(res, "update", "lb-katran", 1, {"lb": "katran"},
+           {"payload": 22, "load_pps": 200000.0, "cycles": [_cycle(30.0, None, None, 7, drained=False)],
+            "bursts": [_burst(0.0, 1.5e5, 0)], "install": _install([(1, 2, 2, 20.0, 10.0), (None, 32769, 32769, 40.0, 20.0)])})
+    cap = _trial(res, "update", "level-max_lb-ebpf", 1, {"level": "max", "lb": "ebpf"},
+                 {"payload": 22, "rx_pps": 2.5e6, "rx_packets": 2_000_000, "tx_packets": 2_000_100,
+                  "generator": {"duration_s": 1.0, "achieved_pps": 2_000_100.0}})
+    from xenobench.layout import TrialDir
+    cap = TrialDir(cap)
+    (r,) = rows_for_trial("local", cap, cap.read_result(), res)["rtt_capacity"]
+    assert (r["lb"], r["split"], r["value"]) == ("ebpf", None, 2_000_000.0)
+    n = aggregate(res, progress=lambda m: None)
+    assert n["update_install"] == 2 * 2 * 6 + 2 * 2 * 6 + 2 and n["rtt_capacity"] == 1
+    u = read_tidy(res, "update_install")
+    e = u[(u.lb == "ebpf") & (u.metric == "entries_per_s")]
+    assert sorted(e.value) == [1000.0, 1000.0, 64000.0, 64000.0]
+    one = u[u.source == "trials/update/lb-ebpf/rep-1:install-3:k-8:install"]
+    assert dict(zip(one.metric, one.value)) == {"entries": 256.0, "lb_entries": 1.0, "install_control_ms": 4.0,
+                                               "install_apply_ms": 1.0, "entries_per_s": 64000.0,
+                                               "apply_entries_per_s": 256000.0}
+    assert list(u[u.metric == "over_limit_refused"].value) == [1.0]
+    figs = tmp_path / "figs"
+    got = update_install(res, figs, "local")
+    assert got["ebpf"] == {2.0: 1000.0, 256.0: 64000.0} and got["katran"] == {2.0: 100.0, 32769.0: 819225.0}
+    assert got["katran/apply"] == {2.0: 200.0, 32769.0: 1638450.0}
+    assert (figs / "update_install.png").exists()
+    text = write_report(res, figs).read_text()
+    assert "| ebpf | 256 | 64,000 | 256,000 | 2 |" in text
+    assert "| katran | 32769 | 819,225 | 1,638,450 | 2 |" in text
+    assert "Above its limit (ebpf): 1 of 1 changes refused; its old set forwarded 5000+ frames" in text
+    assert ["capacity under the update experiment's background (its load's 100 %), ebpf", "2000.0 kpps", 1] in \
+        _headlines(read_all(res))
+
+
 @pytest.mark.parametrize("metric,value,text", [
     ("remove_control_ms", 0.0, "must be > 0"),          # a report cannot come before its command
     ("add_first_frame_ms", -1.0, "must be >= 0"),       # nor a first frame after the command before it
