@@ -67,8 +67,8 @@ def test_thesis_plan_sizes():
         by[t.experiment] = by.get(t.experiment, 0) + 1
     # 3 LBs (XenoFlow, eBPF, Katran) × 22 payloads, 11 offered rates, 3 LBs × 3 frame sizes searched,
     # 1 server (the 4 paths paired inside each repetition), 6 levels × 4 splits + the level without
-    # background, 3 LBs, 3 LBs changing backends; × 3 reps
-    assert by == {"pps": 198, "loss": 33, "ndr_pdr": 27, "rtt": 3, "rtt_load": 75, "compare": 9, "update": 9}
+    # background, 3 LBs, 3 LBs changing backends, each after its capacity point (load: a share of it); × 3 reps
+    assert by == {"pps": 198, "loss": 33, "ndr_pdr": 27, "rtt": 3, "rtt_load": 75, "compare": 9, "update": 18}
     assert points(cfg, "loss")[-1] == {"lb": "xenoflow", "rate_pps": 135_000_000}
     assert {"level": 0.9, "split": "worst"} in points(cfg, "rtt_load")
 
