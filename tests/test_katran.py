@@ -104,6 +104,27 @@ def test_weights_count_only_in_the_first_round():
     assert nums == [1, 2] and (c[1], c[2]) == (32769, 32768)
 
 
+# Whole rings as fixed vectors: sha256 of the ring as little-endian i32, first 16 hex digits, made
+# by xenobench.agents.maglev at 2f8b6d8 (before the update path's batched writes; the ring code
+# itself unchanged since): `hashlib.sha256(struct.pack(f"<{len(r)}i", *r)).hexdigest()[:16]`
+RING_VECTORS = [
+    ("fips2, fips3 1:1", [("198.18.0.2", 1), ("198.18.0.3", 1)], "5794f4cc6f14bb68"),
+    ("fips2, fips3 3:1", [("198.18.0.2", 3), ("198.18.0.3", 1)], "aea1adab61b40ead"),
+    # equal weights: the first round's extra slots fall where the alternation would put them
+    ("fips2, fips3 128:128", [("198.18.0.2", 128), ("198.18.0.3", 128)], "5794f4cc6f14bb68"),
+    ("five reals 1, 2, 1, 4, 8", [("198.18.0.2", 1), ("198.18.0.3", 2), ("198.18.0.4", 1), ("198.18.0.5", 4),
+                                  ("10.0.0.1", 8)], "907383f738797c80"),
+]
+
+
+@pytest.mark.parametrize("desc,reals,digest", RING_VECTORS, ids=[v[0] for v in RING_VECTORS])
+def test_rings_match_their_recorded_vectors(desc, reals, digest):
+    import hashlib
+    import struct
+    _, r = maglev.reals_ring(reals)
+    assert hashlib.sha256(struct.pack(f"<{len(r)}i", *r)).hexdigest()[:16] == digest, desc
+
+
 def test_real_numbers_start_at_1_and_shares_sum_to_1():
     rs, r = plan(_write(BACKENDS), REALS)
     assert [(x["name"], x["num"], x["address"]) for x in rs] == [("fips2", 1, "198.18.0.2"), ("fips3", 2, "198.18.0.3")]

@@ -201,6 +201,14 @@ def test_katran_update_reals_and_ring_as_its_control_plane(testbed, tmp_path):
         assert send(first) == {n: want[a] for n, a in REALS.items()}
         r = lb.update(only2)
         assert r["lb_report"]["removed"] == ["fips3"] and r["lb_report"]["ring_slots_changed"] > 0
+        # the changed slots in one batched write (write_u32); ch_rings now holds the new ring
+        assert r["lb_report"]["ring_write"] == "batch"
+        _, ring2 = plan(only2, REALS)
+        changed = [i for i, (x, y) in enumerate(zip(ring, ring2)) if x != y]
+        assert r["lb_report"]["ring_slots_changed"] == len(changed)
+        for slot in (changed[0], changed[len(changed) // 2], changed[-1]):
+            assert int.from_bytes(_lookup(lb.node, ["pinned", str(lb.pindir / "maps" / "ch_rings")], slot)[:4],
+                                  "little") == 1, slot  # fips2 (real 1) everywhere
         assert send(flows(1)) == {"fips2": 200, "fips3": 0}      # new flows: the ring has fips2 only
         cached = [f for f in first if real_for(ring, *f) == REALS["fips3"]]
         assert send(cached) == {"fips2": 0, "fips3": len(cached)}  # known flows keep their real
@@ -209,5 +217,92 @@ def test_katran_update_reals_and_ring_as_its_control_plane(testbed, tmp_path):
         fresh = flows(2)
         want = Counter(real_for(ring, s, sp) for s, sp in fresh)  # the same reals: the same ring
         assert send(fresh) == {n: want[a] for n, a in REALS.items()}
+    finally:
+        lb.stop()
+
+
+# --- (b) installation sizes, live ------------------------------------------------------------------
+def _install_run(testbed, tmp_path, kind):
+    from xenobench.update import install_rates, install_sets
+    lb = get_lb(kind, testbed)
+    both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
+    sets = install_sets(both, lb.install_unit, 9)
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(sets["base"]))
+    lb.start(base)
+    return lb, sets, lambda: install_rates(testbed, lb, sets, tmp_path / "install", load_pps=30000, settle_s=0.2)
+
+
+@pytest.mark.parametrize("kind", ["ebpf", "xenoflow"])
+def test_class_installation_sizes_and_the_refusal_above_the_limit(testbed, tmp_path, kind):
+    """2^1..2^8 classes moved and back under a background, each answered with the LB's own count
+    (XenoFlow: classes replaced = 2^k; eBPF: 2^k slots + B's backends entry, at k = 8 only A's
+    entry rewritten); 2^9 refused with the reader's reason while the old set keeps forwarding:
+    after it every class is A's (fips2) in the LB's table, and frames of two classes reach fips2."""
+    from xenobench.agents.ebpf_lb import OBJ
+    from xenobench.lb.xenoflow import BINARY
+    if not (OBJ if kind == "ebpf" else BINARY).exists():
+        pytest.skip(f"{kind} not built (scripts/build.sh)")
+    lb, sets, run = _install_run(testbed, tmp_path, kind)
+    try:
+        r = run()
+        info = json.dumps(r, default=str)[:3000]
+        got = [(c["k"], c["direction"], c["entries"], c["lb_entries"]) for c in r["changes"]]
+        own = {"xenoflow": lambda k: 2 ** k, "ebpf": lambda k: 1 if k == 8 else 2 ** k + 1}[kind]
+        assert got == [(k, d, 2 ** k, own(k)) for k in range(1, 9) for d in ("install", "revert")], info
+        assert all(c["control_s"] > 0 and c["entries_per_s"] > 0 for c in r["changes"]), info
+        o = r["over"]
+        assert o["refused"] is True and "class_bits: 9 is not an integer in 0..8" in o["error"], info
+        assert o["frames_at_old_set_after"] > 0 and o["backend"] == "fips2", info
+        assert r["tx_packets"] > 0 and r["rx_packets"] > 0, info  # the background ran through the LB
+        assert table(lb, 256) == [M2] * 256
+        assert send_and_count(testbed) == (30, 0)
+    finally:
+        lb.stop()
+
+
+def test_xenoflow_refuses_2_to_the_9_classes_behind_the_harness(testbed, tmp_path):
+    """XenoFlow's own reader refuses class_bits 9 (the file written straight over the running one)
+    and keeps forwarding on its set."""
+    import signal as sig
+    from xenobench.lb.base import log_events
+    from xenobench.lb.xenoflow import BINARY, TAG
+    if not BINARY.exists():
+        pytest.skip("XenoFlow not built (make -C lb)")
+    lb, sets, _ = _install_run(testbed, tmp_path, "xenoflow")
+    try:
+        node = lb.node
+        h = node.handle(TAG)
+        path = h.argv[h.argv.index("-b") + 1]
+        good = open(path).read()
+        with open(path, "w") as f:
+            f.write(json.dumps(sets["over"]))
+        node.signal(h, sig.SIGHUP)
+        deadline = time.monotonic() + 5
+        while not log_events(node.read_text(h.log)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ev = log_events(node.read_text(h.log))
+        assert ev and ev[-1]["event"] == "update_refused" and "class_bits" in ev[-1]["error"], ev
+        with open(path, "w") as f:
+            f.write(good)
+        assert send_and_count(testbed) == (30, 0)
+        assert table(lb, 256) == [M2] * 256
+    finally:
+        lb.stop()
+
+
+def test_katran_installation_sizes_are_ring_slots(testbed, tmp_path):
+    """Katran: 2^k of weight moved between its two reals rewrites 2^k ring slots (k <= 6), the
+    removal of a real 32769; its own count of each, there and back; nothing is refused for size."""
+    from .test_katran import needs_katran
+    if needs_katran.args[0]:
+        pytest.skip(needs_katran.kwargs["reason"])
+    lb, sets, run = _install_run(testbed, tmp_path, "katran")
+    try:
+        r = run()
+        got = [(c["k"], c["entries"]) for c in r["changes"] if c["direction"] == "install"]
+        assert got == [(1, 2), (2, 4), (3, 8), (4, 16), (5, 32), (6, 64), (None, 32769)], r
+        assert [c["lb_entries"] for c in r["changes"]] == [c["entries"] for c in r["changes"]]
+        assert r["over"] is None
     finally:
         lb.stop()

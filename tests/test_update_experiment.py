@@ -3,6 +3,7 @@ on the sink's arrival records (fixture tables), a hand-made results tree through
 tables → figures → report, and one short live cycle and burst per LB on the namespace testbed."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -25,14 +26,115 @@ B, O = "02:00:00:00:0a:01", "02:00:00:00:0a:00"  # the removed backend, the othe
 
 # --- plan --------------------------------------------------------------------------------------------
 def test_plan_lists_one_point_per_lb_with_an_update_path():
-    for name, lbs in (("ci", ["xenoflow", "ebpf"]), ("local", ["xenoflow", "ebpf"]), ("fips", ["xenoflow", "ebpf", "katran"])):
+    """A point per LB; where the background is a share of capacity (load), a capacity point per
+    LB first (capacity_from self)."""
+    for name, lbs, caps in (("ci", ["xenoflow", "ebpf"], False), ("local", ["xenoflow", "ebpf"], True),
+                            ("fips", ["xenoflow", "ebpf", "katran"], True)):
         cfg = load_config(f"config/{name}.yaml")
-        assert points(cfg, "update") == [{"lb": lb} for lb in lbs], name
+        want = [{"level": "max", "lb": lb} for lb in lbs] if caps else []
+        assert points(cfg, "update") == want + [{"lb": lb} for lb in lbs], name
     ci = load_config("config/ci.yaml")
     assert [(t.point["lb"], t.repetition) for t in plan(ci, ["update"])] == [
         ("xenoflow", 1), ("xenoflow", 2), ("ebpf", 1), ("ebpf", 2)]
     u = ci.section("experiments")["update"]
-    assert (u["cycles"], u["change_rates"], u["burst_s"]) == (1, [0, 20], 0.5)  # tiny in CI
+    assert (u["cycles"], u["change_rates"], u["burst_s"], u["install_max_k"]) == (1, [0, 20], 0.5, 1)  # tiny in CI
+    assert (u["load"], u["load_pps"]) == (None, 100000)  # local's share taken back
+
+
+@pytest.mark.parametrize("config,point,expected", [
+    ("local", {"lb": "ebpf"}, [("update", {"level": "max", "lb": "ebpf"})]),      # its own LB's maximum only
+    ("fips", {"lb": "katran"}, [("update", {"level": "max", "lb": "katran"})]),
+    ("local", {"level": "max", "lb": "ebpf"}, []),                               # a capacity point needs none
+    ("ci", {"lb": "ebpf"}, []),                                                  # load_pps: absolute
+])
+def test_each_update_point_waits_for_its_lbs_capacity_point(config, point, expected):
+    from xenobench.procedures import capacity_points
+    assert capacity_points(load_config(f"config/{config}.yaml"), "update", point) == expected
+
+
+@pytest.mark.parametrize("update,text", [
+    ("{lbs: [ebpf], load: 0.5, load_pps: 1000}", r"experiments\.update: load and load_pps given at once: give one of load, load_pps"),
+    ("{lbs: [ebpf], load: null}", r"experiments\.update: none of load, load_pps given: give one of them"),
+    ("{lbs: [ebpf], load: 0.95}", r"experiments\.update\.load: 0\.95 is greater than the maximum of 0\.9"),
+    ("{lbs: [ebpf], load: 0}", r"experiments\.update\.load: 0 is less than or equal to the minimum of 0"),
+    ("{lbs: [ebpf], load: 0.5, capacity_from: compare}", r"experiments\.update\.capacity_from: 'compare' is not one of \['self'\]"),
+])
+def test_bad_background_keys_are_refused_by_name(tmp_path, update, text):
+    """local.yaml gives load: a config extending it adds load_pps (both), takes load back without a
+    rate (neither), or gives a share outside (0, 0.9]."""
+    f = tmp_path / "c.yaml"
+    f.write_text(f"extends: {Path('config/local.yaml').resolve()}\nexperiments:\n  update: {update}\n")
+    with pytest.raises(ConfigError, match=text):
+        load_config(f)
+
+
+def test_the_background_is_its_share_of_the_lbs_own_maximum(tmp_path):
+    """load 0.1 (config/local.yaml): 0.1 x the median of the point's LB's valid capacity trials
+    (delivered frames per second of the generator's run), the other LB's ignored."""
+    from xenobench.layout import ResultsTree
+    from xenobench.trials import TrialContext
+    from xenobench.update import background_pps
+    cfg = load_config("config/local.yaml")
+    tree = ResultsTree(tmp_path, "local")
+    for lb, rep, delivered, ok in (("ebpf", 1, 2.0e6, True), ("ebpf", 2, 2.2e6, True), ("ebpf", 3, 9e6, False),
+                                   ("xenoflow", 1, 1.0e6, True)):
+        t = tree.trial("update", {"level": "max", "lb": lb}, rep)
+        t.path.mkdir(parents=True)
+        t.write_result({"experiment": "update", "point": {"level": "max", "lb": lb}, "repetition": rep, "valid": ok,
+                        "attempts": [{"attempt": 1, "reasons": []}], "chosen_attempt": 1,
+                        "outputs": {"rx_pps": 1.2 * delivered, "rx_packets": int(delivered), "tx_packets": int(delivered) + 9,
+                                    "generator": {"duration_s": 1.0}, "payload": 22}})
+
+    class _Tb:
+        def __init__(self, c):
+            self.cfg = c
+    point = {"lb": "ebpf"}
+    ctx = TrialContext(_Tb(cfg), "update", point, 1, tree.trial("update", point, 1).attempt(1), {})
+    assert background_pps(ctx) == {"load_pps_from": "capacity", "load_share": 0.1, "capacity_pps": {"ebpf": 2.1e6},
+                                   "capacity_of": "ebpf", "background_pps": 210000.0}
+
+
+# --- (b) the installation sizes (no root) -----------------------------------------------------------
+def _moved(base, target) -> int:
+    """Classes whose backend MAC differs between two backends documents (xenobench.backends)."""
+    from xenobench.backends import parse_backends
+    a, b = parse_backends(base), parse_backends(target)
+    return sum(a.backend_for_class(c).mac != b.backend_for_class(c).mac for c in range(1 << a.class_bits))
+
+
+def test_class_sizes_move_exactly_2_to_the_k_classes_and_2_to_the_9_is_refused():
+    from xenobench.backends import parse_backends
+    from xenobench.errors import BackendsError
+    from xenobench.update import install_sets
+    sets = install_sets("config/backends.json", "class", 9)
+    assert parse_backends(sets["base"]).class_bits == 8
+    assert [(t["k"], t["planned"], _moved(sets["base"], t["doc"])) for t in sets["targets"]] == [
+        (k, 2 ** k, 2 ** k) for k in range(1, 9)]
+    with pytest.raises(BackendsError, match=r"class_bits: 9 is not an integer in 0\.\.8"):
+        parse_backends(sets["over"])
+    small = install_sets("config/backends.json", "class", 3)
+    assert [t["k"] for t in small["targets"]] == [1, 2, 3] and small["over"] is None
+
+
+def test_katran_sizes_move_2_to_the_k_ring_slots_then_a_whole_real():
+    """Katran's ring over the namespace testbed's reals (fips2, fips3): 2^k of weight moved from
+    one real of weight 128 to the other changes exactly 2^k slots up to k = 6; past that the
+    largest change two reals allow, one removed: about half the ring."""
+    import json as _json
+    from xenobench.agents.katran_lb import plan
+    from xenobench.update import install_sets
+    from .test_katran import REALS
+    sets = install_sets("config/backends.json", "ring slot", 9)
+
+    def ring(doc, tmp=[]):
+        import tempfile
+        f = Path(tempfile.mkdtemp()) / "b.json"
+        f.write_text(_json.dumps(doc))
+        return plan(f, REALS)[1]
+    base = ring(sets["base"])
+    changed = [sum(x != y for x, y in zip(base, ring(t["doc"]))) for t in sets["targets"]]
+    assert [t["k"] for t in sets["targets"]] == [1, 2, 3, 4, 5, 6, None] and sets["over"] is None
+    assert changed == [2, 4, 8, 16, 32, 64, 32769]
 
 
 def test_the_wire_is_refused_as_an_update_point(tmp_path):
@@ -143,6 +245,63 @@ def test_update_results_through_aggregate_figures_and_report(update_results, tmp
     assert "| katran | 200 kpps | 3900.00 ms | n/a | n/a | 1950.00 ms | n/a | 70000 | 0/1 | 1.50 % |" in text
     assert "Finding: the removed backend kept receiving after the LB reported the change done (katran)" in text
     assert "| katran | 10 | 75.0 kpps | 50.0 % |" in text
+
+
+def _install(rows, over=None):
+    """Changes of (k, entries, lb_entries, control ms, apply ms) and their way back, same times."""
+    ch = []
+    for k, e, lbe, c, a in rows:
+        for d in ("install", "revert"):
+            ch.append({"k": k, "direction": d, "entries": e, "lb_entries": lbe, "control_s": c / 1e3, "apply_s": a / 1e3,
+                       "entries_per_s": e / (c / 1e3), "apply_entries_per_s": e / (a / 1e3)})
+    return {"load_pps": 200000.0, "changes": ch, "over": over, "generator_valid": True}
+
+
+def test_installation_rows_figure_and_report(tmp_path):
+    """Two LBs' installation sizes and the refused change above the limit → update_install rows
+    (the rows of one change share a source), the log-log figure's medians and the report's table;
+    an update capacity trial → an rtt_capacity row without split and its headline."""
+    from xenobench.aggregate import rows_for_trial
+    from xenobench.plots import update_install
+    from xenobench.report import _headlines
+    from xenobench.results import read_all
+    res = tmp_path / "local"
+    _trial(res, "update", "lb-ebpf", 1, {"lb": "ebpf"},
+           {"payload": 22, "load_pps": 200000.0, "cycles": [_cycle(12.0, 9.0, 14.0, 0)], "bursts": [_burst(0.0, 1.9e5, 0)],
+            "install": _install([(1, 2, 3, 2.0, 0.5), (8, 256, 1, 4.0, 1.0)],
+                                over={"refused": True, "error": "Failed to ...", "frames_at_old_set_after": 5000,
+                                      "backend": "fips2"})})
+    _trial(res, "update", "lb-katran", 1, {"lb": "katran"},
+           {"payload": 22, "load_pps": 200000.0, "cycles": [_cycle(30.0, None, None, 7, drained=False)],
+            "bursts": [_burst(0.0, 1.5e5, 0)], "install": _install([(1, 2, 2, 20.0, 10.0), (None, 32769, 32769, 40.0, 20.0)])})
+    cap = _trial(res, "update", "level-max_lb-ebpf", 1, {"level": "max", "lb": "ebpf"},
+                 {"payload": 22, "rx_pps": 2.5e6, "rx_packets": 2_000_000, "tx_packets": 2_000_100,
+                  "generator": {"duration_s": 1.0, "achieved_pps": 2_000_100.0}})
+    from xenobench.layout import TrialDir
+    cap = TrialDir(cap)
+    (r,) = rows_for_trial("local", cap, cap.read_result(), res)["rtt_capacity"]
+    assert (r["lb"], r["split"], r["value"]) == ("ebpf", None, 2_000_000.0)
+    n = aggregate(res, progress=lambda m: None)
+    assert n["update_install"] == 2 * 2 * 6 + 2 * 2 * 6 + 2 and n["rtt_capacity"] == 1
+    u = read_tidy(res, "update_install")
+    e = u[(u.lb == "ebpf") & (u.metric == "entries_per_s")]
+    assert sorted(e.value) == [1000.0, 1000.0, 64000.0, 64000.0]
+    one = u[u.source == "trials/update/lb-ebpf/rep-1:install-3:k-8:install"]
+    assert dict(zip(one.metric, one.value)) == {"entries": 256.0, "lb_entries": 1.0, "install_control_ms": 4.0,
+                                               "install_apply_ms": 1.0, "entries_per_s": 64000.0,
+                                               "apply_entries_per_s": 256000.0}
+    assert list(u[u.metric == "over_limit_refused"].value) == [1.0]
+    figs = tmp_path / "figs"
+    got = update_install(res, figs, "local")
+    assert got["ebpf"] == {2.0: 1000.0, 256.0: 64000.0} and got["katran"] == {2.0: 100.0, 32769.0: 819225.0}
+    assert got["katran/apply"] == {2.0: 200.0, 32769.0: 1638450.0}
+    assert (figs / "update_install.png").exists()
+    text = write_report(res, figs).read_text()
+    assert "| ebpf | 256 | 64,000 | 256,000 | 2 |" in text
+    assert "| katran | 32769 | 819,225 | 1,638,450 | 2 |" in text
+    assert "Above its limit (ebpf): 1 of 1 changes refused; its old set forwarded 5000+ frames" in text
+    assert ["capacity under the update experiment's background (its load's 100 %), ebpf", "2000.0 kpps", 1] in \
+        _headlines(read_all(res))
 
 
 @pytest.mark.parametrize("metric,value,text", [

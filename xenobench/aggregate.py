@@ -245,8 +245,10 @@ def _ms(v):
 
 def _update_rows(testbed: str, trial: TrialDir, res: dict, facts: dict, src: str) -> dict[str, list[dict]]:
     """update (xenobench.update): a row per metric of each change cycle (source: the trial and
-    cycle) and of each burst (changes_per_s: its requested rate; 0 the reference). A metric the
-    cycle could not measure (the removed backend never drained) has no row."""
+    cycle), of each burst (changes_per_s: its requested rate; 0 the reference) and of each change of
+    the installation sizes (source: the trial, change, k and direction; the rows of one change share
+    it) and the refused change above the limit. A metric the cycle could not measure (the removed
+    backend never drained) has no row."""
     o = res["outputs"]
     common = dict(testbed=testbed, lb=facts.get("lb"), generator=facts.get("generator"), payload_bytes=o["payload"],
                   repetition=int(res["repetition"]), background_pps=o["load_pps"])
@@ -271,7 +273,21 @@ def _update_rows(testbed: str, trial: TrialDir, res: dict, facts: dict, src: str
         vals = [("rx_pps", b["rx_pps"]), ("loss_pct", b.get("loss_pct")), ("changes", b["changes"]),
                 ("achieved_changes_per_s", b.get("achieved_changes_per_s"))]
         bursts += [row(**c, metric=m, value=float(v), unit=metric(m).unit) for m, v in vals if v is not None]
-    return {"update": cyc, "update_burst": bursts}
+    inst = []
+    ins = o.get("install") or {}
+    for i, c in enumerate(ins.get("changes") or (), 1):
+        k = "real" if c["k"] is None else c["k"]
+        vals = [("entries", c.get("entries")), ("lb_entries", c.get("lb_entries")),
+                ("install_control_ms", _ms(c["control_s"])), ("install_apply_ms", _ms(c.get("apply_s"))),
+                ("entries_per_s", c.get("entries_per_s")), ("apply_entries_per_s", c.get("apply_entries_per_s"))]
+        inst += [row(**common, offered_pps=ins.get("load_pps"), metric=m, value=float(v), unit=metric(m).unit,
+                     source=f"{src}:install-{i}:k-{k}:{c['direction']}") for m, v in vals if v is not None]
+    over = ins.get("over")
+    if over is not None:
+        inst += [row(**common, metric=m, value=float(v), unit=metric(m).unit, source=f"{src}:install-over")
+                 for m, v in (("over_limit_refused", int(over["refused"])),
+                              ("frames_after_refusal", over["frames_at_old_set_after"]))]
+    return {"update": cyc, "update_burst": bursts, "update_install": inst}
 
 
 def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
@@ -294,7 +310,7 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
     if d.kind == "rate":
         out.update(_rate_rows(testbed, d, trial, res, facts, src))
         return out
-    if is_capacity_point(pt):  # the maximum rtt_load's levels are shares of: no probes, no RTT rows
+    if is_capacity_point(pt):  # the maximum rtt_load's levels (update's load) are shares of: no probes, no RTT rows
         from .procedures import delivered_pps
         gen, cap = o.get("generator") or {}, delivered_pps(o)
         if cap is None:
@@ -303,7 +319,7 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
         out["rtt_capacity"] = [row(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"),
                                    generator=facts.get("generator"), payload_bytes=o["payload"],
                                    offered_pps=gen.get("achieved_pps"), measured_pps=cap, repetition=rep,
-                                   split=pt["split"], metric="max_pps", value=cap, unit="packets/s", source=src)]
+                                   split=pt.get("split"), metric="max_pps", value=cap, unit="packets/s", source=src)]
         return out
     if d.kind == "update":
         out.update(_update_rows(testbed, trial, res, facts, src))

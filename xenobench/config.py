@@ -254,8 +254,21 @@ def _is_integer(checker, instance) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _one_of_keys(validator, keys, instance, schema):
+    """x-one-of-keys: [a, b, ...]: exactly one of these keys is given, null counting as not given
+    (how a config that `extends` another takes back a key the other gives); JSON Schema's oneOf
+    would answer with the whole section and no key's name."""
+    if not validator.is_type(instance, "object"):
+        return
+    given = [k for k in keys if instance.get(k) is not None]
+    if len(given) > 1:
+        yield jsonschema.ValidationError(f"{' and '.join(given)} given at once: give one of {', '.join(keys)}")
+    elif not given:
+        yield jsonschema.ValidationError(f"none of {', '.join(keys)} given: give one of them")
+
+
 _Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
+    jsonschema.Draft202012Validator, validators={"x-one-of-keys": _one_of_keys},
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
 
 

@@ -129,19 +129,37 @@ def is_capacity_point(point: dict) -> bool:
     return point.get("level") == CAPACITY
 
 
-def self_capacity_points(cfg, experiment: str) -> list[dict]:
-    """capacity_from: self (rtt_load): a point {level: max, split, lb} per LB with a maximum (the
-    paired design's lbs but none, or the unpaired lb) and split, when some level is a share of it.
-    Each measures the path's maximum under the level points' own conditions (the latency placement,
-    the DNS server, the LB attached, the background profile with that split and payload): the
-    split decides which backend's XDP program and stack take the frames, on the same CPU as the
-    generator and the LB when their NAPI runs inline. [] for any other sizing."""
+def capacity_shares(sec: dict) -> bool:
+    """Whether an experiment's background is a share of a maximum measured in the same run:
+    rtt_load's level_unit capacity with a level above 0, update's `load`."""
+    return bool((sec.get("level_unit") == "capacity" and any(v > 0 for v in sec.get("levels") or ()))
+                or sec.get("load"))
+
+
+def measured_lbs(cfg, experiment: str) -> list[str]:
+    """The LBs whose maxima an experiment's shares are of: the paired design's lbs, the unpaired
+    protocol's lb, or (update: a point per LB) its lbs; none left out."""
     sec = section(cfg, experiment)
-    if (sec.get("level_unit") != "capacity" or sec.get("capacity_from") != "self"
-            or not any(v > 0 for v in sec.get("levels") or ())):
-        return []
     from .lb import NONE
-    lbs = [x for x in (sec["lbs"] if paired(cfg, experiment) else [sec["lb"]]) if x != NONE]
+    kinds = sec["lbs"] if paired(cfg, experiment) or "lb" not in sec else [sec["lb"]]
+    return [x for x in kinds if x != NONE]
+
+
+def self_capacity_points(cfg, experiment: str) -> list[dict]:
+    """capacity_from: self (rtt_load, update): a point {level: max, split, lb} per LB with a maximum
+    (measured_lbs) and split (rtt_load), or {level: max, lb} per LB (update, no split), when the
+    background is a share of it (capacity_shares). Each measures the path's maximum under the
+    dependent points' own conditions (rtt_load: the latency placement, the DNS server, the LB
+    attached, the background profile with that split and payload: the split decides which
+    backend's XDP program and stack take the frames, on the same CPU as the generator and the LB
+    when their NAPI runs inline; update: its udp_payload profile, payload and flows through the
+    LB). [] for any other sizing."""
+    sec = section(cfg, experiment)
+    if sec.get("capacity_from") != "self" or not capacity_shares(sec):
+        return []
+    lbs = measured_lbs(cfg, experiment)
+    if "splits" not in sec:
+        return [{"level": CAPACITY, "lb": kind} for kind in lbs]
     return [{"level": CAPACITY, "split": s, "lb": kind} for kind in lbs for s in sec["splits"]]
 
 

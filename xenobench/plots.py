@@ -634,12 +634,58 @@ def update_throughput(resdir, outdir, testbed) -> dict:
     return series
 
 
+def install_points(x) -> dict:
+    """update_install's rows → {lb: {entries: [(entries/s, apply entries/s or None)...]}}: one
+    change's rows share their source (xenobench.aggregate)."""
+    out: dict = {}
+    for (lb, _), g in x.groupby(["lb", "source"]):
+        m = dict(zip(g.metric, g.value))
+        if "entries" in m and "entries_per_s" in m:
+            out.setdefault(lb, {}).setdefault(float(m["entries"]), []).append(
+                (float(m["entries_per_s"]), float(m["apply_entries_per_s"]) if "apply_entries_per_s" in m else None))
+    return out
+
+
+def update_install(resdir, outdir, testbed) -> dict:
+    """Installation rate per LB (xenobench.update (b)): entries per second against the entries of
+    one change, log-log, from the command to the LB's report (line: medians) and by the LB's own
+    apply time (dashed)."""
+    x = read_tidy(resdir, "update_install")
+    x = _need(x[x.metric.isin(["entries", "entries_per_s", "apply_entries_per_s"])], "update_install", resdir)
+    pts = install_points(x)
+    series: dict = {}
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        for i, lb in enumerate(sorted(pts)):
+            by = pts[lb]
+            n = sorted(by)
+            med = [float(np.median([r for r, _ in by[e]])) for e in n]
+            series[lb] = dict(zip(n, med))
+            ax.plot(n, med, label=f"{_name(lb)}: command → report", **_style(i))
+            ax.scatter([e for e in n for _ in by[e]], [r for e in n for r, _ in by[e]], s=8,
+                       color=COLORS[i % len(COLORS)], alpha=0.4)
+            ap = [(e, float(np.median([a for _, a in by[e] if a]))) for e in n if any(a for _, a in by[e])]
+            if ap:
+                series[f"{lb}/apply"] = dict(ap)
+                ax.plot(*zip(*ap), ls="--", color=COLORS[i % len(COLORS)], label=f"{_name(lb)}: its own apply time")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("entries in one change")
+        ax.set_ylabel("entries per second")
+        ax.legend(fontsize=7)
+        _title(ax, "Installation rate under load", testbed)
+        _caption(fig, "An entry: XenoFlow a class's pipe entry (remove + add), eBPF a class's slot, Katran a ring "
+                      "slot whose real changed. Each change and its way back are samples.", y=-0.06)
+        _save(fig, outdir, "update_install")
+    return series
+
+
 # every figure, by name: the workflow's list of figures (rules/common.smk) is this one
 FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_vs_payload,
            "loss_vs_load": loss_vs_load, "rtt_lb_vs_none": rtt_lb_vs_none,
            "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison, "ndr_pdr": ndr_pdr,
            "rtt_added": rtt_added, "update_latency": update_latency, "update_disruption": update_disruption,
-           "update_throughput": update_throughput}
+           "update_throughput": update_throughput, "update_install": update_install}
 
 
 # the figures the thesis's own raw data feeds (rules/thesis.smk; xenobench.ingest writes their tables)

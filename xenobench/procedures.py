@@ -20,7 +20,8 @@ from pathlib import Path
 from .actors import ActorGone
 from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, NodeError, XenobenchError
-from .experiments import definition, is_capacity_point, paired, points, section, self_capacity_points
+from .experiments import (capacity_shares, definition, is_capacity_point, measured_lbs, paired, points, section,
+                          self_capacity_points)
 from .latency import block_order
 from .lb import NONE, by_hash, get_lb, stop_all
 from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
@@ -234,13 +235,15 @@ def background_tunables(split: str, payload: int) -> dict:
 # --- procedures ----------------------------------------------------------------------------------
 def offered_phase(cfg, experiment: str, point: dict) -> tuple[int, float, float, str, dict]:
     """(payload, rate, duration, profile, tunables) of an offered-load trial: pps, loss and
-    compare's udp_payload profile at the point's rate; a capacity point's background profile with
-    its split, unpaced (0) for capacity_s."""
+    compare's udp_payload profile at the point's rate; a capacity point's profile unpaced (0) for
+    capacity_s: rtt_load's background with its split, update's udp_payload over its flows."""
     ex = _ex(cfg, experiment)
     profile = definition(experiment).profile
-    if is_capacity_point(point):
+    if is_capacity_point(point):  # rtt_load's split of the background; update's flows of udp_payload
         payload = int(ex["payload"])
-        return payload, 0.0, float(ex["capacity_s"]), profile, background_tunables(point["split"], payload)
+        tun = (background_tunables(point["split"], payload) if "split" in point
+               else payload_tunables(payload, int(ex["flows"])))
+        return payload, 0.0, float(ex["capacity_s"]), profile, tun
     payload = int(point.get("payload", ex.get("payload")))
     return (payload, float(point.get("rate_pps", ex.get("rate_pps"))), float(ex["duration_s"]), profile,
             payload_tunables(payload, int(ex["flows"])))
@@ -317,21 +320,22 @@ def rtt_probe(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 # --- rtt_load's background level: absolute, or a share of the LB's maximum from the same run -------
 def capacity_points(cfg, experiment: str = "rtt_load", point: dict | None = None) -> list[tuple[str, dict]]:
-    """(experiment, point) whose valid trials give the maxima rtt_load's capacity levels are shares
-    of: capacity_from self, rtt_load's own capacity points (xenobench.experiments.
-    self_capacity_points; given a point, those of its split); compare, or the pps point at its
-    payload, one per LB of its points; [] for pps levels, an experiment not sized, and given a
-    point that needs none (level 0, a capacity point). The workflow runs them before the points
-    needing them (rules/common.smk); a point the config does not plan is refused by name."""
+    """(experiment, point) whose valid trials give the maxima an experiment's shares are of
+    (rtt_load's capacity levels, update's load): capacity_from self, the experiment's own capacity
+    points (xenobench.experiments.self_capacity_points; given a point, those of its split or its
+    LB); compare, or the pps point at its payload, one per LB of its points; [] for absolute
+    rates, an experiment not sized, and given a point that needs none (level 0, a capacity point).
+    The workflow runs them before the points needing them (rules/common.smk); a point the config
+    does not plan is refused by name."""
     ex = _ex(cfg, experiment)
-    if not ex or ex.get("level_unit") != "capacity" or not any(v > 0 for v in ex["levels"]):
+    if not ex or not capacity_shares(ex):
         return []
-    if point is not None and (is_capacity_point(point) or float(point["level"]) <= 0):
+    if point is not None and (is_capacity_point(point) or float(point.get("level", 1)) <= 0):
         return []
     if ex["capacity_from"] == "self":
         return [(experiment, pt) for pt in self_capacity_points(cfg, experiment)
-                if point is None or pt["split"] == point["split"]]
-    lbs = [x for x in (ex["lbs"] if paired(cfg, experiment) else [ex["lb"]]) if x != NONE]
+                if point is None or all(pt[k] == point[k] for k in ("split", "lb") if k in point)]
+    lbs = measured_lbs(cfg, experiment)
     src, payload = ex["capacity_from"], int(ex["payload"])
     planned = points(cfg, src)
     out = []
@@ -377,27 +381,34 @@ def measured_maximum(resdir: Path, experiment: str, point: dict) -> float:
                 rates.append(float(rate))
     if not rates:
         raise XenobenchError(f"Failed to find the maximum rate of LB {point['lb']!r}: no valid {experiment} trial in "
-                             f"{tree.point_dir(experiment, point)} (rtt_load's capacity levels are shares of it: run "
+                             f"{tree.point_dir(experiment, point)} ({experiment}'s background shares are of it: run "
                              f"`xenobench experiment run {experiment} {point_id(point)}` first, as the workflow does)")
     return statistics.median(rates)
 
 
+def capacity_level(ctx: TrialContext, share: float) -> dict:
+    """A background at `share` of the maximum measured in this run (capacity_points): of the
+    point's LB, or of the smallest among its LBs' (rtt_load paired: every block of a repetition
+    shares one background, the pairs' premise), each the median rate of this run's valid capacity
+    trials (measured_maximum)."""
+    cfg = ctx.testbed.cfg
+    resdir = ctx.attempt.path.parents[4]  # results/<testbed>/trials/<exp>/<point>/rep-<r>/attempt-<n> (layout)
+    caps = {pt["lb"]: measured_maximum(resdir, src, pt)
+            for src, pt in capacity_points(cfg, ctx.experiment, ctx.point)}
+    by = min(caps, key=caps.get)
+    return {"capacity_pps": caps, "capacity_of": by, "background_pps": float(round(share * caps[by]))}
+
+
 def background_level(ctx: TrialContext) -> dict:
-    """The point's background rate: level_unit pps as given; capacity: level x the maximum of the
-    point's LB (unpaired) or the smallest of its LBs' (paired: every block of a repetition shares one
-    background, the pairs' premise), each the median rx_pps of this run's capacity trials (from
-    self: those of the point's split)."""
+    """rtt_load's background rate: level_unit pps as given; capacity: level x the maximum of the
+    point's LB (unpaired) or the smallest of its LBs' (paired), from capacity_level (from self:
+    those of the point's split)."""
     cfg = ctx.testbed.cfg
     ex = _ex(cfg, ctx.experiment)
     level = float(ctx.point["level"])
     if ex.get("level_unit") == "pps" or level <= 0:
         return {"level": level, "level_unit": ex.get("level_unit"), "background_pps": level if level > 0 else 0.0}
-    resdir = ctx.attempt.path.parents[4]  # results/<testbed>/trials/<exp>/<point>/rep-<r>/attempt-<n> (layout)
-    caps = {pt["lb"]: measured_maximum(resdir, src, pt)
-            for src, pt in capacity_points(cfg, ctx.experiment, ctx.point)}
-    by = min(caps, key=caps.get)
-    return {"level": level, "level_unit": "capacity", "capacity_pps": caps, "capacity_of": by,
-            "background_pps": float(round(level * caps[by]))}
+    return {"level": level, "level_unit": "capacity", **capacity_level(ctx, level)}
 
 
 def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:

@@ -157,6 +157,24 @@ def _update_section(tidy: dict) -> list[str]:
                               f"{100 * float(gr.value.median()) / ref:.1f} %" if ref == ref and ref > 0 else "n/a"])
         L += ["", "Throughput during a burst of changes (received rate over the burst's window):", ""]
         L += _table(["LB", "changes/s requested", "received", "of the same LB without changes"], brows)
+    if "update_install" in tidy:
+        from .plots import install_points
+        u = tidy["update_install"]
+        irows = []
+        for lb, by in sorted(install_points(u).items()):
+            for e in sorted(by):
+                r = [a for a, _ in by[e]]
+                ap = [b for _, b in by[e] if b]
+                irows.append([lb, f"{e:g}", f"{float(np.median(r)):,.0f}", f"{float(np.median(ap)):,.0f}" if ap else "n/a",
+                              len(r)])
+        L += ["", "Installation rate (one change of N entries; entries/s from the command to the LB's report, "
+                  "and by the LB's own apply time):", ""]
+        L += _table(["LB", "entries", "entries/s", "entries/s (LB's apply)", "changes"], irows)
+        ov = u[u.metric == "over_limit_refused"]
+        for lb, g in ov.groupby("lb"):
+            f = u[(u.lb == lb) & (u.metric == "frames_after_refusal")].value
+            L += ["", f"Above its limit ({lb}): {int(g.value.sum())} of {len(g)} changes refused; its old set "
+                      f"forwarded {int(f.min()) if len(f) else 0}+ frames in the check after each."]
     L.append("")
     return L
 
@@ -194,10 +212,14 @@ def _headlines(tidy: dict) -> list[list]:
         load = med[med.split.notna()]
         for (lb, sp, bg), g in load.groupby(["lb", "split", "background_pps"]):
             out.append([f"RTT median under load, {lb}, split {sp}, {bg / 1e3:g} kpps", f"{g.value.median():.1f} µs", len(g)])
-    if "rtt_capacity" in tidy:  # what rtt_load's levels are shares of (capacity_from: self)
+    if "rtt_capacity" in tidy:  # what rtt_load's levels (update's load) are shares of (capacity_from: self)
         c = tidy["rtt_capacity"]
-        for (lb, sp), g in c[c.metric == "max_pps"].groupby(["lb", "split"]):
+        c = c[c.metric == "max_pps"]
+        for (lb, sp), g in c.groupby(["lb", "split"]):
             out.append([f"capacity under RTT conditions (rtt_load's 100 %), {lb}, split {sp}",
+                        f"{g.value.median() / 1e3:.1f} kpps", len(g)])
+        for lb, g in c[c.split.isna()].groupby("lb"):  # update's capacity points have no split
+            out.append([f"capacity under the update experiment's background (its load's 100 %), {lb}",
                         f"{g.value.median() / 1e3:.1f} kpps", len(g)])
     return out
 

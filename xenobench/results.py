@@ -26,7 +26,8 @@ import pandas as pd
 
 from .errors import DataError
 
-KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity", "update", "update_burst")
+KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity", "update", "update_burst",
+         "update_install")
 
 COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
@@ -137,6 +138,13 @@ METRICS = {
     "drained": Metric("flag", values=(0, 1)),  # the removed backend stopped receiving before the add-back
     # update_burst: the changes a burst made, per second of its window
     "changes": _COUNT, "achieved_changes_per_s": Metric("changes/s", 0),
+    # update_install: one change of `entries` entries (the LB's own count: lb_entries), command ->
+    # the LB's report and its own apply time, and entries per second of each; a change above the
+    # LB's limit: refused (1) or not, and the frames its old set forwarded after it
+    "entries": _COUNT, "lb_entries": _COUNT, "install_control_ms": _CHANGE_MS,
+    "install_apply_ms": Metric("ms", 0, MAX_UPDATE_MS),
+    "entries_per_s": Metric("entries/s", 0, low_open=True), "apply_entries_per_s": Metric("entries/s", 0, low_open=True),
+    "over_limit_refused": Metric("flag", values=(0, 1)), "frames_after_refusal": _COUNT,
 }
 # rtt_summary's statistics (xenobench.aggregate) and the paired design's rows (rtt_vs_<ref>_...)
 _RTT_PATTERNS = [

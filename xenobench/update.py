@@ -31,8 +31,34 @@ metrics are upper bounds at the resolution of one read (~10 ms over SSH); `timin
 over the burst's window (arrival records, whole buckets) and the run's loss, against the same LB
 with no changes (rate 0), same background and duration.
 
+(b), the installation rate (install_rates): the LB restarted on a base set that its largest change
+fits (the class mask of a running LB cannot change), then one change per size under the same
+background, each and its way back timed from the command to the LB's report (and the LB's own
+apply time); entries per second = entries / (command → report). What an entry is, per LB
+(LoadBalancer.install_unit, install_sets):
+- XenoFlow: a class's entry of its root pipe (a remove and an add on pipe queue 0, completed by
+  doca_flow_entries_process: lb/src/update.c); eBPF: a class's element of its `slots` map. The
+  base has 2^K classes all to the set's first backend A, the change for k moves the last 2^k to its
+  last backend B (k = K: every class, by rewriting A's entry in eBPF's `backends` map: one write,
+  which the LB's own count, `lb_entries`, shows). K = 8, the largest either accepts: XenoFlow's
+  XF_MAX_CLASS_BITS (lb/src/backends.h) = xenobench.backends.MAX_CLASS_BITS, the eBPF LB's
+  XB_MAX_SLOTS (ebpf_baseline/lb_common.h); the emulation's pipes hold more (EMU_MAX_ENTRIES 4096
+  entries, EMU_MAX_SHARED_CNT 1024 shared counters: lb/emu/bpf/emu_common.h) and its queue depth
+  (128, XF_QUEUE_DEPTH in lb/src/flow_lb.h) is why XenoFlow changes 64 classes a round
+  (XF_UPDATE_CLASSES_PER_ROUND, lb/src/update.h); DOCA's own limits on a BlueField are not measured
+  here. A change of 2^(K+1) classes is refused (the strict reader: class_bits above 8), the LB
+  keeps forwarding on its old set, and the run records both.
+- Katran: a slot of its 65537-slot Maglev ring whose real changes (the control plane writes only
+  those: katran_lb.update_reals). Base {A: 128, B: 128}; the change for k moves 2^k of weight from
+  A to B (weights count in Maglev's first round only, so 2^k slots change while 2^k <= 64 on the
+  namespace testbed's two reals; the LB's count is recorded, never assumed), and past the weights'
+  reach (k > 6) the largest change its two reals allow: B removed (about half the ring). No change
+  exceeds the ring, so nothing is refused for size.
+
 The experiment's procedure (backend_update, dispatched by experiments/update.yaml) runs the
-point's LB through `cycles` cycles and a burst per rate of `change_rates` (0 first) per repetition.
+point's LB through `cycles` cycles, a burst per rate of `change_rates` (0 first) and the
+installation sizes 1..install_max_k per repetition; a capacity point (load: a share of the LB's
+capacity, capacity_from self) measures that capacity instead (xenobench.procedures.offered_load).
 """
 
 from __future__ import annotations
@@ -316,21 +342,149 @@ def change_burst(testbed, lb, full: Path, less: Path, *, rate_per_s: float, dura
             "loss_pct": 100 * (tx - rx) / tx if tx else None}
 
 
+# --- (b) installation rate ---------------------------------------------------------------------------
+KATRAN_WEIGHT_K = 6  # 2^k of weight moved between two reals of weight 128 changes 2^k ring slots up to k = 6
+
+
+def _doc(class_bits: int | None, backends) -> dict:
+    d = {"backends": [{"name": b.name, "mac_address": b.mac, "weight": w} for b, w in backends]}
+    if class_bits is not None:
+        d["class_bits"] = class_bits
+    return d
+
+
+def install_sets(backends_file, unit: str, max_k: int) -> dict:
+    """The base set and one change per size for an LB whose entries are `unit` (module doc): {"base":
+    doc, "targets": [{"k", "planned" (entries the change makes; None: the LB's count), "doc"}],
+    "over": doc of a change above the LB's limit (refused) or None}. Sizes k = 1..max_k, capped at
+    the largest the LB accepts. A and B: the backends file's first and last backend."""
+    from .backends import MAX_CLASS_BITS, load_backends
+    bs = load_backends(backends_file)
+    if len(bs.backends) < 2:
+        raise XenobenchError(f"Failed to plan the installation sizes from {backends_file}: it needs two backends or "
+                             "more (the set's first and last)")
+    a, b = bs.backends[0], bs.backends[-1]
+    if unit == "ring slot":
+        half = 1 << (MAX_CLASS_BITS - 1)
+        targets = [{"k": k, "planned": None, "doc": _doc(MAX_CLASS_BITS, [(a, half - (1 << k)), (b, half + (1 << k))])}
+                   for k in range(1, min(max_k, KATRAN_WEIGHT_K) + 1)]
+        if max_k > KATRAN_WEIGHT_K:
+            targets.append({"k": None, "planned": None, "doc": _doc(None, [(a, 1)])})  # B removed
+        return {"base": _doc(MAX_CLASS_BITS, [(a, half), (b, half)]), "targets": targets, "over": None}
+    if unit != "class":
+        raise XenobenchError(f"Failed to plan the installation sizes: unknown entry unit {unit!r} (class, ring slot)")
+    n = 1 << MAX_CLASS_BITS
+    targets = [{"k": k, "planned": 1 << k,
+                "doc": _doc(MAX_CLASS_BITS, [(a, n - (1 << k)), (b, 1 << k)] if k < MAX_CLASS_BITS else [(b, n)])}
+               for k in range(1, min(max_k, MAX_CLASS_BITS) + 1)]
+    over = _doc(MAX_CLASS_BITS + 1, [(a, n), (b, n)]) if max_k > MAX_CLASS_BITS else None
+    return {"base": _doc(MAX_CLASS_BITS, [(a, n)]), "targets": targets, "over": over}
+
+
+def _timed_change(lb, path: Path, planned, k, direction: str) -> dict:
+    u = lb.update(path)
+    rep = u["lb_report"]
+    got = rep.get(lb.update_entries_key) if lb.update_entries_key else None
+    entries = planned if planned is not None else got
+    return {"k": k, "direction": direction, "entries": entries, "lb_entries": got,
+            "control_s": u["control_s"], "apply_s": rep.get("apply_s"),
+            "entries_per_s": entries / u["control_s"] if entries else None,
+            "apply_entries_per_s": entries / rep["apply_s"] if entries and rep.get("apply_s") else None}
+
+
+def install_rates(testbed, lb, sets: dict, out_dir: Path, *, load_pps: float, payload: int = 22, flows: int = 256,
+                  settle_s: float = 0.5, repeats: int = 1, gap_s: float = 0.05, check_s: float = 0.3) -> dict:
+    """(b) under the background: each target of `sets` (install_sets; the LB runs on sets["base"])
+    applied and taken back `repeats` times, each change timed (_timed_change); then the change
+    above the limit, which must be refused, and the base's first backend must still receive
+    frames over `check_s` after it (the LB forwards on its old set)."""
+    from .backends import load_backends
+    from .errors import BackendsError
+    from .lb.base import UpdateRefused
+    from .procedures import backend_ifaces, payload_tunables
+    from .sampler import RateSampler
+    from .traffic import start_traffic
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def write(name, doc):
+        f = out_dir / f"{name}.json"
+        f.write_text(json.dumps(doc))
+        return f
+    base = write("base", sets["base"])
+    first = load_backends(base).backends[0].name
+    at_first = RateSampler(testbed, [(n, i) for n, i in backend_ifaces(testbed.cfg) if n == first])
+    all_rx = RateSampler(testbed, backend_ifaces(testbed.cfg))
+    rx0 = all_rx.read_total()
+    changes, refusal = [], None
+    h = start_traffic(testbed, PROFILE, payload_tunables(payload, flows), load_pps)
+    try:
+        time.sleep(settle_s)
+        for t in sets["targets"]:
+            f = write(f"k-{t['k'] if t['k'] is not None else 'real'}", t["doc"])
+            for _ in range(repeats):
+                changes.append(_timed_change(lb, f, t["planned"], t["k"], "install"))
+                time.sleep(gap_s)
+                changes.append(_timed_change(lb, base, t["planned"], t["k"], "revert"))
+                time.sleep(gap_s)
+        if sets["over"] is not None:
+            over = write("over", sets["over"])
+            try:
+                lb.update(over)
+                refusal = {"refused": False, "error": None}
+            except (BackendsError, UpdateRefused) as e:
+                refusal = {"refused": True, "error": str(e)}
+            c0 = at_first.read_total()
+            time.sleep(check_s)
+            refusal["frames_at_old_set_after"] = at_first.read_total() - c0
+            refusal["backend"] = first
+    finally:
+        gen, rx, tx = _stop_and_count(h, all_rx, rx0)
+    return {"lb": lb.kind, "unit": lb.install_unit, "load_pps": load_pps, "changes": changes, "over": refusal,
+            "generator_valid": bool(gen.get("valid")), "generator_reason": gen.get("reason"),
+            "tx_packets": tx, "rx_packets": rx, "loss_pct": 100 * (tx - rx) / tx if tx else None}
+
+
+def _restart(ctx, lb, backends) -> None:
+    """Stop the point's LB and start it on `backends`, its watch moved to the new process."""
+    from .procedures import watch_lb
+    ctx.watch.release(f"lb_{lb.kind}")
+    lb.stop()
+    lb.start(backends)
+    watch_lb(ctx, lb)
+
+
 # --- the experiment's procedure (experiments/update.yaml) ------------------------------------------
+def background_pps(ctx) -> dict:
+    """The background of the point: `load` x the LB's maximum measured in this run
+    (xenobench.procedures.capacity_level, the mechanism of rtt_load's capacity levels), or load_pps."""
+    from .procedures import _ex, capacity_level
+    ex = _ex(ctx.testbed.cfg, ctx.experiment)
+    if ex.get("load"):
+        share = float(ex["load"])
+        return {"load_pps_from": "capacity", "load_share": share, **capacity_level(ctx, share)}
+    return {"load_pps_from": "config", "background_pps": float(ex["load_pps"])}
+
+
 def backend_update(ctx, lb=None):
-    """`cycles` change cycles ((a), (c)), then a burst per rate of change_rates ((d), 0 first: the
-    reference without changes) on the point's running LB under the configured background; the
-    backends file's sets are written into the attempt's directory."""
-    from .procedures import _ex
+    """`cycles` change cycles ((a), (c)), a burst per rate of change_rates ((d), 0 first: the
+    reference without changes), then the installation sizes ((b), install_max_k > 0: the LB
+    restarted on their base and, after them, on the point's set again), on the point's running LB
+    under the background; the backends files are written into the attempt's directory. A capacity
+    point: the background's maximum through the LB (offered_load)."""
+    from .experiments import is_capacity_point
+    from .procedures import _ex, offered_load
     from .trials import Validity
     cfg = ctx.testbed.cfg
+    if is_capacity_point(ctx.point):
+        return offered_load(ctx, lb)
     ex = _ex(cfg, ctx.experiment)
     if lb is None or not lb.can_update:
         why = lb.no_update if lb is not None else "no LB runs for this point"
         raise XenobenchError(f"Failed to measure backend changes of {ctx.point.get('lb')!r}: {why} (remove it from "
                              f"experiments.{ctx.experiment}.lbs in {cfg.path})")
     full, less = write_sets(cfg.service.backends, ctx.attempt.path / "backends")
-    kw = dict(load_pps=float(ex["load_pps"]), payload=int(ex["payload"]), flows=int(ex["flows"]),
+    bg = background_pps(ctx)
+    kw = dict(load_pps=bg["background_pps"], payload=int(ex["payload"]), flows=int(ex["flows"]),
               settle_s=float(ex["settle_s"]), bucket_ns=int(round(float(ex["bucket_ms"]) * 1e6)))
     v = Validity()
     cycles = []
@@ -347,9 +501,27 @@ def backend_update(ctx, lb=None):
         v.require(f"burst_{r:g}_background", b["generator_valid"],
                   f"burst at {r:g} changes/s: background invalid: {b['generator_reason']}")
         v.require(f"burst_{r:g}_window", b["rx_pps"] is not None, f"burst at {r:g} changes/s: an empty window")
-    out = {"payload": kw["payload"], "load_pps": kw["load_pps"],
-           # TODO(capacity): a share of the LB's capacity as rtt_load's level_unit: capacity
-           # (xenobench.procedures.background_level); a fixed rate until that mechanism serves this
-           "load_pps_from": "config", "bucket_ns": kw["bucket_ns"], "backends_sets": [str(full), str(less)],
-           "cycles": cycles, "bursts": bursts}
+    install = None
+    max_k = int(ex["install_max_k"])
+    if max_k > 0:
+        sets = install_sets(cfg.service.backends, lb.install_unit, max_k)
+        d = ctx.attempt.path / "backends" / "install"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "base.json").write_text(json.dumps(sets["base"]))
+        _restart(ctx, lb, d / "base.json")
+        try:
+            install = install_rates(ctx.testbed, lb, sets, d, repeats=int(ex["install_repeats"]),
+                                    **{k: kw[k] for k in ("load_pps", "payload", "flows", "settle_s")})
+        finally:
+            _restart(ctx, lb, None)  # the point's set again, for the next repetition
+        v.require("install_background", install["generator_valid"],
+                  f"installation: background invalid: {install['generator_reason']}")
+        o = install["over"]
+        if o is not None:
+            v.require("install_over_limit_refused", o["refused"], "a change above the LB's limit was applied")
+            v.require("install_forwarding_after_refusal", o["frames_at_old_set_after"] > 0,
+                      f"no frame reached {o['backend']} after the refused change")
+    out = {"payload": kw["payload"], "load_pps": kw["load_pps"], **{k: x for k, x in bg.items() if k != "background_pps"},
+           "bucket_ns": kw["bucket_ns"], "backends_sets": [str(full), str(less)],
+           "cycles": cycles, "bursts": bursts, "install": install}
     return out, v

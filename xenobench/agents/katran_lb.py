@@ -24,6 +24,7 @@ each one's IPv4 address (the harness takes it from the testbed node of that name
 
 from __future__ import annotations
 
+import array
 import ctypes
 import ipaddress
 import json
@@ -127,23 +128,45 @@ def _bpf(cmd: int, attr: bytes) -> tuple[int, bytes]:
     return r, buf.raw
 
 
-def update_u32_array(pin: Path, values: list[int], first_key: int = 0) -> None:
-    """values[i] at key first_key + i of a pinned u32 -> u32 array, in one BPF_MAP_UPDATE_BATCH
-    (Linux >= 5.6) instead of one bpftool line per key: a 65537-slot ring in ~10 ms, not ~1.2 s."""
+def update_u32_map(pin: Path, keys, values) -> None:
+    """values[i] at keys[i] of a pinned u32 -> u32 array, in one BPF_MAP_UPDATE_BATCH (Linux >= 5.6)
+    instead of one bpftool line per key: a 65537-slot ring in ~10 ms, not ~1.2 s. (No numpy in an
+    agent: importing it starts OpenBLAS threads that do not block SIGHUP, and a SIGHUP one of them
+    takes kills the agent instead of reaching its update loop, xenobench.agents.bpf.run_controller.)"""
+    k, v = array.array("I", keys), array.array("I", values)
+    n = len(k)
+    if n != len(v):
+        raise ValueError(f"{n} keys for {len(v)} values")
+    if n == 0:
+        return
     path = ctypes.create_string_buffer(str(pin).encode())
     fd, _ = _bpf(BPF_OBJ_GET, struct.pack("<QII", ctypes.addressof(path), 0, 0))  # attr: pathname, bpf_fd, file_flags
     try:
-        n = len(values)
-        keys = (ctypes.c_uint32 * n)(*range(first_key, first_key + n))
-        vals = (ctypes.c_uint32 * n)(*values)
         # attr.batch: in_batch, out_batch, keys, values (u64 each), count, map_fd (u32), elem_flags, flags (u64)
-        _, out = _bpf(BPF_MAP_UPDATE_BATCH, struct.pack("<QQQQIIQQ", 0, 0, ctypes.addressof(keys),
-                                                        ctypes.addressof(vals), n, fd, 0, 0))
+        _, out = _bpf(BPF_MAP_UPDATE_BATCH, struct.pack("<QQQQIIQQ", 0, 0, k.buffer_info()[0], v.buffer_info()[0],
+                                                        n, fd, 0, 0))
         done = struct.unpack_from("<I", out, 32)[0]
         if done != n:
             raise OSError(f"updated {done} of {n} entries")
     finally:
         os.close(fd)
+
+
+def update_u32_array(pin: Path, values: list[int], first_key: int = 0) -> None:
+    """values[i] at key first_key + i (update_u32_map)."""
+    update_u32_map(pin, range(first_key, first_key + len(values)), values)
+
+
+def write_u32(pin: Path, keys, values) -> str:
+    """update_u32_map, or on a kernel without batched map updates bpftool, one line per key;
+    returns which ("batch" or "bpftool")."""
+    try:
+        update_u32_map(pin, keys, values)
+        return "batch"
+    except OSError:
+        _batch([f"map update pinned {pin} key hex {_hex(struct.pack('<I', int(k)))} "
+                f"value hex {_hex(struct.pack('<I', int(v)))}" for k, v in zip(keys, values)])
+        return "bpftool"
 
 
 def _hex(b: bytes) -> str:
@@ -190,12 +213,7 @@ def fill_maps(pindir: Path, backends_file, *, vip: str, port: int, proto: str, g
     for r in rs:
         map_update(m / "reals", struct.pack("<I", r["num"]), real_value(r["address"]))
     base = VIP_NUM * maglev.RING_SIZE
-    rings = str(m / "ch_rings")
-    try:
-        update_u32_array(m / "ch_rings", ring, base)
-    except OSError:  # a kernel without batched map updates: bpftool, one line per slot
-        _batch([f"map update pinned {rings} key hex {_hex(struct.pack('<I', base + i))} "
-                f"value hex {_hex(struct.pack('<I', n))}" for i, n in enumerate(ring)])
+    write_u32(m / "ch_rings", range(base, base + len(ring)), ring)
     map_update(m / "ctl_array", struct.pack("<I", 0), ctl_mac(gateway_mac))
     # the VIP last: until it is there every frame passes
     map_update(m / "vip_map", vip_key(vip, port, PROTOS[proto]), vip_meta(0, VIP_NUM))
@@ -204,7 +222,8 @@ def fill_maps(pindir: Path, backends_file, *, vip: str, port: int, proto: str, g
 
 
 #: the running agent's reals (address -> num) and the next unused num, kept between updates as
-#: KatranLb keeps reals_ and realNums_ (set from the start's plan at the first update)
+#: KatranLb keeps reals_ and realNums_, and the ring last written, as Vip keeps chRing_ (set from the
+#: start's plan at the first update)
 _RUNNING: dict = {}
 
 
@@ -216,7 +235,8 @@ def update_reals(pindir: Path, current, new, a) -> dict:
     to the back of the free list (decreaseRefCountForReal: realNums_.push_back; its `reals` entry
     stays); the ring is recomputed (Vip::batchRealsUpdate → calculateHashRing) and only the slots
     whose real changed are written (programHashRing: one bpfUpdateMapBatch of the delta; here one
-    `bpftool batch`). Flows in Katran's per-CPU connection tables (LRU) keep their real, also a
+    BPF_MAP_UPDATE_BATCH too, write_u32). The ring written last is kept for the next change, as
+    Vip keeps chRing_. Flows in Katran's per-CPU connection tables (LRU) keep their real, also a
     removed one, until their entry ages out: Katran's connection consistency, not purged here
     either. The new file is read by the strict reader first; a backend without an address is
     refused before any map is written."""
@@ -227,10 +247,10 @@ def update_reals(pindir: Path, current, new, a) -> dict:
         raise XenobenchError(f"Failed to update Katran from {new}: no address for {', '.join(missing)} "
                              "(the agent knows the reals given by --real)")
     if not _RUNNING:
-        rs, _ = plan(current, reals)
-        _RUNNING.update(nums={r["address"]: r["num"] for r in rs}, weights={r["address"]: r["weight"] for r in rs},
-                        next=max((r["num"] for r in rs), default=0) + 1)
-    old_nums, old_w = dict(_RUNNING["nums"]), dict(_RUNNING["weights"])
+        rs, ring0 = plan(current, reals)
+        _RUNNING.update(nums={r["address"]: r["num"] for r in rs},
+                        next=max((r["num"] for r in rs), default=0) + 1, ring=ring0)
+    old_nums = dict(_RUNNING["nums"])
     nums, weights, nxt = {}, {}, _RUNNING["next"]
     for b in bs.backends:
         addr = reals[b.name]
@@ -240,26 +260,23 @@ def update_reals(pindir: Path, current, new, a) -> dict:
             nums[addr], nxt = nxt, nxt + 1
         weights[addr] = b.weight
 
-    def ring_of(ns, ws):
-        return maglev.ring([(n, ws[ad], maglev.address_hash(ad)) for ad, n in ns.items()])
-    before, after = ring_of(old_nums, old_w), ring_of(nums, weights)
+    before = _RUNNING["ring"]
+    after = maglev.ring([(n, weights[ad], maglev.address_hash(ad)) for ad, n in nums.items()])
     delta = [i for i, (x, y) in enumerate(zip(before, after)) if x != y]
     m = pindir / "maps"
     added = [ad for ad in nums if ad not in old_nums]
-    cmds = [f"map update pinned {m / 'reals'} key hex {_hex(struct.pack('<I', nums[ad]))} "
-            f"value hex {_hex(real_value(ad))}" for ad in added]
+    for ad in added:  # a new real's entry before the ring names it
+        map_update(m / "reals", struct.pack("<I", nums[ad]), real_value(ad))
     base = VIP_NUM * maglev.RING_SIZE
-    cmds += [f"map update pinned {m / 'ch_rings'} key hex {_hex(struct.pack('<I', base + i))} "
-             f"value hex {_hex(struct.pack('<I', max(after[i], 0)))}" for i in delta]
-    if cmds:
-        _batch(cmds)
-    _RUNNING.update(nums=nums, weights=weights, next=nxt)
+    how = write_u32(m / "ch_rings", [base + i for i in delta], [max(after[i], 0) for i in delta]) if delta else None
+    _RUNNING.update(nums=nums, next=nxt, ring=after)
     name = {reals[b.name]: b.name for b in bs.backends}
     old_names = {v: k for k, v in reals.items()}
     return {"reals": [{"name": name[ad], "num": n, "address": ad} for ad, n in nums.items()],
             "added": sorted(name[ad] for ad in added),
             "removed": sorted(old_names.get(ad, ad) for ad in old_nums if ad not in nums),
-            "ring_slots_changed": len(delta), "entries_written": len(cmds)}
+            "ring_slots_changed": len(delta), "entries_written": len(added) + len(delta),
+            "ring_write": how}
 
 
 def read_stats(pindir: Path, backends_file, mode: str, run: Callable[..., str] = bpftool_stdout) -> dict:

@@ -67,6 +67,12 @@ class LoadBalancer(ABC):
 
     #: why this kind has no runtime update path (None: it has one, `update` is overridden)
     no_update: str | None = "it has no runtime update path"
+    #: what one entry of a runtime change is, for the installation rate (xenobench.update.
+    #: install_sets): "class" (a class's destination: a pipe entry, a slots map element) or
+    #: "ring slot" (a consistent-hash ring's slot: Katran)
+    install_unit: str = "class"
+    #: the key of the LB's "updated" report that counts what it wrote (None: it reports none)
+    update_entries_key: str | None = None
 
     @property
     def can_update(self) -> bool:

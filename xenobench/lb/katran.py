@@ -58,6 +58,9 @@ class KatranLB(XdpControllerLB):
     agent = "xenobench.agents.katran_lb"
     needs = ("l3_gateway", "ipip_decap")
     _obj: str = ""
+    #: a change rewrites the ring slots whose real changed (katran_lb.update_reals)
+    install_unit = "ring slot"
+    update_entries_key = "ring_slots_changed"
 
     def ports(self):
         lb, ing, _ = super().ports()

@@ -26,6 +26,8 @@ class XdpControllerLB(LoadBalancer):
     agent: str = ""
     #: whether the LB forwards out of a second port (p0 -> p1); False: XDP_TX out of its ingress
     needs_egress: bool = False
+    #: the agents' update reports count their map writes (XdpLbAgent.update)
+    update_entries_key = "entries_written"
 
     @property
     def tag(self) -> str:

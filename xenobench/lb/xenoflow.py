@@ -425,6 +425,8 @@ class XenoFlowLB(LoadBalancer):
         return was
 
     no_update = None
+    #: classes whose entry was replaced (a remove and an add each: lb/src/update.c)
+    update_entries_key = "changed"
 
     def update(self, backends, *, timeout: float = 10.0) -> dict:
         """A runtime change (lb/src/update.c): SIGHUP makes XenoFlow read its -b file again and
