@@ -306,7 +306,9 @@ def main() -> int:
         if down.returncode != 0:
             say(f"  testbed down --purge: exit {down.returncode}: {down.stderr.strip()[-300:]}")
             ok = False
-        if not a.keep:
+        if rc != 0:
+            say(f"  the run failed: its results/{name}/ and figures/{name}/ are kept; the log: {work / name}.log")
+        elif not a.keep:
             for d in (ROOT / "results" / name, ROOT / "figures" / name):
                 shutil.rmtree(d, ignore_errors=True)
 
