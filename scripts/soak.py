@@ -56,10 +56,12 @@ SYSTEM = [
     ("mem_available_kib", "MemAvailable", "KiB", 64 * MIB, -1),  # one leaked agent: a Python with numpy, ~40 MiB
     ("slab_kib", "Slab", "KiB", 16 * MIB, +1),               # dentries/inodes of the run's files come and go
     ("sunreclaim_kib", "Slab unreclaimable", "KiB", 2 * MIB, +1),  # a leaked netns keeps ~1 MiB of it
-    ("bpf_progs", "BPF programs", "", 1, +1),
-    ("bpf_maps", "BPF maps", "", 1, +1),
+    ("bpf_progs", "BPF programs", "", None, +1),   # all: others' testbeds load and unload theirs
+    ("bpf_maps", "BPF maps", "", None, +1),
+    ("bpf_progs_free", "BPF progs, not others'", "", 1, +1),  # minus another prefix's (bpf_held_by_others)
+    ("bpf_maps_free", "BPF maps, not others'", "", 1, +1),
     ("processes", "processes", "", 2, +1),
-    ("mounts", "mounts", "", 1, +1),
+    ("mounts", "mounts, not others'", "", 1, +1),  # minus other prefixes' /run/netns/<prefix>* mounts
 ]
 # what the prefix holds: exactly 0 after every run
 OWN = ["processes", "pins", "namespaces", "mounts", "links", "record"]
@@ -123,9 +125,67 @@ def _prefix_namespaces() -> list[str]:
     return sorted(p.name for p in d.iterdir() if p.name.startswith(PREFIX)) if d.is_dir() else []
 
 
-def _bpftool_count(what: str) -> int:
+def _bpftool_list(what: str) -> list[dict]:
     p = subprocess.run(["bpftool", "-j", what, "list"], capture_output=True, text=True)
-    return len(json.loads(p.stdout or "[]")) if p.returncode == 0 else -1
+    return json.loads(p.stdout or "[]") if p.returncode == 0 else []
+
+
+def _bpftool_count(what: str) -> int:
+    return len(_bpftool_list(what))
+
+
+def _prefix_of(name: str) -> str:
+    m = re.match(r"^([a-z][a-z0-9]*-)", name)
+    return m.group(1) if m else ""
+
+
+def _other_netns_mount(point: str) -> bool:
+    name = point.rsplit("/", 1)[-1]
+    return point.startswith("/run/netns/") and not name.startswith(PREFIX) and bool(_prefix_of(name))
+
+
+def bpf_held_by_others() -> tuple[set[int], set[int]]:
+    """(program ids, map ids) another prefix's testbed holds: XDP programs attached in its
+    namespaces, objects pinned under /sys/fs/bpf/<its prefix>*, fds of processes whose
+    XENOBENCH_NS_PREFIX is another, and the maps of those programs. Unattributed objects count as
+    this soak's (the conservative side)."""
+    progs, maps = set(), set()
+    for ns in (os.listdir("/run/netns") if os.path.isdir("/run/netns") else []):
+        if ns.startswith(PREFIX) or not _prefix_of(ns):
+            continue
+        out = subprocess.run(["ip", "-n", ns, "-j", "-d", "link", "show"], capture_output=True, text=True).stdout
+        for li in json.loads(out or "[]"):
+            x = li.get("xdp") or {}
+            progs |= {p["id"] for p in [x.get("prog")] + [a.get("prog") for a in x.get("attached", [])] if p}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            who = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"XENOBENCH_NS_PREFIX=")), PREFIX)
+            if who == PREFIX:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+                t = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+                for kind, ids in (("prog_id", progs), ("map_id", maps)):
+                    m = re.search(rf"^{kind}:\s+(\d+)", t, re.M)
+                    if m:
+                        ids.add(int(m.group(1)))
+        except OSError:
+            continue
+    for top in Path("/sys/fs/bpf").glob("*"):
+        if top.name.startswith(PREFIX) or not _prefix_of(top.name):
+            continue
+        for f in [top, *top.rglob("*")]:
+            if f.is_dir():
+                continue
+            for kind, ids in (("prog", progs), ("map", maps)):
+                r = subprocess.run(["bpftool", "-j", kind, "show", "pinned", str(f)], capture_output=True, text=True)
+                if r.returncode == 0:
+                    ids.add(json.loads(r.stdout)["id"])
+    p = subprocess.run(["bpftool", "-j", "prog", "list"], capture_output=True, text=True)
+    for prog in json.loads(p.stdout or "[]"):
+        if prog["id"] in progs:
+            maps |= set(prog.get("map_ids", []))
+    return progs, maps
 
 
 def snapshot(markers: list[str]) -> dict:
@@ -133,7 +193,12 @@ def snapshot(markers: list[str]) -> dict:
     mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     pins = sorted(str(p) for p in Path("/sys/fs/bpf").glob(f"{PREFIX}*")) if Path("/sys/fs/bpf").is_dir() else []
     record = Path(f"/run/xenobench/{PREFIX}topology.json")
+    others = bpf_held_by_others()
+    all_progs = {p["id"] for p in _bpftool_list("prog")}
+    all_maps = {m["id"] for m in _bpftool_list("map")}
     return {
+        "bpf_progs_free": len(all_progs - others[0]),
+        "bpf_maps_free": len(all_maps - others[1]),
         "file_handles": int(Path("/proc/sys/fs/file-nr").read_text().split()[0]),
         "mem_available_kib": int(mem["MemAvailable"]),
         "slab_kib": int(mem["Slab"]),
@@ -141,7 +206,7 @@ def snapshot(markers: list[str]) -> dict:
         "bpf_progs": _bpftool_count("prog"),
         "bpf_maps": _bpftool_count("map"),
         "processes": sum(1 for p in os.listdir("/proc") if p.isdigit()),
-        "mounts": len(mounts),
+        "mounts": sum(1 for m in mounts if not _other_netns_mount(m.split()[4])),
         "own": {
             "processes": _prefix_processes(markers),
             "pins": pins,
@@ -239,8 +304,10 @@ def print_counts(title: str, s: dict, prev: dict | None, base: dict) -> dict[str
     say(f"  {title}")
     grew = {}
     for key, label, _, floor, sign in SYSTEM:
-        line = f"    {label:<20} {fmt(key, s[key]):>12}"
-        if prev is not None:
+        line = f"    {label:<22} {fmt(key, s[key]):>10}"
+        if prev is not None and floor is None:
+            line += f"   {'+' if s[key] >= prev[key] else '-'}{fmt(key, abs(s[key] - prev[key])):>10} since the run before"
+        elif prev is not None:
             d = s[key] - prev[key]
             tol = tolerance(key, floor, base)
             grew[key] = sign * d > tol
@@ -274,8 +341,9 @@ def main() -> int:
     base = sample(markers)
     say(f"before run 1 (noise: max - min of {SAMPLES} reads 1 s apart; tolerance = max(floor, 3 x noise)):")
     for key, label, _, floor, _ in SYSTEM:
-        say(f"    {label:<20} {fmt(key, base[key]):>12}   noise {fmt(key, base['spread'][key])}, "
-            f"tolerance {fmt(key, tolerance(key, floor, base))}")
+        say(f"    {label:<20} {fmt(key, base[key]):>12}   noise {fmt(key, base['spread'][key])}, " +
+            (f"tolerance {fmt(key, tolerance(key, floor, base))}" if floor is not None else
+             "shown, not judged (the line below is)"))
     if any(base["own"].values()):
         say(f"  the prefix {PREFIX} already holds something: " + json.dumps(base["own"]))
         return 1
@@ -314,7 +382,9 @@ def main() -> int:
 
     say("verdict (a count grows when it rose beyond its tolerance after every run but the first):")
     grows = []
-    for key, label, *_ in SYSTEM:
+    for key, label, _, floor, _ in SYSTEM:
+        if floor is None:
+            continue
         flags = [g[key] for g in growth]
         verdict = ("no growth" if not any(flags) else "GROWS" if all(flags) else
                    f"rose beyond tolerance after {sum(flags)} of {len(flags)} runs, not after every one: noise")
