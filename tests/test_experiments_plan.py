@@ -33,6 +33,9 @@ def _defs_dir(tmp_path, edit):
 BAD_DEFINITIONS = [
     ("a typo'd procedure", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
         "procedure: offered_load", "procedure: offerd_load")), "pps.yaml: procedure: 'offerd_load' is not one of"),
+    ("a typo'd profile", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
+        "profile: udp_payload", "profile: udp_paylod")),
+     "pps.yaml: profile: 'udp_paylod' is not a profile of trex_profiles/ (known: background_split, udp_payload)"),
     ("bad YAML", lambda d: (d / "loss.yaml").write_text("id: loss\ntitle: [unclosed\n"), "loss.yaml: while parsing"),
     ("a missing id", lambda d: (d / "rtt.yaml").write_text((d / "rtt.yaml").read_text().replace("id: rtt\n", "")),
      "rtt.yaml: (top level): 'id' is a required property"),

@@ -38,9 +38,6 @@ from .test_ebpf_lb import frame, prog, two  # noqa: F401  (prog: the fixture)
 pytestmark = [needs_root]
 
 
-# --- the eBPF LB's redirect failure ------------------------------------------------------------------
-@pytest.mark.skipif(not OBJ.exists(), reason="ebpf_baseline not built (make -C ebpf_baseline)")
-
 def _cmdlines():
     """(pid, command line) of every process still there when read."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -49,6 +46,9 @@ def _cmdlines():
         except OSError:
             continue
 
+
+# --- the eBPF LB's redirect failure ------------------------------------------------------------------
+@pytest.mark.skipif(not OBJ.exists(), reason="ebpf_baseline not built (make -C ebpf_baseline)")
 def test_redirect_without_egress_port_counts_tx_error_not_forwarded(prog):  # noqa: F811
     configure, run, pindir = prog
     bfile = configure(two(), egress="redirect")  # the devmap's slot stays empty

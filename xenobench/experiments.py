@@ -61,6 +61,12 @@ def _load(f: Path, validator) -> Experiment:
                           f"(the shape is {SCHEMA.relative_to(REPO_ROOT)})")
     if d["id"] != f.stem:
         raise ConfigError(f"Failed to load experiment {f}: id: {d['id']!r} is not the file's name {f.stem!r}")
+    if d.get("profile") is not None:
+        from .traffic.profiles import PROFILE_DIR
+        if not (PROFILE_DIR / f"{d['profile']}.py").is_file():
+            known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.py") if not p.stem.startswith("xb_")))
+            raise ConfigError(f"Failed to load experiment {f}: profile: {d['profile']!r} is not a profile of "
+                              f"{PROFILE_DIR.relative_to(REPO_ROOT)}/ (known: {known})")
     from .results import metric
     for m in d["tidy"].get("metrics") or ():
         if metric(m["metric"]) is None:
