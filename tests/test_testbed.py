@@ -205,6 +205,15 @@ def test_down_purge_removes_the_state_directories(two_configs, tmp_path):
     assert "removed 6 namespaces" in out
     assert machine_state(D) == before
     assert list((tmp_path / "state").iterdir()) == []
+    # a plain `down` with the other config first removes the record that named the state directory:
+    # the purge after it still finds the first testbed's (marked by its `up`), and only the prefix's
+    _xb(a, "testbed", "up")
+    other = tmp_path / "state" / "fips-xq"        # another prefix's (or a hosts testbed's): not ours
+    other.mkdir()
+    _xb(b, "testbed", "down")
+    assert (tmp_path / "state" / f"tda-{D[:-1]}").is_dir()
+    _xb(b, "testbed", "down", "--purge")
+    assert list((tmp_path / "state").iterdir()) == [other]
 
 
 # (case, what the mount namespace holds at /sys/fs/bpf before `up`, what happens to it while the

@@ -33,6 +33,7 @@ from .bpffs import BPFFS, unmount_bpffs_if_unused
 log = logging.getLogger(__name__)
 
 RECORDS = Path("/run/xenobench")
+STATE_MARK = ".namespace-testbed"   # in a state directory: made by this prefix's namespace testbed (its content: the prefix)
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -112,8 +113,12 @@ class NamespaceTopology:
         tmp.replace(self.record_file)
 
     def start_record(self, **kw) -> None:
-        """A new record, before anything is created."""
+        """A new record, before anything is created; the state directory is marked as this
+        prefix's namespace testbed's (STATE_MARK), so that a purge under another config of the
+        prefix finds it after the record is gone."""
         self.record_file.unlink(missing_ok=True)
+        self.cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.cfg.state_dir / STATE_MARK).write_text(self.cfg.prefix + "\n")
         self.write_record(testbed=self.cfg.name, config=str(self.cfg.path), status="creating",
                           namespaces=self.namespaces(), pin_dirs=[str(self.pin_dir)],
                           state_dir=str(self.cfg.state_dir), created=time.time(), **kw)
@@ -187,7 +192,11 @@ class NamespaceTopology:
         if rec.get("bpffs_mount") is not None:
             unmount_bpffs_if_unused(rec["bpffs_mount"])
         if purge:
-            for d in {self.cfg.state_dir, *map(Path, filter(None, [rec.get("state_dir")]))}:
+            # this config's, the record's, and any other config's of the prefix whose record a plain
+            # `down` already removed (marked by start_record; a hosts testbed's is never marked)
+            marked = [m.parent for m in self.cfg.state_dir.parent.glob(f"*/{STATE_MARK}")
+                      if m.read_text().strip() == self.cfg.prefix]
+            for d in {self.cfg.state_dir, *map(Path, filter(None, [rec.get("state_dir")])), *marked}:
                 if self._owned_state_dir(d):
                     shutil.rmtree(d, ignore_errors=True)
         self.record_file.unlink(missing_ok=True)
