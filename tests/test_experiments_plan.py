@@ -33,6 +33,9 @@ def _defs_dir(tmp_path, edit):
 BAD_DEFINITIONS = [
     ("a typo'd procedure", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
         "procedure: offered_load", "procedure: offerd_load")), "pps.yaml: procedure: 'offerd_load' is not one of"),
+    ("a typo'd metric source", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
+        "from: rx_pps}", "from: rx_ppz}")),
+     "pps.yaml: tidy.metrics.rx_pps.from: 'rx_ppz' is not an output of procedure offered_load (known: payload,"),
     ("a typo'd profile", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
         "profile: udp_payload", "profile: udp_paylod")),
      "pps.yaml: profile: 'udp_paylod' is not a profile of trex_profiles/ (known: background_split, udp_payload)"),

@@ -67,11 +67,16 @@ def _load(f: Path, validator) -> Experiment:
             known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.py") if not p.stem.startswith("xb_")))
             raise ConfigError(f"Failed to load experiment {f}: profile: {d['profile']!r} is not a profile of "
                               f"{PROFILE_DIR.relative_to(REPO_ROOT)}/ (known: {known})")
+    from .procedures import METRIC_OUTPUTS
     from .results import metric
     for m in d["tidy"].get("metrics") or ():
         if metric(m["metric"]) is None:
             raise ConfigError(f"Failed to load experiment {f}: tidy.metrics: {m['metric']!r} is not a metric "
                               "xenobench.results.METRICS knows (add its unit and range there)")
+        outs = METRIC_OUTPUTS.get(d["procedure"], ())
+        if m["from"].split(".")[0] not in outs:
+            raise ConfigError(f"Failed to load experiment {f}: tidy.metrics.{m['metric']}.from: {m['from']!r} is not "
+                              f"an output of procedure {d['procedure']} (known: {', '.join(outs) or 'none'})")
     names = [v["name"] for v in d["variables"]]
     for v in d["variables"]:
         if v.get("none_when_zero") and v["none_when_zero"] not in names[:names.index(v["name"])]:

@@ -615,6 +615,12 @@ def backend_update(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 PROCEDURES = {"offered_load": offered_load, "rtt_probe": rtt_probe, "rtt_under_load": rtt_under_load,
               "ndr_pdr_search": ndr_pdr_search, "backend_update": backend_update}
+#: the outputs a definition's tidy.metrics may read (`from`: a key, or a dotted path below one), per
+#: procedure whose rows are built from its definition's metrics (xenobench.aggregate._rate_rows); a
+#: typo'd `from` is refused when the definitions load (experiment plan, snakemake -n), not at aggregate
+METRIC_OUTPUTS = {"offered_load": ("payload", "requested_pps", "generator", "tunables", "rx_packets", "tx_packets",
+                                   "rx_series", "rx_pps", "rx_cv_pct", "steady_intervals", "loss_pct",
+                                   "lb_forwarded", "lb_per_backend", "lb_stats_after", "stopped_early", "lb_prog")}
 
 
 # --- a whole point ---------------------------------------------------------------------------------
