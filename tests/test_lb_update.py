@@ -14,7 +14,7 @@ import pytest
 
 from xenobench.errors import BackendsError, NodeError
 from xenobench.lb import get_lb
-from xenobench.lb.base import UpdateRefused
+from xenobench.lb.base import UpdateRefused, log_events
 
 from .conftest import needs_root, send_udp
 from .test_ebpf_lb import LB_IN, VIP, udp_in
@@ -111,6 +111,29 @@ def check_update_cycle(testbed, lb, tmp_path):
         lb.stop()
 
 
+def sighup_behind_the_harness(lb, text: str) -> list[dict]:
+    """Write `text` into XenoFlow's -b file behind the harness's back (its strict reader never sees
+    it), SIGHUP, and return XenoFlow's log events once it answered; the good file is put back."""
+    import signal as sig
+
+    from xenobench.lb.xenoflow import TAG
+    node = lb.node
+    h = node.handle(TAG)
+    path = h.argv[h.argv.index("-b") + 1]
+    good = open(path).read()
+    with open(path, "w") as f:
+        f.write(text)
+    try:
+        node.signal(h, sig.SIGHUP)
+        deadline = time.monotonic() + 5
+        while not log_events(node.read_text(h.log)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return log_events(node.read_text(h.log))
+    finally:
+        with open(path, "w") as f:
+            f.write(good)
+
+
 def test_ebpf_update_moves_classes_and_refuses_bad_input(testbed, tmp_path):
     from xenobench.agents.ebpf_lb import OBJ
     if not OBJ.exists():
@@ -139,29 +162,15 @@ def test_xenoflow_update_moves_classes_and_refuses_bad_input(testbed, tmp_path):
 def test_xenoflow_refuses_a_bad_file_behind_the_harness(testbed, tmp_path):
     """The C reader refuses on its own (the harness's check bypassed: a bad file written straight
     over the running one) and XenoFlow keeps forwarding on its set."""
-    from xenobench.lb.xenoflow import BINARY, TAG
+    from xenobench.lb.xenoflow import BINARY
     if not BINARY.exists():
         pytest.skip("XenoFlow not built (make -C lb)")
-    import signal as sig
-    from xenobench.lb.base import log_events
     both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
     lb = get_lb("xenoflow", testbed)
     lb.start(both)
     try:
-        node = lb.node
-        h = node.handle(TAG)
-        path = h.argv[h.argv.index("-b") + 1]
-        good = open(path).read()
-        with open(path, "w") as f:
-            f.write('{"backends": [{"name": "fips2", "mac_address": "02:00:00:00:02:00"}], "extra": 1}')
-        node.signal(h, sig.SIGHUP)
-        deadline = time.monotonic() + 5
-        while not log_events(node.read_text(h.log)) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        ev = log_events(node.read_text(h.log))
+        ev = sighup_behind_the_harness(lb, '{"backends": [{"name": "fips2", "mac_address": "02:00:00:00:02:00"}], "extra": 1}')
         assert ev and ev[-1]["event"] == "update_refused" and "extra" in ev[-1]["error"], ev
-        with open(path, "w") as f:
-            f.write(good)
         assert send_and_count(testbed) == (20, 10)
     finally:
         lb.stop()
@@ -264,27 +273,13 @@ def test_class_installation_sizes_and_the_refusal_above_the_limit(testbed, tmp_p
 def test_xenoflow_refuses_2_to_the_9_classes_behind_the_harness(testbed, tmp_path):
     """XenoFlow's own reader refuses class_bits 9 (the file written straight over the running one)
     and keeps forwarding on its set."""
-    import signal as sig
-    from xenobench.lb.base import log_events
-    from xenobench.lb.xenoflow import BINARY, TAG
+    from xenobench.lb.xenoflow import BINARY
     if not BINARY.exists():
         pytest.skip("XenoFlow not built (make -C lb)")
     lb, sets, _ = _install_run(testbed, tmp_path, "xenoflow")
     try:
-        node = lb.node
-        h = node.handle(TAG)
-        path = h.argv[h.argv.index("-b") + 1]
-        good = open(path).read()
-        with open(path, "w") as f:
-            f.write(json.dumps(sets["over"]))
-        node.signal(h, sig.SIGHUP)
-        deadline = time.monotonic() + 5
-        while not log_events(node.read_text(h.log)) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        ev = log_events(node.read_text(h.log))
+        ev = sighup_behind_the_harness(lb, json.dumps(sets["over"]))
         assert ev and ev[-1]["event"] == "update_refused" and "class_bits" in ev[-1]["error"], ev
-        with open(path, "w") as f:
-            f.write(good)
         assert send_and_count(testbed) == (30, 0)
         assert table(lb, 256) == [M2] * 256
     finally:
