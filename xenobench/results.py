@@ -26,7 +26,8 @@ import pandas as pd
 
 from .errors import DataError
 
-KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity", "update", "update_burst")
+KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity", "update", "update_burst",
+         "rate_blocks", "rate_ranking")
 
 COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
@@ -137,6 +138,8 @@ METRICS = {
     "drained": Metric("flag", values=(0, 1)),  # the removed backend stopped receiving before the add-back
     # update_burst: the changes a burst made, per second of its window
     "changes": _COUNT, "achieved_changes_per_s": Metric("changes/s", 0),
+    # rank (xenobench.rank): one block's rate, the backends' rx over its window
+    "block_rx_pps": _RATE,
 }
 # rtt_summary's statistics (xenobench.aggregate) and the paired design's rows (rtt_vs_<ref>_...)
 _RTT_PATTERNS = [
@@ -147,6 +150,12 @@ _RTT_PATTERNS = [
     (re.compile(r"rtt_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
     (re.compile(r"rtt_vs_.+_bootstrap_seed"), Metric("seed", 0)),
     (re.compile(r"rtt_.+_us"), Metric("us")),  # any other RTT statistic: the unit only
+    # rank's rows (rate_vs_<ref>_...: xenobench.rateblocks' ratio of an LB's rate to ref's)
+    (re.compile(r"rate_vs_.+_(median|ci_low|ci_high)"), Metric("ratio", 0, low_open=True)),
+    (re.compile(r"rate_vs_.+_(rounds|bootstrap_resamples)"), _COUNT),
+    (re.compile(r"rate_vs_.+_half_width_pct"), Metric("%", 0)),
+    (re.compile(r"rate_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
+    (re.compile(r"rate_vs_.+_bootstrap_seed"), Metric("seed", 0)),
 ]
 # the numeric columns' ranges (value's is its metric's)
 MAX_UDP_PAYLOAD = 65507  # IPv4: 65535 - 20 - 8
