@@ -160,7 +160,12 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         sampler.start()
         sampling = True
         for i, kind in enumerate(order, 1):
-            if i > 1:
+            if i > 1 and blocks[-1]["lb"] == kind:  # a round ends and the next begins with the same LB: no swap
+                prev = blocks[-1]
+                ta = time.monotonic()
+                fwd_in = prev["fwd_out"] = forwarded(drivers[kind])  # attached: one read ends one, starts the other
+                t_in = prev["t_out"] = (ta + time.monotonic()) / 2
+            elif i > 1:
                 prev = blocks[-1]
                 fwd_in = forwarded(drivers[kind])  # not attached: constant
                 sw.switch(pins[kind])
