@@ -47,9 +47,30 @@ def bench_config(base: Path, lbs: list[str], rounds: int, block_s: float, settle
     """A config extending `base`: its testbed, one repetition of rank, the sizes given."""
     f = d / "bench-rank.yaml"
     f.write_text(yaml.safe_dump({"extends": str(base.resolve()), "testbed": {"name": "bench-rank"},
-                                 "experiments": {"repetitions": 1, "rank": {
+                                 "experiments": {"repetitions": 1, "max_attempts": 1, "rank": {
                                      "lbs": lbs, "rounds": rounds, "block_s": block_s, "settle_s": settle_s}}}))
     return f
+
+
+def table(title: str, runs: list[list[dict]]) -> None:
+    """Per run and pair: median ratio, 95 % CI, half-width, verdict; then the verdicts side by side."""
+    print(f"\n== {title}")
+    print(f"{'run':>3}  {'pair':24s} {'median':>8}  {'95 % CI':>19}  {'half-width':>10}  verdict")
+    for n, rk in enumerate(runs, 1):
+        for r in rk:
+            print(f"{n:>3}  {r['lb'] + ' / ' + r['vs']:24s} {r['median']:8.4f}  [{r['ci_low']:.4f}, {r['ci_high']:.4f}]  "
+                  f"{r['half_width_pct']:9.2f}%  {r['verdict']}")
+    verdicts = [{(r["lb"], r["vs"]): r["verdict"] for r in rk} for rk in runs]
+    pairs = sorted(set().union(*verdicts)) if verdicts else []
+    agree = [p for p in pairs if len({v.get(p) for v in verdicts}) == 1]
+    for p in pairs:
+        print(f"     {p[0] + ' / ' + p[1]:24s} verdicts: {', '.join(str(v.get(p)) for v in verdicts)}"
+              f"{'' if p in agree else '   <- differs'}")
+    widths = [r["half_width_pct"] for rk in runs for r in rk]
+    print(f"ranking agrees across the {len(runs)} runs: {'yes' if len(agree) == len(pairs) and pairs else 'no'} "
+          f"({len(agree)} of {len(pairs)} pairs)")
+    print(f"CI half-widths: max {max(widths):.2f} %, median {sorted(widths)[len(widths) // 2]:.2f} %, target <= "
+          f"{TARGET_PCT:g} %: {'met' if max(widths) <= TARGET_PCT else 'NOT met'}" if widths else "no ratios")
 
 
 def main(argv):
@@ -82,26 +103,13 @@ def main(argv):
         if not res["valid"]:
             reasons = [r for at in res["attempts"] if at["attempt"] == res["chosen_attempt"] for r in at["reasons"]]
             print("  " + "\n  ".join(reasons))
-        runs.append(o.get("ranking") or [])
-    print()
-    print(f"{'run':>3}  {'pair':24s} {'median':>8}  {'95 % CI':>19}  {'half-width':>10}  verdict")
-    for n, rk in enumerate(runs, 1):
-        for r in rk:
-            print(f"{n:>3}  {r['lb'] + ' / ' + r['vs']:24s} {r['median']:8.4f}  [{r['ci_low']:.4f}, {r['ci_high']:.4f}]  "
-                  f"{r['half_width_pct']:9.2f}%  {r['verdict']}")
-    verdicts = [{(r["lb"], r["vs"]): r["verdict"] for r in rk} for rk in runs]
-    pairs = sorted(set().union(*verdicts)) if verdicts else []
-    agree = [p for p in pairs if len({v.get(p) for v in verdicts}) == 1]
-    print()
-    for p in pairs:
-        print(f"{p[0] + ' / ' + p[1]:24s} verdicts: {', '.join(str(v.get(p)) for v in verdicts)}"
-              f"{'' if p in agree else '   <- differs'}")
-    widths = [r["half_width_pct"] for rk in runs for r in rk]
-    print(f"ranking agrees across the {len(runs)} runs: {'yes' if len(agree) == len(pairs) and pairs else 'no'} "
-          f"({len(agree)} of {len(pairs)} pairs)")
-    print(f"CI half-widths: max {max(widths):.2f} %, target <= {TARGET_PCT:g} %: "
-          f"{'met' if widths and max(widths) <= TARGET_PCT else 'NOT met'}" if widths else "no ratios")
-    print(json.dumps({"runs": runs}), file=open(tmp / "bench_rank.json", "w"))
+        runs.append(o)
+    for title, key in (("rate: backends' rx per second of the block's window", "ranking"),
+                       ("rate per second of the DUT NAPI thread's CPU time (its CPU share divided out)",
+                        "ranking_per_dut_cpu")):
+        table(title, [o.get(key) or [] for o in runs])
+    (tmp / "bench_rank.json").write_text(json.dumps({"runs": [{k: o.get(k) for k in ("ranking", "ranking_per_dut_cpu")}
+                                                              for o in runs]}))
     return 0
 
 

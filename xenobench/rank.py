@@ -126,6 +126,24 @@ def bookkeeping(v: Validity, blocks: list[dict], initial: dict[str, int], final:
               f"the LBs forwarded {fwd_total} frames, the backends received {rx_total} (tolerance {tol_pct:g} %)")
 
 
+def dut_cpu_reader(testbed):
+    """A reader of the CPU time (ns, /proc/<pid>/schedstat) the LB port's pinned NAPI thread has used
+    (NamespaceTestbed.placed_threads: threaded NAPI, testbed.cpus.dut), None where there is no such
+    thread (a hardware testbed, NAPI inline). A block's rx per second of that thread's CPU time is its
+    rate with the thread's CPU share divided out: on a shared 2-core machine other testbeds' pinned
+    NAPI threads at the same SCHED_FIFO priority take turns on that CPU, and the generator on the other
+    CPU is starved now and then, both at sub-second scales (module docstring of scripts/bench_rank.py)."""
+    pids = list((getattr(testbed, "placed_threads", lambda: {})() or {}).get("dut") or {})
+    if len(pids) != 1:
+        return None
+    node = testbed.node(testbed.cfg.role("lb").name)
+
+    def read() -> int | None:
+        r = node.run(["cat", f"/proc/{pids[0]}/schedstat"], check=False)
+        return int(r.stdout.split()[0]) if r.ok and r.stdout.split() else None
+    return read
+
+
 def forwarded(lb) -> int:
     """An LB's forwarded frames so far (its per-backend packets, summed)."""
     return int(sum(b["packets"] for b in lb.stats()["backends"]))
@@ -152,6 +170,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                  "rounds": rounds, "block_s": block_s, "settle_s": settle_s,
                  "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"])}
     stop_all(tb)  # the port is the switcher's
+    cpu = dut_cpu_reader(tb)
     started: list[str] = []
     h = gen = None
     stopped, sampling = None, False
@@ -186,11 +205,14 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                 prev["t_out"] = t_in
                 prev["fwd_out"] = forwarded(drivers[prev["lb"]])  # detached: constant from now on
             time.sleep(settle_s)
+            c0 = cpu() if cpu else None
             w0 = time.monotonic()
             time.sleep(block_s)
             w1 = time.monotonic()
+            c1 = cpu() if cpu else None
             blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "t_in": t_in, "fwd_in": fwd_in,
-                           "window": [w0, w1]})
+                           "window": [w0, w1],
+                           "dut_cpu_s": (c1 - c0) / 1e9 if c0 is not None and c1 is not None else None})
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
                 break
@@ -224,6 +246,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     for b in complete:
         b["rate_pps"], b["samples"] = window_rate(samples, *b["window"])
         b["rx_window"] = (counter_at(samples, b["window"][1]) - counter_at(samples, b["window"][0])) if samples else 0.0
+        b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
         v.require(f"block_{b['block']}_rate", b["rate_pps"] is not None,
                   f"block {b['block']} ({b['lb']}): {b['samples']} samples in its window (lengthen block_s "
                   "or shorten sample_interval_s)")
@@ -235,9 +258,13 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "the generator reported no result")
     v.require("sampler_ok", series["error"] is None, series["error"] or "")
     rows = [(ctx.repetition, b["round"], b["lb"], b["rate_pps"]) for b in complete if b["rate_pps"]]
+    per_cpu = [(ctx.repetition, b["round"], b["lb"], b["rx_per_dut_cpu_s"]) for b in complete if b.get("rx_per_dut_cpu_s")]
     out.update(blocks=complete, generator=gen, tunables=gen.get("tunables"), rx_series=series,
                swaps=sw.swaps, stopped_early=stopped,
-               ranking=[ratio_record(r) for r in ranking(rows, lbs, ref, int(ex["bootstrap"]), int(ex["seed"]))])
+               ranking=[ratio_record(r) for r in ranking(rows, lbs, ref, int(ex["bootstrap"]), int(ex["seed"]))],
+               # the same ratios of rx per second of the DUT NAPI thread's CPU time (dut_cpu_reader)
+               ranking_per_dut_cpu=[ratio_record(r) for r in ranking(per_cpu, lbs, ref, int(ex["bootstrap"]),
+                                                                     int(ex["seed"]))])
     return out, v
 
 
