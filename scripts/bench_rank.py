@@ -6,6 +6,14 @@ per LB pair: the median ratio of per-round rates, its bootstrap 95 % CI, the CI'
 cent of the median and the verdict (an order only where the CI excludes 1); then whether the
 ranking (the verdicts) agrees across the runs, and whether every half-width met the target (<= 2 %).
 
+Two tables: the rate as the experiment defines it (the backends' rx per second of a block's window),
+and the same rx per second of CPU time of the LB port's pinned NAPI thread over the window
+(xenobench.rank.dut_cpu_reader). On this 2-core machine shared by several testbeds, every testbed
+pins its DUT NAPI thread to CPU 1 at the same SCHED_FIFO priority and its generator to CPU 0: the
+threads take turns on CPU 1 and the generator is starved now and then, at sub-second scales, so a
+block's plain rate measures how much of the CPU it got as much as the LB. The second table divides
+that share out.
+
 LBs: wire, xenoflow, ebpf, and katran where a Katran checkout is found (xenobench.katran.locate:
 $XENOBENCH_KATRAN_DIR, katran.checkout, ../shared/katran); Katran's start fills a 65537-slot ring,
 so every LB is started once per run (per repetition), never per block.

@@ -128,12 +128,13 @@ def bookkeeping(v: Validity, blocks: list[dict], initial: dict[str, int], final:
 
 def dut_cpu_reader(testbed):
     """A reader of the CPU time (ns, /proc/<pid>/schedstat) the LB port's pinned NAPI thread has used
-    (NamespaceTestbed.placed_threads: threaded NAPI, testbed.cpus.dut), None where there is no such
+    (NamespaceTestbed.napi.placed_threads: threaded NAPI, testbed.cpus.dut), None where there is no such
     thread (a hardware testbed, NAPI inline). A block's rx per second of that thread's CPU time is its
     rate with the thread's CPU share divided out: on a shared 2-core machine other testbeds' pinned
     NAPI threads at the same SCHED_FIFO priority take turns on that CPU, and the generator on the other
     CPU is starved now and then, both at sub-second scales (module docstring of scripts/bench_rank.py)."""
-    pids = list((getattr(testbed, "placed_threads", lambda: {})() or {}).get("dut") or {})
+    napi = getattr(testbed, "napi", None)  # NamespaceTestbed's NapiPlacement: the threads it pinned
+    pids = list(((napi.placed_threads() if napi is not None else None) or {}).get("dut") or {})
     if len(pids) != 1:
         return None
     node = testbed.node(testbed.cfg.role("lb").name)
