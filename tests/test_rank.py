@@ -113,7 +113,7 @@ def _rank_trial(r, rep, valid=True):
     for rnd, d in enumerate(DRIFT, 1):
         for lb, f in (("wire", 1.0), ("ebpf", 0.95), ("xenoflow", 0.9 if rnd % 2 else 0.96)):
             k += 1
-            blocks.append({"block": k, "round": rnd, "lb": lb, "rate_pps": 3e6 * d * f})
+            blocks.append({"block": k, "round": rnd, "lb": lb, "rate_pps": 3e6 * d * f, "rx_per_dut_cpu_s": 6e6 * f})
     return _trial(r, "rank", "payload-22", rep, {"payload": 22},
                   {"payload": 22, "lbs": ["wire", "xenoflow", "ebpf"], "reference": "wire", "blocks": blocks,
                    "bootstrap_seed": 17, "bootstrap_resamples": 2000}, valid=valid,
@@ -127,7 +127,8 @@ def test_rows_figure_and_report(tmp_path):
     _rank_trial(r, 3, valid=False)  # an invalid repetition adds no row
     aggregate(r, progress=lambda m: None)
     blocks = read_tidy(r, "rate_blocks")
-    assert len(blocks) == 24 and set(blocks.repetition) == {1, 2}
+    assert len(blocks[blocks.metric == "block_rx_pps"]) == 24 and set(blocks.repetition) == {1, 2}
+    assert len(blocks[blocks.metric == "block_rx_per_dut_cpu_s"]) == 24
     assert blocks.source.iloc[0] == "trials/rank/payload-22/rep-1:block-1:round-1"
     rs = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"))}
     assert rs[("ebpf", "wire")].median == pytest.approx(0.95) and rs[("ebpf", "wire")].verdict == "slower"
@@ -136,10 +137,14 @@ def test_rows_figure_and_report(tmp_path):
     assert xe.ci_low < 1 < xe.ci_high and xe.verdict == "not distinguishable"
     series = rate_ranking(r, tmp_path / "fig", "local")
     assert (tmp_path / "fig" / "rate_ranking.png").exists() and (tmp_path / "fig" / "rate_ranking.pdf").exists()
-    assert series["ebpf/22"]["verdict"] == "slower" and series["ebpf/22"]["median"] == pytest.approx(0.95)
+    assert series["rate/ebpf/22"]["verdict"] == "slower" and series["rate/ebpf/22"]["median"] == pytest.approx(0.95)
+    assert series["rate_per_cpu/ebpf/22"]["median"] == pytest.approx(0.95)
     rep = write_report(r, tmp_path / "fig").read_text()
     assert "## Rates a reviewer can rank" in rep
-    assert "| 22 B | ebpf | wire | 0.9500 | [0.9500, 0.9500] | 0.00 % | 8 | ebpf slower than wire |" in rep
+    assert "| rx per second | 22 B | ebpf | wire | 0.9500 | [0.9500, 0.9500] | 0.00 % | 8 | ebpf slower than wire |" in rep
+    # the per-CPU measure: the DUT thread got the same share in every block here, so the same ratios
+    cpu = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"), "rate_per_cpu")}
+    assert cpu[("ebpf", "wire")].median == pytest.approx(0.95) and len(cpu) == 3
 
 
 # --- live: the atomic switch ----------------------------------------------------------------------------

@@ -637,41 +637,43 @@ def update_throughput(resdir, outdir, testbed) -> dict:
 def rate_ranking(resdir, outdir, testbed) -> dict:
     """The interleaved rate design (xenobench.rank): each LB's rate as a ratio to the reference's
     (the wire) in the same round, median over the rounds of the valid repetitions with its bootstrap
-    95 % CI; hollow where the CI includes 1 (not distinguishable from the reference)."""
+    95 % CI; hollow where the CI includes 1 (not distinguishable from the reference). Beside it the
+    same ratio of rx per CPU-second of the DUT's NAPI thread, where recorded (its CPU share divided out)."""
     from .aggregate import ratios_from_rows
     from .rateblocks import NOT_DISTINGUISHABLE
     x = _need(read_tidy(resdir, "rate_ranking"), "rate_ranking (interleaved rate rows)", resdir)
     series: dict = {}
-    pays = sorted(set(x.payload_bytes.dropna()))
+    combos = [(pay, m) for pay in sorted(set(x.payload_bytes.dropna())) for m in ("rate", "rate_per_cpu")
+              if ratios_from_rows(x[x.payload_bytes == pay], m)]
+    what = {"rate": "rx/s", "rate_per_cpu": "rx per DUT CPU-s"}
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(6.4, 3.9))
-        pairs = []
-        for j, pay in enumerate(pays):
-            rs = ratios_from_rows(x[x.payload_bytes == pay])
-            ref = next((r.reference for r in rs), "wire")
+        fig, ax = plt.subplots(figsize=(6.8, 3.9))
+        pairs, ref = [], "wire"
+        for j, (pay, m) in enumerate(combos):
+            rs = ratios_from_rows(x[x.payload_bytes == pay], m)
+            ref = next((r.reference for r in rs), ref)
             vs = sorted((r for r in rs if r.reference == ref), key=lambda r: r.lb)
             for i, r in enumerate(vs):
                 ok = r.verdict != NOT_DISTINGUISHABLE
-                ax.errorbar([i + 0.15 * j], [r.median], yerr=[[r.median - r.ci_low], [r.ci_high - r.median]],
+                xi = i + 0.2 * j
+                ax.errorbar([xi], [r.median], yerr=[[r.median - r.ci_low], [r.ci_high - r.median]],
                             fmt=MARKERS[j], color=COLORS[j], mfc=COLORS[j] if ok else "white", capsize=4,
-                            label=f"{pay:g} B payload" if i == 0 else None)
-                ax.annotate(f"{r.median:.3f}\n[{r.ci_low:.3f}, {r.ci_high:.3f}]", (i + 0.15 * j, r.median),
-                            xytext=(8, -6), textcoords="offset points", fontsize=7)
-                series[f"{r.lb}/{pay:g}"] = {"median": r.median, "ci": [r.ci_low, r.ci_high], "verdict": r.verdict,
-                                             "rounds": r.rounds}
+                            label=f"{what[m]}, {pay:g} B payload" if i == 0 else None)
+                ax.annotate(f"{r.median:.3f}", (xi, r.median), xytext=(6, -3), textcoords="offset points", fontsize=7)
+                series[f"{m}/{r.lb}/{pay:g}"] = {"median": r.median, "ci": [r.ci_low, r.ci_high],
+                                                 "verdict": r.verdict, "rounds": r.rounds}
             ax.set_xticks(range(len(vs)), [_name(r.lb).replace(" (", "\n(") for r in vs], fontsize=8)
-            ax.axhline(1, color="grey", lw=0.8, ls="--")
-            ax.set_ylabel(f"rate / rate of {_name(ref)}")
-            pairs += [f"{_name(r.lb)} vs {_name(r.reference)}: {r.median:.3f} "
+            pairs += [f"{_name(r.lb)} vs {_name(r.reference)} ({what[m]}): {r.median:.3f} "
                       f"({r.verdict if r.verdict == NOT_DISTINGUISHABLE else r.verdict + ' by the CI'})"
                       for r in rs if r.reference != ref]
-        if len(pays) > 1:
-            ax.legend(fontsize=7)
+        ax.axhline(1, color="grey", lw=0.8, ls="--")
+        ax.set_ylabel(f"ratio to {_name(ref)}")
+        ax.legend(fontsize=7)
         _title(ax, "Rate ratio to the reference, interleaved blocks", testbed)
         _caption(fig, "Per round: an LB's rate over the reference's (same backends and split) in the same round, "
                       "the LB port's XDP program switched atomically between blocks. Dot: median over the rounds, bar: "
                       "bootstrap 95 % CI, hollow: CI includes 1. " + "; ".join(pairs)
-                      + ("" if reference(testbed) else " " + local_note(x)), y=-0.1)
+                      + ("" if reference(testbed) else " " + local_note(x)), y=-0.14)
         _save(fig, outdir, "rate_ranking")
     return series
 

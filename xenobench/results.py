@@ -140,6 +140,8 @@ METRICS = {
     "changes": _COUNT, "achieved_changes_per_s": Metric("changes/s", 0),
     # rank (xenobench.rank): one block's rate, the backends' rx over its window
     "block_rx_pps": _RATE,
+    # ... and its rx per second of the DUT NAPI thread's CPU time (xenobench.rank.dut_cpu_reader)
+    "block_rx_per_dut_cpu_s": Metric("packets/cpu-s", 0, MAX_PPS),
 }
 # rtt_summary's statistics (xenobench.aggregate) and the paired design's rows (rtt_vs_<ref>_...)
 _RTT_PATTERNS = [
@@ -150,12 +152,12 @@ _RTT_PATTERNS = [
     (re.compile(r"rtt_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
     (re.compile(r"rtt_vs_.+_bootstrap_seed"), Metric("seed", 0)),
     (re.compile(r"rtt_.+_us"), Metric("us")),  # any other RTT statistic: the unit only
-    # rank's rows (rate_vs_<ref>_...: xenobench.rateblocks' ratio of an LB's rate to ref's)
-    (re.compile(r"rate_vs_.+_(median|ci_low|ci_high)"), Metric("ratio", 0, low_open=True)),
-    (re.compile(r"rate_vs_.+_(rounds|bootstrap_resamples)"), _COUNT),
-    (re.compile(r"rate_vs_.+_half_width_pct"), Metric("%", 0)),
-    (re.compile(r"rate_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
-    (re.compile(r"rate_vs_.+_bootstrap_seed"), Metric("seed", 0)),
+    # rank's rows (rate[_per_cpu]_vs_<ref>_...: xenobench.rateblocks' ratio of an LB's rate to ref's)
+    (re.compile(r"rate(_per_cpu)?_vs_.+_(median|ci_low|ci_high)"), Metric("ratio", 0, low_open=True)),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_(rounds|bootstrap_resamples)"), _COUNT),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_half_width_pct"), Metric("%", 0)),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_bootstrap_seed"), Metric("seed", 0)),
 ]
 # the numeric columns' ranges (value's is its metric's)
 MAX_UDP_PAYLOAD = 65507  # IPv4: 65535 - 20 - 8
