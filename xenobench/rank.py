@@ -25,6 +25,14 @@ measures every LB of the list in short alternating blocks, as the paired RTT des
    computed by the aggregation over the point's valid repetitions, and per repetition in the
    trial's outputs (`ranking`).
 
+Beside each block's rate, its rx per second of CPU time of the LB port's pinned NAPI thread
+(`dut_cpu_reader`; the namespace testbed's threaded NAPI): on a machine shared by several testbeds,
+pinned NAPI threads at one SCHED_FIFO priority take turns on the DUT's CPU and the generator is
+starved now and then, at sub-second scales, so the plain rate measures the CPU share a block got as
+much as the LB (scripts/bench_rank.py: CI half-widths 9-29 % for the rate, 2-6 % per CPU-second,
+20 rounds). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
+`rate_per_cpu_vs_*`).
+
 Valid only with every LB process alive through the repetition (xenobench.actors.Watch), the
 generator alive and every block present. A testbed where an LB of the list cannot be switched this
 way (XenoFlow in a BlueField's eSwitch: LoadBalancer.no_pin) is refused by name before anything runs.
