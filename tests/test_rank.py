@@ -75,7 +75,9 @@ def test_block_rate_is_the_slope_over_its_window():
     samples = [(0.0, 0), (0.1, 100), (0.2, 200), (0.31, 310), (0.4, 400), (0.5, 900)]
     rate, n = window_rate(samples, 0.05, 0.45)
     assert n == 4 and rate == pytest.approx(1000)
-    assert window_rate(samples, 0.05, 0.25) == (None, 2)  # too few samples: no rate
+    assert window_rate(samples, 0.15, 0.25) == (None, 1)  # too few samples: no rate
+    assert window_rate(samples, 0.35, 0.45) == (None, 1)
+    assert window_rate(samples, 0.05, 0.25)[0] == pytest.approx(1000)  # two samples: their slope
     assert counter_at(samples, 0.45) == pytest.approx(650)
 
 
