@@ -28,7 +28,8 @@ CFG = "config/ci.yaml"
 PREFIX = os.environ.get("XENOBENCH_NS_PREFIX", "xbt-").rstrip("-")[:4] + "w-"
 ENV = {**os.environ, "XENOBENCH_NS_PREFIX": PREFIX}
 FIGS = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
-        "lb_comparison", "ndr_pdr", "rtt_added", "update_latency", "update_disruption", "update_throughput"]
+        "lb_comparison", "ndr_pdr", "rtt_added", "update_latency", "update_disruption", "update_throughput",
+        "rate_ranking"]
 pytestmark = [needs_root, pytest.mark.slow]
 
 
@@ -125,6 +126,10 @@ def test_full_ci_run(clean_ci):
     assert len(ub[ub.metric == "rx_pps"]) == valid["update"] * len(set(u["change_rates"]) | {0})
     upd = read_tidy(ROOT / "results/ci", "update")
     assert len(upd[upd.metric == "remove_control_ms"]) == valid["update"] * u["cycles"]
+    # rank: a row per block of every valid repetition (rounds x LBs), the ranking over them
+    rk = cfg.section("experiments")["rank"]
+    rb = read_tidy(ROOT / "results/ci", "rate_blocks")
+    assert len(rb[rb.metric == "block_rx_pps"]) == valid["rank"] * rk["rounds"] * len(rk["lbs"])
     samples = read_tidy(ROOT / "results/ci", "rtt_samples")
     n = summ[summ.metric == "n"]
     assert len(samples) == n.value.sum()

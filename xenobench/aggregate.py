@@ -201,6 +201,66 @@ def paired_rows(blocks: list, lbs: list[str], common: dict, resamples: int, seed
     return out
 
 
+def _rank_rows(testbed: str, trial: TrialDir, res: dict, facts: dict, src: str) -> tuple[list[dict], list]:
+    """rank (xenobench.rank): rate_blocks rows per block (source: the trial, block and round): its rate
+    and, where recorded, its rx per second of the DUT NAPI thread's CPU time; returns them and, per
+    measure ("rate", "rate_per_cpu"), (repetition, round, lb, value) per block for the point's
+    rate_ranking rows."""
+    o = res["outputs"]
+    rep = int(res["repetition"])
+    common = dict(testbed=testbed, generator=facts.get("generator"), payload_bytes=o["payload"], repetition=rep)
+    rows, blocks = [], {"rate": [], "rate_per_cpu": []}
+    for b in o["blocks"]:
+        if b.get("rate_pps") is None:
+            continue
+        where = dict(common, lb=b["lb"], measured_pps=b["rate_pps"], source=f"{src}:block-{b['block']}:round-{b['round']}")
+        rows.append(row(**where, metric="block_rx_pps", value=float(b["rate_pps"]), unit="packets/s"))
+        blocks["rate"].append((rep, int(b["round"]), b["lb"], float(b["rate_pps"])))
+        if b.get("rx_per_dut_cpu_s"):  # the DUT NAPI thread's CPU share divided out (xenobench.rank.dut_cpu_reader)
+            rows.append(row(**where, metric="block_rx_per_dut_cpu_s", value=float(b["rx_per_dut_cpu_s"]),
+                            unit="packets/cpu-s"))
+            blocks["rate_per_cpu"].append((rep, int(b["round"]), b["lb"], float(b["rx_per_dut_cpu_s"])))
+    return rows, blocks
+
+
+RANK_MEASURES = ("rate", "rate_per_cpu")  # rate_ranking's metric prefixes: <measure>_vs_<ref>_<part>
+
+
+def rank_rows(blocks: list, lbs: list[str], reference: str, common: dict, resamples: int, seed: int,
+              measure: str = "rate") -> list[dict]:
+    """rate_ranking rows of one point (xenobench.rank.ranking over its valid repetitions' rounds):
+    each LB against the reference, then every pair of the others; verdict +1 / -1 where the CI
+    excludes 1 (faster / slower than the one it is compared with), 0 = not distinguishable.
+    measure: "rate" (block_rx_pps) or "rate_per_cpu" (block_rx_per_dut_cpu_s)."""
+    from .rank import ranking
+    out = []
+    for r in ranking(blocks, lbs, reference, resamples, seed):
+        c = dict(common, lb=r.lb)
+        sign = {"faster": 1, "slower": -1}.get(r.verdict, 0)
+        pre = f"{measure}_vs_{r.reference}_"
+        for m, v, u in (("median", r.median, "ratio"), ("ci_low", r.ci_low, "ratio"), ("ci_high", r.ci_high, "ratio"),
+                        ("half_width_pct", r.half_width_pct, "%"), ("rounds", r.rounds, "count"),
+                        ("verdict", sign, "sign"), ("bootstrap_seed", seed, "seed"),
+                        ("bootstrap_resamples", resamples, "count")):
+            out.append(row(**c, metric=pre + m, value=float(v), unit=u))
+    return out
+
+
+def ratios_from_rows(df, measure: str = "rate") -> list:
+    """rateblocks.RateRatio's back from rate_ranking rows of one point (metrics <measure>_vs_<ref>_<part>)."""
+    from .rateblocks import RateRatio
+    parts = ("median", "ci_low", "ci_high", "rounds")
+    got: dict[tuple[str, str], dict] = {}
+    pre = f"{measure}_vs_"
+    for lb, m, v in zip(df.lb, df.metric, df.value):
+        rest = m[len(pre):] if m.startswith(pre) else None
+        part = next((p for p in parts if rest and rest.endswith("_" + p)), None)
+        if part:
+            got.setdefault((lb, rest[: -len(part) - 1]), {})[part] = float(v)
+    return [RateRatio(lb, ref, d["median"], d["ci_low"], d["ci_high"], int(d["rounds"]))
+            for (lb, ref), d in sorted(got.items()) if all(p in d for p in parts)]
+
+
 def _facts(trial: TrialDir, res: dict) -> dict:
     """What the trial recorded it ran with (xenobench.procedures.point_facts)."""
     f = res["outputs"].get("facts")
@@ -324,6 +384,17 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
     if d.kind == "update":
         out.update(_update_rows(testbed, trial, res, facts, src))
         return out
+    if d.kind == "rank":
+        out["rate_blocks"], blocks = _rank_rows(testbed, trial, res, facts, src)
+        if paired is not None:  # the point's ranking, over its valid repetitions (as the paired RTT rows)
+            ent = paired.setdefault(("rank", exp, point_id(pt)), {
+                "kind": "rank", "blocks_by": {}, "lbs": o["lbs"], "reference": o["reference"],
+                "seed": o["bootstrap_seed"], "resamples": o["bootstrap_resamples"],
+                "common": dict(testbed=testbed, generator=facts.get("generator"), payload_bytes=o["payload"]),
+                "source": str(trial.path.parent.relative_to(resdir))})
+            for k, bl in blocks.items():
+                ent["blocks_by"].setdefault(k, []).extend(bl)
+        return out
     # latency
     common = dict(testbed=testbed, lb=facts.get("lb"), server=facts.get("server"), repetition=rep,
                   # the rate the background ran at (rtt_load records it; older trials' point named it)
@@ -360,8 +431,13 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
             continue
         for k, rs in trial_rows(testbed, trial, res, resdir, paired).items():
             rows[k] += rs
-    for _, ent in sorted(paired.items()):  # the paired design: per point, over its valid repetitions
+    for _, ent in sorted(paired.items(), key=lambda kv: tuple(map(str, kv[0]))):  # per point, over its valid repetitions
         common = dict(ent["common"], source=ent["source"])
+        if ent.get("kind") == "rank":
+            for m in RANK_MEASURES:
+                rows["rate_ranking"] += rank_rows(ent["blocks_by"].get(m, []), ent["lbs"], ent["reference"], common,
+                                                  ent["resamples"], ent["seed"], m)
+            continue
         rows["rtt_paired"] += paired_rows(ent["blocks"], ent["lbs"], common, ent["resamples"], ent["seed"])
     written = {}
     for k, rs in rows.items():

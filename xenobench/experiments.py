@@ -24,7 +24,7 @@ from .layout import ResultsTree, TrialDir
 
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 SCHEMA = EXPERIMENTS_DIR / "schema" / "definition.schema.yaml"
-ORDER = ("pps", "loss", "ndr_pdr", "rtt", "rtt_load", "compare", "update")  # the plan's order
+ORDER = ("pps", "loss", "ndr_pdr", "rtt", "rtt_load", "compare", "update", "rank")  # the plan's order
 NO_SPLIT = "none"  # rtt_load's split at level 0 (xenobench.plots draws it on every split's line)
 CAPACITY = "max"   # rtt_load's level of a capacity point (capacity_from: self): the background unpaced
 
@@ -33,7 +33,7 @@ CAPACITY = "max"   # rtt_load's level of a capacity point (capacity_from: self):
 class Experiment:
     """One definition (experiments/<id>.yaml), as the code reads it."""
     id: str
-    kind: str          # rate | latency | search
+    kind: str          # rate | latency | search | update | rank
     procedure: str
     profile: str | None
     variables: tuple[dict, ...]

@@ -680,12 +680,57 @@ def update_install(resdir, outdir, testbed) -> dict:
     return series
 
 
+def rate_ranking(resdir, outdir, testbed) -> dict:
+    """The interleaved rate design (xenobench.rank): each LB's rate as a ratio to the reference's
+    (the wire) in the same round, median over the rounds of the valid repetitions with its bootstrap
+    95 % CI; hollow where the CI includes 1 (not distinguishable from the reference). Beside it the
+    same ratio of rx per CPU-second of the DUT's NAPI thread, where recorded (its CPU share divided out)."""
+    from .aggregate import ratios_from_rows
+    from .rateblocks import NOT_DISTINGUISHABLE
+    x = _need(read_tidy(resdir, "rate_ranking"), "rate_ranking (interleaved rate rows)", resdir)
+    series: dict = {}
+    combos = [(pay, m) for pay in sorted(set(x.payload_bytes.dropna())) for m in ("rate", "rate_per_cpu")
+              if ratios_from_rows(x[x.payload_bytes == pay], m)]
+    what = {"rate": "rx/s", "rate_per_cpu": "rx per DUT CPU-s"}
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6.8, 3.9))
+        pairs, ref = [], "wire"
+        for j, (pay, m) in enumerate(combos):
+            rs = ratios_from_rows(x[x.payload_bytes == pay], m)
+            ref = next((r.reference for r in rs), ref)
+            vs = sorted((r for r in rs if r.reference == ref), key=lambda r: r.lb)
+            for i, r in enumerate(vs):
+                ok = r.verdict != NOT_DISTINGUISHABLE
+                xi = i + 0.2 * j
+                ax.errorbar([xi], [r.median], yerr=[[r.median - r.ci_low], [r.ci_high - r.median]],
+                            fmt=MARKERS[j], color=COLORS[j], mfc=COLORS[j] if ok else "white", capsize=4,
+                            label=f"{what[m]}, {pay:g} B payload" if i == 0 else None)
+                ax.annotate(f"{r.median:.3f}", (xi, r.median), xytext=(6, -3), textcoords="offset points", fontsize=7)
+                series[f"{m}/{r.lb}/{pay:g}"] = {"median": r.median, "ci": [r.ci_low, r.ci_high],
+                                                 "verdict": r.verdict, "rounds": r.rounds}
+            ax.set_xticks(range(len(vs)), [_name(r.lb).replace(" (", "\n(") for r in vs], fontsize=8)
+            pairs += [f"{_name(r.lb)} vs {_name(r.reference)} ({what[m]}): {r.median:.3f} "
+                      f"({r.verdict if r.verdict == NOT_DISTINGUISHABLE else r.verdict + ' by the CI'})"
+                      for r in rs if r.reference != ref]
+        ax.axhline(1, color="grey", lw=0.8, ls="--")
+        ax.set_ylabel(f"ratio to {_name(ref)}")
+        ax.legend(fontsize=7)
+        _title(ax, "Rate ratio to the reference, interleaved blocks", testbed)
+        _caption(fig, "Per round: an LB's rate over the reference's (same backends and split) in the same round, "
+                      "the LB port's XDP program switched atomically between blocks. Dot: median over the rounds, bar: "
+                      "bootstrap 95 % CI, hollow: CI includes 1. " + "; ".join(pairs)
+                      + ("" if reference(testbed) else " " + local_note(x)), y=-0.14)
+        _save(fig, outdir, "rate_ranking")
+    return series
+
+
 # every figure, by name: the workflow's list of figures (rules/common.smk) is this one
 FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_vs_payload,
            "loss_vs_load": loss_vs_load, "rtt_lb_vs_none": rtt_lb_vs_none,
            "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison, "ndr_pdr": ndr_pdr,
            "rtt_added": rtt_added, "update_latency": update_latency, "update_disruption": update_disruption,
-           "update_throughput": update_throughput, "update_install": update_install}
+           "update_throughput": update_throughput, "update_install": update_install,
+           "rate_ranking": rate_ranking}
 
 
 # the figures the thesis's own raw data feeds (rules/thesis.smk; xenobench.ingest writes their tables)

@@ -613,14 +613,31 @@ def backend_update(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     return measure(ctx, lb)
 
 
+def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
+    """rank: every LB loaded at once, the port's program switched atomically between short blocks
+    (the logic: xenobench.rank.interleaved_rates)."""
+    from .rank import interleaved_rates as measure
+    return measure(ctx, lb)
+
+
 PROCEDURES = {"offered_load": offered_load, "rtt_probe": rtt_probe, "rtt_under_load": rtt_under_load,
-              "ndr_pdr_search": ndr_pdr_search, "backend_update": backend_update}
+              "ndr_pdr_search": ndr_pdr_search, "backend_update": backend_update,
+              "interleaved_rates": interleaved_rates}
 #: the outputs a definition's tidy.metrics may read (`from`: a key, or a dotted path below one), per
 #: procedure whose rows are built from its definition's metrics (xenobench.aggregate._rate_rows); a
 #: typo'd `from` is refused when the definitions load (experiment plan, snakemake -n), not at aggregate
 METRIC_OUTPUTS = {"offered_load": ("payload", "requested_pps", "generator", "tunables", "rx_packets", "tx_packets",
                                    "rx_series", "rx_pps", "rx_cv_pct", "steady_intervals", "loss_pct",
                                    "lb_forwarded", "lb_per_backend", "lb_stats_after", "stopped_early", "lb_prog")}
+
+
+def _rank_precheck(testbed, experiment: str) -> None:
+    from .rank import precheck
+    precheck(testbed, experiment)
+
+
+#: what a procedure checks of the testbed before a point's set-up (a refusal names the LB and why)
+PRECHECKS = {"interleaved_rates": _rank_precheck}
 
 
 # --- a whole point ---------------------------------------------------------------------------------
@@ -656,6 +673,8 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
             if not reusable(tree.trial(experiment, point, r), trial_params(cfg, experiment, point, r), progress)]
     results = []
     if todo:
+        if d.procedure in PRECHECKS:
+            PRECHECKS[d.procedure](testbed, experiment)
         testbed.up()  # idempotent; a resumed run may find the testbed down
         with point_setup(testbed, experiment, point, progress) as lb:
             for r in todo:

@@ -41,15 +41,20 @@ def xdp_prog_id(node, iface: str) -> int | None:
     return prog.get("id") if prog else None
 
 
+def pinned_prog_id(node, pin) -> int | None:
+    """The id of the program pinned at `pin` on node (a bpffs path), None if there is none."""
+    r = node.run(["bpftool", "-j", "prog", "show", "pinned", str(pin)], check=False)
+    try:
+        return json.loads(r.stdout).get("id") if r.ok else None
+    except ValueError:
+        return None
+
+
 def remove_left_program(node, iface: str, pindir, prog: str) -> None:
     """What a controller agent that died (kill -9) leaves: its program `prog` pinned under pindir
     and attached to node:iface. Detaches it (only while the attached program is that one) and
     removes the pins."""
-    r = node.run(["bpftool", "-j", "prog", "show", "pinned", f"{pindir}/progs/{prog}"], check=False)
-    try:
-        ours = json.loads(r.stdout).get("id") if r.ok else None
-    except ValueError:
-        ours = None
+    ours = pinned_prog_id(node, f"{pindir}/progs/{prog}")
     if ours is not None and xdp_prog_id(node, iface) == ours:
         for mode in ("xdp", "xdpgeneric"):
             node.run(["ip", "link", "set", "dev", iface, mode, "off"], check=False)

@@ -119,6 +119,29 @@ def _paired_section(tidy: dict) -> list[str]:
     return L
 
 
+def _rank_section(tidy: dict) -> list[str]:
+    """The interleaved rate design (xenobench.rank): per point each LB against the reference and
+    every pair, median ratio with its bootstrap 95 % CI; an order only where the CI excludes 1."""
+    from .aggregate import ratios_from_rows
+    if "rate_ranking" not in tidy:
+        return []
+    x = tidy["rate_ranking"]
+    L = ["## Rates a reviewer can rank (interleaved blocks, atomic XDP switch; median ratio, bootstrap 95 % CI)", ""]
+    rows = []
+    for measure, what in (("rate", "rx per second"), ("rate_per_cpu", "rx per CPU-second of the DUT's NAPI thread")):
+        for pay, g in x.groupby("payload_bytes"):
+            for r in ratios_from_rows(g, measure):
+                rows.append([what, f"{pay:g} B", r.lb, r.reference, f"{r.median:.4f}", f"[{r.ci_low:.4f}, {r.ci_high:.4f}]",
+                             f"{r.half_width_pct:.2f} %", r.rounds,
+                             r.verdict if r.verdict == "not distinguishable" else f"{r.lb} {r.verdict} than {r.reference}"])
+    L += _table(["measure", "payload", "LB", "vs", "median ratio", "95 % CI", "CI half-width", "rounds", "verdict"], rows)
+    L += ["", "A ratio is one round's rate of the LB over the other's in the same round (blocks of one repetition, "
+              "the generator unpaced throughout); an order is claimed only where the CI excludes 1. The second "
+              "measure divides out the share of its CPU the LB port's pinned NAPI thread got in the block (on a "
+              "shared machine other threads take turns on that CPU).", ""]
+    return L
+
+
 def _update_section(tidy: dict) -> list[str]:
     """Backend changes under load (xenobench.update): per LB the medians over every change cycle and
     repetition, and the burst throughput against the same LB without changes."""
@@ -373,6 +396,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
 
     L += _paired_section(tidy)
     L += _update_section(tidy)
+    L += _rank_section(tidy)
 
     hsplit = _hash_split_rows(trials)
     if hsplit:

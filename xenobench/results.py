@@ -27,7 +27,8 @@ import pandas as pd
 from .errors import DataError
 
 KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity", "update", "update_burst",
-         "update_install")
+         "update_install",
+         "rate_blocks", "rate_ranking")
 
 COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
@@ -145,6 +146,10 @@ METRICS = {
     "install_apply_ms": Metric("ms", 0, MAX_UPDATE_MS),
     "entries_per_s": Metric("entries/s", 0, low_open=True), "apply_entries_per_s": Metric("entries/s", 0, low_open=True),
     "over_limit_refused": Metric("flag", values=(0, 1)), "frames_after_refusal": _COUNT,
+    # rank (xenobench.rank): one block's rate, the backends' rx over its window
+    "block_rx_pps": _RATE,
+    # ... and its rx per second of the DUT NAPI thread's CPU time (xenobench.rank.dut_cpu_reader)
+    "block_rx_per_dut_cpu_s": Metric("packets/cpu-s", 0, MAX_PPS),
 }
 # rtt_summary's statistics (xenobench.aggregate) and the paired design's rows (rtt_vs_<ref>_...)
 _RTT_PATTERNS = [
@@ -155,6 +160,12 @@ _RTT_PATTERNS = [
     (re.compile(r"rtt_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
     (re.compile(r"rtt_vs_.+_bootstrap_seed"), Metric("seed", 0)),
     (re.compile(r"rtt_.+_us"), Metric("us")),  # any other RTT statistic: the unit only
+    # rank's rows (rate[_per_cpu]_vs_<ref>_...: xenobench.rateblocks' ratio of an LB's rate to ref's)
+    (re.compile(r"rate(_per_cpu)?_vs_.+_(median|ci_low|ci_high)"), Metric("ratio", 0, low_open=True)),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_(rounds|bootstrap_resamples)"), _COUNT),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_half_width_pct"), Metric("%", 0)),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_bootstrap_seed"), Metric("seed", 0)),
 ]
 # the numeric columns' ranges (value's is its metric's)
 MAX_UDP_PAYLOAD = 65507  # IPv4: 65535 - 20 - 8

@@ -9,6 +9,12 @@ pinned maps let `stats` read counters from another process, on the node, over an
 The life cycle (`run_controller`): refuse an interface that already has an XDP program, load and
 pin, fill the maps, attach (native unless generic), print one JSON line when attached and one per
 interval, and on SIGINT/SIGTERM detach, read the final counts, unpin and print them.
+
+"Loaded, not attached" (attach=False; the LB agents' --no-attach): the same life cycle without the attach; the "started" line
+reports `"attached": false` and the pinned program's path (`prog_pin`), which someone else attaches
+(the interleaved rate design's switcher, xenobench.xdpswitch, swaps several such programs on one
+port). Another program on the interface is then no reason to refuse, and at exit the controller
+detaches only its own program, if it is still attached, before it unpins.
 """
 
 from __future__ import annotations
@@ -103,6 +109,15 @@ def attached_prog(dev: str) -> int | None:
     return xdp.get("prog", {}).get("id") if xdp else None
 
 
+def pinned_prog_id(pin: Path) -> int | None:
+    """The id of the program pinned at `pin`, None if there is none."""
+    p = bpftool("-j", "prog", "show", "pinned", str(pin), check=False)
+    try:
+        return json.loads(p.stdout).get("id") if p.returncode == 0 else None
+    except ValueError:
+        return None
+
+
 def controller_parser(prog: str, description: str, interval_default: float) -> tuple[argparse.ArgumentParser,
                                                                                  argparse.ArgumentParser]:
     """The command line every XDP controller shares: `run` with --pin-dir, --interval, --generic;
@@ -131,12 +146,13 @@ def keep_lb_state(state_dir: str | Path, mode: str, backends: str | Path) -> Non
 def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: bool,
                    setup: Callable[[], dict], read_stats: Callable[[], dict], interval: float,
                    after_attach: Callable[[], None] | None = None,
-                   on_update: Callable[[], dict] | None = None) -> int:
+                   on_update: Callable[[], dict] | None = None, attach: bool = True) -> int:
     """The controller life cycle (module docstring). `setup` validates, loads (load_pinned) and
     fills the maps and returns what the "started" line reports; exit codes: 2 bad input or load,
     3 interface busy, 4 attach failed. With `on_update`, SIGHUP applies a runtime change while the
-    program stays attached (handle_update)."""
-    if (pid := attached_prog(iface)) is not None:
+    program stays attached (handle_update). attach=False: loaded, not attached (module docstring)."""
+    pin = pindir / "progs" / prog
+    if attach and (pid := attached_prog(iface)) is not None:
         print(f"Failed to start {what} on {iface}: an XDP program (id {pid}) is already attached; "
               "stop it first", file=sys.stderr)
         return 3
@@ -147,12 +163,15 @@ def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: b
         print(str(e), file=sys.stderr)
         return 2
     mode = "xdpgeneric" if generic else "xdpdrv"
-    p = subprocess.run(["ip", "link", "set", "dev", iface, mode, "pinned", str(pindir / "progs" / prog)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        shutil.rmtree(pindir, ignore_errors=True)
-        print(f"Failed to attach {what} ({mode}) to {iface}: {p.stderr.strip()}", file=sys.stderr)
-        return 4
+    ours = pinned_prog_id(pin)
+    if attach:
+        p = subprocess.run(["ip", "link", "set", "dev", iface, mode, "pinned", str(pin)],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            shutil.rmtree(pindir, ignore_errors=True)
+            print(f"Failed to attach {what} ({mode}) to {iface}: {p.stderr.strip()}", file=sys.stderr)
+            return 4
+    info = {**info, "attached": attach, "prog_pin": str(pin), "prog_id": ours}
     stop: list[int] = []
 
     def request_stop(*_):
@@ -178,7 +197,8 @@ def run_controller(*, what: str, iface: str, pindir: Path, prog: str, generic: b
                 next_t += interval
                 print(json.dumps({"time": time.time(), **read_stats()}), flush=True)
     finally:
-        subprocess.run(["ip", "link", "set", "dev", iface, mode, "off"], capture_output=True)
+        if attach or (ours is not None and attached_prog(iface) == ours):  # not attached: only our own
+            subprocess.run(["ip", "link", "set", "dev", iface, mode, "off"], capture_output=True)
         try:
             final = read_stats()
         except XenobenchError:

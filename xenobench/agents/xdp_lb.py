@@ -6,7 +6,7 @@ An LB supplies an `XdpLbAgent`: its BPF object and program, the options only it 
 its maps from the validated backends file (`configure`) and how it reads its counters into the
 shape `lb stats` prints for every LB (`read_stats`). `main` gives every such agent the same command
 line (--backends, --ingress, --egress, --src-mac, --state-dir, and xenobench.agents.bpf's --pin-dir,
---interval, --generic) and the controller life cycle of xenobench.agents.bpf.run_controller.
+--interval, --generic, --no-attach) and the controller life cycle of xenobench.agents.bpf.run_controller.
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ class XdpLbAgent:
                                                           "without it frames leave by XDP_TX out of --ingress"))
         r.add_argument("--src-mac", required=True, help="source MAC written into forwarded frames")
         r.add_argument("--state-dir", required=True, help="where the mode and a copy of the backends file go")
+        r.add_argument("--no-attach", dest="attach", action="store_false",
+                       help="load, pin and fill the maps but attach nothing: the pinned program (prog_pin in the "
+                            "started line) is attached by someone else (xenobench.xdpswitch); at exit it is "
+                            "detached only if it is still attached")
         if self.obj is None:
             r.add_argument("--obj", required=True, help="the built BPF object to load")
         if self.add_args:
@@ -82,7 +86,8 @@ class XdpLbAgent:
                               setup=setup, read_stats=lambda: self.read_stats(pindir, running_file(a), mode),
                               interval=a.interval,
                               after_attach=lambda: keep_lb_state(a.state_dir, mode, a.backends),
-                              on_update=(lambda: self.apply_update(pindir, a, mode)) if self.update else None)
+                              on_update=(lambda: self.apply_update(pindir, a, mode)) if self.update else None,
+                              attach=a.attach)
 
     def apply_update(self, pindir: Path, a: argparse.Namespace, mode: str) -> dict:
         """SIGHUP: the file at --backends (rewritten by the harness) against the running one (the

@@ -65,6 +65,12 @@ class LoadBalancer(ABC):
     def running(self) -> bool:
         return self.node.running(self.tag)
 
+    #: why this LB cannot be started "loaded, not attached" (start(attach=False): its XDP program
+    #: pinned at `prog_pin` for a switcher, xenobench.xdpswitch); None: it can
+    no_pin: str | None = "it is not an XDP program on the LB node's port"
+    #: where its program is pinned when started with attach=False
+    prog_pin: str = ""
+
     #: why this kind has no runtime update path (None: it has one, `update` is overridden)
     no_update: str | None = "it has no runtime update path"
     #: what one entry of a runtime change is, for the installation rate (xenobench.update.

@@ -28,6 +28,7 @@ class XdpControllerLB(LoadBalancer):
     needs_egress: bool = False
     #: the agents' update reports count their map writes (XdpLbAgent.update)
     update_entries_key = "entries_written"
+    no_pin = None  # an XDP program: loaded, not attached on request (the agent's --no-attach)
 
     @property
     def tag(self) -> str:
@@ -58,22 +59,30 @@ class XdpControllerLB(LoadBalancer):
     def interval_s(self) -> float:
         return float(self.cfg.section("ebpf")["stats_interval_s"])
 
-    def argv(self, staged: str, generic: bool = False) -> list[str]:
+    @property
+    def prog_pin(self) -> str:
+        """Where the agent pins its XDP program on the LB node (what a switcher attaches when the LB
+        was started with attach=False)."""
+        return str(self.pindir / "progs" / importlib.import_module(self.agent).AGENT.prog)
+
+    def argv(self, staged: str, generic: bool = False, attach: bool = True) -> list[str]:
         _, ing, eg = self.ports()
         return self.node.python_argv(
             self.agent, "run", "--backends", staged, "--ingress", ing.name,
             *(["--egress", eg.name] if eg else []), "--src-mac", (eg or ing).mac,
             "--pin-dir", str(self.pindir), "--state-dir", str(self.statedir),
             "--interval", str(self.interval_s()), *(["--generic"] if generic else []),
-            *self.extra_args(ing, eg))
+            *([] if attach else ["--no-attach"]), *self.extra_args(ing, eg))
 
-    def start(self, backends=None, *, dry_run=False, generic=False, **opts) -> dict:
+    def start(self, backends=None, *, dry_run=False, generic=False, attach=True, **opts) -> dict:
+        """attach=False: loaded, not attached (the agent's --no-attach): its program is pinned at
+        `prog_pin` (returned) and its maps filled, for a switcher to attach (xenobench.xdpswitch)."""
         # the agent gets the canonical JSON of the file (validated here; JSON or YAML), as XenoFlow does
         # (a bad file fails here, before anything runs on the node)
         bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / self.kind)
         node = self.node
         name = f"{self.kind}-backends{Path(bfile).suffix}"
-        argv = self.argv(node.stage(bfile, name, copy=False), generic)
+        argv = self.argv(node.stage(bfile, name, copy=False), generic, attach)
         if dry_run:
             return {"commands": [" ".join(argv)]}
         if node.running(self.tag):
@@ -87,7 +96,8 @@ class XdpControllerLB(LoadBalancer):
             self.withdraw_needs()
             raise
         return {"lb": self.kind, "node": node.name, "pid": h.pid,
-                "mode": "generic" if generic else "native", "log": h.log}
+                "mode": "generic" if generic else "native", "log": h.log, "attached": attach,
+                "prog_pin": self.prog_pin}
 
     def stop(self) -> bool:
         try:

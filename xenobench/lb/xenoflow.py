@@ -33,7 +33,7 @@ from .. import REPO_ROOT
 from ..backends import load_backends, write_canonical
 from ..errors import ConfigError, NodeError
 from ..nodes.base import sudo_argv, sudo_refused, sudoers_rule
-from ..progcost import xdp_prog_id
+from ..progcost import pinned_prog_id, xdp_prog_id
 from .base import LoadBalancer, json_lines
 
 TAG = "lb-xenoflow"
@@ -103,6 +103,9 @@ class XenoFlowLB(LoadBalancer):
         # node): the LB node
         self.ncfg = (self.cfg.nodes_with_role("dpu") or [None])[0] if self.mode == "doca" else None
         self.ncfg = self.ncfg or self.cfg.role("lb")
+        self.no_pin = (None if self.mode == "emulation" else
+                       f"xenoflow.mode {self.mode!r} runs it in the DPU's eSwitch, not as an XDP program on a host "
+                       "port (only the emulation pins its datapath: DOCA_FLOW_EMU_ATTACH)")
         self.ing = self.ncfg.lb_port("ingress")
         self.eg = self.ncfg.lb_port("egress")
         if self.ing is None or self.eg is None:
@@ -202,8 +205,19 @@ class XenoFlowLB(LoadBalancer):
         steps.append(("start", self._sudo([f"{build}/xenoflow", *self._device_args(), *self._app_args(remote_b)])))
         return steps
 
+    @property
+    def prog_pin(self) -> str:
+        """Where the emulation pins its datapath when started with attach=False
+        (DOCA_FLOW_EMU_ATTACH=pin:<path>, lb/README.md)."""
+        return str(self.testbed.bpffs_dir / "xenoflow" / "xb_emu")
+
     # --- the LoadBalancer contract ---------------------------------------------------------
-    def start(self, backends=None, *, dry_run=False, **opts) -> dict:
+    def start(self, backends=None, *, dry_run=False, attach=True, **opts) -> dict:
+        """attach=False (emulation only): loaded, not attached; the datapath program is pinned at
+        `prog_pin` (returned) for a switcher to attach (xenobench.xdpswitch). On DOCA XenoFlow runs
+        in the BlueField's eSwitch, not as an XDP program on a host port: refused."""
+        if not attach and self.no_pin:
+            raise ConfigError(f"Failed to start xenoflow loaded, not attached ({self.cfg.path}): {self.no_pin}")
         if self.sec["port_model"] not in IMPLEMENTED_PORT_MODELS:
             raise ConfigError(f"Failed to start xenoflow: xenoflow.port_model {self.sec['port_model']!r} in "
                               f"{self.cfg.path} is not implemented in lb/src yet (DOCA Flow switch mode on a "
@@ -275,15 +289,24 @@ class XenoFlowLB(LoadBalancer):
         log_path = self._log_path()
         offset = len(node.read_text(log_path))
         env = {"DOCA_FLOW_EMU_XDP_MODE": self.sec["xdp_mode"]} if self.mode == "emulation" else None
+        if not attach:  # the emulation's knob (lb/README.md): pinned, not attached
+            node.run(["rm", "-rf", str(Path(self.prog_pin).parent)])
+            node.run(["mkdir", "-p", str(Path(self.prog_pin).parent)])
+            env["DOCA_FLOW_EMU_ATTACH"] = f"pin:{self.prog_pin}"
         h = node.start(TAG, argv, log=log_path, env=env)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             text = node.read_text(h.log)[offset:]
             started = [d for d in parse_lines(text) if d.get("event") == "started"]
             if started:
+                if not attach and pinned_prog_id(node, self.prog_pin) is None:
+                    self.stop()
+                    raise NodeError(f"Failed to start xenoflow loaded, not attached on {node.name}: no program "
+                                    f"pinned at {self.prog_pin} after its start (log {h.log})")
                 return {"lb": "xenoflow", "node": node.name, "pid": h.pid, "mode": self.mode,
                         "class_bits": started[0]["class_bits"], "slots": started[0]["slots"],
-                        "log": h.log, "commands": ran}
+                        "log": h.log, "commands": ran, "attached": attach,
+                        **({} if attach else {"prog_pin": self.prog_pin})}
             if not node.running(TAG):
                 node.stop(TAG)
                 why = failure_reason(text)
@@ -405,6 +428,8 @@ class XenoFlowLB(LoadBalancer):
         if h is None:
             return False
         was = node.running(TAG)
+        # started with attach=False: its pinned datapath's id (the switcher may have left it attached)
+        pinned = pinned_prog_id(node, self.prog_pin) if self.mode == "emulation" else None
         # SIGINT first, like Ctrl-C: XenoFlow destroys its pipe and ports (the emulation detaches XDP)
         self._kill(h, signal.SIGINT)
         deadline = time.monotonic() + 5
@@ -415,7 +440,13 @@ class XenoFlowLB(LoadBalancer):
             # the flow rules start() added go with it (a rule left steers pf1hpf's traffic to p1 for good)
             for f in self._ovs()["flows"]:
                 node.run(self._ovs_ofctl("--strict", "del-flows", self._ovs()["bridge"], f["match"]), check=False)
-        if self.mode == "emulation":
+        if self.mode == "emulation" and pinned is not None:
+            # pinned, not attached: the emulation unpinned it at its teardown (a crash leaves the pin);
+            # a program on the port is detached only if it is this one
+            if xdp_prog_id(self.node, self.ing.name) == pinned:
+                node.run(["ip", "link", "set", "dev", self.ing.name, "xdp", "off"], check=False)
+            node.run(["rm", "-rf", str(Path(self.prog_pin).parent)], check=False)
+        elif self.mode == "emulation":
             left = xdp_prog_id(self.node, self.ing.name)
             if left:
                 node.run(["ip", "link", "set", "dev", self.ing.name, "xdp", "off"], check=False)

@@ -94,6 +94,12 @@ class TrafficHandle:
     def wait(self) -> TrialResult:
         return self._run.wait()
 
+    def process(self):
+        """The liveness method (xenobench.actors) of the generator's process while it sends; None
+        when it is not running, or for a generator without a process of its own here (TRex's RPC)."""
+        proc = getattr(self._run, "process", None)
+        return proc() if proc is not None else None
+
 
 def generator_of(cfg) -> Generator:
     """The generator the config's traffic.generator names."""

@@ -178,6 +178,11 @@ class XdpgenRun:
                 time.sleep(0.02)
         return self.stop()
 
+    def process(self):
+        """The running process's ProcessHandle (xenobench.actors), None once it ended."""
+        from ..actors import tagged
+        return tagged(self.node, TAG)()
+
     def stop(self) -> dict:
         if self._result is not None:
             return self._result

@@ -172,6 +172,11 @@ static struct {
 	bool shared_cfg[EMU_MAX_SHARED_CNT], shared_bound[EMU_MAX_SHARED_CNT];
 	struct doca_flow_pipe_entry *pending_head, **pending_tail;
 	uint32_t xdp_flags;
+	/* DOCA_FLOW_EMU_ATTACH=pin:<path>: the datapath program is pinned there instead of attached
+	 * (emulation only: a harness attaches it, e.g. to swap it atomically with other XDP programs on
+	 * the same port); "" = attach by a BPF link, as DOCA's hardware steering takes effect at once */
+	char pin_path[256];
+	bool pinned;
 	uint32_t counters_used; /* of g.cfg.nr_counters: pipe miss counters and per-entry counters */
 } g = {.pending_tail = &g.pending_head};
 
@@ -314,6 +319,17 @@ doca_error_t doca_flow_init(const struct doca_flow_cfg *cfg)
 	const char *mode = getenv("DOCA_FLOW_EMU_XDP_MODE");
 	g.xdp_flags = XDP_FLAGS_UPDATE_IF_NOEXIST |
 		      (mode && !strcmp(mode, "generic") ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE);
+	const char *att = getenv("DOCA_FLOW_EMU_ATTACH");
+
+	g.pin_path[0] = '\0';
+	g.pinned = false;
+	if (att && *att && strcmp(att, "link")) {
+		if (strncmp(att, "pin:", 4) || att[4] != '/' || strlen(att + 4) >= sizeof(g.pin_path))
+			return INVALID("Failed to init DOCA Flow: DOCA_FLOW_EMU_ATTACH=%s is not \"link\" or "
+				       "\"pin:<absolute path on a bpffs, at most %zu bytes>\"",
+				       att, sizeof(g.pin_path) - 1);
+		snprintf(g.pin_path, sizeof(g.pin_path), "%s", att + 4);
+	}
 	g.initialized = true;
 	return DOCA_SUCCESS;
 }
@@ -444,12 +460,23 @@ static void detach(struct doca_flow_port *p)
 {
 	if (!p->attached)
 		return;
+	p->attached = false;
+	if (p->link_fd < 0) { /* DOCA_FLOW_EMU_ATTACH=pin: the pin goes with the last port using it */
+		for (int i = 0; i < EMU_MAX_PORTS; i++)
+			if (g.ports[i].attached)
+				return;
+		if (g.pinned && unlink(g.pin_path))
+			DOCA_LOG_ERR("Failed to unpin the datapath at %s: %s", g.pin_path, strerror(errno));
+		else
+			DOCA_LOG_INFO("datapath unpinned from %s", g.pin_path);
+		g.pinned = false;
+		return;
+	}
 	/* a BPF link: closing it detaches; if the process dies instead, the kernel closes it, so a
 	 * crashed application never leaves the datapath attached */
 	close(p->link_fd);
 	p->link_fd = -1;
 	DOCA_LOG_INFO("port %d: XDP detached from %s", p->id, p->ifname);
-	p->attached = false;
 }
 
 doca_error_t doca_flow_port_stop(struct doca_flow_port *port)
@@ -1175,6 +1202,21 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 	g.pending_tail = &g.pending_head;
 	for (e = g.pending_head; e; e = e->next_pending)
 		g.pending_tail = &e->next_pending;
+	if (port->root && !port->attached && g.pin_path[0]) {
+		if (!g.pinned) {
+			if (bpf_obj_pin(bpf_program__fd(g.skel->progs.xb_emu), g.pin_path)) {
+				err = -errno;
+				DOCA_LOG_ERR("Failed to pin the datapath at %s (DOCA_FLOW_EMU_ATTACH): %s", g.pin_path,
+					     strerror(-err));
+				return DOCA_ERROR_DRIVER;
+			}
+			g.pinned = true;
+		}
+		port->link_fd = -1;
+		port->attached = true;
+		DOCA_LOG_INFO("port %d: datapath pinned at %s, not attached to %s (DOCA_FLOW_EMU_ATTACH)", port->id,
+			      g.pin_path, port->ifname);
+	}
 	if (port->root && !port->attached) {
 		LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = g.xdp_flags & XDP_FLAGS_SKB_MODE ? XDP_FLAGS_SKB_MODE
 											     : XDP_FLAGS_DRV_MODE);

@@ -1,0 +1,206 @@
+"""The interleaved rate design (experiments/rank.yaml, xenobench.rank, xenobench.xdpswitch): the block
+bookkeeping on fixture tables (the LB switched in forwarded; a block where the wrong program
+forwarded makes the trial invalid, naming the block), a block's rate from sampler samples, the
+refusal on a testbed whose LB is not an XDP program, a hand-made results tree through aggregate →
+rate_blocks / rate_ranking → figure → report, and live on the namespace testbed: three LBs loaded
+at once, the port's program swapped across a paced load, every frame counted by exactly one LB."""
+
+import time
+
+import pytest
+
+from xenobench.aggregate import aggregate, ratios_from_rows
+from xenobench.config import load_config
+from xenobench.errors import ConfigError
+from xenobench.experiments import plan, points
+from xenobench.lb import get_lb, stop_all
+from xenobench.plots import rate_ranking
+from xenobench.procedures import backend_ifaces
+from xenobench.rank import bookkeeping, check_switchable, counter_at, forwarded, precheck, window_rate
+from xenobench.report import write_report
+from xenobench.results import read_tidy
+from xenobench.sampler import RateSampler
+from xenobench.testbed import get_testbed
+from xenobench.traffic import start_traffic
+from xenobench.trials import Validity
+from xenobench.xdpswitch import XdpSwitch
+
+from .conftest import needs_root
+from .test_aggregate_report import _trial
+
+
+def _b(block, lb, fwd_in, fwd_out, rx_window):
+    return {"block": block, "lb": lb, "fwd_in": fwd_in, "fwd_out": fwd_out, "rx_window": rx_window}
+
+
+INITIAL = {"wire": 0, "ebpf": 100}
+# description, blocks, final counts, the backends' rx over the repetition, the checks that fail
+BOOKS = [
+    ("every LB forwarded what the backends received in its window and before it",
+     [_b(1, "wire", 0, 1000, 700), _b(2, "ebpf", 100, 1100, 700), _b(3, "ebpf", 1100, 2000, 650),
+      _b(4, "wire", 1000, 1900, 600)], {"wire": 1900, "ebpf": 2000}, 3800, []),
+    ("4 % below the window's rx (sampler timing) is within the 5 % tolerance",
+     [_b(1, "wire", 0, 1000, 1040), _b(2, "ebpf", 100, 1060, 1000)], {"wire": 1000, "ebpf": 1060}, 1960, []),
+    ("block 2: the swap did not happen, wire kept forwarding while ebpf was 'switched in'",
+     [_b(1, "wire", 0, 1000, 700), _b(2, "ebpf", 100, 100, 700), _b(3, "wire", 2000, 3000, 700)],
+     {"wire": 3000, "ebpf": 100}, 3000, ["block_2_forwarded_by_ebpf", "block_3_others_idle"]),
+    ("ebpf forwarded after its block (still attached beside the wire's)",
+     [_b(1, "ebpf", 100, 1100, 700), _b(2, "wire", 0, 600, 700)],
+     {"wire": 600, "ebpf": 1500}, 2000, ["block_2_forwarded_by_wire", "ebpf_idle_after_last_block"]),
+    ("frames reached the backends that no LB forwarded (the port without a program)",
+     [_b(1, "wire", 0, 1000, 700), _b(2, "ebpf", 100, 1100, 700)], {"wire": 1000, "ebpf": 1100}, 2300,
+     ["lbs_account_for_rx"]),
+]
+
+
+@pytest.mark.parametrize("desc,blocks,final,rx_total,failed", BOOKS, ids=[b[0][:40] for b in BOOKS])
+def test_bookkeeping(desc, blocks, final, rx_total, failed):
+    v = Validity()
+    bookkeeping(v, blocks, INITIAL, final, rx_total, tol_pct=5)
+    assert sorted(c for c, ok in v.checks.items() if not ok) == sorted(failed), desc
+
+
+def test_a_wrong_program_names_the_block_and_the_lb():
+    v = Validity()
+    bookkeeping(v, BOOKS[2][1], INITIAL, BOOKS[2][2], BOOKS[2][3], tol_pct=5)
+    assert not v.valid
+    assert any("block_2_forwarded_by_ebpf: block 2 (ebpf): ebpf forwarded 0 frames while attached, the backends "
+               "received 700 in its window" in r for r in v.reasons), v.reasons
+    assert any("block 3 (wire): wire forwarded 1000 frames while not attached (after block 1, before block 3)" in r
+               for r in v.reasons), v.reasons
+
+
+def test_block_rate_is_the_slope_over_its_window():
+    # a counter at 1000 frames/s with a jittered sample, and a step outside the window
+    samples = [(0.0, 0), (0.1, 100), (0.2, 200), (0.31, 310), (0.4, 400), (0.5, 900)]
+    rate, n = window_rate(samples, 0.05, 0.45)
+    assert n == 4 and rate == pytest.approx(1000)
+    assert window_rate(samples, 0.15, 0.25) == (None, 1)  # too few samples: no rate
+    assert window_rate(samples, 0.35, 0.45) == (None, 1)
+    assert window_rate(samples, 0.05, 0.25)[0] == pytest.approx(1000)  # two samples: their slope
+    assert counter_at(samples, 0.45) == pytest.approx(650)
+
+
+def test_plan_and_sizes():
+    ci, local, fips = (load_config(f"config/{n}.yaml") for n in ("ci", "local", "fips"))
+    assert points(ci, "rank") == [{"payload": 22}] and points(local, "rank") == [{"payload": 22}]
+    assert points(fips, "rank") == []  # XenoFlow runs in the eSwitch there: not in the fips study
+    r = ci.section("experiments")["rank"]
+    assert len(plan(ci, ["rank"])) == 2 and r["rounds"] * len(r["lbs"]) * (r["block_s"] + r["settle_s"]) <= 5
+
+
+def test_refused_where_an_lb_is_not_an_xdp_program_on_the_port():
+    tb = get_testbed(load_config("config/fips.yaml"))
+    with pytest.raises(ConfigError, match=r"experiments.rank.lbs in config/fips.yaml lists LBs whose program cannot "
+                                          r"be switched on the LB's port: xenoflow \(xenoflow.mode 'doca' runs it in "
+                                          r"the DPU's eSwitch"):
+        check_switchable(tb, ["ebpf", "xenoflow"])
+    assert set(check_switchable(tb, ["ebpf"])) == {"ebpf"}  # the eBPF LB is an XDP program on fips5's port
+
+
+def test_refused_without_its_reference(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(f"extends: {load_config('config/ci.yaml').path.resolve()}\n"
+                 "experiments: {rank: {lbs: [xenoflow, ebpf], reference: wire}}\n")
+    with pytest.raises(ConfigError, match=r"experiments.rank.reference 'wire' is not in its lbs \['xenoflow', 'ebpf'\]"):
+        precheck(get_testbed(load_config(f)), "rank")
+
+
+# --- results tree → tidy → figure → report -------------------------------------------------------------
+DRIFT = [1.0, 0.8, 1.1, 0.9]  # the machine drifts 20 % between rounds, alike for every LB of a round
+
+
+def _rank_trial(r, rep, valid=True):
+    blocks, k = [], 0
+    for rnd, d in enumerate(DRIFT, 1):
+        for lb, f in (("wire", 1.0), ("ebpf", 0.95), ("xenoflow", 0.9 if rnd % 2 else 0.96)):
+            k += 1
+            blocks.append({"block": k, "round": rnd, "lb": lb, "rate_pps": 3e6 * d * f, "rx_per_dut_cpu_s": 6e6 * f})
+    return _trial(r, "rank", "payload-22", rep, {"payload": 22},
+                  {"payload": 22, "lbs": ["wire", "xenoflow", "ebpf"], "reference": "wire", "blocks": blocks,
+                   "bootstrap_seed": 17, "bootstrap_resamples": 2000}, valid=valid,
+                  reasons=() if valid else ["block 3 (xenoflow): ..."])
+
+
+def test_rows_figure_and_report(tmp_path):
+    r = tmp_path / "local"
+    _rank_trial(r, 1)
+    _rank_trial(r, 2)
+    _rank_trial(r, 3, valid=False)  # an invalid repetition adds no row
+    aggregate(r, progress=lambda m: None)
+    blocks = read_tidy(r, "rate_blocks")
+    assert len(blocks[blocks.metric == "block_rx_pps"]) == 24 and set(blocks.repetition) == {1, 2}
+    assert len(blocks[blocks.metric == "block_rx_per_dut_cpu_s"]) == 24
+    assert blocks.source.iloc[0] == "trials/rank/payload-22/rep-1:block-1:round-1"
+    rs = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"))}
+    assert rs[("ebpf", "wire")].median == pytest.approx(0.95) and rs[("ebpf", "wire")].verdict == "slower"
+    assert rs[("ebpf", "wire")].rounds == 8 and rs[("ebpf", "wire")].half_width_pct == pytest.approx(0)
+    xe = rs[("xenoflow", "ebpf")]  # 0.9/0.95 and 0.96/0.95 alternate: the CI spans 1
+    assert xe.ci_low < 1 < xe.ci_high and xe.verdict == "not distinguishable"
+    series = rate_ranking(r, tmp_path / "fig", "local")
+    assert (tmp_path / "fig" / "rate_ranking.png").exists() and (tmp_path / "fig" / "rate_ranking.pdf").exists()
+    assert series["rate/ebpf/22"]["verdict"] == "slower" and series["rate/ebpf/22"]["median"] == pytest.approx(0.95)
+    assert series["rate_per_cpu/ebpf/22"]["median"] == pytest.approx(0.95)
+    rep = write_report(r, tmp_path / "fig").read_text()
+    assert "## Rates a reviewer can rank" in rep
+    assert "| rx per second | 22 B | ebpf | wire | 0.9500 | [0.9500, 0.9500] | 0.00 % | 8 | ebpf slower than wire |" in rep
+    # the per-CPU measure: the DUT thread got the same share in every block here, so the same ratios
+    cpu = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"), "rate_per_cpu")}
+    assert cpu[("ebpf", "wire")].median == pytest.approx(0.95) and len(cpu) == 3
+
+
+# --- live: the atomic switch ----------------------------------------------------------------------------
+@needs_root
+def test_swaps_lose_no_frame_to_no_program(testbed):
+    """wire, ebpf and xenoflow loaded at once; the port's program swapped 12 times while a paced load
+    runs: every frame that reached the port was counted by exactly one LB (sum of the LBs' counts =
+    the port's rx packets), the backends received all of them, and the generator's frames are the
+    port's rx plus its ring's drops. At the end nothing of the switch or the LBs is left."""
+    cfg = testbed.cfg
+    lbn = cfg.role("lb")
+    node, iface = testbed.node(lbn.name), lbn.lb_port("ingress").name
+    stop_all(testbed)
+    lbs = {k: get_lb(k, testbed) for k in ("wire", "ebpf", "xenoflow")}
+    sw = XdpSwitch(node, iface)
+    try:
+        for lb in lbs.values():
+            assert lb.start(attach=False)["prog_pin"] == lb.prog_pin
+        assert node.run(["ip", "-j", "link", "show", "dev", iface]).stdout.count('"xdp"') == 0  # nothing attached
+        f0 = {k: forwarded(lb) for k, lb in lbs.items()}
+        rx0 = RateSampler(testbed, backend_ifaces(cfg)).read_total()
+        p0 = _port(node, iface)
+        sw.attach(lbs["wire"].prog_pin)
+        h = start_traffic(testbed, "udp_payload", {"payload": 22, "flows": 256}, 100000, duration_s=2.0)
+        for k in ["ebpf", "xenoflow", "wire"] * 4:
+            time.sleep(0.1)
+            sw.switch(lbs[k].prog_pin)
+        gen = h.wait()
+        time.sleep(0.3)
+        f1 = {k: forwarded(lb) for k, lb in lbs.items()}
+        rx = RateSampler(testbed, backend_ifaces(cfg)).read_total() - rx0
+        p1 = _port(node, iface)
+        fwd = {k: f1[k] - f0[k] for k in lbs}
+        assert sw.swaps == 12 and all(v > 0 for v in fwd.values()), fwd
+        port_rx, port_drop = p1[0] - p0[0], p1[1] - p0[1]
+        assert sum(fwd.values()) == port_rx, (fwd, port_rx)  # no frame met the port without a program
+        assert rx == sum(fwd.values()), (rx, fwd)
+        assert gen["tx_packets"] == port_rx + port_drop, (gen["tx_packets"], port_rx, port_drop)
+        assert sw.detach() is True
+    finally:
+        sw.detach()
+        for lb in lbs.values():
+            lb.stop()
+    assert "xdp" not in node.run(["ip", "-j", "link", "show", "dev", iface]).stdout
+    for k, lb in lbs.items():
+        assert not lb.running(), k
+        assert not node.run(["test", "-e", lb.prog_pin], check=False).ok, lb.prog_pin
+
+
+def _port(node, iface) -> tuple[int, int]:
+    """(rx packets, rx drop) of node:iface from /proc/net/dev."""
+    for line in node.run(["cat", "/proc/net/dev"]).stdout.splitlines():
+        name, _, rest = line.partition(":")
+        if name.strip() == iface:
+            f = rest.split()
+            return int(f[1]), int(f[3])
+    raise AssertionError(f"{iface} not in /proc/net/dev")

@@ -1,0 +1,290 @@
+"""The interleaved rate procedure (experiments/rank.yaml; issue 28 part 2): rates a reviewer can rank.
+
+Measuring each LB in a trial of its own, minutes apart, lets the machine's drift decide the ranking
+on a shared 2-core VM (two runs of the same study flipped wire and eBPF). Here one repetition
+measures every LB of the list in short alternating blocks, as the paired RTT design does for latency
+(xenobench.latency), the generator running unpaced throughout:
+
+1. every LB of `lbs` is started "loaded, not attached" (LoadBalancer.start(attach=False): program
+   pinned, maps filled, stats loop running); Katran once per repetition (its start fills a
+   65537-slot ring), as every other;
+2. `rounds` rounds, each every LB once in a shuffled order (latency.block_order, seed + repetition,
+   recorded); before a block its LB's program replaces the port's program atomically
+   (xenobench.xdpswitch: never detached between blocks, the veth never goes down); `settle_s` after
+   the swap are discarded, then the block's window of `block_s`;
+3. a block's rate is the slope of the backends' summed rx counter (xenobench.sampler.RateSampler,
+   the sampler offered_load uses, running through the repetition) over the window's samples;
+4. its bookkeeping (`bookkeeping`): an LB's counters are read just before its program is switched
+   in and just after it is switched out, so (a) an LB must not forward while another LB's program
+   is attached (its count unchanged between its blocks, exactly), (b) what it forwarded while
+   attached must cover the backends' rx over its window, and (c) the LBs together forwarded what
+   the backends received over the repetition: a block where the wrong program forwarded makes the
+   trial invalid, naming the block;
+5. per round the ratio of every LB's rate to the reference's (the wire: same backends, same split,
+   xenobench.lb.wire) and per LB pair; medians with bootstrap 95 % CIs (xenobench.rateblocks) are
+   computed by the aggregation over the point's valid repetitions, and per repetition in the
+   trial's outputs (`ranking`).
+
+Beside each block's rate, its rx per second of CPU time of the LB port's pinned NAPI thread
+(`dut_cpu_reader`; the namespace testbed's threaded NAPI): on a machine shared by several testbeds,
+pinned NAPI threads at one SCHED_FIFO priority take turns on the DUT's CPU and the generator is
+starved now and then, at sub-second scales, so the plain rate measures the CPU share a block got as
+much as the LB (scripts/bench_rank.py: CI half-widths 9-29 % for the rate, 2-6 % per CPU-second,
+20 rounds). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
+`rate_per_cpu_vs_*`).
+
+Valid only with every LB process alive through the repetition (xenobench.actors.Watch), the
+generator alive and every block present. A testbed where an LB of the list cannot be switched this
+way (XenoFlow in a BlueField's eSwitch: LoadBalancer.no_pin) is refused by name before anything runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import numpy as np
+
+from . import rateblocks
+from .errors import ConfigError, NodeError, XenobenchError
+from .experiments import definition, section
+from .latency import block_order
+from .lb import get_lb, stop_all
+from .sampler import RateSampler
+from .traffic import start_traffic
+from .trials import TrialContext, Validity
+from .xdpswitch import XdpSwitch
+
+DRAIN_S = 0.3  # after the generator stops, frames in flight reach the backends (procedures.DRAIN_S)
+
+
+def check_switchable(testbed, lbs: list[str], where: str = "experiments.rank.lbs") -> dict:
+    """The drivers of `lbs`; refuses (ConfigError naming the LB and why) an LB that cannot be
+    started loaded, not attached, and a list without its reference."""
+    drivers = {k: get_lb(k, testbed) for k in lbs}
+    bad = [f"{k} ({d.no_pin})" for k, d in drivers.items() if d.no_pin]
+    if bad:
+        raise ConfigError(f"Failed to plan the interleaved rate design on testbed {testbed.cfg.name}: {where} in "
+                          f"{testbed.cfg.path} lists LBs whose program cannot be switched on the LB's port: "
+                          f"{'; '.join(bad)} (leave them out of the list, or the experiment out of this config)")
+    return drivers
+
+
+def precheck(testbed, experiment: str) -> None:
+    """Before a point's set-up (xenobench.procedures.run_point): the list is switchable and holds
+    its reference."""
+    ex = section(testbed.cfg, experiment)
+    lbs, ref = list(ex["lbs"]), ex["reference"]
+    if ref not in lbs:
+        raise ConfigError(f"Failed to plan experiment {experiment}: experiments.{experiment}.reference {ref!r} is "
+                          f"not in its lbs {lbs} in {testbed.cfg.path}")
+    check_switchable(testbed, lbs, f"experiments.{experiment}.lbs")
+
+
+def window_rate(samples, t0: float, t1: float) -> tuple[float | None, int]:
+    """(rate, samples used): the least-squares slope of a counter's (time, value) samples within
+    [t0, t1], per second; None with fewer than 2 (lengthen block_s or shorten the sampler's
+    interval; on a loaded machine the sampler's thread is now and then held up for a few intervals)."""
+    s = np.array([(t, v) for t, v in samples if t0 <= t <= t1], dtype=float)
+    if len(s) < 2:
+        return None, len(s)
+    return float(np.polyfit(s[:, 0] - s[0, 0], s[:, 1], 1)[0]), len(s)
+
+
+def counter_at(samples, t: float) -> float:
+    """A counter's value at time t, linearly between its samples."""
+    s = np.asarray(samples, dtype=float)
+    return float(np.interp(t, s[:, 0], s[:, 1]))
+
+
+def bookkeeping(v: Validity, blocks: list[dict], initial: dict[str, int], final: dict[str, int],
+                rx_total: int, tol_pct: float) -> None:
+    """The checks of step 4 (module docstring). `blocks`: each with block, lb, fwd_in (its LB's
+    forwarded count read just before its swap-in), fwd_out (just after its swap-out), rx_window
+    (the backends' rx over its window, which lies inside its attachment); `initial`/`final`: every
+    LB's count before the first attach and after the last detach; rx_total: the backends' rx
+    between those two reads.
+    - block_<i>_others_idle (exact): the block's LB forwarded nothing since its last block;
+    - block_<i>_forwarded_by_<lb>: it forwarded at least (1 - tol) x what the backends received in
+      its window (the window is inside its attachment; the sampler's timestamps lag its reads by
+      tens of ms on a loaded machine, so the attachment's own edges are not compared);
+    - lbs_account_for_rx: every frame the backends received was forwarded by one of the LBs
+      (received <= forwarded within the counters' tolerance), and the LBs forwarded at most
+      (1 + tol) x that (frames an LB redirected may be dropped on the way: the switch's ring)."""
+    last = dict(initial)             # each LB's count when it was last detached (or never attached)
+    since = {k: 0 for k in initial}  # ... after which block (0: before the first)
+    tol = tol_pct / 100
+    for b in blocks:
+        k, i = b["lb"], b["block"]
+        rose = b["fwd_in"] - last[k]
+        v.require(f"block_{i}_others_idle", rose == 0,
+                  f"block {i} ({k}): {k} forwarded {rose} frames while not attached "
+                  f"(after block {since[k]}, before block {i}): another LB's program was not the one attached")
+        fwd, rx = b["fwd_out"] - b["fwd_in"], b["rx_window"]
+        v.require(f"block_{i}_forwarded_by_{k}", fwd >= rx * (1 - tol) - 10,
+                  f"block {i} ({k}): {k} forwarded {fwd} frames while attached, the backends received {rx:.0f} "
+                  f"in its window alone (tolerance {tol_pct:g} %): the LB switched in did not do the forwarding")
+        last[k], since[k] = b["fwd_out"], i
+    for k, n in final.items():
+        rose = n - last[k]
+        v.require(f"{k}_idle_after_last_block", rose == 0,
+                  f"{k} forwarded {rose} frames after its last block ({since[k]}), while not attached")
+    fwd_total = sum(final[k] - initial[k] for k in final)
+    v.require("lbs_account_for_rx", rx_total <= fwd_total * 1.001 + 10 and fwd_total <= rx_total * (1 + tol) + 10,
+              f"the LBs forwarded {fwd_total} frames, the backends received {rx_total} (tolerance {tol_pct:g} %)")
+
+
+def dut_cpu_reader(testbed):
+    """A reader of the CPU time (ns, /proc/<pid>/schedstat) the LB port's pinned NAPI thread has used
+    (NamespaceTestbed.napi.placed_threads: threaded NAPI, testbed.cpus.dut), None where there is no such
+    thread (a hardware testbed, NAPI inline). A block's rx per second of that thread's CPU time is its
+    rate with the thread's CPU share divided out: on a shared 2-core machine other testbeds' pinned
+    NAPI threads at the same SCHED_FIFO priority take turns on that CPU, and the generator on the other
+    CPU is starved now and then, both at sub-second scales (module docstring of scripts/bench_rank.py)."""
+    napi = getattr(testbed, "napi", None)  # NamespaceTestbed's NapiPlacement: the threads it pinned
+    pids = list(((napi.placed_threads() if napi is not None else None) or {}).get("dut") or {})
+    if len(pids) != 1:
+        return None
+    node = testbed.node(testbed.cfg.role("lb").name)
+
+    def read() -> int | None:
+        r = node.run(["cat", f"/proc/{pids[0]}/schedstat"], check=False)
+        return int(r.stdout.split()[0]) if r.ok and r.stdout.split() else None
+    return read
+
+
+def forwarded(lb) -> int:
+    """An LB's forwarded frames so far (its per-backend packets, summed)."""
+    return int(sum(b["packets"] for b in lb.stats()["backends"]))
+
+
+def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
+    """One repetition of the interleaved rate design (module docstring)."""
+    from .procedures import backend_ifaces, payload_tunables, watch_lb
+    tb, cfg = ctx.testbed, ctx.testbed.cfg
+    ex = section(cfg, ctx.experiment)
+    lbs, ref = list(ex["lbs"]), ex["reference"]
+    drivers = check_switchable(tb, lbs, f"experiments.{ctx.experiment}.lbs")
+    rounds, block_s, settle_s = int(ex["rounds"]), float(ex["block_s"]), float(ex["settle_s"])
+    seed = int(ex["seed"]) + int(ctx.repetition)
+    order = block_order(lbs, rounds, seed)
+    payload = int(ctx.point.get("payload", ex.get("payload")))
+    tun = payload_tunables(payload, int(ex["flows"]))
+    lbn = cfg.role("lb")
+    sw = XdpSwitch(tb.node(lbn.name), (lbn.lb_port("ingress") or lbn.iface()).name)
+    sampler = RateSampler(tb, backend_ifaces(cfg), float(ex["sample_interval_s"]))
+    v = Validity()
+    blocks: list[dict] = []
+    out: dict = {"payload": payload, "lbs": lbs, "reference": ref, "order": order, "order_seed": seed,
+                 "rounds": rounds, "block_s": block_s, "settle_s": settle_s,
+                 "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"])}
+    stop_all(tb)  # the port is the switcher's
+    cpu = dut_cpu_reader(tb)
+    started: list[str] = []
+    h = gen = None
+    stopped, sampling = None, False
+    try:
+        t0 = time.monotonic()
+        for k in lbs:
+            drivers[k].start(attach=False)
+            started.append(k)
+            watch_lb(ctx, drivers[k])
+        out["start_s"] = round(time.monotonic() - t0, 3)
+        pins = {k: drivers[k].prog_pin for k in lbs}
+        initial = {k: forwarded(drivers[k]) for k in lbs}
+        rx0 = sampler.read_total()
+        sw.attach(pins[order[0]])
+        t_in = sum(sw.last) / 2
+        fwd_in = initial[order[0]]
+        h = start_traffic(tb, definition(ctx.experiment).profile, tun, 0.0)
+        ctx.watch.add("generator", "the generator", h.process)
+        sampler.start()
+        sampling = True
+        for i, kind in enumerate(order, 1):
+            if i > 1 and blocks[-1]["lb"] == kind:  # a round ends and the next begins with the same LB: no swap
+                prev = blocks[-1]
+                ta = time.monotonic()
+                fwd_in = prev["fwd_out"] = forwarded(drivers[kind])  # attached: one read ends one, starts the other
+                t_in = prev["t_out"] = (ta + time.monotonic()) / 2
+            elif i > 1:
+                prev = blocks[-1]
+                fwd_in = forwarded(drivers[kind])  # not attached: constant
+                sw.switch(pins[kind])
+                t_in = sum(sw.last) / 2
+                prev["t_out"] = t_in
+                prev["fwd_out"] = forwarded(drivers[prev["lb"]])  # detached: constant from now on
+            time.sleep(settle_s)
+            c0 = cpu() if cpu else None
+            w0 = time.monotonic()
+            time.sleep(block_s)
+            w1 = time.monotonic()
+            c1 = cpu() if cpu else None
+            blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "t_in": t_in, "fwd_in": fwd_in,
+                           "window": [w0, w1],
+                           "dut_cpu_s": (c1 - c0) / 1e9 if c0 is not None and c1 is not None else None})
+            if ctx.watch.check():
+                stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
+                break
+        ctx.watch.release("generator")  # stopped on purpose now
+        gen = h.stop()
+        time.sleep(DRAIN_S)
+        if blocks and "t_out" not in blocks[-1]:
+            blocks[-1]["t_out"] = time.monotonic()
+            blocks[-1]["fwd_out"] = forwarded(drivers[blocks[-1]["lb"]])
+        sw.detach()
+        final = {k: forwarded(drivers[k]) for k in lbs}
+        rx_total = sampler.read_total() - rx0
+    except NodeError as e:
+        if not ctx.watch.check():
+            raise
+        stopped = f"{e}"
+        final = None
+    finally:
+        series = sampler.stop() if sampling else {"samples": [], "error": None}
+        with contextlib.suppress(XenobenchError):
+            if h is not None and gen is None:
+                gen = h.stop()
+        with contextlib.suppress(XenobenchError):
+            sw.detach()
+        for k in started:
+            ctx.watch.release(f"lb_{k}")
+            with contextlib.suppress(XenobenchError):
+                drivers[k].stop()
+    samples = series["samples"]
+    complete = [b for b in blocks if "fwd_out" in b]
+    for b in complete:
+        b["rate_pps"], b["samples"] = window_rate(samples, *b["window"])
+        b["rx_window"] = (counter_at(samples, b["window"][1]) - counter_at(samples, b["window"][0])) if samples else 0.0
+        b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
+        v.require(f"block_{b['block']}_rate", b["rate_pps"] is not None,
+                  f"block {b['block']} ({b['lb']}): {b['samples']} samples in its window (lengthen block_s "
+                  "or shorten sample_interval_s)")
+    if stopped is None and final is not None:
+        bookkeeping(v, complete, initial, final, rx_total, float(ex["check_tolerance_pct"]))
+    v.require("blocks_completed", stopped is None and len(complete) == len(order),
+              f"{len(complete)} of {len(order)} blocks completed" + (f", stopped early {stopped}" if stopped else ""))
+    gen = gen or {}
+    v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "the generator reported no result")
+    v.require("sampler_ok", series["error"] is None, series["error"] or "")
+    rows = [(ctx.repetition, b["round"], b["lb"], b["rate_pps"]) for b in complete if b["rate_pps"]]
+    per_cpu = [(ctx.repetition, b["round"], b["lb"], b["rx_per_dut_cpu_s"]) for b in complete if b.get("rx_per_dut_cpu_s")]
+    out.update(blocks=complete, generator=gen, tunables=gen.get("tunables"), rx_series=series,
+               swaps=sw.swaps, stopped_early=stopped,
+               ranking=[ratio_record(r) for r in ranking(rows, lbs, ref, int(ex["bootstrap"]), int(ex["seed"]))],
+               # the same ratios of rx per second of the DUT NAPI thread's CPU time (dut_cpu_reader)
+               ranking_per_dut_cpu=[ratio_record(r) for r in ranking(per_cpu, lbs, ref, int(ex["bootstrap"]),
+                                                                     int(ex["seed"]))])
+    return out, v
+
+
+def ranking(rows, lbs: list[str], ref: str, resamples: int, seed: int) -> list[rateblocks.RateRatio]:
+    """Every LB against the reference (lb / ref), then every pair of the other LBs (first / second
+    in the list's order): rateblocks' ratios with their bootstrap 95 % CIs."""
+    rows = list(rows)
+    out = [r for k in lbs if k != ref and (r := rateblocks.ratio(rows, k, ref, resamples, seed)) is not None]
+    return out + rateblocks.ranking(rows, [k for k in lbs if k != ref], resamples, seed)
+
+
+def ratio_record(r: rateblocks.RateRatio) -> dict:
+    return {"lb": r.lb, "vs": r.reference, "median": r.median, "ci_low": r.ci_low, "ci_high": r.ci_high,
+            "rounds": r.rounds, "half_width_pct": r.half_width_pct, "verdict": r.verdict}
