@@ -113,7 +113,7 @@ CONFIG_CASES = [
      2, r"Failed to load config {f}: experiments.loss.rates_pps\[0\]: inf is not a finite number"),
     ("plan-only-typo", lambda t: (["--config", str(DEFAULT_CONFIG), "experiment", "plan", "--only", "pps",
                                    "--only", "los"], None), 2,
-     r"Failed to plan experiment 'los': unknown \(known: pps, loss, ndr_pdr, rtt, rtt_load, compare, update\)"),
+     r"Failed to plan experiment 'los': unknown \(known: pps, loss, ndr_pdr, rtt, rtt_load, compare, update, rank\)"),
 ]
 
 

@@ -15,7 +15,7 @@ from .test_ingest_compare import needs_thesis, thesis_tidy  # noqa: F401  (modul
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results" / "small"
 NAMES = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
-         "lb_comparison", "ndr_pdr", "rtt_added", "update_latency", "update_disruption", "update_throughput",
+         "lb_comparison", "ndr_pdr", "rtt_added", "update_latency", "update_disruption", "update_throughput", "update_install",
          "rate_ranking"]
 
 
