@@ -50,12 +50,12 @@ from .errors import ConfigError, NodeError, XenobenchError
 from .experiments import definition, section
 from .latency import block_order
 from .lb import get_lb, stop_all
+from .procedures import DRAIN_S
 from .sampler import RateSampler
 from .traffic import start_traffic
 from .trials import TrialContext, Validity
 from .xdpswitch import XdpSwitch
 
-DRAIN_S = 0.3  # after the generator stops, frames in flight reach the backends (procedures.DRAIN_S)
 
 
 def check_switchable(testbed, lbs: list[str], where: str = "experiments.rank.lbs") -> dict:
