@@ -489,9 +489,9 @@ class Lab:
         return sh("nsenter", "-t", str(self.sshd_pid(node)), "-m", "-u", "-n", "--", *argv, check=check,
                   timeout=timeout)
 
-    def _wait_sshd(self) -> None:
+    def _wait_sshd(self, nodes: list[str] | None = None) -> None:
         deadline = time.monotonic() + 20
-        pending = set(self.cfg.nodes)
+        pending = set(nodes or self.cfg.nodes)
         while pending and time.monotonic() < deadline:
             for n in sorted(pending):
                 pid = self.sshd_pid(n)
@@ -531,6 +531,52 @@ class Lab:
             for p in ports:
                 add += ["--", "add-port", br, p]
         run(node, *add, timeout=60)
+
+    # --- faults an operator meets (scripts/faults_rehearsal.py, tests/test_rehearsal.py) ----------
+    def ssh_sessions(self, node: str) -> list[int]:
+        """The node's SSH sessions: the processes its sshd forked per connection (`sshd: root@notty`,
+        `sshd: ubuntu [priv]`), never its listener."""
+        out = []
+        for pid in sh("ip", "netns", "pids", self.ns(node), check=False).stdout.split():
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if comm.startswith("sshd") and int(pid) != self.sshd_pid(node):
+                out.append(int(pid))
+        return out
+
+    def drop_ssh(self, node: str) -> list[int]:
+        """The controller's connections to a node drop: every session's sshd is killed (SIGKILL, as
+        the OOM killer or a crash would), so the TCP connection is reset. Returns the pids killed."""
+        pids = self.ssh_sessions(node)
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        return pids
+
+    def restart_sshd(self, node: str, down_s: float = 1.0) -> int:
+        """sshd restarts and takes its sessions along (a restart of the whole unit, an upgrade): the
+        listener and every session are stopped, no sshd listens for `down_s`, then a new one does
+        (in the node's namespaces: the shell that starts it holds them meanwhile). Returns its pid."""
+        old = self.sshd_pid(node)
+        d = self.node_dir(node)
+        sessions = " ".join(map(str, self.ssh_sessions(node)))
+        log = open(d / "sshd.log", "ab")
+        p = subprocess.Popen(["nsenter", "-t", str(old), "-m", "-u", "-n", "--", "sh", "-c",
+                              f"kill -TERM {old} {sessions}; sleep {down_s:g}; "
+                              "exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config"],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        self.note("pids", p.pid)
+        (d / "sshd.pid").write_text(str(p.pid))
+        return p.pid
+
+    def wait_sshd(self, node: str | None = None) -> None:
+        """Until the node's (every node's) sshd listens again."""
+        self._wait_sshd([node] if node else None)
 
     # --- what the harness left --------------------------------------------------------------
     def leftovers(self) -> list[str]:

@@ -6,7 +6,7 @@ per port (STLProfile.load with the tunables, direction port % 2, as TRex's conso
 declares the tunable `cores` gets the server's count, so its field-engine cache divides evenly over
 the cores TRex splits the stream across: trex_profiles/xb_common.py cache_size) → add_streams →
 clear_stats → start(mult="<N>pps" per port, or "100%" for rate 0, duration) → wait_on_traffic →
-get_stats/get_xstats per port → stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
+stop → get_stats/get_xstats per port → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
 sends for a duration: the contract's TrialSpec turns a count into count / rate seconds
 (GENERATOR.counts is False), and a trial is judged by the contract's one rule (trial.judge).
 
@@ -165,9 +165,8 @@ class TrexDriver:
         calls += ["clear_stats()",
                   f"start(ports={self.ports}, mult={self.mult(rate_pps)!r}, duration={dur!r}, force=True)",
                   f"wait_on_traffic(ports={self.ports}, timeout={(duration_s or 0) * 2 + 30!r})",
-                  f"get_stats(ports={self.ports})",
-                  *[f"get_xstats({p})" for p in self.ports],
-                  f"stop(ports={self.ports})", "disconnect()"]
+                  f"stop(ports={self.ports})", f"get_stats(ports={self.ports})",
+                  *[f"get_xstats({p})" for p in self.ports], "disconnect()"]
         return {"generator": "trex", "server": f"{self.server}:{self.sync_port}", "ports": self.ports,
                 "mult": self.mult(rate_pps), "requested_pps": float(rate_pps), "duration_s": duration_s,
                 "spec": spec.to_dict(),
@@ -241,15 +240,19 @@ class TrexRun:
             return self._result
         c, ports = self.c, self.drv.ports
         try:
+            # stopped first: a trial stopped early (an actor gone, xenobench.actors) still sends, and
+            # frames sent after the statistics were read would reach the backends uncounted; TRex keeps
+            # the ports' statistics after stop (until clear_stats)
+            c.stop(ports=ports)
             elapsed = time.monotonic() - self.t0
             stats = c.get_stats(ports=ports)
             xstats = {p: c.get_xstats(p) for p in ports}
-            c.stop(ports=ports)
         except Exception as e:
             _quiet_disconnect(c)
             raise TrafficError(f"Failed to collect statistics from TRex server {self.drv.server}: {_reason(e)}") from None
         _quiet_disconnect(c)
-        self._result = evaluate(stats, xstats, ports, self.spec, self.duration if self.duration else elapsed,
+        # the rate over the time it sent: the duration, or less when stopped early
+        self._result = evaluate(stats, xstats, ports, self.spec, min(self.duration, elapsed) if self.duration else elapsed,
                                 profile=self.profile, tunables=self.tunables,
                                 queue_full_max_pct=self.drv.queue_full_max_pct, server=self.drv.server,
                                 server_version=self.drv.server_version, server_cores=self.drv.cores,
