@@ -3,7 +3,7 @@
 - The eBPF LB's tx_error counter: a redirect the program can see failing (no egress port in the
   devmap) is counted there and not as forwarded (BPF_PROG_TEST_RUN, frames from test_ebpf_lb).
 - `kill -9` of an actor in the middle of a trial (the LB: XenoFlow-emu, the eBPF LB's agent; the DNS
-  server: the XDP responder's controller, the Python server; the prober): the trial is invalid with
+  server: the XDP responder's controller, the Python server; the prober; the generator, xdpgen): the trial is invalid with
   a reason naming the actor, and stops early (frames sent, blocks run).
 - The results disk fills mid-trial (a 1 MiB tmpfs): one error naming the file and the fix, nothing
   half-written, the trial whole on the rerun.
@@ -215,6 +215,11 @@ def _dns_pid(kind):
     return pid
 
 
+def _xdpgen_pid(tb):
+    h = tb.node(tb.cfg.role("loadgen").name).handle(XDPGEN_TAG)
+    return h.pid if h else None
+
+
 def _prober_pid(tb):
     from xenobench.actors import tagged
     from xenobench.rtt import PROBER_TAG
@@ -240,6 +245,9 @@ ACTOR_FAULTS = [
     ("dns_server_python", "rtt", PAIRED_6, {"server": "python"}, _dns_pid("python"), "block-2-*",
      "dns_server_python", "DNS server python"),
     ("prober", "rtt", PAIRED_6, {"server": "xdp"}, _prober_pid, "block-2-*", "prober", "prober"),
+    # the generator: named, and the rest of the 4 s not waited for (issue 26, the generator as an actor)
+    ("xdpgen", "pps", PPS_4S, {"lb": "ebpf", "payload": 22}, _xdpgen_pid, "sending", "generator_xdpgen",
+     "generator xdpgen"),
 ]
 
 

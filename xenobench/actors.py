@@ -1,8 +1,9 @@
 """The actors of a trial and the one check that they lived through it.
 
 An actor is a process the trial relies on besides the harness: the load balancer, the DNS server,
-the prober. (The generator answers for itself: a generator that dies prints no result, and its
-TrialResult's `fault` check fails the trial, xenobench.traffic.trial.judge.) Each is watched
+the prober, the generator (xdpgen; the TRex server the harness started: TrafficHandle.actor, watched
+while it sends by xenobench.procedures.watch_generator; a generator that dies also prints no result,
+which fails its TrialResult's `fault` check, xenobench.traffic.trial.judge). Each is watched
 through its driver's liveness method, a callable returning the actor's live ProcessHandle of the
 Node process API or None (LoadBalancer.process, xenobench.dns.server_process, the prober's in
 xenobench.rtt), so every transport and every LB is checked the same way.
@@ -106,7 +107,7 @@ class Watch:
         a = self.actors[key] = Actor(key, what, process, finished=finished)
         self._read(a, at_start=True)
 
-    def release(self, key: str) -> None:
+    def release(self, key: str | None) -> None:
         """A last check before the trial stops the actor on purpose; not watched afterwards."""
         a = self.actors.get(key)
         if a is not None and a.watched:

@@ -94,6 +94,13 @@ class TrafficHandle:
     def wait(self) -> TrialResult:
         return self._run.wait()
 
+    def actor(self) -> tuple | None:
+        """The running generator as an actor of the trial (xenobench.actors): (key, what, liveness,
+        finished), None for one that cannot be watched (trafgen; a TRex server the harness did not
+        start). xdpgen: its process, done once it printed its result; TRex: the server's process."""
+        f = getattr(self._run, "actor", None)
+        return f() if f is not None else None
+
 
 def generator_of(cfg) -> Generator:
     """The generator the config's traffic.generator names."""

@@ -209,7 +209,19 @@ class TrexDriver:
 
 def start(testbed, profile, tunables: dict, spec: TrialSpec, **opts):
     """The contract's start: a TRex trial with the config's traffic.trex server."""
-    return TrexDriver(testbed.cfg.section("traffic"), **opts).start(profile, tunables, spec)
+    run = TrexDriver(testbed.cfg.section("traffic"), **opts).start(profile, tunables, spec)
+    run.server_node = testbed.node_for_role("loadgen")
+    return run
+
+
+def server_actor(node) -> tuple | None:
+    """The TRex server as an actor of a trial (TrafficHandle.actor): the process `traffic server
+    start` (the workflow's rule trex_server) started on the loadgen node; None for a server the
+    harness did not start (its process is not known: the trial's RPC calls fail when it is gone)."""
+    from ..actors import tagged
+    if node is None or node.handle(SERVER_TAG) is None:
+        return None
+    return ("generator_trex", "generator trex (TRex server)", tagged(node, SERVER_TAG), None)
 
 
 def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
@@ -222,6 +234,11 @@ GENERATOR = Generator("trex", start, plan, counts=False)
 
 
 class TrexRun:
+    server_node = None  # the loadgen node (start()): the server watched as an actor
+
+    def actor(self) -> tuple | None:
+        return server_actor(self.server_node)
+
     def __init__(self, drv: TrexDriver, c, spec: TrialSpec, profile, tunables):
         self.drv, self.c, self.spec, self.duration = drv, c, spec, spec.duration_s
         self.profile, self.tunables = profile, tunables
@@ -261,7 +278,12 @@ class TrexRun:
 
 
 class TrexProcessRun:
-    """A trial run by trex_worker.py in a child process; same wait()/stop() as TrexRun."""
+    """A trial run by trex_worker.py in a child process; same wait()/stop()/actor() as TrexRun."""
+
+    server_node = None
+
+    def actor(self) -> tuple | None:
+        return server_actor(self.server_node)
 
     def __init__(self, tcfg, profile, tunables, spec: TrialSpec):
         import json

@@ -169,6 +169,13 @@ class XdpgenRun:
                                    f"after {STARTUP_S:g} s (log {self.h.log})")
             time.sleep(0.01)
 
+    def actor(self) -> tuple:
+        """xdpgen as an actor of the trial (TrafficHandle.actor): its process; it ends by itself,
+        done when it printed its result (killed, it prints none)."""
+        from ..actors import tagged
+        return ("generator_xdpgen", "generator xdpgen", tagged(self.node, TAG),
+                lambda: parse_result(self._out()) is not None)
+
     def wait(self) -> dict:
         """Block until xdpgen ends (count sent, duration over) or the deadline, then collect."""
         if self._result is None:
