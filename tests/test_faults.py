@@ -427,3 +427,42 @@ def test_kill_9_of_snakemake_then_the_same_command_resumes(tmp_path):
                        env=env, capture_output=True)
         shutil.rmtree(results, ignore_errors=True)
     assert _leftovers(prefix, str(cfg)) == {"namespaces": [], "processes": [], "pins": [], "xdp": []}
+
+
+# --- the results path checked before the testbed goes up (issue 26, item 7) -----------------------------
+def test_results_path_without_room_is_refused_before_the_testbed_goes_up(tmp_path):
+    """`testbed up` and `experiment run` with --results on a 4 MiB tmpfs: refused before anything is
+    brought up, naming the path, the free bytes, the setting and the fix; with the setting lowered
+    (experiments.min_free_mb) the same path passes the check; a regular file in the way is named."""
+    from xenobench.config import load_config
+    from xenobench.errors import DataError
+    from xenobench.layout import check_results_root
+
+    prefix = _prefix()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+    try:
+        cfg = tmp_path / "small.yaml"
+        ci = Path(__file__).resolve().parents[1] / "config" / "ci.yaml"
+        cfg.write_text(f"extends: {ci}\ntestbed: {{name: small}}\n")
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        want = (f"xenobench: Failed to use results directory {disk}/results: its file system has {free} bytes free "
+                f"({free / (1 << 20):.1f} MB), below experiments.min_free_mb = 256 MB (268435456 bytes); free space "
+                "there, give --results a directory on another file system, or lower experiments.min_free_mb")
+        for args in (["testbed", "up"], ["experiment", "run", "pps", "lb-ebpf_payload-22"]):
+            p = _xb(cfg, *args, "--results", str(disk / "results"))
+            assert (p.returncode, p.stderr.strip()) == (1, want), (args, p.stderr)
+            assert "Traceback" not in p.stderr
+            assert _leftovers(prefix, str(disk))["namespaces"] == []  # nothing was brought up
+        assert not (disk / "results").exists()
+
+        cfg.write_text(f"extends: {ci}\ntestbed: {{name: small}}\nexperiments: {{min_free_mb: 1}}\n")
+        check_results_root(disk / "results", load_config(cfg).section("experiments")["min_free_mb"])  # room enough
+        (disk / "results").write_text("a file where the directory goes")
+        with pytest.raises(DataError) as e:
+            check_results_root(disk / "results" / "fault", 1)
+        assert str(e.value) == (f"Failed to use results directory {disk}/results/fault: {disk}/results is not a "
+                                "directory (give --results a directory)")
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

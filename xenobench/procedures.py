@@ -23,7 +23,7 @@ from .errors import ConfigError, NodeError, XenobenchError
 from .experiments import definition, is_capacity_point, paired, points, section, self_capacity_points
 from .latency import block_order
 from .lb import NONE, by_hash, get_lb, stop_all
-from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
+from .layout import ResultsTree, TrialDir, check_results_root, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
 from .progcost import measure as measure_prog_cost
@@ -656,6 +656,7 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
             if not reusable(tree.trial(experiment, point, r), trial_params(cfg, experiment, point, r), progress)]
     results = []
     if todo:
+        check_results_root(Path(results_root), ex_all["min_free_mb"])  # room for the trials, before anything starts
         testbed.up()  # idempotent; a resumed run may find the testbed down
         with point_setup(testbed, experiment, point, progress) as lb:
             for r in todo:
