@@ -54,7 +54,7 @@ from xenobench.errors import XenobenchError
 from xenobench.nodes.base import sudoers_rule
 from xenobench.testbed.bpffs import BPF_PRELOAD
 from xenobench.fabric import NamespaceFabric
-from xenobench.testbed.switch import SwitchFastpath, _bpftool_batch, _hex
+from xenobench.testbed.switch import FASTPATH_PROG, SwitchFastpath, _bpftool_batch, _hex
 from xenobench.testbed.topology import NamespaceTopology, existing_namespaces, ip, kill_ns_processes
 
 LAB_UID = 2342  # the DPU login's uid: only in that node's /etc/passwd
@@ -192,19 +192,24 @@ class Lab:
                           "net.ipv6.conf.default.disable_ipv6=1")
             ip("-n", ns, "link", "set", "lo", "up")
         for n in self.cfg.nodes:
-            link, root_addr, node_addr = self.mgmt(n)
-            self.note("links", link)
-            ip("link", "add", link, "type", "veth", "peer", "name", "mgmt0", "netns", self.ns(n))
-            ip("addr", "add", root_addr, "dev", link)
-            ip("link", "set", link, "up")
-            ip("-n", self.ns(n), "addr", "add", node_addr, "dev", "mgmt0")
-            ip("-n", self.ns(n), "link", "set", "mgmt0", "up")
+            self._mgmt_link(n)
 
-    def _veth(self, a: str, ns_a: str, b: str, ns_b: str, mac_a: str | None = None) -> None:
-        args = ["link", "add", a, "netns", ns_a]
-        if mac_a:
-            args += ["address", mac_a]
-        ip(*args, "type", "veth", "peer", "name", b, "netns", ns_b)
+    def _mgmt_link(self, n: str) -> None:
+        link, root_addr, node_addr = self.mgmt(n)
+        self.note("links", link)
+        ip("link", "add", link, "type", "veth", "peer", "name", "mgmt0", "netns", self.ns(n))
+        ip("addr", "add", root_addr, "dev", link)
+        ip("link", "set", link, "up")
+        ip("-n", self.ns(n), "addr", "add", node_addr, "dev", "mgmt0")
+        ip("-n", self.ns(n), "link", "set", "mgmt0", "up")
+
+    def _veth(self, a: str, ns_a: str, b: str, ns_b: str, mac_a: str | None = None,
+              index_b: int | None = None) -> None:
+        end_a = [a, "netns", ns_a, *(["address", mac_a] if mac_a else [])]
+        if index_b:  # ip-link takes `index` for the link it adds, not for the veth's peer
+            ip("link", "add", b, "netns", ns_b, "index", str(index_b), "type", "veth", "peer", "name", *end_a)
+        else:
+            ip("link", "add", *end_a, "type", "veth", "peer", "name", b, "netns", ns_b)
         for dev, ns in ((a, ns_a), (b, ns_b)):
             self.topo.run(ns, "ethtool", "-K", dev, "tx", "off")  # full checksums on the wire
             self.topo.run(ns, "ethtool", "-K", dev, "gro", "on")  # NAPI: XDP_TX/redirect into it works
@@ -216,12 +221,7 @@ class Lab:
            "mcast_snooping", "0")
         ip("-n", sw, "link", "set", "br0", "multicast", "off", "up")
         for n, i, port in self.topo.ports():
-            self._veth(i.name, self.ns(n.name), port, sw, i.mac)
-            ip("-n", sw, "link", "set", port, "master", "br0")
-            sh("bridge", "-n", sw, "link", "set", "dev", port, "learning", "off")
-            sh("bridge", "-n", sw, "fdb", "replace", i.mac, "dev", port, "master", "static")
-            for a in ([str(i.ip)] if i.ip else []) + [str(x) for x in i.extra_ips]:
-                ip("-n", self.ns(n.name), "addr", "add", a, "dev", i.name)
+            self._cable(n, i, port)
         if self.dpu:
             dpu, lb = self.dpu, self.lb
             p0 = next(i for i in dpu.interfaces if i.lb_port == "ingress")
@@ -253,6 +253,17 @@ class Lab:
             # the port where the LB host's frames enter the switch: the DPU's p0); without it they
             # are flooded and every backend receives each one
             NamespaceFabric(_LabSwitchView(self)).gateway_up()
+
+    def _cable(self, n, i, port: str, index: int | None = None) -> None:
+        """A node's interface to its switch port (`index`: the port's ifindex, kept over a reboot so
+        the fast path's and the gateway's maps stay right), bound by static FDB, its addresses."""
+        sw = self.topo.switch_ns
+        self._veth(i.name, self.ns(n.name), port, sw, i.mac, index_b=index)
+        ip("-n", sw, "link", "set", port, "master", "br0")
+        sh("bridge", "-n", sw, "link", "set", "dev", port, "learning", "off")
+        sh("bridge", "-n", sw, "fdb", "replace", i.mac, "dev", port, "master", "static")
+        for a in ([str(i.ip)] if i.ip else []) + [str(x) for x in i.extra_ips]:
+            ip("-n", self.ns(n.name), "addr", "add", a, "dev", i.name)
 
     def controller_files(self) -> None:
         """The controller's client key and known_hosts (as an operator's ~/.ssh); host keys are
@@ -573,6 +584,44 @@ class Lab:
         self.note("pids", p.pid)
         (d / "sshd.pid").write_text(str(p.pid))
         return p.pid
+
+    def reboot(self, node: str, down_s: float = 1.0) -> None:
+        """The node's host reboots: every process in it ends, its network namespace is deleted (its
+        links with it), /tmp and /run are emptied, and after `down_s` it comes back as it boots: the
+        namespace, the management link, its ports on the switch (same ifindex, so the switch's
+        maps hold), its addresses, its sshd; /etc, /root, /home, /opt and /var/log are kept (the
+        disk). Nodes cabled to others than the switch (the lb host, the DPU) are not modelled."""
+        if self.dpu and node in (self.dpu.name, self.lb.name):
+            raise LabError(f"Failed to reboot {node}: only nodes cabled to the switch alone are modelled "
+                           "(the lb host and the DPU share links and OVS)")
+        sw, ns = self.topo.switch_ns, self.ns(node)
+        ports = [(nn, i, port) for nn, i, port in self.topo.ports() if nn.name == node]
+        index = {x["ifname"]: x["ifindex"] for x in json.loads(ip("-n", sw, "-j", "link", "show").stdout)}
+        kill_ns_processes(ns)
+        ip("netns", "del", ns)
+        deadline = time.monotonic() + 10
+        while any(Path(f"/sys/class/net/{self.mgmt(node)[0]}").exists() or
+                  sh("ip", "-n", sw, "link", "show", port, check=False).returncode == 0 for _, _, port in ports):
+            if time.monotonic() > deadline:
+                raise LabError(f"Failed to reboot {node}: its links were not removed within 10 s")
+            time.sleep(0.05)
+        d = self.node_dir(node)
+        for sub in ("tmp", "run"):
+            for p in (d / sub).iterdir():
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        time.sleep(down_s)
+        ip("netns", "add", ns)
+        self.topo.run(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+        ip("-n", ns, "link", "set", "lo", "up")
+        self._mgmt_link(node)
+        for nn, i, port in ports:
+            self._cable(nn, i, port, index=index[port])
+            if self.cfg.section("testbed").get("switch_fastpath", True):
+                self.topo.run(ns, "ethtool", "-K", i.name, "gro", "on")
+                self.topo.run(sw, "ip", "link", "set", "dev", port, "xdpdrv", "pinned",
+                              str(self.fastpath.pindir / "progs" / FASTPATH_PROG))
+        self._start_node(node)
+        self._wait_sshd([node])
 
     def wait_sshd(self, node: str | None = None) -> None:
         """Until the node's (every node's) sshd listens again."""
