@@ -168,6 +168,8 @@ def revive_setup(testbed, lb, server: str | None, progress=print) -> None:
         progress(f"load balancer {lb.kind} is not running: starting it again")
         lb.stop()
         lb.start()
+    from .traffic.trex import revive_server
+    revive_server(testbed, progress)  # the TRex server the harness started, if it died
 
 
 def _traffic_watched(ctx: TrialContext, profile: str, tun: dict, rate: float, duration: float) -> TrialResult:

@@ -457,5 +457,20 @@ def start_server(testbed, tcfg: dict):
     return h
 
 
+def revive_server(testbed, progress=print) -> bool:
+    """Start the TRex server again when the harness started it (its process is recorded) and it is
+    gone (it died in an earlier attempt, recorded invalid naming it: generator_trex_alive); True if
+    it was started. Nothing for another generator or a server the harness did not start."""
+    if testbed.cfg.section("traffic")["generator"] != "trex":
+        return False
+    node = testbed.node_for_role("loadgen")
+    if node.handle(SERVER_TAG) is None or node.running(SERVER_TAG):
+        return False
+    progress(f"TRex server on {node.name} is not running: starting it again")
+    node.stop(SERVER_TAG)  # forget the dead one
+    start_server(testbed, testbed.cfg.section("traffic"))
+    return True
+
+
 def stop_server(testbed) -> bool:
     return testbed.node_for_role("loadgen").stop(SERVER_TAG, timeout=15)
