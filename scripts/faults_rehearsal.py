@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,12 +35,27 @@ from xenobench.errors import XenobenchError  # noqa: E402
 from xenobench.layout import ResultsTree  # noqa: E402
 
 #: what each scenario runs: a short pps point (TRex stand-in at a rate this machine reaches) or an
-#: RTT point (the Python DNS server on fips2, probes direct: no LB in the way)
+#: RTT point (the XDP DNS responder on fips2, probes direct: no LB in the way; the Python server
+#: binds the VIP, which no backend holds on the thesis testbed and the lab)
 SIZES = {"repetitions": 2, "max_attempts": 1, "settle_s": 0.2, "cooldown_s": 0.2,
          "pps": {"rate_pps": 50000, "duration_s": 3},
-         "rtt": {"lbs": ["none"], "servers": ["python"], "paired": True, "blocks": 2, "block_probes": 400,
+         "rtt": {"lbs": ["none"], "servers": ["xdp"], "paired": True, "blocks": 2, "block_probes": 400,
                  "rate_qps": 200, "probes": 800}}
-FAULT_AT_S = 1.2  # after the attempt's opening counter snapshot: inside the load or the first block
+FAULT_AT_S = 0.8  # after the load (xdpgen on fips4) or the probes (the prober on fips1) started
+
+
+def _procs(lab, node: str, needle: str) -> list[int]:
+    """Pids of the node's processes whose command line holds `needle` (the lab's view: its namespace)."""
+    out = []
+    pids = subprocess.run(["ip", "netns", "pids", lab.ns(node)], capture_output=True, text=True).stdout.split()
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmd and not cmd.startswith("sudo "):
+            out.append(int(pid))
+    return out
 
 
 def _kill(lab, node: str, handle) -> str:
@@ -61,7 +77,16 @@ def _trex(tb):
 
 def _dns(tb):
     from xenobench.dns import server_process
-    return server_process(tb, "python")
+    return server_process(tb, "xdp")
+
+
+def _kill_program(lab, node: str, needle: str) -> str:
+    """kill -9 of the program itself (XenoFlow under sudo: the program, not sudo, crashes)."""
+    pids = _procs(lab, node, needle)
+    if not pids:
+        raise RuntimeError(f"no process with {needle!r} on {node}")
+    lab.in_node(node, "kill", "-9", *map(str, pids))
+    return f"kill -9 {' '.join(map(str, pids))} ({needle}) on {node}"
 
 
 # name, experiment, point, the fault (lab, testbed) -> what was done
@@ -70,14 +95,14 @@ SCENARIOS = [
      lambda lab, tb: f"sshd sessions {lab.drop_ssh('fips5-dpu')} killed"),
     ("sshd restarts: fips5 (eBPF LB's node)", "pps", {"lb": "ebpf", "payload": 22},
      lambda lab, tb: f"sshd restarted as pid {lab.restart_sshd('fips5')}"),
-    ("host reboot: fips2 (DNS backend)", "rtt", {"server": "python"},
+    ("host reboot: fips2 (DNS backend)", "rtt", {"server": "xdp"},
      lambda lab, tb: lab.reboot("fips2") or "namespace deleted and made again"),
     ("TRex server dies: fips4", "pps", {"lb": "xenoflow", "payload": 22},
      lambda lab, tb: _kill(lab, "fips4", _trex(tb))),
-    ("DNS server dies: fips2 (python)", "rtt", {"server": "python"},
+    ("DNS server dies: fips2 (XDP responder's controller)", "rtt", {"server": "xdp"},
      lambda lab, tb: _kill(lab, "fips2", _dns(tb))),
     ("LB dies: XenoFlow on fips5-dpu", "pps", {"lb": "xenoflow", "payload": 22},
-     lambda lab, tb: _kill(lab, "fips5-dpu", _lb(tb, "xenoflow"))),
+     lambda lab, tb: _kill_program(lab, "fips5-dpu", "build/xenoflow")),
     ("LB dies: eBPF controller on fips5", "pps", {"lb": "ebpf", "payload": 22},
      lambda lab, tb: _kill(lab, "fips5", _lb(tb, "ebpf"))),
 ]
@@ -104,12 +129,14 @@ def scenario(lab, config: Path, name, experiment, point, fault, results: Path, b
     rep1 = tree.trial(experiment, point, 1)
     done: dict = {}
 
+    flowing = (("fips4", "xdpgen") if experiment == "pps" else ("fips1", "xenobench.agents.prober"))
+
     def inject():
         mark = rep1.attempt(1).counters_before
         deadline = time.monotonic() + 180
-        while not mark.exists() and time.monotonic() < deadline and "run" not in done:
-            time.sleep(0.02)
-        if not mark.exists():
+        while not (mark.exists() and _procs(lab, *flowing)) and time.monotonic() < deadline and "run" not in done:
+            time.sleep(0.05)
+        if not mark.exists() or "run" in done:
             done["fault"] = "never injected: the trial did not start"
             return
         time.sleep(FAULT_AT_S)

@@ -284,7 +284,7 @@ class SshNode(Node):
     def signal(self, h, sig, *, sudo=False):
         if not sudo:
             return super().signal(h, sig)
-        if not self._same_process(h):
+        if not self._same_process(h) and not self.orphans(h):
             logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
                            self.name, h.tag, h.pid, shlex.join(h.argv))
             return False
