@@ -297,13 +297,22 @@ class TrexProcessRun:
                                        "spec": spec.to_dict()}) + "\n")
         self.p.stdin.flush()
         self._result = None
+        self._error = None  # how the trial failed, once it did: stop() after a failed wait() says it again
         ev = self._read()
         if ev["event"] != "started":
             self._finish()
             raise TrafficError(ev.get("error", f"Failed to start traffic on TRex: worker said {ev}"))
 
-    def _read(self) -> dict:
+    def _read(self, timeout: float | None = None) -> dict:
+        """The worker's next event; a worker silent for `timeout` s (an RPC to a server that died
+        under it) is killed and the trial fails by name instead of the harness waiting for ever."""
         import json
+        import select
+        if timeout is not None and not select.select([self.p.stdout], [], [], timeout)[0]:
+            self.p.kill()
+            self._finish()
+            return {"event": "error", "error": f"Failed to collect the TRex trial: the worker did not answer "
+                                               f"within {timeout:g} s (did the TRex server die?); it was stopped"}
         line = self.p.stdout.readline()
         if not line:
             self._finish()
@@ -322,10 +331,12 @@ class TrexProcessRun:
             self.p.wait()
 
     def _collect(self) -> dict:
-        ev = self._read()
+        # the trial's rest, then the statistics: TRex's own wait_on_traffic timeout (duration x 2 + 30 s)
+        ev = self._read(timeout=(self.duration or 0) * 2 + 30)
         self._finish()
         if ev["event"] != "result":
-            raise TrafficError(ev.get("error", f"Failed to collect the TRex trial: worker said {ev}"))
+            self._error = ev.get("error", f"Failed to collect the TRex trial: worker said {ev}")
+            raise TrafficError(self._error)
         self._result = TrialResult(ev["result"])
         return self._result
 
@@ -339,10 +350,12 @@ class TrexProcessRun:
     def stop(self) -> dict:
         if self._result is not None:
             return self._result
+        if self._error is not None:  # the worker is gone: nothing to stop, the failure stands
+            raise TrafficError(self._error)
         try:
             self.p.stdin.write("stop\n")
             self.p.stdin.flush()
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):  # ValueError: stdin closed (the worker ended)
             pass
         return self._collect()
 
