@@ -117,35 +117,6 @@ def test_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(lab, testbed):
     lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "del-flows", "ovsbr2", "ip,in_port=pf1hpf")
 
 
-def test_trex_not_running_is_started_by_the_workflow_rule(lab, testbed, tmp_path):
-    """Day one, defect 1: no TRex server runs on fips4; the workflow's rule trex_server starts
-    the one at traffic.trex.daemon.path (the stand-in, with fips4's /etc/trex_cfg.yaml), and the
-    workflow's end stops it and collects its log."""
-    t = testbed.cfg.section("traffic")["trex"]
-    with pytest.raises(OSError):
-        socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
-    name = f"rehearsal-test-{testbed.cfg.prefix.rstrip('-')}"
-    res = REPO_ROOT / "results" / name
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    try:
-        p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "snakemake"), "--cores", "1", f"results/{name}/trex_server.txt",
-                            "--configfile", str(CONFIG), "--config", f"testbed={{name: {name}}}"],
-                           cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=300)
-        assert p.returncode == 0, p.stderr[-3000:]
-        # the workflow's end (onsuccess) stopped the server and collected its log from fips4
-        log = (res / "logs" / "trex_server.log").read_text()
-        assert log.split(" ", 1)[1].startswith("trex stand-in v3.04: 2 ports (enp24s0f0np0, dummy), 14 cores per "
-                                               "dual port, RPC 4501, async 4500, xdpgen /opt/trex/v3.04/xdpgen"), log
-        with pytest.raises(OSError):
-            socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
-    finally:
-        # what that testbed name left on the nodes (its private directories), as `make rehearsal` does
-        cfg = tmp_path / "test.yaml"
-        cfg.write_text(f"extends: {CONFIG}\ntestbed: {{name: {name}}}\n")
-        get_testbed(load_config(cfg)).down(purge=True)
-        subprocess.run(["rm", "-rf", str(res), str(REPO_ROOT / "figures" / name)])
-
-
 # --- faults over SSH mid-trial (issue 26): each named in the trial's record, the next trial runs ---------
 def _sleeper_trial(testbed, lab, trial, fault):
     """One trial whose actor is a process the harness started on fips2 (`sleep`, in its own session
@@ -162,7 +133,7 @@ def _sleeper_trial(testbed, lab, trial, fault):
         time.sleep(0.3)
         if fault:
             fault()
-        for _ in range(50):
+        for _ in range(50 if fault else 3):  # without a fault: a few checks, all alive
             if ctx.watch.check():
                 break
             time.sleep(0.1)
@@ -229,17 +200,19 @@ def test_trex_server_killed_mid_trial_is_named_and_started_again(lab, testbed, t
     first = loadgen.handle(SERVER_TAG).pid
     trial = ResultsTree(tmp_path, testbed.cfg.name).trial("pps", point, 1)
 
+    over = threading.Event()
+
     def kill():
-        deadline = time.monotonic() + 120
-        while not trial.attempt(1).counters_before.exists() and time.monotonic() < deadline:
+        while not trial.attempt(1).counters_before.exists() and not over.is_set():
             time.sleep(0.02)
-        time.sleep(2.0)  # the worker connected, frames flow
-        lab.in_node("fips4", "kill", "-9", str(first))
+        if not over.wait(2.0):  # the worker connected, frames flow
+            lab.in_node("fips4", "kill", "-9", str(first))
     t = threading.Thread(target=kill)
     t.start()
     try:
         run_point(testbed, "pps", point, results_root=tmp_path, progress=lambda m: None)
     finally:
+        over.set()
         t.join()
         stop_server(testbed)
     r1 = trial.read_result()
@@ -253,6 +226,35 @@ def test_trex_server_killed_mid_trial_is_named_and_started_again(lab, testbed, t
     assert r2["outputs"]["actors"]["generator_trex"]["pid"] != first
     left = [x for x in lab.leftovers() if x.startswith("fips4: process")]
     assert left == [], left
+
+
+def test_trex_not_running_is_started_by_the_workflow_rule(lab, testbed, tmp_path):
+    """Day one, defect 1: no TRex server runs on fips4; the workflow's rule trex_server starts
+    the one at traffic.trex.daemon.path (the stand-in, with fips4's /etc/trex_cfg.yaml), and the
+    workflow's end stops it and collects its log."""
+    t = testbed.cfg.section("traffic")["trex"]
+    with pytest.raises(OSError):
+        socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
+    name = f"rehearsal-test-{testbed.cfg.prefix.rstrip('-')}"
+    res = REPO_ROOT / "results" / name
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    try:
+        p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "snakemake"), "--cores", "1", f"results/{name}/trex_server.txt",
+                            "--configfile", str(CONFIG), "--config", f"testbed={{name: {name}}}"],
+                           cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        # the workflow's end (onsuccess) stopped the server and collected its log from fips4
+        log = (res / "logs" / "trex_server.log").read_text()
+        assert log.split(" ", 1)[1].startswith("trex stand-in v3.04: 2 ports (enp24s0f0np0, dummy), 14 cores per "
+                                               "dual port, RPC 4501, async 4500, xdpgen /opt/trex/v3.04/xdpgen"), log
+        with pytest.raises(OSError):
+            socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
+    finally:
+        # what that testbed name left on the nodes (its private directories), as `make rehearsal` does
+        cfg = tmp_path / "test.yaml"
+        cfg.write_text(f"extends: {CONFIG}\ntestbed: {{name: {name}}}\n")
+        get_testbed(load_config(cfg)).down(purge=True)
+        subprocess.run(["rm", "-rf", str(res), str(REPO_ROOT / "figures" / name)])
 
 
 def test_lab_down_leaves_nothing_even_after_a_half_failed_up(lab, testbed, monkeypatch):

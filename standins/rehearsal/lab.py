@@ -614,12 +614,19 @@ class Lab:
         self.topo.run(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
         ip("-n", ns, "link", "set", "lo", "up")
         self._mgmt_link(node)
+        # the switch's devmaps dropped the old ports when they went (the kernel's devmap notifier):
+        # the new ones, at the same ifindex, are put back (the fast path's, the L3 gateway's)
+        devmaps = [m for m in (self.fastpath.pindir / "maps" / "ports",
+                               self.topo.pin_dir / "fabric" / "gateway" / "maps" / "gw_ports") if m.exists()]
         for nn, i, port in ports:
             self._cable(nn, i, port, index=index[port])
             if self.cfg.section("testbed").get("switch_fastpath", True):
                 self.topo.run(ns, "ethtool", "-K", i.name, "gro", "on")
                 self.topo.run(sw, "ip", "link", "set", "dev", port, "xdpdrv", "pinned",
                               str(self.fastpath.pindir / "progs" / FASTPATH_PROG))
+            idx = _hex(index[port].to_bytes(4, "little"))
+            _bpftool_batch(self.topo, "lab-reboot", [f"map update pinned {m} key hex {idx} value hex {idx}"
+                                                     for m in devmaps])
         self._start_node(node)
         self._wait_sshd([node])
 
