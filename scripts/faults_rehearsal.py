@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,20 +41,6 @@ SIZES = {"repetitions": 2, "max_attempts": 1, "settle_s": 0.2, "cooldown_s": 0.2
          "rtt": {"lbs": ["none"], "servers": ["xdp"], "paired": True, "blocks": 2, "block_probes": 400,
                  "rate_qps": 200, "probes": 800}}
 FAULT_AT_S = 0.8  # after the load (xdpgen on fips4) or the probes (the prober on fips1) started
-
-
-def _procs(lab, node: str, needle: str) -> list[int]:
-    """Pids of the node's processes whose command line holds `needle` (the lab's view: its namespace)."""
-    out = []
-    pids = subprocess.run(["ip", "netns", "pids", lab.ns(node)], capture_output=True, text=True).stdout.split()
-    for pid in pids:
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if needle in cmd and not cmd.startswith("sudo "):
-            out.append(int(pid))
-    return out
 
 
 def _kill(lab, node: str, handle) -> str:
@@ -82,7 +67,7 @@ def _dns(tb):
 
 def _kill_program(lab, node: str, needle: str) -> str:
     """kill -9 of the program itself (XenoFlow under sudo: the program, not sudo, crashes)."""
-    pids = _procs(lab, node, needle)
+    pids = lab.pids(node, needle)
     if not pids:
         raise RuntimeError(f"no process with {needle!r} on {node}")
     lab.in_node(node, "kill", "-9", *map(str, pids))
@@ -134,7 +119,7 @@ def scenario(lab, config: Path, name, experiment, point, fault, results: Path, b
     def inject():
         mark = rep1.attempt(1).counters_before
         deadline = time.monotonic() + 180
-        while not (mark.exists() and _procs(lab, *flowing)) and time.monotonic() < deadline and "run" not in done:
+        while not (mark.exists() and lab.pids(*flowing)) and time.monotonic() < deadline and "run" not in done:
             time.sleep(0.05)
         if not mark.exists() or "run" in done:
             done["fault"] = "never injected: the trial did not start"

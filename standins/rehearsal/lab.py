@@ -544,6 +544,18 @@ class Lab:
         run(node, *add, timeout=60)
 
     # --- faults an operator meets (scripts/faults_rehearsal.py, tests/test_rehearsal.py) ----------
+    def pids(self, node: str, needle: str) -> list[int]:
+        """The node's processes (in its namespace) whose command line holds `needle`, but sudo's."""
+        out = []
+        for pid in sh("ip", "netns", "pids", self.ns(node), check=False).stdout.split():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if needle in cmd and not cmd.startswith("sudo "):
+                out.append(int(pid))
+        return out
+
     def ssh_sessions(self, node: str) -> list[int]:
         """The node's SSH sessions: the processes its sshd forked per connection (`sshd: root@notty`,
         `sshd: ubuntu [priv]`), never its listener."""
