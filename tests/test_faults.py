@@ -3,7 +3,7 @@
 - The eBPF LB's tx_error counter: a redirect the program can see failing (no egress port in the
   devmap) is counted there and not as forwarded (BPF_PROG_TEST_RUN, frames from test_ebpf_lb).
 - `kill -9` of an actor in the middle of a trial (the LB: XenoFlow-emu, the eBPF LB's agent; the DNS
-  server: the XDP responder's controller, the Python server; the prober): the trial is invalid with
+  server: the XDP responder's controller, the Python server; the prober; the generator, xdpgen): the trial is invalid with
   a reason naming the actor, and stops early (frames sent, blocks run).
 - The results disk fills mid-trial (a 1 MiB tmpfs): one error naming the file and the fix, nothing
   half-written, the trial whole on the rerun.
@@ -215,6 +215,11 @@ def _dns_pid(kind):
     return pid
 
 
+def _xdpgen_pid(tb):
+    h = tb.node(tb.cfg.role("loadgen").name).handle(XDPGEN_TAG)
+    return h.pid if h else None
+
+
 def _prober_pid(tb):
     from xenobench.actors import tagged
     from xenobench.rtt import PROBER_TAG
@@ -240,6 +245,9 @@ ACTOR_FAULTS = [
     ("dns_server_python", "rtt", PAIRED_6, {"server": "python"}, _dns_pid("python"), "block-2-*",
      "dns_server_python", "DNS server python"),
     ("prober", "rtt", PAIRED_6, {"server": "xdp"}, _prober_pid, "block-2-*", "prober", "prober"),
+    # the generator: named, and the rest of the 4 s not waited for (issue 26, the generator as an actor)
+    ("xdpgen", "pps", PPS_4S, {"lb": "ebpf", "payload": 22}, _xdpgen_pid, "sending", "generator_xdpgen",
+     "generator xdpgen"),
 ]
 
 
@@ -419,3 +427,42 @@ def test_kill_9_of_snakemake_then_the_same_command_resumes(tmp_path):
                        env=env, capture_output=True)
         shutil.rmtree(results, ignore_errors=True)
     assert _leftovers(prefix, str(cfg)) == {"namespaces": [], "processes": [], "pins": [], "xdp": []}
+
+
+# --- the results path checked before the testbed goes up (issue 26, item 7) -----------------------------
+def test_results_path_without_room_is_refused_before_the_testbed_goes_up(tmp_path):
+    """`testbed up` and `experiment run` with --results on a 4 MiB tmpfs: refused before anything is
+    brought up, naming the path, the free bytes, the setting and the fix; with the setting lowered
+    (experiments.min_free_mb) the same path passes the check; a regular file in the way is named."""
+    from xenobench.config import load_config
+    from xenobench.errors import DataError
+    from xenobench.layout import check_results_root
+
+    prefix = _prefix()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+    try:
+        cfg = tmp_path / "small.yaml"
+        ci = Path(__file__).resolve().parents[1] / "config" / "ci.yaml"
+        cfg.write_text(f"extends: {ci}\ntestbed: {{name: small}}\n")
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        want = (f"xenobench: Failed to use results directory {disk}/results: its file system has {free} bytes free "
+                f"({free / (1 << 20):.1f} MB), below experiments.min_free_mb = 256 MB (268435456 bytes); free space "
+                "there, give --results a directory on another file system, or lower experiments.min_free_mb")
+        for args in (["testbed", "up"], ["experiment", "run", "pps", "lb-ebpf_payload-22"]):
+            p = _xb(cfg, *args, "--results", str(disk / "results"))
+            assert (p.returncode, p.stderr.strip()) == (1, want), (args, p.stderr)
+            assert "Traceback" not in p.stderr
+            assert _leftovers(prefix, str(disk))["namespaces"] == []  # nothing was brought up
+        assert not (disk / "results").exists()
+
+        cfg.write_text(f"extends: {ci}\ntestbed: {{name: small}}\nexperiments: {{min_free_mb: 1}}\n")
+        check_results_root(disk / "results", load_config(cfg).section("experiments")["min_free_mb"])  # room enough
+        (disk / "results").write_text("a file where the directory goes")
+        with pytest.raises(DataError) as e:
+            check_results_root(disk / "results" / "fault", 1)
+        assert str(e.value) == (f"Failed to use results directory {disk}/results/fault: {disk}/results is not a "
+                                "directory (give --results a directory)")
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

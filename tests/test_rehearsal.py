@@ -7,8 +7,10 @@ half-failed `up` too) and checks nothing is left.
 """
 
 import os
+import re
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -127,6 +129,122 @@ def test_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(lab, testbed):
     flows = lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "--names", "dump-flows", "ovsbr2").stdout
     assert "ip,in_port=pf1hpf actions=output:p1" in flows
     lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "del-flows", "ovsbr2", "ip,in_port=pf1hpf")
+
+
+# --- faults over SSH mid-trial (issue 26): each named in the trial's record, the next trial runs ---------
+def _sleeper_trial(testbed, lab, trial, fault):
+    """One trial whose actor is a process the harness started on fips2 (`sleep`, in its own session
+    as every started process); `fault` hits 0.3 s in; the attempt then checks its actors until one is
+    gone (at most 5 s): the record is what the harness made of the fault."""
+    from xenobench.actors import tagged
+    from xenobench.trials import Validity, run_trial
+    node = testbed.node("fips2")
+    if not node.running("fault-sleeper"):
+        node.start("fault-sleeper", ["sleep", "300"])
+
+    def procedure(ctx):
+        ctx.watch.add("sleeper", "sleeper on fips2", tagged(node, "fault-sleeper"))
+        time.sleep(0.3)
+        if fault:
+            fault()
+        for _ in range(50 if fault else 3):  # without a fault: a few checks, all alive
+            if ctx.watch.check():
+                break
+            time.sleep(0.1)
+        return {}, Validity()
+    return run_trial(testbed, "pps", {"fault": "ssh"}, 1, trial, procedure, ifaces=[("fips2", "enp24s0f0np0")],
+                     max_attempts=1, settle_s=0, cooldown_s=0, progress=lambda m: None)
+
+
+SSH_FAULTS = [  # case, the fault, whether the sleeper outlives it
+    ("connection_drops", lambda lab: lab.drop_ssh("fips2"), True),
+    ("sshd_restarts", lambda lab: lab.restart_sshd("fips2", down_s=1.0), True),
+    ("host_reboots", lambda lab: lab.reboot("fips2", down_s=0.5), False),
+]
+
+
+@pytest.mark.parametrize("case,fault,survives", SSH_FAULTS, ids=[c[0] for c in SSH_FAULTS])
+def test_ssh_fault_mid_trial_is_named_and_the_next_trial_runs(lab, testbed, tmp_path, case, fault, survives):
+    """The SSH connection to fips2 drops (its session's sshd killed), sshd restarts with its sessions,
+    or the host reboots (namespace deleted and made again) while a trial watches a process there:
+    the trial is invalid, `ssh_fips2` names the node, the login and when the loss was found; a
+    dead or unreadable actor is named too. The next trial, in the same harness, reconnects and is
+    valid (with the sleeper started again where the reboot ended it); nothing is left on the node."""
+    from xenobench.layout import TrialDir
+    from xenobench.nodes.ssh import SshNode
+    node = testbed.node("fips2")
+    assert isinstance(node, SshNode)
+    res = _sleeper_trial(testbed, lab, TrialDir(tmp_path / "rep-1"), lambda: fault(lab))
+    [a] = res["attempts"]
+    assert res["valid"] is False and a["checks"]["ssh_fips2"] is False, a
+    [reason] = [r for r in a["reasons"] if r.startswith("ssh_fips2: ")]
+    assert re.fullmatch(r"ssh_fips2: the SSH connection to fips2 \(root@203\.0\.113\.6:22\) was lost: found "
+                        r"\d+\.\d\d s into the attempt \(.+\), (connected again at \d+\.\d\d s|not connected again)"
+                        r"(; .+)?", reason), reason
+    assert res["outputs"]["connections"]["fips2"][0]["found_s"] >= 0.3
+    if survives and case == "connection_drops":  # the process outlived the connection (setsid)
+        assert a["checks"]["sleeper_alive"] is True, a["reasons"]
+    if not survives:  # the reboot ended it: named, by pid and node
+        [gone] = [r for r in a["reasons"] if r.startswith("sleeper_alive: ")]
+        assert re.match(r"sleeper_alive: sleeper on fips2 \(pid \d+ on fips2\) (died|could not be checked)", gone), gone
+    lab.wait_sshd("fips2")
+    again = _sleeper_trial(testbed, lab, TrialDir(tmp_path / "rep-2"), None)
+    assert again["valid"] is True, again["attempts"]
+    assert "connections" not in again["outputs"]
+    testbed.node("fips2").stop("fault-sleeper")
+    assert [x for x in lab.leftovers() if x.startswith("fips2: process")] == []
+
+
+def test_trex_server_killed_mid_trial_is_named_and_started_again(lab, testbed, tmp_path, monkeypatch):
+    """The TRex server (the stand-in on fips4, started by the harness) killed mid-trial: the trial
+    is invalid naming the generator, its pid and node; the next repetition starts the server again
+    and runs (the run resumes); nothing of the trials is left on fips4."""
+    import threading
+
+    from xenobench.layout import ResultsTree
+    from xenobench.procedures import run_point
+    from xenobench.traffic.trex import SERVER_TAG, start_server, stop_server
+    ex = testbed.cfg.raw["experiments"]
+    for k, v in (("repetitions", 2), ("max_attempts", 1), ("settle_s", 0.1), ("cooldown_s", 0.1)):
+        monkeypatch.setitem(ex, k, v)
+    monkeypatch.setitem(ex, "pps", {**ex["pps"], "rate_pps": 50000, "duration_s": 3})
+    point = {"lb": "ebpf", "payload": 22}
+    loadgen = testbed.node("fips4")
+    start_server(testbed, testbed.cfg.section("traffic"))
+    first = loadgen.handle(SERVER_TAG).pid
+    trial = ResultsTree(tmp_path, testbed.cfg.name).trial("pps", point, 1)
+
+    over = threading.Event()
+
+    def kill():
+        while not (trial.attempt(1).counters_before.exists() and lab.pids("fips4", "xdpgen")) and not over.is_set():
+            time.sleep(0.05)
+        if not over.wait(0.5):  # the server's xdpgen sends: the trial is under way
+            lab.in_node("fips4", "kill", "-9", str(first))
+    t = threading.Thread(target=kill)
+    t.start()
+    try:
+        run_point(testbed, "pps", point, results_root=tmp_path, progress=lambda m: None)
+    finally:
+        over.set()
+        t.join()
+        stop_server(testbed)
+    r1 = trial.read_result()
+    [a] = r1["attempts"]
+    assert r1["valid"] is False and a["checks"].get("generator_trex_alive") is False, a
+    [reason] = [r for r in a["reasons"] if r.startswith("generator_trex_alive: ")]
+    assert re.fullmatch(rf"generator_trex_alive: generator trex \(TRex server\) \(pid {first} on fips4\) died: "
+                        r"last seen alive \d+\.\d\d s into the attempt, found gone at \d+\.\d\d s", reason), reason
+    r2 = ResultsTree(tmp_path, testbed.cfg.name).trial("pps", point, 2).read_result()
+    assert r2["outputs"]["actors"]["generator_trex"]["alive"] is True  # a new server, watched to the end
+    assert r2["outputs"]["actors"]["generator_trex"]["pid"] != first
+    # nothing of the harness on fips4; the stand-in in TRex's place, killed -9, could not remove its
+    # temporary directory (what a crashed server leaves is its own): removed as an operator would
+    # (the deployed artefact and the harness's private directory stay until `testbed down`, the last test)
+    left = [x for x in lab.leftovers() if x.startswith("fips4: ")]
+    assert [x for x in left if x.startswith("fips4: process")] == [], left
+    assert len([x for x in left if re.fullmatch(r"fips4: file /tmp/trex-standin-\w+", x)]) == 1, left
+    lab.in_node("fips4", "sh", "-c", "rm -rf /tmp/trex-standin-*")
 
 
 def test_trex_not_running_is_started_by_the_workflow_rule(lab, testbed, tmp_path):

@@ -323,6 +323,8 @@ class ChannelDouble:
     def recv_exit_status(self):
         return self.status
 
+    closed = False  # paramiko's Channel.closed: only a dead connection closes it before EOF
+
     def settimeout(self, t): pass
     def exec_command(self, cmd): pass
     def shutdown_write(self): pass
@@ -332,7 +334,7 @@ class ChannelDouble:
 def test_output_after_the_exit_status_is_read_to_eof(testbed, tmp_path):
     chan = ChannelDouble([(0, "out", b"a" * 32768), (0, "status", 0), (0.05, "out", b"b" * 32768),
                           (0.06, "err", b"warn"), (0.1, "out", b"c" * 32768), (0.1, "eof", None)])
-    transport = type("T", (), {"open_session": lambda self, timeout=None: chan})()
+    transport = type("T", (), {"open_session": lambda self, timeout=None: chan, "is_active": lambda self: True})()
     n = SshNode(testbed.cfg, dataclasses.replace(testbed.cfg.nodes["fips2"], transport="ssh",
                                                  ssh=SshConfig(host="192.0.2.1", key=str(tmp_path / "k"))))
     n._client = type("C", (), {"get_transport": lambda self: transport, "close": lambda self: None})()

@@ -184,7 +184,7 @@ def test_traffic_run_dry_run_on_fips_prints_the_stlclient_calls_without_connecti
                                   "'--cores', 'N']).get_streams(), ports=[0])"), d["calls"][5]
     assert [c.split("(")[0] for c in d["calls"]] == [
         "STLClient", "connect", "get_server_version", "get_server_system_info", "reset", "add_streams", "clear_stats", "start",
-        "wait_on_traffic", "get_stats", "get_xstats", "stop", "disconnect"]
+        "wait_on_traffic", "stop", "get_stats", "get_xstats", "disconnect"]
     assert decode([d["mult"]]) == [{"type": "pps", "value": 135e6, "op": "abs"}]
     text = CliRunner().invoke(cli, ["--config", str(FIPS), "traffic", "run", "udp_payload", "-t", "payload=22",
                                     "--rate", "45000000", "--count", "90000000", "--dry-run"])

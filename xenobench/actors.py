@@ -1,8 +1,9 @@
 """The actors of a trial and the one check that they lived through it.
 
 An actor is a process the trial relies on besides the harness: the load balancer, the DNS server,
-the prober. (The generator answers for itself: a generator that dies prints no result, and its
-TrialResult's `fault` check fails the trial, xenobench.traffic.trial.judge.) Each is watched
+the prober, the generator (xdpgen; the TRex server the harness started: TrafficHandle.actor, watched
+while it sends by xenobench.procedures.watch_generator; a generator that dies also prints no result,
+which fails its TrialResult's `fault` check, xenobench.traffic.trial.judge). Each is watched
 through its driver's liveness method, a callable returning the actor's live ProcessHandle of the
 Node process API or None (LoadBalancer.process, xenobench.dns.server_process, the prober's in
 xenobench.rtt), so every transport and every LB is checked the same way.
@@ -18,6 +19,12 @@ restarted: the pid and start time the trial began with no longer match) or when 
 could not be read (a node that no longer answers). Every gone actor fails the check
 `<key>_alive`, whose reason names the actor, its pid and node, when it was last seen alive and
 when it was found gone (seconds from the attempt's start); outputs["actors"] records each actor.
+
+The connections the attempt ran over are judged too (w.connections(testbed.nodes()), run_trial):
+a node whose SSH connection dropped during the attempt (its `losses`, xenobench.nodes.ssh: the node's
+sshd killed or restarted, the node rebooted) fails the check `ssh_<node>`, whose reason says when the
+loss was found, why and whether the connection was made again; what ran over it cannot be vouched
+for. A loss also stops the attempt early, as a gone actor does; outputs["connections"] records them.
 """
 
 from __future__ import annotations
@@ -61,6 +68,33 @@ class Watch:
         self.clock = clock
         self.t0 = clock()
         self.actors: dict[str, Actor] = {}
+        self.links: dict[str, tuple[object, int]] = {}  # node name -> (node, its losses before the attempt)
+
+    def connections(self, nodes) -> None:
+        """Judge the connections to these nodes from now on (those whose transport records `losses`)."""
+        for n in nodes:
+            losses = getattr(n, "losses", None)
+            if isinstance(losses, list) and n.name not in self.links:
+                self.links[n.name] = (n, len(losses))
+
+    def _losses(self) -> dict[str, list]:
+        """The connection losses of each watched node since the attempt's start."""
+        out = {}
+        for name, (n, before) in self.links.items():
+            new = n.losses[before:]
+            if new:
+                out[name] = new
+        return out
+
+    def _loss_reason(self, name: str, losses: list) -> str:
+        n = self.links[name][0]
+        where = f" ({n.ssh.user}@{n.ssh.host}:{n.ssh.port})" if getattr(n, "ssh", None) else ""
+        parts = []
+        for x in losses:
+            again = (f"connected again at {self._s(x.reconnected):.2f} s" if x.reconnected is not None
+                     else "not connected again")
+            parts.append(f"found {self._s(x.at):.2f} s into the attempt ({x.why}), {again}")
+        return f"the SSH connection to {name}{where} was lost: {'; '.join(parts)}"
 
     def add(self, key: str, what: str, process: Liveness, finished: Callable[[], bool] | None = None) -> None:
         """Watch an actor from now on; one not running now is gone at once. `finished`: for an
@@ -73,7 +107,7 @@ class Watch:
         a = self.actors[key] = Actor(key, what, process, finished=finished)
         self._read(a, at_start=True)
 
-    def release(self, key: str) -> None:
+    def release(self, key: str | None) -> None:
         """A last check before the trial stops the actor on purpose; not watched afterwards."""
         a = self.actors.get(key)
         if a is not None and a.watched:
@@ -88,8 +122,9 @@ class Watch:
         return self.gone()
 
     def gone(self) -> list[str]:
-        """The gone actors' reasons, without checking again."""
-        return [self.reason(a) for a in self.actors.values() if a.gone]
+        """The gone actors' reasons and the lost connections', without checking again."""
+        return ([self.reason(a) for a in self.actors.values() if a.gone]
+                + [self._loss_reason(k, v) for k, v in self._losses().items()])
 
     def _read(self, a: Actor, at_start: bool = False) -> None:
         try:
@@ -135,6 +170,17 @@ class Watch:
                           "pid": a.handle.pid if a.handle else None, "alive": not a.gone,
                           "how": a.how or None, "last_seen_alive_s": self._s(a.last_seen),
                           "found_gone_s": self._s(a.found_gone)}
+        return out
+
+    def judge_connections(self, validity) -> dict:
+        """Add `ssh_<node>` to the Validity for every node whose connection was lost during the
+        attempt and return the record outputs["connections"] keeps (run_trial, after the closing
+        counter snapshot: a loss that only the snapshot found counts too)."""
+        out = {}
+        for name, losses in self._losses().items():
+            validity.require(f"ssh_{name}", False, self._loss_reason(name, losses))
+            out[name] = [{"found_s": self._s(x.at), "why": x.why, "reconnected_s": self._s(x.reconnected)}
+                         for x in losses]
         return out
 
 

@@ -77,6 +77,29 @@ def write_failed(path, e: OSError) -> DataError:
     return DataError(f"Failed to write {path}: {e.strerror or e} ({fix})")
 
 
+def check_results_root(d: Path, min_free_mb: int, key: str = "experiments.min_free_mb") -> None:
+    """Refuse a results root that cannot become a writable directory (naming the part in the way)
+    or whose file system has fewer than `min_free_mb` MB free: before the testbed goes up and before
+    a point's first trial, not half-way through a study (a full disk mid-trial is refused by
+    write_failed, nothing half-written kept)."""
+    d = Path(d)
+    p = d
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise DataError(f"Failed to use results directory {d}: {p} is not a directory (give --results a directory)")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise DataError(f"Failed to use results directory {d}: {p} is not writable (check its permissions, or "
+                        "give --results another directory)")
+    st = os.statvfs(p)
+    free = st.f_bavail * st.f_frsize
+    need = int(min_free_mb) << 20
+    if free < need:
+        raise DataError(f"Failed to use results directory {d}: its file system has {free} bytes free "
+                        f"({free / (1 << 20):.1f} MB), below {key} = {min_free_mb} MB ({need} bytes); free "
+                        f"space there, give --results a directory on another file system, or lower {key}")
+
+
 MAX_JSON_BYTES = 256 << 20  # a trial's largest record (probe outputs of a long RTT trial) is a few MB
 
 

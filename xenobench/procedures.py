@@ -24,7 +24,7 @@ from .experiments import (capacity_shares, definition, is_capacity_point, measur
                           self_capacity_points)
 from .latency import block_order
 from .lb import NONE, by_hash, get_lb, stop_all
-from .layout import ResultsTree, TrialDir, point_id, write_json_atomic
+from .layout import ResultsTree, TrialDir, check_results_root, point_id, write_json_atomic
 from .sampler import RateSampler
 from .steady import steady_state_of_counter
 from .progcost import measure as measure_prog_cost
@@ -147,6 +147,17 @@ def watch_setup(ctx: TrialContext, lb, server: str | None) -> None:
         ctx.watch.add(f"dns_server_{server}", f"DNS server {server}", lambda: server_process(ctx.testbed, server))
 
 
+def watch_generator(ctx: TrialContext, h) -> str | None:
+    """Watch a running generator (TrafficHandle.actor) as an actor of the trial; returns its key
+    (None: one that cannot be watched). Release it before stopping it on purpose."""
+    a = h.actor()
+    if a is None:
+        return None
+    key, what, liveness, finished = a
+    ctx.watch.add(key, what, liveness, finished=finished)
+    return key
+
+
 def revive_setup(testbed, lb, server: str | None, progress=print) -> None:
     """Before an attempt: start again what of the point's set-up is not running (it died in an
     earlier attempt, which is recorded invalid naming it), so the attempt measures the set-up."""
@@ -158,6 +169,8 @@ def revive_setup(testbed, lb, server: str | None, progress=print) -> None:
         progress(f"load balancer {lb.kind} is not running: starting it again")
         lb.stop()
         lb.start()
+    from .traffic.trex import revive_server
+    revive_server(testbed, progress)  # the TRex server the harness started, if it died
 
 
 def _traffic_watched(ctx: TrialContext, profile: str, tun: dict, rate: float, duration: float) -> TrialResult:
@@ -165,11 +178,14 @@ def _traffic_watched(ctx: TrialContext, profile: str, tun: dict, rate: float, du
     stops the generator at once (the rest of the duration would measure nothing)."""
     h = start_traffic(ctx.testbed, profile, tun, rate, duration_s=duration)
     try:
+        key = watch_generator(ctx, h)  # the generator itself is one of the actors
         end = time.monotonic() + duration
         while (left := end - time.monotonic()) > 0:
             if ctx.watch.check():
+                ctx.watch.release(key)
                 return h.stop()
             time.sleep(min(WATCH_S, left))
+        ctx.watch.release(key)  # what is left of a count: the generator's own result answers for it
         return h.wait()
     except BaseException:  # an error or ^C: the generator must not outlive the trial
         with contextlib.suppress(NodeError):
@@ -427,10 +443,13 @@ def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     tun = background_tunables(p["split"], int(ex["payload"]))
     profile = definition(ctx.experiment).profile
     h = start_traffic(ctx.testbed, profile, tun, level)
+    key = None
     try:
+        key = watch_generator(ctx, h)  # the background's generator, checked with the probes' actors
         time.sleep(float(ex["load_settle_s"]))
         out, v = measure(ctx)
     finally:
+        ctx.watch.release(key)
         bg = h.stop()
     out["background"] = dict(bg)  # carries the filled tunables it ran with
     out.update(bg_level)
@@ -673,6 +692,7 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
             if not reusable(tree.trial(experiment, point, r), trial_params(cfg, experiment, point, r), progress)]
     results = []
     if todo:
+        check_results_root(Path(results_root), ex_all["min_free_mb"])  # room for the trials, before anything starts
         if d.procedure in PRECHECKS:
             PRECHECKS[d.procedure](testbed, experiment)
         testbed.up()  # idempotent; a resumed run may find the testbed down

@@ -50,7 +50,7 @@ from .errors import ConfigError, NodeError, XenobenchError
 from .experiments import definition, section
 from .latency import block_order
 from .lb import get_lb, stop_all
-from .procedures import DRAIN_S
+from .procedures import DRAIN_S, watch_generator
 from .sampler import RateSampler
 from .traffic import start_traffic
 from .trials import TrialContext, Validity
@@ -197,7 +197,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         t_in = sum(sw.last) / 2
         fwd_in = initial[order[0]]
         h = start_traffic(tb, definition(ctx.experiment).profile, tun, 0.0)
-        ctx.watch.add("generator", "the generator", h.process)
+        gen_key = watch_generator(ctx, h)
         sampler.start()
         sampling = True
         for i, kind in enumerate(order, 1):
@@ -225,7 +225,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
                 break
-        ctx.watch.release("generator")  # stopped on purpose now
+        if gen_key:
+            ctx.watch.release(gen_key)  # stopped on purpose now
         gen = h.stop()
         time.sleep(DRAIN_S)
         if blocks and "t_out" not in blocks[-1]:

@@ -13,7 +13,8 @@ A trial whose validity fails (or whose CPUs lost more than experiments.max_steal
 time) is retried up to `max_attempts`; if every attempt fails it is kept
 and marked invalid, never dropped. Every actor of an attempt (the LB, the DNS server, the prober:
 xenobench.actors) is checked at its end: one that died, was restarted or could not be checked makes
-it invalid by name (`<actor>_alive`), outputs["actors"] records each. A directory with result.json is complete and is not re-run when its
+it invalid by name (`<actor>_alive`), outputs["actors"] records each; so does a node's SSH connection
+lost during the attempt (`ssh_<node>`, outputs["connections"]). A directory with result.json is complete and is not re-run when its
 params.json names the same point (trial_params, reusable); one recorded for another is set aside.
 """
 
@@ -241,6 +242,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         before = _snap_all(testbed, ifaces)
         write_json_atomic(att.counters_before, before, indent=1)
         ctx = TrialContext(testbed, experiment, point, repetition, att, params)
+        ctx.watch.connections(getattr(testbed, "nodes", list)())  # a node's SSH connection lost: judged
         m0 = machine.snapshot(testbed)
         t0 = time.monotonic()
         try:
@@ -261,6 +263,9 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
             validity.require("machine_steal", False, machine.steal_reason(load))
         after = _snap_all(testbed, ifaces)
         write_json_atomic(att.counters_after, after, indent=1)
+        lost = ctx.watch.judge_connections(validity)
+        if lost:
+            outputs["connections"] = lost
         outputs["counters"] = counter_diffs(before, after)
         outputs["seconds"] = round(time.monotonic() - t0, 3)
         write_json_atomic(att.outputs, outputs, indent=1, default=str)

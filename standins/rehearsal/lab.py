@@ -54,7 +54,7 @@ from xenobench.errors import XenobenchError
 from xenobench.nodes.base import sudoers_rule
 from xenobench.testbed.bpffs import BPF_PRELOAD
 from xenobench.fabric import NamespaceFabric
-from xenobench.testbed.switch import SwitchFastpath, _bpftool_batch, _hex
+from xenobench.testbed.switch import FASTPATH_PROG, SwitchFastpath, _bpftool_batch, _hex
 from xenobench.testbed.topology import NamespaceTopology, existing_namespaces, ip, kill_ns_processes
 
 LAB_UID = 2342  # the DPU login's uid: only in that node's /etc/passwd
@@ -203,19 +203,24 @@ class Lab:
                           "net.ipv6.conf.default.disable_ipv6=1")
             ip("-n", ns, "link", "set", "lo", "up")
         for n in self.cfg.nodes:
-            link, root_addr, node_addr = self.mgmt(n)
-            self.note("links", link)
-            ip("link", "add", link, "type", "veth", "peer", "name", "mgmt0", "netns", self.ns(n))
-            ip("addr", "add", root_addr, "dev", link)
-            ip("link", "set", link, "up")
-            ip("-n", self.ns(n), "addr", "add", node_addr, "dev", "mgmt0")
-            ip("-n", self.ns(n), "link", "set", "mgmt0", "up")
+            self._mgmt_link(n)
 
-    def _veth(self, a: str, ns_a: str, b: str, ns_b: str, mac_a: str | None = None) -> None:
-        args = ["link", "add", a, "netns", ns_a]
-        if mac_a:
-            args += ["address", mac_a]
-        ip(*args, "type", "veth", "peer", "name", b, "netns", ns_b)
+    def _mgmt_link(self, n: str) -> None:
+        link, root_addr, node_addr = self.mgmt(n)
+        self.note("links", link)
+        ip("link", "add", link, "type", "veth", "peer", "name", "mgmt0", "netns", self.ns(n))
+        ip("addr", "add", root_addr, "dev", link)
+        ip("link", "set", link, "up")
+        ip("-n", self.ns(n), "addr", "add", node_addr, "dev", "mgmt0")
+        ip("-n", self.ns(n), "link", "set", "mgmt0", "up")
+
+    def _veth(self, a: str, ns_a: str, b: str, ns_b: str, mac_a: str | None = None,
+              index_b: int | None = None) -> None:
+        end_a = [a, "netns", ns_a, *(["address", mac_a] if mac_a else [])]
+        if index_b:  # ip-link takes `index` for the link it adds, not for the veth's peer
+            ip("link", "add", b, "netns", ns_b, "index", str(index_b), "type", "veth", "peer", "name", *end_a)
+        else:
+            ip("link", "add", *end_a, "type", "veth", "peer", "name", b, "netns", ns_b)
         for dev, ns in ((a, ns_a), (b, ns_b)):
             self.topo.run(ns, "ethtool", "-K", dev, "tx", "off")  # full checksums on the wire
             self.topo.run(ns, "ethtool", "-K", dev, "gro", "on")  # NAPI: XDP_TX/redirect into it works
@@ -227,12 +232,7 @@ class Lab:
            "mcast_snooping", "0")
         ip("-n", sw, "link", "set", "br0", "multicast", "off", "up")
         for n, i, port in self.topo.ports():
-            self._veth(i.name, self.ns(n.name), port, sw, i.mac)
-            ip("-n", sw, "link", "set", port, "master", "br0")
-            sh("bridge", "-n", sw, "link", "set", "dev", port, "learning", "off")
-            sh("bridge", "-n", sw, "fdb", "replace", i.mac, "dev", port, "master", "static")
-            for a in ([str(i.ip)] if i.ip else []) + [str(x) for x in i.extra_ips]:
-                ip("-n", self.ns(n.name), "addr", "add", a, "dev", i.name)
+            self._cable(n, i, port)
         if self.dpu:
             dpu, lb = self.dpu, self.lb
             p0 = next(i for i in dpu.interfaces if i.lb_port == "ingress")
@@ -264,6 +264,17 @@ class Lab:
             # the port where the LB host's frames enter the switch: the DPU's p0); without it they
             # are flooded and every backend receives each one
             NamespaceFabric(_LabSwitchView(self)).gateway_up()
+
+    def _cable(self, n, i, port: str, index: int | None = None) -> None:
+        """A node's interface to its switch port (`index`: the port's ifindex, kept over a reboot so
+        the fast path's and the gateway's maps stay right), bound by static FDB, its addresses."""
+        sw = self.topo.switch_ns
+        self._veth(i.name, self.ns(n.name), port, sw, i.mac, index_b=index)
+        ip("-n", sw, "link", "set", port, "master", "br0")
+        sh("bridge", "-n", sw, "link", "set", "dev", port, "learning", "off")
+        sh("bridge", "-n", sw, "fdb", "replace", i.mac, "dev", port, "master", "static")
+        for a in ([str(i.ip)] if i.ip else []) + [str(x) for x in i.extra_ips]:
+            ip("-n", self.ns(n.name), "addr", "add", a, "dev", i.name)
 
     def controller_files(self) -> None:
         """The controller's client key and known_hosts (as an operator's ~/.ssh); host keys are
@@ -500,9 +511,9 @@ class Lab:
         return sh("nsenter", "-t", str(self.sshd_pid(node)), "-m", "-u", "-n", "--", *argv, check=check,
                   timeout=timeout)
 
-    def _wait_sshd(self) -> None:
+    def _wait_sshd(self, nodes: list[str] | None = None) -> None:
         deadline = time.monotonic() + 20
-        pending = set(self.cfg.nodes)
+        pending = set(nodes or self.cfg.nodes)
         while pending and time.monotonic() < deadline:
             for n in sorted(pending):
                 pid = self.sshd_pid(n)
@@ -542,6 +553,109 @@ class Lab:
             for p in ports:
                 add += ["--", "add-port", br, p]
         run(node, *add, timeout=60)
+
+    # --- faults an operator meets (scripts/faults_rehearsal.py, tests/test_rehearsal.py) ----------
+    def pids(self, node: str, needle: str) -> list[int]:
+        """The node's processes (in its namespace) whose command line holds `needle`, but sudo's."""
+        out = []
+        for pid in sh("ip", "netns", "pids", self.ns(node), check=False).stdout.split():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if needle in cmd and not cmd.startswith("sudo "):
+                out.append(int(pid))
+        return out
+
+    def ssh_sessions(self, node: str) -> list[int]:
+        """The node's SSH sessions: the processes its sshd forked per connection (`sshd: root@notty`,
+        `sshd: ubuntu [priv]`), never its listener."""
+        out = []
+        for pid in sh("ip", "netns", "pids", self.ns(node), check=False).stdout.split():
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if comm.startswith("sshd") and int(pid) != self.sshd_pid(node):
+                out.append(int(pid))
+        return out
+
+    def drop_ssh(self, node: str) -> list[int]:
+        """The controller's connections to a node drop: every session's sshd is killed (SIGKILL, as
+        the OOM killer or a crash would), so the TCP connection is reset. Returns the pids killed."""
+        pids = self.ssh_sessions(node)
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        return pids
+
+    def restart_sshd(self, node: str, down_s: float = 1.0) -> int:
+        """sshd restarts and takes its sessions along (a restart of the whole unit, an upgrade): the
+        listener and every session are stopped, no sshd listens for `down_s`, then a new one does
+        (in the node's namespaces: the shell that starts it holds them meanwhile). Returns its pid."""
+        old = self.sshd_pid(node)
+        d = self.node_dir(node)
+        sessions = " ".join(map(str, self.ssh_sessions(node)))
+        log = open(d / "sshd.log", "ab")
+        p = subprocess.Popen(["nsenter", "-t", str(old), "-m", "-u", "-n", "--", "sh", "-c",
+                              f"kill -TERM {old} {sessions}; sleep {down_s:g}; "
+                              "exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config"],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        self.note("pids", p.pid)
+        (d / "sshd.pid").write_text(str(p.pid))
+        return p.pid
+
+    def reboot(self, node: str, down_s: float = 1.0) -> None:
+        """The node's host reboots: every process in it ends, its network namespace is deleted (its
+        links with it), /tmp and /run are emptied, and after `down_s` it comes back as it boots: the
+        namespace, the management link, its ports on the switch (same ifindex, so the switch's
+        maps hold), its addresses, its sshd; /etc, /root, /home, /opt and /var/log are kept (the
+        disk). Nodes cabled to others than the switch (the lb host, the DPU) are not modelled."""
+        if self.dpu and node in (self.dpu.name, self.lb.name):
+            raise LabError(f"Failed to reboot {node}: only nodes cabled to the switch alone are modelled "
+                           "(the lb host and the DPU share links and OVS)")
+        sw, ns = self.topo.switch_ns, self.ns(node)
+        ports = [(nn, i, port) for nn, i, port in self.topo.ports() if nn.name == node]
+        index = {x["ifname"]: x["ifindex"] for x in json.loads(ip("-n", sw, "-j", "link", "show").stdout)}
+        kill_ns_processes(ns)
+        ip("netns", "del", ns)
+        deadline = time.monotonic() + 10
+        while any(Path(f"/sys/class/net/{self.mgmt(node)[0]}").exists() or
+                  sh("ip", "-n", sw, "link", "show", port, check=False).returncode == 0 for _, _, port in ports):
+            if time.monotonic() > deadline:
+                raise LabError(f"Failed to reboot {node}: its links were not removed within 10 s")
+            time.sleep(0.05)
+        d = self.node_dir(node)
+        for sub in ("tmp", "run"):
+            for p in (d / sub).iterdir():
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        time.sleep(down_s)
+        ip("netns", "add", ns)
+        self.topo.run(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+        ip("-n", ns, "link", "set", "lo", "up")
+        self._mgmt_link(node)
+        # the switch's devmaps dropped the old ports when they went (the kernel's devmap notifier):
+        # the new ones, at the same ifindex, are put back (the fast path's, the L3 gateway's)
+        devmaps = [m for m in (self.fastpath.pindir / "maps" / "ports",
+                               self.topo.pin_dir / "fabric" / "gateway" / "maps" / "gw_ports") if m.exists()]
+        for nn, i, port in ports:
+            self._cable(nn, i, port, index=index[port])
+            if self.cfg.section("testbed").get("switch_fastpath", True):
+                self.topo.run(ns, "ethtool", "-K", i.name, "gro", "on")
+                self.topo.run(sw, "ip", "link", "set", "dev", port, "xdpdrv", "pinned",
+                              str(self.fastpath.pindir / "progs" / FASTPATH_PROG))
+            idx = _hex(index[port].to_bytes(4, "little"))
+            _bpftool_batch(self.topo, "lab-reboot", [f"map update pinned {m} key hex {idx} value hex {idx}"
+                                                     for m in devmaps])
+        self._start_node(node)
+        self._wait_sshd([node])
+
+    def wait_sshd(self, node: str | None = None) -> None:
+        """Until the node's (every node's) sshd listens again."""
+        self._wait_sshd([node] if node else None)
 
     # --- what the harness left --------------------------------------------------------------
     def leftovers(self) -> list[str]:

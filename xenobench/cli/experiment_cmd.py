@@ -37,20 +37,6 @@ def plan_cmd(obj, only, as_json):
     click.echo(f"{'total':9} {len(rows):4} points, {len(rows) * reps} trials (testbed {cfg.name})")
 
 
-def writable_dir(d: Path) -> None:
-    """Refuse a results root that cannot become a writable directory, naming the part in the way."""
-    import os
-
-    from ..errors import DataError
-    p = d
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    if not p.is_dir():
-        raise DataError(f"Failed to use results directory {d}: {p} is not a directory (give --results a directory)")
-    if not os.access(p, os.W_OK | os.X_OK):
-        raise DataError(f"Failed to use results directory {d}: {p} is not writable")
-
-
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -69,7 +55,9 @@ def run_cmd(obj, experiment, point, results_root):
     if experiment not in ORDER:
         raise ConfigError(f"Failed to run experiment {experiment!r}: unknown (known: {', '.join(ORDER)})")
     pt = find_point(obj.config, experiment, point)
-    writable_dir(Path(results_root))  # before the testbed goes up, not after
+    from ..layout import check_results_root
+    # before the testbed goes up, not after
+    check_results_root(Path(results_root), obj.config.section("experiments")["min_free_mb"])
     tb = obj.testbed()
     # SIGTERM (Snakemake stopping a job) unwinds like Ctrl-C: the LB, servers and load are stopped
     signal.signal(signal.SIGTERM, _interrupt)

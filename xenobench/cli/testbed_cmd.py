@@ -12,9 +12,16 @@ def testbed_group():
 
 
 @testbed_group.command("up")
+@click.option("--results", "results_root", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="The results root the study will write: checked writable, with experiments.min_free_mb free, "
+                   "before anything is brought up.")
 @click.pass_obj
-def up(obj):
+def up(obj, results_root):
     """Create the namespace testbed (idempotent); on a hosts testbed only checks the nodes."""
+    from pathlib import Path
+
+    from ..layout import check_results_root
+    check_results_root(Path(results_root), obj.config.section("experiments")["min_free_mb"])
     t0 = time.monotonic()
     res = obj.testbed().up()
     what = "created" if res.get("changed") else "already up"

@@ -433,7 +433,7 @@ class XenoFlowLB(LoadBalancer):
         # SIGINT first, like Ctrl-C: XenoFlow destroys its pipe and ports (the emulation detaches XDP)
         self._kill(h, signal.SIGINT)
         deadline = time.monotonic() + 5
-        while node.running(TAG) and time.monotonic() < deadline:
+        while (node.running(TAG) or node.orphans(h)) and time.monotonic() < deadline:  # orphans: sudo died
             time.sleep(0.05)
         node.stop(TAG)  # SIGTERM/SIGKILL only if still alive; forgets the handle
         if self.mode == "doca" and self._ovs():

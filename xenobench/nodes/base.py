@@ -178,12 +178,12 @@ class Node(ABC):
         if h is None:
             return False
         was_alive = self._alive(h)
-        if was_alive:
+        if was_alive or self.orphans(h):
             self.signal(h, signal.SIGTERM)
             deadline = time.monotonic() + timeout
-            while self._alive(h) and time.monotonic() < deadline:
+            while (self._alive(h) or self.orphans(h)) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if self._alive(h):
+            if self._alive(h) or self.orphans(h):
                 logger.warning("%s: %s did not stop on SIGTERM within %.1fs, killing", self.name, tag, timeout)
                 self.signal(h, signal.SIGKILL)
                 time.sleep(0.1)
@@ -255,15 +255,23 @@ class Node(ABC):
 
     def signal(self, h: ProcessHandle, sig: int, *, sudo: bool = False) -> bool:
         """Signal a background process group; `sudo`: through sudo (it runs as root, we do not).
-        Only while the pid is still the process we started: a record outlives its process (a crash,
+        Only while the pid is still the process we started, or its group outlived it (orphans): a record outlives its process (a crash,
         a reboot), and the kernel reuses pids, so the start time recorded at spawn must still match
         (/proc/<pid>/stat field 22). False, and nothing signalled, when it does not."""
-        if not self._same_process(h):
+        if not self._same_process(h) and not self.orphans(h):
             logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
                            self.name, h.tag, h.pid, shlex.join(h.argv))
             return False
         self._signal(h, sig)
         return True
+
+    def orphans(self, h: ProcessHandle) -> bool:
+        """Whether h's process is gone but members of its process group live on (sudo killed, the
+        program it ran still running). They are h's: the kernel gives no new process a pid that a
+        live group still has as its id, and h's pid has no process (a reused pid would have one)."""
+        if h.starttime_ticks is None or self._starttime(h.pid) is not None:
+            return False
+        return self.run(["pgrep", "-g", str(h.pid)], check=False).ok
 
     def _same_process(self, h: ProcessHandle) -> bool:
         """Whether pid h.pid is still the process h was recorded for (True if the record has no

@@ -8,6 +8,7 @@ import os
 import secrets
 import shlex
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config, NodeConfig
@@ -19,6 +20,16 @@ from .netns import socket_in_netns
 logger = logging.getLogger(__name__)
 
 
+@dataclass
+class ConnectionLoss:
+    """One drop of a node's SSH connection: when it was found (monotonic and wall clock), why, and
+    when the connection was made again (monotonic; None: not yet)."""
+    at: float
+    wall: float
+    why: str
+    reconnected: float | None = None
+
+
 class SshNode(Node):
     """A node reached over SSH (paramiko). Host keys are checked against known_hosts (class
     KnownHosts); an unknown key is refused unless the config sets accept_unknown_host_keys: true.
@@ -27,7 +38,14 @@ class SshNode(Node):
     name has 64 random bits (chosen here, created with an exclusive `mkdir -m 700` on first use,
     as mktemp -d does): a predictable /tmp path lets another user of the host pre-create it or
     plant a symlink there. Its name is recorded in state_dir/remote/<node>.json, so a later
-    invocation (stop, teardown after a crash) finds the processes' logs; stop_all() removes it."""
+    invocation (stop, teardown after a crash) finds the processes' logs; stop_all() removes it.
+
+    A connection that drops (the node's sshd killed or restarted, the node rebooted, the network)
+    is made again by the next command: each loss is recorded in `losses` (when, why, and whether the
+    connection could be made again), which a trial reads to judge what it measured over that
+    connection (xenobench.actors.Watch.judge_connections). A command whose connection dropped while
+    it ran is not run again (whether it ran is unknown): it fails, naming the loss. Processes started
+    with start() run in their own session (setsid) and outlive the connection."""
 
     TMP = "/tmp"
     deploy_dir = "xenobench-deploy"
@@ -43,6 +61,7 @@ class SshNode(Node):
         self.ssh = ncfg.ssh
         self._client = None
         self._dir_ready = False
+        self.losses: list[ConnectionLoss] = []
         self._dir_record = cfg.state_dir / "remote" / f"{self.name}.json"
 
     @property
@@ -76,6 +95,46 @@ class SshNode(Node):
         if self._client is None:
             self._client = self._connect()
         return self._client
+
+    def _lost(self, why: str) -> ConnectionLoss:
+        """Record that the connection dropped, close it; the next command connects again."""
+        loss = ConnectionLoss(time.monotonic(), time.time(), why)
+        self.losses.append(loss)
+        logger.warning("%s: the SSH connection (%s@%s:%s) was lost: %s", self.name, self.ssh.user, self.ssh.host,
+                       self.ssh.port, why)
+        self.close()
+        self._dir_ready = False  # the private directory may be gone with the node's /tmp (a reboot)
+        return loss
+
+    def _reconnect(self, loss: ConnectionLoss):
+        """Connect again after `loss`; a node that does not answer fails this command (NodeError
+        naming the loss), the next command tries again."""
+        try:
+            c = self.client
+        except NodeError as e:
+            raise NodeError(f"{e} (the connection was lost: {loss.why})") from None
+        loss.reconnected = time.monotonic()
+        logger.warning("%s: connected again", self.name)
+        return c
+
+    def _open_session(self):
+        """A channel on a live connection: a connection found closed (or one that refuses a new
+        channel: it died meanwhile) is recorded as lost and made again, once. Nothing has run on
+        the node yet, so nothing runs twice."""
+        c = self.client
+        t = c.get_transport()
+        if t is None or not t.is_active():
+            c = self._reconnect(self._lost("the connection was closed"))
+            t = c.get_transport()
+        try:
+            return t.open_session(timeout=self.ssh.connect_timeout)
+        except NodeError:
+            raise
+        except Exception as e:  # paramiko's SSHException, EOFError, OSError
+            if t.is_active():
+                raise
+            t = self._reconnect(self._lost(f"no new channel ({e or type(e).__name__})")).get_transport()
+            return t.open_session(timeout=self.ssh.connect_timeout)
 
     def _connect(self):
         import paramiko
@@ -147,7 +206,7 @@ class SshNode(Node):
         argv = list(map(str, argv))
         cmd = self._cd() + self._command(argv, env)
         try:
-            chan = self.client.get_transport().open_session(timeout=self.ssh.connect_timeout)
+            chan = self._open_session()
             chan.settimeout(timeout)
             chan.exec_command(cmd)
             if input is not None:
@@ -171,6 +230,10 @@ class SshNode(Node):
                 elif (chan.eof_received and chan.exit_status_ready()
                       and not chan.recv_ready() and not chan.recv_stderr_ready()):
                     break
+                # closed without EOF: the connection died under the command (paramiko closes every
+                # channel of a dead transport, without EOF or exit status)
+                elif chan.closed and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    raise EOFError("the channel was closed before the command's end")
                 else:
                     time.sleep(0.002)
             rc = chan.recv_exit_status()
@@ -178,6 +241,11 @@ class SshNode(Node):
         except NodeError:
             raise
         except Exception as e:  # paramiko raises a zoo of types; report them uniformly
+            t = self._client.get_transport() if self._client is not None else None
+            if t is not None and not t.is_active():  # the connection dropped while the command ran
+                self._lost(f"while `{shlex.join(argv)}` ran ({e or type(e).__name__})")
+                raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: the SSH connection was lost "
+                                "while it ran (whether it ran is unknown)") from None
             raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: {e}") from None
         r = CommandResult(argv, rc, out.decode(errors="replace"), err.decode(errors="replace"), self.name)
         return r.check() if check else r
@@ -216,7 +284,7 @@ class SshNode(Node):
     def signal(self, h, sig, *, sudo=False):
         if not sudo:
             return super().signal(h, sig)
-        if not self._same_process(h):
+        if not self._same_process(h) and not self.orphans(h):
             logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
                            self.name, h.tag, h.pid, shlex.join(h.argv))
             return False

@@ -94,11 +94,12 @@ class TrafficHandle:
     def wait(self) -> TrialResult:
         return self._run.wait()
 
-    def process(self):
-        """The liveness method (xenobench.actors) of the generator's process while it sends; None
-        when it is not running, or for a generator without a process of its own here (TRex's RPC)."""
-        proc = getattr(self._run, "process", None)
-        return proc() if proc is not None else None
+    def actor(self) -> tuple | None:
+        """The running generator as an actor of the trial (xenobench.actors): (key, what, liveness,
+        finished), None for one that cannot be watched (trafgen; a TRex server the harness did not
+        start). xdpgen: its process, done once it printed its result; TRex: the server's process."""
+        f = getattr(self._run, "actor", None)
+        return f() if f is not None else None
 
 
 def generator_of(cfg) -> Generator:

@@ -192,11 +192,6 @@ class TrafgenRun:
         self._wait(self.spec.duration_s if self.count is None else self.spec.deadline_s)
         return self.stop()
 
-    def process(self):
-        """The running process's ProcessHandle (xenobench.actors), None once it ended."""
-        from ..actors import tagged
-        return tagged(self.node, TAG)()
-
     def stop(self) -> dict:
         if self._result is not None:
             return self._result

@@ -6,7 +6,7 @@ per port (STLProfile.load with the tunables, direction port % 2, as TRex's conso
 declares the tunable `cores` gets the server's count, so its field-engine cache divides evenly over
 the cores TRex splits the stream across: trex_profiles/xb_common.py cache_size) → add_streams →
 clear_stats → start(mult="<N>pps" per port, or "100%" for rate 0, duration) → wait_on_traffic →
-get_stats/get_xstats per port → stop → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
+stop → get_stats/get_xstats per port → disconnect. plan() lists these calls without connecting (`traffic run --dry-run`). TRex
 sends for a duration: the contract's TrialSpec turns a count into count / rate seconds
 (GENERATOR.counts is False), and a trial is judged by the contract's one rule (trial.judge).
 
@@ -165,9 +165,8 @@ class TrexDriver:
         calls += ["clear_stats()",
                   f"start(ports={self.ports}, mult={self.mult(rate_pps)!r}, duration={dur!r}, force=True)",
                   f"wait_on_traffic(ports={self.ports}, timeout={(duration_s or 0) * 2 + 30!r})",
-                  f"get_stats(ports={self.ports})",
-                  *[f"get_xstats({p})" for p in self.ports],
-                  f"stop(ports={self.ports})", "disconnect()"]
+                  f"stop(ports={self.ports})", f"get_stats(ports={self.ports})",
+                  *[f"get_xstats({p})" for p in self.ports], "disconnect()"]
         return {"generator": "trex", "server": f"{self.server}:{self.sync_port}", "ports": self.ports,
                 "mult": self.mult(rate_pps), "requested_pps": float(rate_pps), "duration_s": duration_s,
                 "spec": spec.to_dict(),
@@ -210,7 +209,19 @@ class TrexDriver:
 
 def start(testbed, profile, tunables: dict, spec: TrialSpec, **opts):
     """The contract's start: a TRex trial with the config's traffic.trex server."""
-    return TrexDriver(testbed.cfg.section("traffic"), **opts).start(profile, tunables, spec)
+    run = TrexDriver(testbed.cfg.section("traffic"), **opts).start(profile, tunables, spec)
+    run.server_node = testbed.node_for_role("loadgen")
+    return run
+
+
+def server_actor(node) -> tuple | None:
+    """The TRex server as an actor of a trial (TrafficHandle.actor): the process `traffic server
+    start` (the workflow's rule trex_server) started on the loadgen node; None for a server the
+    harness did not start (its process is not known: the trial's RPC calls fail when it is gone)."""
+    from ..actors import tagged
+    if node is None or node.handle(SERVER_TAG) is None:
+        return None
+    return ("generator_trex", "generator trex (TRex server)", tagged(node, SERVER_TAG), None)
 
 
 def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
@@ -223,6 +234,11 @@ GENERATOR = Generator("trex", start, plan, counts=False)
 
 
 class TrexRun:
+    server_node = None  # the loadgen node (start()): the server watched as an actor
+
+    def actor(self) -> tuple | None:
+        return server_actor(self.server_node)
+
     def __init__(self, drv: TrexDriver, c, spec: TrialSpec, profile, tunables):
         self.drv, self.c, self.spec, self.duration = drv, c, spec, spec.duration_s
         self.profile, self.tunables = profile, tunables
@@ -241,15 +257,19 @@ class TrexRun:
             return self._result
         c, ports = self.c, self.drv.ports
         try:
+            # stopped first: a trial stopped early (an actor gone, xenobench.actors) still sends, and
+            # frames sent after the statistics were read would reach the backends uncounted; TRex keeps
+            # the ports' statistics after stop (until clear_stats)
+            c.stop(ports=ports)
             elapsed = time.monotonic() - self.t0
             stats = c.get_stats(ports=ports)
             xstats = {p: c.get_xstats(p) for p in ports}
-            c.stop(ports=ports)
         except Exception as e:
             _quiet_disconnect(c)
             raise TrafficError(f"Failed to collect statistics from TRex server {self.drv.server}: {_reason(e)}") from None
         _quiet_disconnect(c)
-        self._result = evaluate(stats, xstats, ports, self.spec, self.duration if self.duration else elapsed,
+        # the rate over the time it sent: the duration, or less when stopped early
+        self._result = evaluate(stats, xstats, ports, self.spec, min(self.duration, elapsed) if self.duration else elapsed,
                                 profile=self.profile, tunables=self.tunables,
                                 queue_full_max_pct=self.drv.queue_full_max_pct, server=self.drv.server,
                                 server_version=self.drv.server_version, server_cores=self.drv.cores,
@@ -258,7 +278,12 @@ class TrexRun:
 
 
 class TrexProcessRun:
-    """A trial run by trex_worker.py in a child process; same wait()/stop() as TrexRun."""
+    """A trial run by trex_worker.py in a child process; same wait()/stop()/actor() as TrexRun."""
+
+    server_node = None
+
+    def actor(self) -> tuple | None:
+        return server_actor(self.server_node)
 
     def __init__(self, tcfg, profile, tunables, spec: TrialSpec):
         import json
@@ -272,13 +297,22 @@ class TrexProcessRun:
                                        "spec": spec.to_dict()}) + "\n")
         self.p.stdin.flush()
         self._result = None
+        self._error = None  # how the trial failed, once it did: stop() after a failed wait() says it again
         ev = self._read()
         if ev["event"] != "started":
             self._finish()
             raise TrafficError(ev.get("error", f"Failed to start traffic on TRex: worker said {ev}"))
 
-    def _read(self) -> dict:
+    def _read(self, timeout: float | None = None) -> dict:
+        """The worker's next event; a worker silent for `timeout` s (an RPC to a server that died
+        under it) is killed and the trial fails by name instead of the harness waiting for ever."""
         import json
+        import select
+        if timeout is not None and not select.select([self.p.stdout], [], [], timeout)[0]:
+            self.p.kill()
+            self._finish()
+            return {"event": "error", "error": f"Failed to collect the TRex trial: the worker did not answer "
+                                               f"within {timeout:g} s (did the TRex server die?); it was stopped"}
         line = self.p.stdout.readline()
         if not line:
             self._finish()
@@ -297,10 +331,12 @@ class TrexProcessRun:
             self.p.wait()
 
     def _collect(self) -> dict:
-        ev = self._read()
+        # the trial's rest, then the statistics: TRex's own wait_on_traffic timeout (duration x 2 + 30 s)
+        ev = self._read(timeout=(self.duration or 0) * 2 + 30)
         self._finish()
         if ev["event"] != "result":
-            raise TrafficError(ev.get("error", f"Failed to collect the TRex trial: worker said {ev}"))
+            self._error = ev.get("error", f"Failed to collect the TRex trial: worker said {ev}")
+            raise TrafficError(self._error)
         self._result = TrialResult(ev["result"])
         return self._result
 
@@ -314,10 +350,12 @@ class TrexProcessRun:
     def stop(self) -> dict:
         if self._result is not None:
             return self._result
+        if self._error is not None:  # the worker is gone: nothing to stop, the failure stands
+            raise TrafficError(self._error)
         try:
             self.p.stdin.write("stop\n")
             self.p.stdin.flush()
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):  # ValueError: stdin closed (the worker ended)
             pass
         return self._collect()
 
@@ -430,6 +468,21 @@ def start_server(testbed, tcfg: dict):
                                        f"{addr[0]}:{addr[1]} not open after {wait:g} s ({e}); log {h.log}") from None
                 time.sleep(0.5)
     return h
+
+
+def revive_server(testbed, progress=print) -> bool:
+    """Start the TRex server again when the harness started it (its process is recorded) and it is
+    gone (it died in an earlier attempt, recorded invalid naming it: generator_trex_alive); True if
+    it was started. Nothing for another generator or a server the harness did not start."""
+    if testbed.cfg.section("traffic")["generator"] != "trex":
+        return False
+    node = testbed.node_for_role("loadgen")
+    if node.handle(SERVER_TAG) is None or node.running(SERVER_TAG):
+        return False
+    progress(f"TRex server on {node.name} is not running: starting it again")
+    node.stop(SERVER_TAG)  # forget the dead one
+    start_server(testbed, testbed.cfg.section("traffic"))
+    return True
 
 
 def stop_server(testbed) -> bool:

@@ -52,11 +52,16 @@ def main() -> int:
             box = {}
 
             def waiter():
-                box["r"] = run.wait()
+                try:
+                    box["r"] = run.wait()
+                except XenobenchError as e:  # the trial stopped meanwhile ("stop"), or the server is gone
+                    box["e"] = e
                 done.set()
             threading.Thread(target=waiter, daemon=True).start()
             while not done.is_set() and not stop.is_set():
                 done.wait(0.1)
+            if done.is_set() and "e" in box:
+                raise box["e"]
             res = box["r"] if done.is_set() else run.stop()
         else:
             stop.wait()

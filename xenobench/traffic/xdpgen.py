@@ -169,6 +169,13 @@ class XdpgenRun:
                                    f"after {STARTUP_S:g} s (log {self.h.log})")
             time.sleep(0.01)
 
+    def actor(self) -> tuple:
+        """xdpgen as an actor of the trial (TrafficHandle.actor): its process; it ends by itself,
+        done when it printed its result (killed, it prints none)."""
+        from ..actors import tagged
+        return ("generator_xdpgen", "generator xdpgen", tagged(self.node, TAG),
+                lambda: parse_result(self._out()) is not None)
+
     def wait(self) -> dict:
         """Block until xdpgen ends (count sent, duration over) or the deadline, then collect."""
         if self._result is None:
@@ -177,11 +184,6 @@ class XdpgenRun:
                     break
                 time.sleep(0.02)
         return self.stop()
-
-    def process(self):
-        """The running process's ProcessHandle (xenobench.actors), None once it ended."""
-        from ..actors import tagged
-        return tagged(self.node, TAG)()
 
     def stop(self) -> dict:
         if self._result is not None:
