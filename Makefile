@@ -4,11 +4,12 @@ BIN    := $(VENV)/bin
 CONFIG ?= config/local.yaml
 SNAKE_ARGS ?=
 
-.PHONY: all test deps build clean-testbed lint help rehearsal rehearsal-ci
+.PHONY: all test test-e2e deps build clean-testbed lint help rehearsal rehearsal-ci
 
 help:
 	@echo "make all    install what is missing, then snakemake --cores 1 all (config: $(CONFIG))"
-	@echo "make test   install what is missing, then run the test suite"
+	@echo "make test   install what is missing, then run the test suite (all but the end-to-end runs; < 10 min)"
+	@echo "make test-e2e  the end-to-end runs: the CI-sized study through Snakemake, the rehearsal lab (CI runs both)"
 	@echo "make build  build the C parts (XDP programs, XenoFlow on the DOCA Flow emulation)"
 	@echo "make lint   ruff and snakemake --lint (part of make test)"
 	@echo "make rehearsal     the fips plan over SSH on the rehearsal lab (config/rehearsal.yaml); rehearsal-ci: its CI size"
@@ -23,7 +24,12 @@ all: build
 	$(BIN)/snakemake --cores 1 all --configfile $(CONFIG) $(SNAKE_ARGS)
 
 test: build lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+# the whole runs (pytest marker e2e): the CI-sized study through Snakemake (figures, resume after
+# Ctrl-C and kill -9) and the rehearsal lab's day-one defects and faults over SSH; CI runs it
+test-e2e: build
+	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
 
 # ruff on the Python (pyproject.toml [tool.ruff]), Snakemake's own linter on the workflow
 lint: deps

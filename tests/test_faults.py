@@ -380,6 +380,7 @@ def _jobs(marker: str) -> list[str]:
     return out
 
 
+@pytest.mark.e2e
 def test_kill_9_of_snakemake_then_the_same_command_resumes(tmp_path):
     """kill -9 of Snakemake (alone: its job is orphaned) in the second repetition of a point: the
     orphaned job notices and stops, leaving nothing running; the same command run again resumes

@@ -28,7 +28,7 @@ from .conftest import needs_root
 
 CONFIG = REPO_ROOT / "config" / "rehearsal-ci.yaml"
 
-pytestmark = needs_root
+pytestmark = [needs_root, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")

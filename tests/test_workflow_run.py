@@ -30,7 +30,7 @@ ENV = {**os.environ, "XENOBENCH_NS_PREFIX": PREFIX}
 FIGS = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_none", "rtt_under_load",
         "lb_comparison", "ndr_pdr", "rtt_added", "update_latency", "update_disruption", "update_throughput", "update_install",
         "rate_ranking"]
-pytestmark = [needs_root, pytest.mark.slow]
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
 
 def snakemake(*args, timeout=1200):
