@@ -32,16 +32,14 @@ import os
 import platform
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 from ..backends import load_backends
 from ..errors import XenobenchError
 from . import maglev
-from .bpf import bpftool, bpftool_stdout, map_update, percpu_sum
+from .bpf import bpftool, bpftool_stdout, map_update, map_update_batch, percpu_sum
 from .bpf_stats import NR_BPF
 from .net import mac_bytes
 from .xdp_lb import XdpLbAgent
@@ -102,15 +100,6 @@ def plan(backends_file, reals: dict[str, str]) -> tuple[list[dict], list[int]]:
     return rs, ring
 
 
-def _batch(cmds: list[str]) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".bpftool", delete=True) as f:
-        f.write("\n".join(cmds) + "\n")
-        f.flush()
-        p = subprocess.run(["bpftool", "batch", "file", f.name], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise XenobenchError(f"Failed to fill Katran's maps: {(p.stderr or p.stdout).strip()[-500:]}")
-
-
 BPF_OBJ_GET, BPF_MAP_UPDATE_BATCH = 7, 26    # enum bpf_cmd (include/uapi/linux/bpf.h)
 
 
@@ -152,11 +141,6 @@ def update_u32_map(pin: Path, keys, values) -> None:
         os.close(fd)
 
 
-def update_u32_array(pin: Path, values: list[int], first_key: int = 0) -> None:
-    """values[i] at key first_key + i (update_u32_map)."""
-    update_u32_map(pin, range(first_key, first_key + len(values)), values)
-
-
 def write_u32(pin: Path, keys, values) -> str:
     """update_u32_map, or on a kernel without batched map updates bpftool, one line per key;
     returns which ("batch" or "bpftool")."""
@@ -164,8 +148,7 @@ def write_u32(pin: Path, keys, values) -> str:
         update_u32_map(pin, keys, values)
         return "batch"
     except OSError:
-        _batch([f"map update pinned {pin} key hex {_hex(struct.pack('<I', int(k)))} "
-                f"value hex {_hex(struct.pack('<I', int(v)))}" for k, v in zip(keys, values)])
+        map_update_batch([(pin, struct.pack("<I", int(k)), struct.pack("<I", int(v))) for k, v in zip(keys, values)])
         return "bpftool"
 
 
