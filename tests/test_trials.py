@@ -75,3 +75,30 @@ def test_interrupted_trial_has_no_result_and_reruns(testbed, tmp_path):
     res = run_trial(testbed, "unit", {"frames": 5}, 1, TrialDir(tmp_path / "t"), send_frames, ifaces=IFACES,
                     max_attempts=1, settle_s=0, cooldown_s=0, progress=lambda s: None)
     assert res["valid"]
+
+
+def test_an_impossible_value_makes_the_attempt_invalid_and_it_is_retried(testbed, tmp_path):
+    """The check the experiments pass (xenobench.aggregate.check_trial): a pps attempt that recorded
+    3x the offered rate is invalid as values_possible, by name, and the next attempt is kept; the
+    trial's rows pass aggregate afterwards."""
+    from xenobench.aggregate import aggregate, check_trial
+
+    rx = iter([3_000_000.0, 1_000_000.0])
+
+    def pps_attempt(ctx):
+        facts = {"kind": "rate", "lb": "ebpf", "paired": False, "lbs": None, "server": None,
+                 "profile": "udp_payload", "generator": "xdpgen"}
+        return {"facts": facts, "payload": 22, "rx_pps": next(rx),
+                "generator": {"achieved_pps": 1_000_000.0}}, Validity()
+
+    trial = TrialDir(tmp_path / "local" / "trials" / "pps" / point_id({"lb": "ebpf", "payload": 22}) / "rep-1")
+    lines = []
+    res = run_trial(testbed, "pps", {"lb": "ebpf", "payload": 22}, 1, trial, pps_attempt, ifaces=IFACES,
+                    max_attempts=2, settle_s=0, cooldown_s=0, progress=lines.append, check=check_trial)
+    first = res["attempts"][0]
+    assert not first["valid"] and first["checks"]["values_possible"] is False
+    assert "column measured_pps: 3e+06 is out of range (must be >= 0 and <= 1e+12 and <= offered_pps x 1.5" \
+        in first["reasons"][0], first
+    assert "INVALID (values_possible: " in lines[0]
+    assert res["valid"] and res["chosen_attempt"] == 2 and res["outputs"]["rx_pps"] == 1e6
+    assert aggregate(tmp_path / "local", progress=lambda s: None)["pps"] == 1

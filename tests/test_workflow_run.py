@@ -38,6 +38,16 @@ def snakemake(*args, timeout=1200):
                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
+def failed_logs(stderr: str) -> str:
+    """The end of each log Snakemake names for a failed job (what the job itself printed, which
+    Snakemake's own output leaves out), then the end of Snakemake's output."""
+    out = []
+    for log in dict.fromkeys(re.findall(r"log: (\S+) \(check log file", stderr)):
+        f = ROOT / log
+        out.append(f"--- {log}:\n" + (f.read_text(errors="replace")[-2500:] if f.exists() else "(missing)"))
+    return "\n".join(out + ["--- snakemake:", stderr[-3000:]])
+
+
 def leftovers() -> list[str]:
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     out = [l.split()[0] for l in ns.splitlines() if l.startswith(PREFIX)]
@@ -74,7 +84,7 @@ def test_interrupted_run_is_clean_and_resumes(clean_ci):
     assert leftovers() == [], out[-2000:]
     before = rep1.stat().st_mtime_ns
     r = snakemake(target)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, failed_logs(r.stderr)
     assert rep1.stat().st_mtime_ns == before            # the completed repetition was not re-run
     assert json.loads((ROOT / target).read_text())["repetitions"][0]["repetition"] == 1
     assert leftovers() == []
@@ -84,7 +94,7 @@ def test_full_ci_run(clean_ci):
     t0 = time.monotonic()
     r = snakemake("all")
     took = time.monotonic() - t0
-    assert r.returncode == 0, r.stderr[-5000:]
+    assert r.returncode == 0, failed_logs(r.stderr)
     print(f"snakemake --cores 1 all (config/ci.yaml): {took:.0f} s")
     assert "measurement points x 2 repetitions" in r.stderr
     assert re.search(r"\[pps\] lb=xenoflow payload=22 rep 1 attempt 1: ", r.stderr)  # per-trial progress

@@ -41,10 +41,25 @@ def trial_rows(testbed: str, trial: TrialDir, res: dict, resdir: Path, paired: d
                         "(not a result xenobench wrote?)") from None
     except (TypeError, ValueError, AttributeError) as e:
         raise DataError(f"Failed to aggregate trial {trial.result}: malformed ({e})") from None
+    _check_rows(rows, f"of trial {trial.result}")
+    return rows
+
+
+def _check_rows(rows: dict[str, list[dict]], where: str) -> None:
     for k, rs in rows.items():
         if rs:
-            validate(k, pd.DataFrame(rs, columns=COLUMNS), f"of trial {trial.result}", by_source=True)
-    return rows
+            validate(k, pd.DataFrame(rs, columns=COLUMNS), where, by_source=True)
+
+
+def check_trial(trial: TrialDir, result: dict) -> None:
+    """The rows aggregate would make of a trial just measured (its result as it would be written,
+    valid), and its point's paired or ranking rows from this repetition alone, checked as
+    aggregate checks them: a DataError names what cannot exist."""
+    paired: dict = {}
+    resdir = trial.results_dir
+    trial_rows(resdir.name, trial, result, resdir, paired)
+    for ent in paired.values():
+        _check_rows(point_rows(ent), f"of trial {trial.path}")
 
 
 def read_probe_records(path: Path) -> list[float]:
@@ -416,6 +431,17 @@ def rows_for_trial(testbed: str, trial: TrialDir, res: dict, resdir: Path,
     return out
 
 
+def point_rows(ent: dict) -> dict[str, list[dict]]:
+    """The rows of one point over its valid repetitions (`ent`: what rows_for_trial gathered in
+    `paired`): the paired RTT comparison or the rate ranking."""
+    common = dict(ent["common"], source=ent["source"])
+    if ent.get("kind") == "rank":
+        return {"rate_ranking": [r for m in RANK_MEASURES
+                                 for r in rank_rows(ent["blocks_by"].get(m, []), ent["lbs"], ent["reference"], common,
+                                                    ent["resamples"], ent["seed"], m)]}
+    return {"rtt_paired": paired_rows(ent["blocks"], ent["lbs"], common, ent["resamples"], ent["seed"])}
+
+
 def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) -> dict:
     """Write <resdir>/<kind>.csv for every kind with rows, and <resdir>/invalid.csv."""
     resdir = Path(resdir)
@@ -432,13 +458,8 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
         for k, rs in trial_rows(testbed, trial, res, resdir, paired).items():
             rows[k] += rs
     for _, ent in sorted(paired.items(), key=lambda kv: tuple(map(str, kv[0]))):  # per point, over its valid repetitions
-        common = dict(ent["common"], source=ent["source"])
-        if ent.get("kind") == "rank":
-            for m in RANK_MEASURES:
-                rows["rate_ranking"] += rank_rows(ent["blocks_by"].get(m, []), ent["lbs"], ent["reference"], common,
-                                                  ent["resamples"], ent["seed"], m)
-            continue
-        rows["rtt_paired"] += paired_rows(ent["blocks"], ent["lbs"], common, ent["resamples"], ent["seed"])
+        for k, rs in point_rows(ent).items():
+            rows[k] += rs
     written = {}
     for k, rs in rows.items():
         if rs:

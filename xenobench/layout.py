@@ -226,6 +226,11 @@ class TrialDir:
     def search(self) -> "SearchDir":
         return SearchDir(self.path / "search")
 
+    @property
+    def results_dir(self) -> Path:
+        """results/<testbed>: the tree this trial belongs to (trials/<experiment>/<point>/rep-<n>)."""
+        return self.path.parents[3]
+
 
 SEARCH_RECORD = "search.json"
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from .actors import ActorGone
+from .aggregate import check_trial
 from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, NodeError, XenobenchError
 from .experiments import (capacity_shares, definition, is_capacity_point, measured_lbs, paired, points, section,
@@ -703,7 +704,7 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
                           # a search retries its own trials; a failed search is recorded, not re-run
                           max_attempts=1 if d.kind == "search" else int(ex_all["max_attempts"]),
                           settle_s=float(ex_all["settle_s"]),
-                          cooldown_s=float(ex_all["cooldown_s"]), progress=progress)
+                          cooldown_s=float(ex_all["cooldown_s"]), progress=progress, check=check_trial)
     for r in range(1, reps + 1):
         res = tree.trial(experiment, point, r).read_result()
         results.append({"repetition": r, "valid": res["valid"],

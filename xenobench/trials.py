@@ -219,8 +219,12 @@ def counter_diffs(before: dict, after: dict) -> dict:
 
 def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: TrialDir,
               procedure: Procedure, *, ifaces: list[tuple[str, str]], max_attempts: int,
-              settle_s: float, cooldown_s: float, progress=print) -> dict:
-    """Run one trial (with retries) and write its directory; returns result.json's content."""
+              settle_s: float, cooldown_s: float, progress=print,
+              check: Callable[[TrialDir, dict], None] | None = None) -> dict:
+    """Run one trial (with retries) and write its directory; returns result.json's content.
+    `check(trial, result)`: raises DataError where a valid attempt's outputs cannot exist (the
+    experiments pass xenobench.aggregate.check_trial): the attempt is invalid as `values_possible`
+    and retried, instead of stopping the study's aggregation later."""
     if trial.complete:
         return trial.read_result()
     # attempts without result.json are a killed run's: start over, so that the directory holds
@@ -268,6 +272,11 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
             outputs["connections"] = lost
         outputs["counters"] = counter_diffs(before, after)
         outputs["seconds"] = round(time.monotonic() - t0, 3)
+        if check is not None and validity.valid:  # what it recorded can exist
+            try:
+                check(trial, {**params, "valid": True, "chosen_attempt": n, "outputs": outputs})
+            except DataError as e:
+                validity.require("values_possible", False, str(e))
         write_json_atomic(att.outputs, outputs, indent=1, default=str)
         write_json_atomic(att.validity, validity.as_dict(), indent=1)
         attempts.append({"attempt": n, **validity.as_dict()})
