@@ -76,9 +76,11 @@ int xdpgen(struct xdp_md *ctx)
 			return XDP_DROP;
 		}
 		n = (now - st.due_fp) / period_fp + 1;
-		if (n > bucket) { /* held up: the tokens beyond the bucket are lost */
+		if (n > bucket) { /* held up: the tokens beyond the bucket are lost (their due times
+				   * pass unused, so every token is sent or counted lost) */
+			st.tokens_lost += n - bucket;
+			st.due_fp += (n - bucket) * period_fp;
 			n = bucket;
-			st.due_fp = now - (bucket - 1) * period_fp;
 		}
 		st.credit = n;
 		st.due_fp += n * period_fp;

@@ -705,9 +705,9 @@ int main(int argc, char **argv)
 	json_str(cfg.pcap);
 	printf(", \"cycle\": %u, \"frame_len\": %u, \"span_bytes\": %u", cyc.n, cyc.len, cyc.span);
 	printf(", \"requested_pps\": %.17g, \"frames\": %llu", cfg.rate, (unsigned long long)frames);
-	printf(", \"idle_runs\": %llu, \"no_template\": %llu, \"store_failed\": %llu",
-	       (unsigned long long)st->idle, (unsigned long long)st->no_template,
-	       (unsigned long long)st->store_failed);
+	printf(", \"idle_runs\": %llu, \"tokens_lost\": %llu, \"no_template\": %llu, \"store_failed\": %llu",
+	       (unsigned long long)st->idle, (unsigned long long)st->tokens_lost,
+	       (unsigned long long)st->no_template, (unsigned long long)st->store_failed);
 	printf(", \"elapsed_s\": %.9f, \"achieved_pps\": %.3f", elapsed, achieved);
 	if (x0.have && x1.have)
 		printf(", \"xdp_xmit\": %llu, \"xdp_xmit_errors\": %llu", (unsigned long long)(x1.xmit - x0.xmit),

@@ -34,6 +34,8 @@ struct xg_state {
 	__u64 t_limit_ns;    /* bpf_ktime_get_ns() when the limit-th frame left (0: not reached) */
 	__u64 due_fp;        /* when the next frame is due, fixed point, relative to t_first_ns */
 	__u64 credit;        /* frames that may leave before the clock is read again */
+	__u64 tokens_lost;   /* paced: frames that fell due while the run was held up longer than
+	                      * the bucket and were never sent (the achieved rate's shortfall) */
 	__u32 next_frame;    /* index of the next frame in the cycle */
 	__u32 pad;
 };

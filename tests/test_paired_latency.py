@@ -139,3 +139,33 @@ def test_paired_rtt_run_on_the_namespace_testbed(testbed, tmp_path, monkeypatch)
           f"[{m['rtt_vs_none_ci_low_us']:+.2f}, {m['rtt_vs_none_ci_high_us']:+.2f}]")
     assert not any(get_lb(k, testbed).running() for k in ("xenoflow", "ebpf"))  # none left running
     assert np.isfinite(m["rtt_vs_none_median_us"])
+
+
+@needs_root
+def test_paired_blocks_under_a_background_keep_one_lb_carrying_it(testbed, tmp_path, monkeypatch):
+    """rtt_load's paired blocks under a background (procedures.BlockLBs): the LB is up before the
+    background starts and stays up through the 'none' blocks (started once, recorded per block
+    as background_via), so the background never meets the LB node's bare port and reaches its
+    level; the 'none' blocks still probe directly. The seed puts a 'none' block first."""
+    from xenobench.lb.xenoflow import XenoFlowLB
+    from xenobench.procedures import run_point
+    seed = next(s for s in range(100) if latency.block_order(["none", "xenoflow"], 2, s + 1)[0] == "none")
+    ex = testbed.cfg.raw["experiments"]
+    monkeypatch.setitem(ex, "rtt_load", {**ex["rtt_load"], "lbs": ["none", "xenoflow"], "paired": True,
+                                         "blocks": 2, "block_probes": 30, "rate_qps": 500, "seed": seed,
+                                         "levels": [200000], "level_unit": "pps", "splits": ["50/50"]})
+    monkeypatch.setitem(ex, "repetitions", 1)
+    starts = []
+    real_start = XenoFlowLB.start
+    monkeypatch.setattr(XenoFlowLB, "start", lambda self, *a, **k: (starts.append(1), real_start(self, *a, **k))[1])
+    point = {"level": 200000, "split": "50/50"}
+    run_point(testbed, "rtt_load", point, results_root=tmp_path, progress=lambda *_: None)
+    res = ResultsTree(tmp_path, testbed.cfg.name).trial("rtt_load", point, 1).read_result()
+    o = res["outputs"]
+    assert o["order"][0] == "none"
+    assert len(starts) == len(res["attempts"])  # once per attempt, not once per block
+    assert [(b["lb"], b["background_via"]) for b in o["blocks"]] == [(k, "xenoflow") for k in o["order"]]
+    assert [b["probe"]["via"] for b in o["blocks"]] == ["direct" if k == "none" else "lb" for k in o["order"]]
+    assert o["background"]["valid"], o["background"]
+    assert o["background"]["achieved_pps"] >= 0.99 * 200000
+    assert not get_lb("xenoflow", testbed).running()

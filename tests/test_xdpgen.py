@@ -181,7 +181,30 @@ def test_paced_ladder_counts_exact_and_never_above_the_rate(sink, tmp_path):
         # the n-th frame is never due before (n - 1) periods after the first: xdpgen's own rate
         # (first to last frame) cannot exceed the request, whatever the scheduler did
         assert r["achieved_pps"] <= rate * 1.0001, msg
+        # tokens_lost: the frames that fell due while it was held up beyond its bucket were never
+        # sent, so the last frame was due (n - 1 + tokens_lost) periods after the first
+        assert isinstance(r["tokens_lost"], int) and r["elapsed_s"] * rate >= 0.99 * (n - 1 + r["tokens_lost"]), msg
     print("xdpgen achieved/requested into an XDP sink:", ratios)
+
+
+def test_a_bucket_too_small_to_catch_up_loses_tokens_and_says_how_many(sink, tmp_path):
+    """A one-frame bucket at 2 Mpps (one period: 500 ns, less than a batch of 64 frames takes):
+    the frames that fall due while a batch is flushed are lost, counted in tokens_lost, and the
+    achieved rate falls short by exactly them: every token is sent or counted lost."""
+    pcap = tmp_path / "u22.pcap"
+    write_pcap(compile_frames("udp_payload", {"payload": 22}).frames, pcap)
+    rate, n = 2_000_000, 1_000_000
+    p = subprocess.run(["ip", "netns", "exec", sink, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
+                        "--rate", str(rate), "--count", str(n), "--bucket-ms", "0.0005"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["bucket"] == 1 and r["frames"] == n and r["tokens_lost"] > 0, r
+    assert r["achieved_pps"] < rate, r
+    # elapsed: first frame -> the n-th; the n-th was due (n - 1 + tokens_lost) periods after the
+    # first and left at most one batch (64 runs, well under 100 us) after its due time
+    due = r["elapsed_s"] * rate
+    assert due - 200 <= n - 1 + r["tokens_lost"] <= due + 1, (due, r)
 
 
 def test_paced_trial_through_the_testbed(xtb):

@@ -443,15 +443,26 @@ def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         return {**out, **bg_level}, v
     tun = background_tunables(p["split"], int(ex["payload"]))
     profile = definition(ctx.experiment).profile
-    h = start_traffic(ctx.testbed, profile, tun, level)
+    carrier = None
+    if paired(cfg, ctx.experiment):  # one LB carries the background through every block (BlockLBs)
+        carrier = BlockLBs(ctx, hold=True)
+        measure = lambda c: _paired_blocks(c, carrier)  # noqa: E731
     key = None
     try:
-        key = watch_generator(ctx, h)  # the background's generator, checked with the probes' actors
-        time.sleep(float(ex["load_settle_s"]))
-        out, v = measure(ctx)
+        if carrier is not None:  # up before the background: it never meets a port without its LB
+            stop_all(ctx.testbed)  # a block's LB is the only one running
+            carrier.use(next((k for k in _block_plan(ctx)[0] if k != NONE), None))
+        h = start_traffic(ctx.testbed, profile, tun, level)
+        try:
+            key = watch_generator(ctx, h)  # the background's generator, checked with the probes' actors
+            time.sleep(float(ex["load_settle_s"]))
+            out, v = measure(ctx)
+        finally:
+            ctx.watch.release(key)
+            bg = h.stop()
     finally:
-        ctx.watch.release(key)
-        bg = h.stop()
+        if carrier is not None:
+            carrier.close()
     out["background"] = dict(bg)  # carries the filled tunables it ran with
     out.update(bg_level)
     v.require("background_ok", bool(bg.get("valid")), bg.get("reason") or "background load invalid")
@@ -481,68 +492,124 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     return out, v
 
 
-def _paired_blocks(ctx: TrialContext) -> tuple[dict, Validity]:
+class BlockLBs:
+    """The LB the paired design's blocks run with (use(kind), close()). By default (`hold` false)
+    each block starts its LB and stops it after (`use(None)` for a block without one). Under a
+    background (rtt_load, `hold`), an LB that is up stays up through the blocks that need none: a
+    'none' block probes the DNS backend directly while that LB keeps carrying the background to
+    the backends with the point's split, so every block of a repetition has the same background
+    (the pairs' premise). Without it, a 'none' block sent the background into the LB node's bare
+    port: its kernel stack dropped it at a fraction of the rate, and on the namespace testbed,
+    whose generator shares its CPU with that path, the paced background fell to 72-78 % of its
+    level (2026-11-25, make all's rtt_load 0.9 points)."""
+
+    def __init__(self, ctx: TrialContext, hold: bool = False):
+        self.ctx, self.hold = ctx, hold
+        self.lb, self.key = None, None
+
+    @property
+    def kind(self) -> str | None:
+        return self.lb.kind if self.lb is not None else None
+
+    def use(self, kind: str | None) -> None:
+        """Make `kind`'s LB the one running (None: a block that probes directly)."""
+        if kind is None and self.hold:
+            return
+        if self.lb is not None and self.lb.kind != kind:
+            self.close()
+        if kind is not None and self.lb is None:
+            self.lb = get_lb(kind, self.ctx.testbed)
+            try:
+                self.lb.start()
+            except BaseException:
+                self.close()
+                raise
+            self.key = watch_lb(self.ctx, self.lb)
+
+    def close(self) -> None:
+        """Stop the running LB (stopped on purpose: released from the watch first)."""
+        lb, self.lb = self.lb, None
+        if self.key is not None:
+            self.ctx.watch.release(self.key)  # a death in its blocks is recorded
+            self.key = None
+        if lb is not None:
+            lb.stop()
+
+
+def _block_plan(ctx: TrialContext) -> tuple[list[str], int]:
+    """The paired design's block order (every LB of `lbs` once per round, shuffled by the seed +
+    repetition, xenobench.latency.block_order) and its seed."""
+    ex = _ex(ctx.testbed.cfg, ctx.experiment)
+    seed = int(ex["seed"]) + int(ctx.repetition)
+    return block_order(list(ex["lbs"]), int(ex["blocks"]), seed), seed
+
+
+def _paired_blocks(ctx: TrialContext, lbs: BlockLBs | None = None) -> tuple[dict, Validity]:
     """The paired design (xenobench.latency): `blocks` rounds, each running every LB of the
     experiment once in a shuffled order (seed + repetition, recorded), `block_probes` probes per
-    block, the LB started before its block and stopped after it. The client-side capture runs in
-    each LB's first block only (capture start and stop cost ~2.5 s a block); the prober's kernel
-    timestamps are the measurement in every block."""
+    block, the block's LB running while it probes (BlockLBs: started for the block and stopped
+    after it; under a background, `lbs` holds the LB carrying it through the 'none' blocks). The
+    client-side capture runs in each LB's first block only (capture start and stop cost ~2.5 s a
+    block); the prober's kernel timestamps are the measurement in every block."""
     cfg = ctx.testbed.cfg
     ex = _ex(cfg, ctx.experiment)
-    lbs = list(ex["lbs"])
-    seed = int(ex["seed"]) + int(ctx.repetition)
-    order = block_order(lbs, int(ex["blocks"]), seed)
+    kinds = list(ex["lbs"])
+    order, seed = _block_plan(ctx)
     count, rate = int(ex["block_probes"]), float(ex["rate_qps"])
-    stop_all(ctx.testbed)  # a block's LB is the only one running
+    own = lbs is None
+    if own:
+        stop_all(ctx.testbed)  # a block's LB is the only one running
+        lbs = BlockLBs(ctx)
     blocks, captured = [], set()
     v = Validity()
     stopped = None
-    for i, kind in enumerate(order, 1):
-        bd = ctx.attempt.block(i, kind)
-        capture = kind not in captured
-        captured.add(kind)
-        lb = None if kind == "none" else get_lb(kind, ctx.testbed)
-        key, split = None, None
-        try:  # stopped also when its start failed half-way: nothing of a block outlives it
-            if lb is not None:
-                lb.start()
-                key = watch_lb(ctx, lb)
-            hashed = lb is not None and by_hash(lb.kind)
-            st0 = _lb_stats(lb) if hashed else None
-            s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
-                      via="direct" if kind == "none" else "lb", capture=capture, watch=ctx.watch)
-            if hashed:
-                split = _lb_split(lb, st0, _lb_stats(lb))
-        except NodeError as e:
-            if not ctx.watch.gone():
-                raise
-            stopped = f"block {i} ({kind}): {e}"  # an actor is gone: the remaining blocks would measure nothing
-        finally:
-            if key is not None:
-                ctx.watch.release(key)  # stopped on purpose now; a death in its block is recorded
-            if lb is not None:
-                lb.stop()
-        if stopped is not None:
-            break
-        s.pop("per_query", None)  # the records and the pcap hold it; outputs stay small
-        blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "captured": capture,
-                       "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s,
-                       **({"lb_split": split} if split is not None else {})})
-        lost = int(s.get("lost") or 0)
-        v.require(f"block_{i}_answered", s.get("n", 0) > 0, f"block {i} ({kind}): no probe was answered")
-        v.require(f"block_{i}_loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
-                  f"block {i} ({kind}): {lost} of {count} probes lost (> {MAX_LOST_PCT:g} %)")
-        if capture:
-            tol, d = float(s["tolerance_us"]), s.get("pcap_median_diff_us")
-            v.require(f"block_{i}_prober_pcap_agree", d is not None and abs(d) <= tol,
-                      f"block {i} ({kind}): prober and pcap medians differ by {d} us (tolerance {tol:g} us)")
-        if ctx.watch.check():
-            stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
-            break
+    try:
+        for i, kind in enumerate(order, 1):
+            bd = ctx.attempt.block(i, kind)
+            capture = kind not in captured
+            captured.add(kind)
+            split = None
+            try:  # stopped also when its start failed half-way: nothing of a block outlives it
+                lbs.use(None if kind == NONE else kind)
+                lb = lbs.lb if kind != NONE else None
+                hashed = lb is not None and by_hash(lb.kind)
+                st0 = _lb_stats(lb) if hashed else None
+                s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
+                          via="direct" if kind == NONE else "lb", capture=capture, watch=ctx.watch)
+                if hashed:
+                    split = _lb_split(lb, st0, _lb_stats(lb))
+            except NodeError as e:
+                if not ctx.watch.gone():
+                    raise
+                stopped = f"block {i} ({kind}): {e}"  # an actor is gone: the remaining blocks would measure nothing
+            finally:
+                if not lbs.hold:
+                    lbs.close()
+            if stopped is not None:
+                break
+            s.pop("per_query", None)  # the records and the pcap hold it; outputs stay small
+            blocks.append({"block": i, "round": (i - 1) // len(kinds) + 1, "lb": kind, "captured": capture,
+                           "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s,
+                           **({"background_via": lbs.kind} if lbs.hold else {}),
+                           **({"lb_split": split} if split is not None else {})})
+            lost = int(s.get("lost") or 0)
+            v.require(f"block_{i}_answered", s.get("n", 0) > 0, f"block {i} ({kind}): no probe was answered")
+            v.require(f"block_{i}_loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
+                      f"block {i} ({kind}): {lost} of {count} probes lost (> {MAX_LOST_PCT:g} %)")
+            if capture:
+                tol, d = float(s["tolerance_us"]), s.get("pcap_median_diff_us")
+                v.require(f"block_{i}_prober_pcap_agree", d is not None and abs(d) <= tol,
+                          f"block {i} ({kind}): prober and pcap medians differ by {d} us (tolerance {tol:g} us)")
+            if ctx.watch.check():
+                stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
+                break
+    finally:
+        if own:
+            lbs.close()
     if stopped is not None:  # the remaining blocks would measure nothing
         v.require("blocks_completed", False, f"{len(blocks)} of {len(order)} blocks completed, stopped early "
                                              f"{stopped}")
-    out = {"paired": True, "lbs": lbs, "order": order, "order_seed": seed, "rounds": int(ex["blocks"]),
+    out = {"paired": True, "lbs": kinds, "order": order, "order_seed": seed, "rounds": int(ex["blocks"]),
            "block_probes": count, "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"]),
            "server": point_server(cfg, ctx.experiment, ctx.point), "blocks": blocks, "stopped_early": stopped}
     return out, v

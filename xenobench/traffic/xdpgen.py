@@ -219,7 +219,8 @@ class XdpgenRun:
             rate_method="steady frame counter" if steady is not None else "frames / xdpgen send time",
             steady_intervals=steady.intervals if steady else None,
             steady_s=samples[steady.last][0] - samples[steady.first][0] if steady else None,
-            sender_cpu_s=r.get("sender_cpu_s"), idle_runs=r.get("idle_runs"), stopped_by=r.get("stopped_by"),
+            sender_cpu_s=r.get("sender_cpu_s"), idle_runs=r.get("idle_runs"),
+            tokens_lost=r.get("tokens_lost"), stopped_by=r.get("stopped_by"),
             bucket=r.get("bucket"), span_bytes=r.get("span_bytes"))
 
 
