@@ -211,3 +211,16 @@ def test_field_engine_cache_not_a_whole_cycle_is_refused_and_replays_its_first_f
     s = {**s, "vm": {**s["vm"], "cache": 6}}
     fr = compile_stream(s, "test stream")
     assert len(fr) == 6 and fr[4:] == fr[:2] and len(set(fr)) == 4
+
+
+@pytest.mark.parametrize("started, stopped, elapsed, uncertain", [
+    ((10.0, 10.0), (10.5, 10.5), 0.5, 0.0),        # instant replies: the times themselves
+    ((10.0, 10.02), (10.5, 10.52), 0.5, 0.02),     # 20 ms round trips: midpoint to midpoint
+    ((10.0, 10.04), (10.5, 10.50), 0.48, 0.02),    # a slow start reply: the server began ~20 ms in
+])
+def test_the_send_time_runs_from_the_start_requests_midpoint_to_the_stops(started, stopped, elapsed, uncertain):
+    """A TRex trial's rate is opackets over this time (xenobench.traffic.trex.send_time): the time
+    after stop() returned counted an RPC round trip as sending (0.5 s bursts: 2-4 % short)."""
+    from xenobench.traffic.trex import send_time
+    e, u = send_time(started, stopped)
+    assert e == pytest.approx(elapsed) and u == pytest.approx(uncertain)

@@ -191,7 +191,9 @@ class TrexDriver:
                 streams = self.profile_loader(path, argv, port % 2, port)
                 c.add_streams(streams, ports=[port])
             c.clear_stats()
+            sent = time.monotonic()
             c.start(ports=self.ports, mult=self.mult(rate_pps), duration=duration_s if duration_s else -1, force=True)
+            started = (sent, time.monotonic())
         except TrafficError:
             _quiet_disconnect(c)
             raise
@@ -199,7 +201,7 @@ class TrexDriver:
             _quiet_disconnect(c)
             raise TrafficError(f"Failed to start traffic on TRex server {self.server} ports {self.ports}: "
                                f"{_reason(e)}") from None
-        return TrexRun(self, c, spec, str(path), tunables)
+        return TrexRun(self, c, spec, str(path), tunables, started)
 
     def run(self, profile, tunables, spec: TrialSpec) -> TrialResult:
         if spec.duration_s is None:
@@ -239,10 +241,11 @@ class TrexRun:
     def actor(self) -> tuple | None:
         return server_actor(self.server_node)
 
-    def __init__(self, drv: TrexDriver, c, spec: TrialSpec, profile, tunables):
+    def __init__(self, drv: TrexDriver, c, spec: TrialSpec, profile, tunables, started: tuple[float, float]):
+        """started: (monotonic time the start request was sent, the time its reply came back)."""
         self.drv, self.c, self.spec, self.duration = drv, c, spec, spec.duration_s
         self.profile, self.tunables = profile, tunables
-        self.t0 = time.monotonic()
+        self.started = started
         self._result = None
 
     def wait(self) -> dict:
@@ -260,20 +263,26 @@ class TrexRun:
             # stopped first: a trial stopped early (an actor gone, xenobench.actors) still sends, and
             # frames sent after the statistics were read would reach the backends uncounted; TRex keeps
             # the ports' statistics after stop (until clear_stats)
+            sent = time.monotonic()
             c.stop(ports=ports)
-            elapsed = time.monotonic() - self.t0
+            stopped = (sent, time.monotonic())
             stats = c.get_stats(ports=ports)
             xstats = {p: c.get_xstats(p) for p in ports}
         except Exception as e:
             _quiet_disconnect(c)
             raise TrafficError(f"Failed to collect statistics from TRex server {self.drv.server}: {_reason(e)}") from None
         _quiet_disconnect(c)
-        # the rate over the time it sent: the duration, or less when stopped early
+        # the rate over the time it sent: the duration, or less when stopped early. The server began
+        # and ended sending between each request and its reply: each at the midpoint (an RPC over
+        # SSH or the lab's network takes milliseconds, 2-4 % of a 0.5 s burst if counted whole),
+        # uncertain by half of both round trips together
+        elapsed, uncertain = send_time(self.started, stopped)
         self._result = evaluate(stats, xstats, ports, self.spec, min(self.duration, elapsed) if self.duration else elapsed,
                                 profile=self.profile, tunables=self.tunables,
                                 queue_full_max_pct=self.drv.queue_full_max_pct, server=self.drv.server,
                                 server_version=self.drv.server_version, server_cores=self.drv.cores,
                                 client_version=client_version())
+        self._result["send_time_uncertainty_s"] = round(uncertain, 6)
         return self._result
 
 
@@ -358,6 +367,13 @@ class TrexProcessRun:
         except (BrokenPipeError, OSError, ValueError):  # ValueError: stdin closed (the worker ended)
             pass
         return self._collect()
+
+
+def send_time(started: tuple[float, float], stopped: tuple[float, float]) -> tuple[float, float]:
+    """How long the server sent: from the midpoint of the start request and its reply to the
+    midpoint of the stop request and its reply; and its uncertainty, half of both round trips."""
+    (a0, a1), (b0, b1) = started, stopped
+    return (b0 + b1) / 2 - (a0 + a1) / 2, ((a1 - a0) + (b1 - b0)) / 2
 
 
 def evaluate(stats: dict, xstats: dict, ports: list, spec: TrialSpec, duration_s: float, profile: str = "",
