@@ -6,7 +6,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from xenobench.config import load_config
-from xenobench.experiments import ORDER, points
+from xenobench.experiments import ORDER, plan, points
 from xenobench.plots import FIGURES as PLOTS, THESIS_FIGURES
 from xenobench.layout import ResultsTree, point_id
 from xenobench.resume import clear_stale_locks
@@ -59,9 +59,9 @@ FIGURE_NAMES = list(PLOTS)  # xenobench.plots owns the list
 
 # every measurement point of this testbed: (experiment, point id); trials live below its directory
 POINTS = [(e, point_id(p)) for e in ORDER for p in points(CFG, e)]
-REPETITIONS = int(CFG.section("experiments")["repetitions"])
-print(f"xenobench: testbed {TESTBED} ({CONFIG_PATH}): {len(POINTS)} measurement points x {REPETITIONS} "
-      f"repetitions = {len(POINTS) * REPETITIONS} trials", file=sys.stderr)
+TRIALS = len(plan(CFG))  # every point x its experiment's repetitions (xenobench.experiments.repetitions)
+print(f"xenobench: testbed {TESTBED} ({CONFIG_PATH}): {len(POINTS)} measurement points, {TRIALS} trials",
+      file=sys.stderr)
 
 
 wildcard_constraints:

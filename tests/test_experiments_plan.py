@@ -88,3 +88,28 @@ def test_trial_directories_are_explicit_keys():
         "results/local/trials/rtt_load/level-max_split-single_lb-xenoflow/rep-1"  # its capacity points first
     s = {str(x.trial_dir("results", cfg.name).path) for x in plan(cfg)}
     assert len(s) == len(plan(cfg))  # no two trials share a directory
+
+
+# (description, the experiments section over config/local.yaml's, trials per pps point, per update point)
+REPETITIONS = [
+    ("the study's count", "{repetitions: 3}", 3, 3),
+    ("an experiment's own count", "{repetitions: 3, update: {repetitions: 2}}", 3, 2),
+    ("its own over a smaller study's", "{repetitions: 1, pps: {repetitions: 4}}", 4, 1),
+]
+
+
+@pytest.mark.parametrize("what, section, pps, update", REPETITIONS, ids=[r[0] for r in REPETITIONS])
+def test_an_experiment_may_set_its_own_repetitions(tmp_path, what, section, pps, update):
+    (tmp_path / "c.yaml").write_text(f"extends: {DEFAULT_CONFIG}\nexperiments: {section}\n")
+    cfg = load_config(tmp_path / "c.yaml")
+    got = {}
+    for t in plan(cfg, ["pps", "update"]):
+        got.setdefault((t.experiment, tuple(t.point.items())), []).append(t.repetition)
+    assert all(r == list(range(1, pps + 1)) for (e, _), r in got.items() if e == "pps"), got
+    assert all(r == list(range(1, update + 1)) for (e, _), r in got.items() if e == "update"), got
+
+
+def test_an_experiments_repetitions_below_one_is_refused_by_key(tmp_path):
+    (tmp_path / "c.yaml").write_text(f"extends: {DEFAULT_CONFIG}\nexperiments: {{update: {{repetitions: 0}}}}\n")
+    with pytest.raises(ConfigError, match=r"experiments\.update\.repetitions.*0"):
+        load_config(tmp_path / "c.yaml")

@@ -292,7 +292,8 @@ def test_trial_recorded_for_the_same_point_is_reused(tmp_path):
     t = _recorded(tmp_path, cfg)
     # the same point: another experiment's section, the repetition count, the file's comments differ
     same = _cfg(tmp_path, lambda d: (d["experiments"]["loss"].update(rates_pps=[1000]),
-                                     d["experiments"].update(repetitions=9)), "same.yaml")
+                                     d["experiments"].update(repetitions=9),
+                                     d["experiments"]["pps"].update(repetitions=4)), "same.yaml")
     assert reusable(t, trial_params(same, "pps", PPS[2], 1), lambda m: pytest.fail(m))
     assert reusable(t, trial_params(cfg, "pps", PPS[2], 1), lambda m: pytest.fail(m))
     # a trial from before params recorded the point configuration: run again, the old one kept aside
@@ -313,7 +314,13 @@ def _plan(*args):
 
 def test_snakemake_config_keys_are_merged_and_validated(tmp_path):
     code, out = _plan("--config", 'experiments={"repetitions": 1}')
-    assert code == 0 and re.search(r"measurement points x 1 repetitions", out), out
+    m = re.search(r"(\d+) measurement points, (\d+) trials", out)
+    assert code == 0 and m, out
+    from xenobench.config import load_config
+    from xenobench.experiments import ORDER, points
+    cfg = load_config("config/local.yaml")  # 1 trial per point, but where an experiment sets its own count
+    own = {e: (cfg.section("experiments").get(e) or {}).get("repetitions") or 1 for e in ORDER}
+    assert int(m.group(2)) == sum(len(points(cfg, e)) * own[e] for e in ORDER), out
     code, out = _plan("--config", 'experimnts={"repetitions": 1}')
     assert code != 0 and "experimnts: unknown section" in out and "did you mean 'experiments'" in out, out
     code, out = _plan("--config", 'experiments={"repetitionz": 1}')

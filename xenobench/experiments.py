@@ -128,6 +128,12 @@ def section(cfg, experiment: str) -> dict:
     return cfg.section("experiments").get(experiment) or {}
 
 
+def repetitions(cfg, experiment: str) -> int:
+    """Repetitions of each point of `experiment`: its section's `repetitions`, else the study's
+    experiments.repetitions."""
+    return int(section(cfg, experiment).get("repetitions") or cfg.section("experiments")["repetitions"])
+
+
 def paired(cfg, experiment: str) -> bool:
     """Whether a latency experiment runs the paired design: each repetition measures every LB
     variant in interleaved blocks (config `paired`, default true; false = the thesis's protocol of
@@ -205,9 +211,9 @@ def points(cfg, experiment: str) -> list[dict]:
 
 
 def plan(cfg, only: list[str] | None = None) -> list[PlannedTrial]:
-    reps = cfg.section("experiments")["repetitions"]
     out = []
     for e in only or ORDER:
+        reps = repetitions(cfg, e)
         for pt in points(cfg, e):
             out += [PlannedTrial(e, pt, r) for r in range(1, reps + 1)]
     return out

@@ -21,7 +21,7 @@ from .actors import ActorGone
 from .aggregate import check_trial
 from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, NodeError, XenobenchError
-from .experiments import (capacity_shares, definition, is_capacity_point, measured_lbs, paired, points, section,
+from .experiments import (capacity_shares, definition, is_capacity_point, measured_lbs, paired, points, repetitions, section,
                           self_capacity_points)
 from .latency import block_order
 from .lb import NONE, by_hash, get_lb, stop_all
@@ -754,7 +754,7 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
         out, v = proc(ctx, lb)
         return {"facts": facts, **out}, v
     ex_all = cfg.section("experiments")
-    reps = int(ex_all["repetitions"])
+    reps = repetitions(cfg, experiment)
     tree = ResultsTree(Path(results_root), cfg.name)
     todo = [r for r in range(1, reps + 1)  # complete and recorded for this point: kept; else (re-)run
             if not reusable(tree.trial(experiment, point, r), trial_params(cfg, experiment, point, r), progress)]

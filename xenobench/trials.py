@@ -92,8 +92,11 @@ def point_config(cfg, experiment: str) -> dict:
     d = definitions().get(experiment)  # None: a procedure run outside the definitions (tests)
     ex = cfg.section("experiments")
     shared = {k: v for k, v in ex.items() if not isinstance(v, dict) and k != "repetitions"}
+    own = ex.get(experiment)
+    if isinstance(own, dict):  # its own repetition count (xenobench.experiments.repetitions) neither
+        own = {k: v for k, v in own.items() if k != "repetitions"}
     sections = {k: v for k, v in cfg.raw.items() if k not in ("experiments", "extends")}
-    return json.loads(json.dumps({**sections, "experiments": {**shared, experiment: ex.get(experiment)},
+    return json.loads(json.dumps({**sections, "experiments": {**shared, experiment: own},
                                   "definition": d.raw if d else None}, default=str))
 
 

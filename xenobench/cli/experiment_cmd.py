@@ -19,22 +19,21 @@ def experiment_group():
 def plan_cmd(obj, only, as_json):
     """List the points and trial counts of the configured testbed (touches nothing)."""
     from ..errors import ConfigError
-    from ..experiments import ORDER, points
+    from ..experiments import ORDER, points, repetitions
     from ..layout import point_id
     unknown = [e for e in only if e not in ORDER]
     if unknown:  # a typo would otherwise plan 0 trials and exit 0
         raise ConfigError(f"Failed to plan experiment {unknown[0]!r}: unknown (known: {', '.join(ORDER)})")
     cfg = obj.config
-    reps = int(cfg.section("experiments")["repetitions"])
-    rows = [{"experiment": e, "point": p, "point_id": point_id(p), "trials": reps}
+    rows = [{"experiment": e, "point": p, "point_id": point_id(p), "trials": repetitions(cfg, e)}
             for e in (only or ORDER) for p in points(cfg, e)]
     if as_json:
         click.echo(json.dumps(rows))
         return
     for e in only or ORDER:
-        n = sum(1 for r in rows if r["experiment"] == e)
+        n, reps = sum(1 for r in rows if r["experiment"] == e), repetitions(cfg, e)
         click.echo(f"{e:9} {n:4} points × {reps} repetitions = {n * reps} trials")
-    click.echo(f"{'total':9} {len(rows):4} points, {len(rows) * reps} trials (testbed {cfg.name})")
+    click.echo(f"{'total':9} {len(rows):4} points, {sum(r['trials'] for r in rows)} trials (testbed {cfg.name})")
 
 
 def _interrupt(signum, frame):
