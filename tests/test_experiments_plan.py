@@ -90,23 +90,25 @@ def test_trial_directories_are_explicit_keys():
     assert len(s) == len(plan(cfg))  # no two trials share a directory
 
 
-# (description, the experiments section over config/local.yaml's, trials per pps point, per update point)
+# (description, the experiments section over config/local.yaml's, trials per pps point, per loss
+# point, per update point: config/local.yaml gives update its own 2)
 REPETITIONS = [
-    ("the study's count", "{repetitions: 3}", 3, 3),
-    ("an experiment's own count", "{repetitions: 3, update: {repetitions: 2}}", 3, 2),
-    ("its own over a smaller study's", "{repetitions: 1, pps: {repetitions: 4}}", 4, 1),
+    ("the study's count", "{repetitions: 3}", 3, 3, 2),
+    ("an experiment's own count", "{repetitions: 3, loss: {repetitions: 2}}", 3, 2, 2),
+    ("its own over a smaller study's", "{repetitions: 1, pps: {repetitions: 4}}", 4, 1, 2),
 ]
 
 
-@pytest.mark.parametrize("what, section, pps, update", REPETITIONS, ids=[r[0] for r in REPETITIONS])
-def test_an_experiment_may_set_its_own_repetitions(tmp_path, what, section, pps, update):
+@pytest.mark.parametrize("what, section, pps, loss, update", REPETITIONS, ids=[r[0] for r in REPETITIONS])
+def test_an_experiment_may_set_its_own_repetitions(tmp_path, what, section, pps, loss, update):
     (tmp_path / "c.yaml").write_text(f"extends: {DEFAULT_CONFIG}\nexperiments: {section}\n")
     cfg = load_config(tmp_path / "c.yaml")
     got = {}
-    for t in plan(cfg, ["pps", "update"]):
-        got.setdefault((t.experiment, tuple(t.point.items())), []).append(t.repetition)
-    assert all(r == list(range(1, pps + 1)) for (e, _), r in got.items() if e == "pps"), got
-    assert all(r == list(range(1, update + 1)) for (e, _), r in got.items() if e == "update"), got
+    for t in plan(cfg, ["pps", "loss", "update"]):
+        got.setdefault(t.experiment, set()).add(tuple(sorted(r.repetition for r in plan(cfg, [t.experiment])
+                                                              if r.point == t.point)))
+    assert got == {"pps": {tuple(range(1, pps + 1))}, "loss": {tuple(range(1, loss + 1))},
+                   "update": {tuple(range(1, update + 1))}}, got
 
 
 def test_an_experiments_repetitions_below_one_is_refused_by_key(tmp_path):

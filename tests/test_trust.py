@@ -266,7 +266,7 @@ def _recorded(tmp_path, cfg, point=PPS[2]):
 
 
 @pytest.mark.parametrize("change,differs", [
-    (lambda d: d["experiments"]["pps"].update(duration_s=5), "experiments.pps.duration_s: 2 -> 5"),
+    (lambda d: d["experiments"]["pps"].update(duration_s=5), "experiments.pps.duration_s: 1 -> 5"),
     (lambda d: d["experiments"]["pps"].update(lbs=["xenoflow"]), 'experiments.pps.lbs: ["wire", "xenoflow", "ebpf"]'
                                                                   ' -> ["xenoflow"]'),
     (lambda d: d["experiments"].update(settle_s=7), "experiments.settle_s: "),
@@ -332,10 +332,19 @@ def test_several_configfiles_merge_in_order(tmp_path):
     two.write_text("experiments: {repetitions: 2}\n")
     five = tmp_path / "five.yaml"
     five.write_text("experiments: {repetitions: 5, settle_s: 0.5}\n")
+    from xenobench.config import load_config
+    from xenobench.experiments import ORDER, points
+    ci = load_config("config/ci.yaml")
+
+    def trials(out, study):  # points x the study's count, but where an experiment sets its own
+        m = re.search(r"measurement points, (\d+) trials", out)
+        assert m, out
+        return int(m.group(1)) == sum(len(points(ci, e)) * ((ci.section("experiments").get(e) or {}).get(
+            "repetitions") or study) for e in ORDER)
     code, out = _plan("--configfile", "config/ci.yaml", str(five), str(two))
-    assert code == 0 and "xenobench: testbed ci " in out and "x 2 repetitions" in out, out
+    assert code == 0 and "xenobench: testbed ci " in out and trials(out, 2), out
     code, out = _plan("--configfile", "config/ci.yaml", str(two), "--config", 'experiments={"repetitions": 4}')
-    assert code == 0 and "x 4 repetitions" in out, out
+    assert code == 0 and trials(out, 4) and not trials(out, 2), out
     # the flag repeated: Snakemake keeps the last file only, so it is refused rather than half-read
     code, out = _plan("--configfile", "config/ci.yaml", "--configfile", str(two))
     assert code != 0 and "--configfile given more than once" in out, out
