@@ -34,10 +34,14 @@ pytestmark = [needs_root, pytest.mark.e2e]
 @pytest.fixture(scope="module")
 def lab():
     from standins.rehearsal.lab import Lab
+    from xenobench.testbed import bpffs_mount_id
+    had_bpffs = bpffs_mount_id() is not None
     lab = Lab(CONFIG)
-    lab.up()
+    lab.up()  # mounts the host's bpffs for the switch's pins where the machine has none
+    assert bpffs_mount_id() is not None
     yield lab
     lab.down()
+    assert (bpffs_mount_id() is not None) == had_bpffs, "lab down left the host's bpffs other than found"
 
 
 @pytest.fixture(scope="module")

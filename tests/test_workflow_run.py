@@ -70,9 +70,11 @@ def test_interrupted_run_is_clean_and_resumes(clean_ci):
     """SIGINT (Ctrl-C: the whole process group) in the middle of a point with 2 repetitions."""
     target = "results/ci/trials/rtt/server-xdp/point.json"  # the paired design: every LB per repetition
     rep1 = ROOT / "results/ci/trials/rtt/server-xdp/rep-1/result.json"
+    # Ctrl-C as on a terminal: SIGINT's default disposition in the run (a suite started in the
+    # background by a non-interactive shell inherits SIGINT ignored, and Python keeps it ignored)
     p = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", target, "--configfile", CFG],
                          cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while not rep1.exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)

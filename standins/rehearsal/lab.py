@@ -52,7 +52,7 @@ from xenobench.config import Config, load_config
 from xenobench.deploy import dpu_sudo_commands
 from xenobench.errors import XenobenchError
 from xenobench.nodes.base import sudoers_rule
-from xenobench.testbed.bpffs import BPF_PRELOAD
+from xenobench.testbed.bpffs import BPF_PRELOAD, ensure_bpffs, unmount_bpffs_if_unused
 from xenobench.fabric import NamespaceFabric
 from xenobench.testbed.switch import FASTPATH_PROG, SwitchFastpath, _bpftool_batch, _hex
 from xenobench.testbed.topology import NamespaceTopology, existing_namespaces, ip, kill_ns_processes
@@ -169,6 +169,13 @@ class Lab:
         self.note("config", str(self.cfg.path))
         try:
             self._check_built()
+            # the switch's fast path pins on the host's bpffs: mounted here if the machine has none
+            # (a fresh VM, or a testbed's down unmounted its own), unmounted by down only if ours
+            mounted = ensure_bpffs()
+            if mounted is not None:
+                rec = self.record()
+                rec["bpffs_mount"] = mounted
+                self.record_file.write_text(json.dumps(rec, indent=1))
             self._namespaces()
             self._cabling()
             self.controller_files()
@@ -729,6 +736,7 @@ class Lab:
                 shutil.rmtree(d, ignore_errors=True)
         for f in rec.get("files", []):
             Path(f).unlink(missing_ok=True)
+        unmount_bpffs_if_unused(rec.get("bpffs_mount"))  # only the mount up made, and only if empty
         if self.root.name.startswith(self.prefix) and self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
         self.record_file.unlink(missing_ok=True)
