@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -91,6 +92,9 @@ SCENARIOS = [
     ("LB dies: eBPF controller on fips5", "pps", {"lb": "ebpf", "payload": 22},
      lambda lab, tb: _kill(lab, "fips5", _lb(tb, "ebpf"))),
 ]
+#: what a killed third-party program leaves of its own (not the harness's): removed as an operator
+#: would after the row, and shown apart from the leftovers (tests/test_rehearsal.py does the same)
+DEBRIS = {"TRex server dies: fips4": r"fips4: file /tmp/trex-standin-\w+"}  # the stand-in's temporary directory
 #: reasons that name a fault (the rest: what the fault did to the measurement, e.g. the rate)
 FAULT_CHECKS = ("_alive", "ssh_", "procedure_completed", "blocks_completed")
 
@@ -154,6 +158,11 @@ def scenario(lab, config: Path, name, experiment, point, fault, results: Path, b
     tb2.down()
     tb.down()
     left = [x for x in lab.leftovers() if x not in baseline]
+    debris = [x for x in left if name in DEBRIS and re.fullmatch(DEBRIS[name], x)]
+    for x in debris:  # "<node>: file <path>"
+        node, _, path = x.partition(": file ")
+        lab.in_node(node, "rm", "-rf", "--", path)
+    left = [x for x in left if x not in debris]
     reasons = [r for a in (res1 or {}).get("attempts", []) for r in a["reasons"]
                if r.split(":")[0].endswith(FAULT_CHECKS) or r.split(":")[0].startswith(FAULT_CHECKS)]
     row = {"fault": name, "injected": done.get("fault"), "first_run": first,
@@ -161,7 +170,7 @@ def scenario(lab, config: Path, name, experiment, point, fault, results: Path, b
            "resumed": again == "ok" and kept and complete,
            "resume": (f"{again}; rep 1 {'kept' if kept else 'RE-RUN or missing'}; "
                       f"{'all complete' if complete else 'INCOMPLETE'}"),
-           "leftovers": left}
+           "leftovers": left, "debris": debris}
     row["ok"] = (res1 is not None and res1["valid"] is False and bool(reasons) and row["resumed"] and not left)
     return row
 
@@ -173,7 +182,9 @@ def table(rows: list[dict]) -> str:
         reasons = "<br>".join(x.replace("|", "/") for x in r["reasons"]) or "-"
         out.append(f"| {r['fault']} ({r['injected']}) | {r['valid']} | {reasons} | "
                    f"{r['first_run'][:120].replace('|', '/')} | {'yes' if r['resumed'] else 'NO'}: {r['resume']} | "
-                   f"{', '.join(r['leftovers']) or 'none'} |")
+                   f"{', '.join(r['leftovers']) or 'none'}"
+                   + (f" (the killed program's own, removed as an operator would: {', '.join(r['debris'])})"
+                      if r["debris"] else "") + " |")
     return "\n".join(out)
 
 

@@ -238,12 +238,18 @@ ACTOR_FAULTS = [
      "lb_xenoflow", "load balancer xenoflow"),
     ("ebpf_agent", "pps", PPS_4S, {"lb": "ebpf", "payload": 22}, _lb_pid("ebpf"), "sending",
      "lb_ebpf", "load balancer ebpf"),
+    # Katran's agent (its own BPF, ../shared/katran): the program and its maps stay pinned when it dies
+    ("katran_agent", "pps", {**PPS_4S, "lbs": ["katran"]}, {"lb": "katran", "payload": 22}, _lb_pid("katran"),
+     "sending", "lb_katran", "load balancer katran"),
     # the XDP responder's program answers on after its controller died: only the liveness check sees it
     ("dns_server_xdp", "rtt", PAIRED_6, {"server": "xdp"}, _dns_pid("xdp"), "block-2-*", "dns_server_xdp",
      "DNS server xdp"),
     # the Python server's death loses every later query: named, not "N of M probes lost"
     ("dns_server_python", "rtt", PAIRED_6, {"server": "python"}, _dns_pid("python"), "block-2-*",
      "dns_server_python", "DNS server python"),
+    # bind9 (named): the server of the thesis's RTT measurements
+    ("dns_server_bind9", "rtt", PAIRED_6, {"server": "bind9"}, _dns_pid("bind9"), "block-2-*",
+     "dns_server_bind9", "DNS server bind9"),
     ("prober", "rtt", PAIRED_6, {"server": "xdp"}, _prober_pid, "block-2-*", "prober", "prober"),
     # the generator: named, and the rest of the 4 s not waited for (issue 26, the generator as an actor)
     ("xdpgen", "pps", PPS_4S, {"lb": "ebpf", "payload": 22}, _xdpgen_pid, "sending", "generator_xdpgen",
@@ -316,8 +322,8 @@ def test_actor_killed_mid_trial_makes_it_invalid_by_name_and_stops_it(testbed, t
     # nothing of the dead actor is left on the testbed for the next trial
     lb_node = testbed.node(testbed.cfg.role("lb").name)
     assert xdp_prog_id(lb_node, "p0") is None
-    assert not any(get_lb(k, testbed).running() for k in ("xenoflow", "ebpf"))
-    assert not [d for d in ("ebpf", "dns-xdp") if (Path(testbed.bpffs_dir) / d).exists()]  # no pins left
+    assert not any(get_lb(k, testbed).running() for k in ("xenoflow", "ebpf", "katran"))
+    assert not [d for d in ("ebpf", "katran", "dns-xdp") if (Path(testbed.bpffs_dir) / d).exists()]  # no pins left
 
 
 # --- the results disk fills mid-trial (issue 26, item 7) ------------------------------------------------

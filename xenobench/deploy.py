@@ -486,9 +486,6 @@ def purge(testbed) -> list[str]:
             try:
                 if n.remove_deployed():
                     out.append(n.name)
-                if getattr(getattr(n, "ssh", None), "user", None) == "root":
-                    # the agents' pin directory (Testbed.bpffs_dir) outlives them on the node's bpffs
-                    n.run(["rm", "-rf", "--", str(testbed.bpffs_dir)], check=False)
                 if n.ncfg.role == "dpu" and cfg_has_xenoflow(testbed.cfg):
                     sec = testbed.cfg.section("xenoflow")
                     src, build = sec.get("remote_src"), sec.get("build_dir")

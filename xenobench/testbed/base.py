@@ -95,10 +95,28 @@ class Testbed:
                 log.warning("%s", e)
             n.close()
 
+    def remove_pins(self) -> None:
+        """Remove this testbed's pin directory (bpffs_dir: its prefix and name) on every node whose
+        login is root, once the agents that pinned there have stopped. On a login that is not root
+        (the DPU's) the harness has no rights there: only XenoFlow's DOCA Flow emulation pins there,
+        under XenoFlow's own sudo rule, and removes its pins when XenoFlow stops (on DOCA nothing is
+        pinned). A node that cannot be reached is named in the log, not fatal: `down` goes on with
+        the others."""
+        for n in self.nodes():
+            if n.ncfg.transport == "ssh" and getattr(getattr(n, "ssh", None), "user", None) != "root":
+                continue
+            try:
+                n.run(["rm", "-rf", "--", str(self.bpffs_dir)], check=False)
+            except NodeError as e:
+                log.warning("%s", e)
+            n.close()
+
     def down(self, *, purge: bool = False) -> dict:
-        """Stop what the harness started on the nodes; `purge`: remove the state directory too
-        (logs, process records) and what `xenobench deploy` placed on the nodes."""
+        """Stop what the harness started on the nodes and remove their pins (remove_pins);
+        `purge`: remove the state directory too (logs, process records) and what `xenobench
+        deploy` placed on the nodes."""
         self.stop_processes()
+        self.remove_pins()  # an agent killed -9 (or cut off by a lost connection) left its pins
         purged = []
         if purge:
             from ..deploy import purge as purge_deployed
