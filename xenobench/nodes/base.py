@@ -95,6 +95,12 @@ class Node(ABC):
         self.proc_dir = cfg.state_dir / "processes"
         self.log_dir = cfg.state_dir / "logs"
 
+    @property
+    def root(self) -> bool:
+        """Whether commands here run as root (a namespace or this machine: the harness's own
+        user, root; an SSH node: its login)."""
+        return True
+
     # --- commands -------------------------------------------------------------------------
     @abstractmethod
     def run(self, argv: list[str], *, timeout: float = 60, check: bool = True,

@@ -65,6 +65,10 @@ class SshNode(Node):
         self._dir_record = cfg.state_dir / "remote" / f"{self.name}.json"
 
     @property
+    def root(self) -> bool:
+        return self.ssh.user == "root"
+
+    @property
     def remote_dir(self) -> str:
         """The node's private directory (its name; created on first use by _ensure_dir)."""
         me = {"host": self.ssh.host, "port": self.ssh.port, "user": self.ssh.user}

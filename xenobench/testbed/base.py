@@ -103,7 +103,7 @@ class Testbed:
         pinned). A node that cannot be reached is named in the log, not fatal: `down` goes on with
         the others."""
         for n in self.nodes():
-            if n.ncfg.transport == "ssh" and getattr(getattr(n, "ssh", None), "user", None) != "root":
+            if not n.root:
                 continue
             try:
                 n.run(["rm", "-rf", "--", str(self.bpffs_dir)], check=False)
