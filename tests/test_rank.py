@@ -167,7 +167,8 @@ def test_swaps_lose_no_frame_to_no_program(testbed):
             assert lb.start(attach=False)["prog_pin"] == lb.prog_pin
         assert node.run(["ip", "-j", "link", "show", "dev", iface]).stdout.count('"xdp"') == 0  # nothing attached
         f0 = {k: forwarded(lb) for k, lb in lbs.items()}
-        rx0 = RateSampler(testbed, backend_ifaces(cfg)).read_total()
+        with RateSampler(testbed, backend_ifaces(cfg)) as rs:
+            rx0 = rs.read_total()
         p0 = _port(node, iface)
         sw.attach(lbs["wire"].prog_pin)
         h = start_traffic(testbed, "udp_payload", {"payload": 22, "flows": 256}, 100000, duration_s=2.0)
@@ -177,7 +178,8 @@ def test_swaps_lose_no_frame_to_no_program(testbed):
         gen = h.wait()
         time.sleep(0.3)
         f1 = {k: forwarded(lb) for k, lb in lbs.items()}
-        rx = RateSampler(testbed, backend_ifaces(cfg)).read_total() - rx0
+        with RateSampler(testbed, backend_ifaces(cfg)) as rs:
+            rx = rs.read_total() - rx0
         p1 = _port(node, iface)
         fwd = {k: f1[k] - f0[k] for k in lbs}
         assert sw.swaps == 12 and all(v > 0 for v in fwd.values()), fwd

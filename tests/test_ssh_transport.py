@@ -340,3 +340,67 @@ def test_output_after_the_exit_status_is_read_to_eof(testbed, tmp_path):
     n._client = type("C", (), {"get_transport": lambda self: transport, "close": lambda self: None})()
     r = n.run(["bpftool", "map", "dump"])
     assert (r.stdout, r.stderr, r.returncode) == ("a" * 32768 + "b" * 32768 + "c" * 32768, "warn", 0)
+
+
+# --- sessions: a program kept running for reads (xenobench.agents.readfile, xenobench.sampler) -------
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _reader_argv(*paths):
+    # the SSH server here is this machine: this interpreter with the checkout importable
+    return ["env", f"PYTHONPATH={REPO}", os.sys.executable, "-m", "xenobench.agents.readfile", *map(str, paths)]
+
+
+def _readers_in(testbed, server) -> list[str]:
+    pids = subprocess.run(["ip", "netns", "pids", f"{testbed.cfg.prefix}{server.name}"],
+                          capture_output=True, text=True).stdout.split()
+    out = []
+    for p in pids:
+        try:
+            if b"xenobench.agents.readfile" in Path(f"/proc/{p}/cmdline").read_bytes():
+                out.append(p)
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("transport", ["netns", "ssh"])
+def test_a_session_reads_afresh_refuses_by_name_and_leaves_nothing(testbed, sshd, transport, tmp_path):
+    d, server = sshd
+    n = testbed.node(server.name) if transport == "netns" else ssh_node(testbed, d, server)
+    f = tmp_path / "value"
+    f.write_text("one\n")
+    try:
+        s = n.session(_reader_argv(f, tmp_path / "missing", "/proc/net/dev"))
+        assert s.request("0") == b"one\n"
+        f.write_text("two, longer\n")  # the same open file, read again from its start
+        assert s.request("0") == b"two, longer\n"
+        # /proc/net/dev of the node's namespace: its eth0, not the harness's interfaces
+        assert re.search(rb"^\s*eth0:", s.request("2"), re.M)
+        with pytest.raises(NodeError, match=r"No such file or directory"):
+            s.request("1")
+        with pytest.raises(NodeError, match=r"no path with index '7' \(0\.\.2\)"):
+            s.request("7")
+        assert s.request("0") == b"two, longer\n"  # a refusal leaves the session usable
+        assert len(_readers_in(testbed, server)) == 1
+        s.close()
+        time.sleep(0.3)
+        assert _readers_in(testbed, server) == []
+        with pytest.raises(NodeError, match="the session is closed"):
+            s.request("0")
+        # the program killed under the harness: the next read names its end, nothing is left
+        s = n.session(_reader_argv(f))
+        assert s.request("0") == b"two, longer\n"
+        for p in _readers_in(testbed, server):
+            os.kill(int(p), signal.SIGKILL)
+        with pytest.raises(NodeError, match=r"readfile .* on %s: (it ended|it is gone|the channel is gone)" % server.name):
+            s.request("0", timeout=5)
+        assert s.closed
+        # a program that cannot start (no such module) ends at once: its stderr is named
+        s = n.session(["env", f"PYTHONPATH={REPO}", os.sys.executable, "-m", "xenobench.agents.no_such_agent"])
+        with pytest.raises(NodeError, match=r"it ended .*No module named xenobench.agents.no_such_agent"):
+            s.request("0", timeout=5)
+    finally:
+        n.close()
+    time.sleep(0.3)
+    assert _readers_in(testbed, server) == []

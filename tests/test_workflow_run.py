@@ -139,6 +139,7 @@ def test_full_ci_run(clean_ci):
     assert len(upd[upd.metric == "remove_control_ms"]) == valid["update"] * u["cycles"]
     # rank: a row per block of every valid repetition (rounds x LBs), the ranking over them
     rk = cfg.section("experiments")["rank"]
+    assert valid["rank"] > 0, "\n".join(inv)  # why every rank trial was invalid
     rb = read_tidy(ROOT / "results/ci", "rate_blocks")
     assert len(rb[rb.metric == "block_rx_pps"]) == valid["rank"] * rk["rounds"] * len(rk["lbs"])
     samples = read_tidy(ROOT / "results/ci", "rtt_samples")

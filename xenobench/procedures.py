@@ -273,16 +273,16 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     cfg = ctx.testbed.cfg
     ex = _ex(cfg, ctx.experiment)
     payload, rate, duration, profile, tun = offered_phase(cfg, ctx.experiment, ctx.point)
-    sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), float(ex["sample_interval_s"]))
-    st0 = _lb_stats(lb)
-    rx0 = sampler.read_total()
-    sampler.start()
-    try:
-        gen = _traffic_watched(ctx, profile, tun, rate, duration)
-        time.sleep(DRAIN_S)
-    finally:
-        series = sampler.stop()
-    rx1 = sampler.read_total()
+    with RateSampler(ctx.testbed, backend_ifaces(cfg), float(ex["sample_interval_s"])) as sampler:
+        st0 = _lb_stats(lb)
+        rx0 = sampler.read_total()
+        sampler.start()
+        try:
+            gen = _traffic_watched(ctx, profile, tun, rate, duration)
+            time.sleep(DRAIN_S)
+        finally:
+            series = sampler.stop()
+        rx1 = sampler.read_total()
     st1 = _lb_stats(lb)
     rx = rx1 - rx0
     tx = int(gen.get("tx_packets") or 0)
@@ -628,12 +628,12 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
     payload = int(p["payload"])
     tun = payload_tunables(payload, int(ex["flows"]))
     profile = definition(ctx.experiment).profile
-    sampler = RateSampler(ctx.testbed, backend_ifaces(cfg), 1.0)
-    st0 = _lb_stats(lb)
-    rx0 = sampler.read_total()
-    gen = _traffic_watched(ctx, profile, tun, load, duration)
-    time.sleep(DRAIN_S)
-    rx = sampler.read_total() - rx0
+    with RateSampler(ctx.testbed, backend_ifaces(cfg), 1.0) as sampler:
+        st0 = _lb_stats(lb)
+        rx0 = sampler.read_total()
+        gen = _traffic_watched(ctx, profile, tun, load, duration)
+        time.sleep(DRAIN_S)
+        rx = sampler.read_total() - rx0
     st1 = _lb_stats(lb)
     tx = int(gen.get("tx_packets") or 0)
     v = Validity()

@@ -242,6 +242,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         final = None
     finally:
         series = sampler.stop() if sampling else {"samples": [], "error": None}
+        sampler.close()
         with contextlib.suppress(XenobenchError):
             if h is not None and gen is None:
                 gen = h.stop()

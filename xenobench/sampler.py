@@ -6,8 +6,13 @@ The harness polls each node over its transport, so the same code reads a veth in
 an mlx5 port over SSH. Which counter is read depends on the driver:
     mlx5*   `ethtool -S` rx_packets_phy (frames on the wire, before any host-side drop)
     other   rx packets of /proc/net/dev (per network namespace, so correct under nsenter)
-Timestamps are the harness's monotonic clock after each read returns; a read costs a process
-spawn (~5 ms locally), small against the interval (default 0.25 s).
+/proc/net/dev is read through a program kept running on the node (xenobench.agents.readfile over
+Node.session): a read is a pipe or channel round trip, no process start. Started per read, under
+full load on a 2-core machine (the generator busy on one CPU, the LB's NAPI thread at SCHED_FIFO on
+the other) a read waited 100-200 ms for the CPU, the sampler fell behind its interval and a 0.3 s
+block of the interleaved rate design kept a single sample (xenobench.rank). A sample's timestamp is
+the middle of its read on the harness's monotonic clock. A sampler that falls behind skips the
+missed ticks instead of reading back to back to catch up.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class CounterReader:
         drv = node.run(["ethtool", "-i", iface], check=False).stdout
         self.driver = next((l.split(":", 1)[1].strip() for l in drv.splitlines() if l.startswith("driver:")), "")
         self.counter = "rx_packets_phy" if self.driver.startswith("mlx5") else "proc_net_dev.rx_packets"
+        self._session = None
 
     def read(self) -> int:
         if self.counter == "rx_packets_phy":
@@ -36,7 +42,16 @@ class CounterReader:
             if "rx_packets_phy" not in st:
                 raise NodeError(f"Failed to read rx_packets_phy of {self.node.name}:{self.iface}: not in ethtool -S")
             return st["rx_packets_phy"]
-        return parse_proc_net_dev(self.node.run(["cat", "/proc/net/dev"]).stdout, self.iface)
+        if self._session is None:
+            self._session = self.node.session(self.node.python_argv("xenobench.agents.readfile", "/proc/net/dev"))
+        text = self._session.request("0").decode(errors="replace")
+        return parse_proc_net_dev(text, self.iface)
+
+    def close(self) -> None:
+        """End the reading program (a later read starts another)."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
 
 class RateSampler:
@@ -57,20 +72,36 @@ class RateSampler:
     def _loop(self) -> None:
         nxt = time.monotonic()
         while not self._stop.is_set():
+            t0 = time.monotonic()
             try:
                 v = self.read_total()
             except (NodeError, DataError) as e:
                 self.error = str(e)
                 return
-            self.samples.append((time.monotonic(), v))
+            t1 = time.monotonic()
+            self.samples.append(((t0 + t1) / 2, v))
             nxt += self.interval
+            if nxt < t1:  # behind (the read or the thread was held up): the next tick from now
+                nxt = t1 + self.interval
             self._stop.wait(max(0.0, nxt - time.monotonic()))
 
     def start(self) -> "RateSampler":
         self._thread.start()
         return self
 
+    def close(self) -> None:
+        """End the readers' programs on the nodes."""
+        for r in self.readers:
+            r.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def stop(self) -> dict:
+        """Stop sampling (read_total still reads; close() ends the readers' programs)."""
         self._stop.set()
         self._thread.join(timeout=10)
         return {"interval_s": self.interval, "counters": [f"{r.node.name}:{r.iface}:{r.counter}" for r in self.readers],

@@ -75,7 +75,12 @@ PROFILE = "udp_payload"
 
 
 class FastCounter:
-    """One node:iface rx counter sampled back to back in a thread: [(monotonic after the read, value)]."""
+    """One node:iface rx counter sampled in a thread every GAP_S or as fast as a read returns:
+    [(monotonic in the middle of the read, value)]. A read through a session is a round trip of
+    a fraction of a millisecond: back to back, the reading thread, sshd and the reader would take
+    a CPU from the generator and the LB on a small machine."""
+
+    GAP_S = 0.001
 
     def __init__(self, testbed, node: str, iface: str):
         self.reader = CounterReader(testbed.node(node), iface)
@@ -86,12 +91,15 @@ class FastCounter:
 
     def _loop(self):
         while not self._stop.is_set():
+            t0 = time.monotonic()
             try:
                 v = self.reader.read()
             except XenobenchError as e:
                 self.error = str(e)
                 return
-            self.samples.append((time.monotonic(), v))
+            t1 = time.monotonic()
+            self.samples.append(((t0 + t1) / 2, v))
+            self._stop.wait(max(0.0, t0 + self.GAP_S - time.monotonic()))
 
     def __enter__(self):
         self._t.start()
@@ -100,6 +108,7 @@ class FastCounter:
     def __exit__(self, *exc):
         self._stop.set()
         self._t.join(timeout=10)
+        self.reader.close()
 
 
 def _first_after(samples, t):
@@ -245,7 +254,10 @@ def _stop_and_count(h, all_rx, rx0: int) -> tuple[dict, int, int]:
     backends received since rx0, frames the generator sent)."""
     gen = h.stop()
     time.sleep(0.3)
-    return gen, all_rx.read_total() - rx0, int(gen.get("tx_packets") or 0)
+    try:
+        return gen, all_rx.read_total() - rx0, int(gen.get("tx_packets") or 0)
+    finally:
+        all_rx.close()  # its last read
 
 def change_cycle(testbed, lb, full: Path, less: Path, *, load_pps: float, payload: int = 22, flows: int = 256,
                  settle_s: float = 0.5, hold_s: float = 1.0, bucket_ns: int = 1_000_000) -> dict:
@@ -438,6 +450,7 @@ def install_rates(testbed, lb, sets: dict, out_dir: Path, *, load_pps: float, pa
             refusal["frames_at_old_set_after"] = at_first.read_total() - c0
             refusal["backend"] = first
     finally:
+        at_first.close()
         gen, rx, tx = _stop_and_count(h, all_rx, rx0)
     return {"lb": lb.kind, "unit": lb.install_unit, "load_pps": load_pps, "changes": changes, "over": refusal,
             "generator_valid": bool(gen.get("valid")), "generator_reason": gen.get("reason"),

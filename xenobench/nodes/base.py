@@ -295,6 +295,11 @@ class Node(ABC):
     def _forget(self, tag: str) -> None:
         (self.proc_dir / f"{self.name}.{tag}.json").unlink(missing_ok=True)
 
+    @abstractmethod
+    def session(self, argv: list[str]) -> Session:
+        """Start argv (a program of the Session protocol, e.g. python_argv of
+        xenobench.agents.readfile) with pipes to its stdin and stdout, for requests."""
+
     # --- files ------------------------------------------------------------------------------
     @abstractmethod
     def put(self, local: str | os.PathLike, remote: str) -> None: ...
@@ -307,6 +312,81 @@ class Node(ABC):
 
     def close(self) -> None:
         pass
+
+
+class Session(ABC):
+    """A program kept running on a node and spoken to over its stdin and stdout (Node.session):
+    one request line in, one framed reply out (a line with the reply's length in bytes, then the
+    bytes; a line `E <reason>` for a refusal), so that a read costs a round trip, not a process
+    start (xenobench.agents.readfile, xenobench.sampler). Closing its stdin ends it; so does the
+    harness's exit or a lost SSH connection."""
+
+    def __init__(self, node: str, argv: list[str]):
+        self.node, self.argv = node, argv
+        self._buf = bytearray()
+        self.closed = False
+
+    @abstractmethod
+    def _send(self, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _recv(self, timeout: float) -> bytes:
+        """Some bytes of stdout, b"" at its end; NodeError when none came within timeout."""
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+    def _stderr(self) -> str:
+        """What it wrote to stderr, once it has ended ("" where that is not kept)."""
+        return ""
+
+    def _fail(self, why: str) -> NodeError:
+        self.close()
+        return NodeError(f"Failed to read from `{shlex.join(self.argv)}` on {self.node}: {why}")
+
+    def _fill(self, n: int | None, deadline: float) -> None:
+        """Until the buffer holds a line (n None) or n bytes."""
+        while (b"\n" not in self._buf) if n is None else (len(self._buf) < n):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._fail("no reply within the timeout")
+            b = self._recv(left)
+            if not b:
+                err = self._stderr().strip()
+                raise self._fail("it ended (its stdout closed)" + (f": {err[-500:]}" if err else ""))
+            self._buf += b
+
+    def request(self, line: str, timeout: float = 10.0) -> bytes:
+        if self.closed:
+            raise NodeError(f"Failed to read from `{shlex.join(self.argv)}` on {self.node}: the session is closed")
+        deadline = time.monotonic() + timeout
+        try:
+            self._send(line.encode() + b"\n")
+        except OSError as e:
+            raise self._fail(f"it is gone ({e.strerror or e})") from None
+        self._fill(None, deadline)
+        head, _, rest = bytes(self._buf).partition(b"\n")
+        self._buf = bytearray(rest)
+        if head.startswith(b"E "):
+            raise NodeError(f"Failed to read on {self.node}: {head[2:].decode(errors='replace')}")
+        try:
+            n = int(head)
+        except ValueError:
+            raise self._fail(f"not a reply: {head[:80]!r}") from None
+        self._fill(n, deadline)
+        data, self._buf = bytes(self._buf[:n]), self._buf[n:]
+        return data
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _starttime(pid: int) -> int | None:

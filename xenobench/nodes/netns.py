@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import shlex
 import shutil
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from ..config import Config, NodeConfig
 from ..errors import NodeError
-from .base import CommandResult, Node, ProcessHandle, _starttime
+from .base import CommandResult, Node, ProcessHandle, Session, _starttime
 
 NETNS_RUN_DIR = Path("/var/run/netns")
 
@@ -53,6 +55,15 @@ class NetnsNode(Node):
                                 f"{self.netns} does not exist (is the testbed up? `xenobench testbed up`)")
             r.check()
         return r
+
+    def session(self, argv):
+        argv = list(map(str, argv))
+        try:
+            p = subprocess.Popen(self.wrap(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            raise NodeError(f"Failed to start `{shlex.join(argv)}` on {self.name}: {e}") from None
+        return PipeSession(self.name, argv, p)
 
     def _spawn(self, argv, log_path, env):
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -103,6 +114,50 @@ class NetnsNode(Node):
 
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNET = 0x40000000
+
+
+class PipeSession(Session):
+    """A Session with a local child process (its own session: no terminal's Ctrl-C reaches it
+    before the harness has closed it)."""
+
+    def __init__(self, node, argv, p: subprocess.Popen):
+        super().__init__(node, argv)
+        self.p = p
+
+    def _send(self, data):
+        self.p.stdin.write(data)
+        self.p.stdin.flush()
+
+    def _recv(self, timeout):
+        fd = self.p.stdout.fileno()
+        if not select.select([fd], [], [], timeout)[0]:
+            raise self._fail("no reply within the timeout")
+        return os.read(fd, 1 << 16)
+
+    def _stderr(self):
+        # only after stdout's end: the program is exiting; what it wrote within a second
+        out, fd, deadline = b"", self.p.stderr.fileno(), time.monotonic() + 1
+        try:
+            while len(out) < 1 << 16 and select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                b = os.read(fd, 1 << 16)
+                if not b:
+                    break
+                out += b
+        except (OSError, ValueError):
+            pass
+        return out.decode(errors="replace")
+
+    def _close(self):
+        for f in (self.p.stdin, self.p.stdout, self.p.stderr):
+            try:
+                f.close()
+            except OSError:  # its stdin's pipe broken: it has gone
+                pass
+        try:
+            self.p.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
 
 
 def socket_in_netns(netns: str, host: str, port: int, timeout: float) -> socket.socket:

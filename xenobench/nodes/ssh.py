@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..config import Config, NodeConfig
 from ..errors import NodeError
-from .base import CommandResult, Node, ProcessHandle, _stat_starttime, sudo_argv
+from .base import CommandResult, Node, ProcessHandle, Session, _stat_starttime, sudo_argv
 from .known_hosts import KnownHosts, host_key_policy
 from .netns import socket_in_netns
 
@@ -254,6 +254,17 @@ class SshNode(Node):
         r = CommandResult(argv, rc, out.decode(errors="replace"), err.decode(errors="replace"), self.name)
         return r.check() if check else r
 
+    def session(self, argv):
+        argv = list(map(str, argv))
+        try:
+            chan = self._open_session()
+            chan.exec_command(self._cd() + self._command(argv, None))
+        except NodeError:
+            raise
+        except Exception as e:  # paramiko's SSHException, EOFError, OSError
+            raise NodeError(f"Failed to start `{shlex.join(argv)}` on {self.name}: {e or type(e).__name__}") from None
+        return ChannelSession(self.name, argv, chan)
+
     def _spawn(self, argv, log_path, env):
         # cd first (a builtin), then setsid: the process leads its own group, so stop() can
         # signal the whole group; exec replaces the subshell, so $! is the program's pid and its
@@ -352,3 +363,40 @@ class SshNode(Node):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+class ChannelSession(Session):
+    """A Session over one SSH channel: the program's stdin and stdout are the channel's; closing
+    the channel's write side is its EOF, and sshd ends it with the connection."""
+
+    def __init__(self, node, argv, chan):
+        super().__init__(node, argv)
+        self.chan = chan
+
+    def _send(self, data):
+        try:
+            self.chan.sendall(data)
+        except Exception as e:  # a closed channel: socket.error or paramiko's SSHException
+            raise self._fail(f"the channel is gone ({e or type(e).__name__})") from None
+
+    def _recv(self, timeout):
+        self.chan.settimeout(timeout)
+        try:
+            return self.chan.recv(1 << 16)
+        except TimeoutError:
+            raise self._fail("no reply within the timeout") from None
+        except Exception as e:
+            raise self._fail(f"the channel is gone ({e or type(e).__name__})") from None
+
+    def _stderr(self):
+        try:
+            return self.chan.recv_stderr(1 << 16).decode(errors="replace") if self.chan.recv_stderr_ready() else ""
+        except Exception:
+            return ""
+
+    def _close(self):
+        try:
+            self.chan.shutdown_write()
+            self.chan.close()
+        except Exception:  # the connection already went: sshd ends the program with it
+            pass
