@@ -35,6 +35,7 @@ class SimulatedTx:
         self._stopped = threading.Event()
 
     def start(self, plan, on_done):
+        time.sleep(self.srv.start_delay)  # as the stand-in writing a pcap and starting xdpgen before it sends
         self.plan, self.t0 = plan, time.monotonic()
         self.srv.plans.append(plan)
         if plan.duration > 0:
@@ -50,7 +51,10 @@ class SimulatedTx:
         return self.result
 
     def live(self):
-        return 0
+        """Frames sent so far (TRex's opackets grow while it sends)."""
+        if self.result is not None:
+            return 0  # counted in the port's totals
+        return int(self.plan.pps * (time.monotonic() - self.t0) * self.srv.achieved)
 
     def stop(self):
         self._stopped.set()
@@ -61,13 +65,14 @@ class TrexServerDouble(TrexStandin):
     """Start with `with TrexServerDouble(ports=2) as srv:`; srv.sync_port / srv.async_port;
     srv.calls: (method, params) in arrival order; srv.plans: what each start_traffic would send.
     cores: data-path cores per dual port (as `t-rex-64 -c`); achieved: fraction of the requested
-    frames a port sends; queue_full: TRex's queue-full counter grows by this per transmission."""
+    frames a port sends; queue_full: TRex's queue-full counter grows by this per transmission;
+    start_delay: seconds start_traffic takes before the port sends (its reply comes after)."""
 
     def __init__(self, ports: int = 2, achieved: float = 1.0, queue_full: int = 0, version: str = VERSION,
-                 cores: int = 14):
+                 cores: int = 14, start_delay: float = 0.0):
         super().__init__(Config(ports=[PortCfg(None, speed_bps=LINE_RATE_BPS) for _ in range(ports)], cores=cores, version=version),
                          transmitter=lambda: SimulatedTx(self))
-        self.achieved, self.queue_full = achieved, queue_full
+        self.achieved, self.queue_full, self.start_delay = achieved, queue_full, start_delay
         self.calls = []
         self.plans: list = []
 

@@ -13,7 +13,8 @@ sends for a duration: the contract's TrialSpec turns a count into count / rate s
 The multiplier is written in plain decimal: the client's decode_multiplier
 (trex/utils/parsing_opts.py) accepts only digits with an optional decimal point before the unit, so "1.5e+07pps" (what
 `:g` makes of 15 Mpps) is refused with TRexArgumentError('mult') before anything is sent. The
-achieved rate is the sum of opackets over the ports / duration; TRex's global queue_full is judged
+achieved rate is the sum of opackets over the ports / duration (a run stopped on request: their
+growth between two get_stats inside it, live_rate); TRex's global queue_full is judged
 against traffic.trex.queue_full_max_pct % of them (evaluate).
 
 The STLClient class is injectable (client_factory) so the driver is tested against a test double.
@@ -247,6 +248,21 @@ class TrexRun:
         self.profile, self.tunables = profile, tunables
         self.started = started
         self._result = None
+        # an open-ended run (stopped on request, as update's background): its rate is judged over a
+        # window inside it, between two reads of the ports' opackets (live_rate)
+        self.live0 = self._live() if not self.duration else None
+
+    def _live(self) -> tuple[float, int, float] | None:
+        """(the middle of a get_stats request and its reply, the ports' opackets then, half the
+        round trip); None when the read fails (the window's rate is then not known)."""
+        try:
+            a = time.monotonic()
+            st = self.c.get_stats(ports=self.drv.ports)
+            b = time.monotonic()
+        except Exception as e:
+            logger.warning("TRex get_stats during the run: %s", _reason(e))
+            return None
+        return (a + b) / 2, sum(int(st.get(p, st.get(str(p), {})).get("opackets", 0)) for p in self.drv.ports), (b - a) / 2
 
     def wait(self) -> dict:
         try:
@@ -263,6 +279,7 @@ class TrexRun:
             # stopped first: a trial stopped early (an actor gone, xenobench.actors) still sends, and
             # frames sent after the statistics were read would reach the backends uncounted; TRex keeps
             # the ports' statistics after stop (until clear_stats)
+            live1 = self._live() if self.live0 is not None else None
             sent = time.monotonic()
             c.stop(ports=ports)
             stopped = (sent, time.monotonic())
@@ -283,6 +300,16 @@ class TrexRun:
                                 server_version=self.drv.server_version, server_cores=self.drv.cores,
                                 client_version=client_version())
         self._result["send_time_uncertainty_s"] = round(uncertain, 6)
+        window = live_rate(self.live0, live1)
+        if window is not None:  # judged on the rate inside the run, not on its edges (live_rate)
+            whole = self._result["achieved_pps"]
+            self._result = evaluate(stats, xstats, ports, self.spec, self._result["duration_s"], profile=self.profile,
+                                    tunables=self.tunables, queue_full_max_pct=self.drv.queue_full_max_pct,
+                                    server=self.drv.server, server_version=self.drv.server_version,
+                                    server_cores=self.drv.cores, client_version=client_version(),
+                                    achieved_pps=window["pps"])
+            self._result.update(send_time_uncertainty_s=round(uncertain, 6), achieved_pps_whole_run=whole,
+                                rate_window=window)
         return self._result
 
 
@@ -369,6 +396,22 @@ class TrexProcessRun:
         return self._collect()
 
 
+def live_rate(a, b, min_window_s: float = 0.2) -> dict | None:
+    """The sending rate of an open-ended run between two reads of its opackets (TrexRun._live),
+    None without both or over less than min_window_s. Why not the whole run's opackets over the
+    time between start and stop: when the server began and ended sending within its start and stop
+    requests is not known. The stand-in answers start once xdpgen sends, after writing the port's
+    pcap and loading xdpgen's program, so the midpoint of a 40-50 ms start request lay ~20 ms
+    before the first frame and a 1 s background measured 97.7-98.3 % of the asked rate at any rate
+    (the rehearsal's update trials); a read of the counters has no such asymmetry: each is the
+    counter at some moment within its own round trip, the middle the estimate either way."""
+    if a is None or b is None or b[0] - a[0] < min_window_s:
+        return None
+    secs = b[0] - a[0]
+    return {"pps": (b[1] - a[1]) / secs, "seconds": round(secs, 6), "frames": b[1] - a[1],
+            "uncertainty_s": round(a[2] + b[2], 6)}
+
+
 def send_time(started: tuple[float, float], stopped: tuple[float, float]) -> tuple[float, float]:
     """How long the server sent: from the midpoint of the start request and its reply to the
     midpoint of the stop request and its reply; and its uncertainty, half of both round trips."""
@@ -377,18 +420,21 @@ def send_time(started: tuple[float, float], stopped: tuple[float, float]) -> tup
 
 
 def evaluate(stats: dict, xstats: dict, ports: list, spec: TrialSpec, duration_s: float, profile: str = "",
-             tunables: dict | None = None, *, queue_full_max_pct: float, **extra) -> TrialResult:
+             tunables: dict | None = None, *, queue_full_max_pct: float, achieved_pps: float | None = None,
+             **extra) -> TrialResult:
     """The trial's result from TRex statistics (pure: tested on recorded/fake stats). queue_full
     (TRex's global counter) is judged against queue_full_max_pct % of the ports' opackets, as TRex's
     NDR bench judges it (trex-core scripts/automation/trex_control_plane/interactive/trex/examples/
     stl/ndr_bench.py: NdrBench.perf_run, queue_full / opackets x 100 against q_full_resolution,
     default 2.00; ours: traffic.trex.queue_full_max_pct); the count, its share and the allowance are
-    recorded."""
+    recorded. achieved_pps: the rate judged where it was measured otherwise (an open-ended run's
+    window, live_rate); by default opackets / duration_s."""
     opk = sum(int(stats.get(p, stats.get(str(p), {})).get("opackets", 0)) for p in ports)
     ipk = sum(int(stats.get(p, stats.get(str(p), {})).get("ipackets", 0)) for p in ports)
     qfull = int((stats.get("global") or {}).get("queue_full", 0))
     res = TrialResult.judged(
-        spec, "trex", tunables or {}, profile, tx_packets=opk, achieved_pps=opk / duration_s if duration_s > 0 else 0.0,
+        spec, "trex", tunables or {}, profile, tx_packets=opk,
+        achieved_pps=achieved_pps if achieved_pps is not None else opk / duration_s if duration_s > 0 else 0.0,
         duration_s=duration_s, where=f"TRex ports {ports}", queue_full=qfull, queue_full_max_pct=queue_full_max_pct,
         queue_full_count=qfull, queue_full_pct=qfull * 100 / opk if opk else None,
         rx_packets=ipk, xstats={str(p): x for p, x in xstats.items()},
