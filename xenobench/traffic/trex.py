@@ -270,7 +270,7 @@ class TrexRun:
         except Exception as e:
             # a server gone (the client disconnected): stop() below fails and names it, this would
             # only echo it; otherwise (a timeout) the trial goes on to stop() and this says why
-            connected = getattr(self.c, "is_connected", lambda: True)()
+            connected = getattr(self.c, "is_connected", lambda: True)()  # TRexClient.is_connected (trex/common/trex_client.py)
             (logger.warning if connected else logger.debug)("TRex wait_on_traffic: %s", _reason(e))
         return self.stop()
 
