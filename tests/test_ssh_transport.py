@@ -382,6 +382,21 @@ def test_a_session_reads_afresh_refuses_by_name_and_leaves_nothing(testbed, sshd
         with pytest.raises(NodeError, match=r"no path with index '7' \(0\.\.2\)"):
             s.request("7")
         assert s.request("0") == b"two, longer\n"  # a refusal leaves the session usable
+        # two threads on one session (a sampler's thread and its procedure): every reply whole
+        import threading
+        bad = []
+
+        def hammer(i):
+            for _ in range(100):
+                r = s.request(str(i))
+                if not (r == b"two, longer\n" if i == 0 else re.search(rb"^\s*eth0:", r, re.M)):
+                    bad.append(r[:40])
+        ts = [threading.Thread(target=hammer, args=(i,)) for i in (0, 2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert bad == []
         assert len(_readers_in(testbed, server)) == 1
         s.close()
         time.sleep(0.3)

@@ -35,6 +35,7 @@ class CounterReader:
         self.driver = next((l.split(":", 1)[1].strip() for l in drv.splitlines() if l.startswith("driver:")), "")
         self.counter = "rx_packets_phy" if self.driver.startswith("mlx5") else "proc_net_dev.rx_packets"
         self._session = None
+        self._lock = threading.Lock()  # the sampler's thread and the procedure read the same reader
 
     def read(self) -> int:
         if self.counter == "rx_packets_phy":
@@ -42,16 +43,18 @@ class CounterReader:
             if "rx_packets_phy" not in st:
                 raise NodeError(f"Failed to read rx_packets_phy of {self.node.name}:{self.iface}: not in ethtool -S")
             return st["rx_packets_phy"]
-        if self._session is None:
-            self._session = self.node.session(self.node.python_argv("xenobench.agents.readfile", "/proc/net/dev"))
-        text = self._session.request("0").decode(errors="replace")
+        with self._lock:
+            if self._session is None:
+                self._session = self.node.session(self.node.python_argv("xenobench.agents.readfile", "/proc/net/dev"))
+            text = self._session.request("0").decode(errors="replace")
         return parse_proc_net_dev(text, self.iface)
 
     def close(self) -> None:
         """End the reading program (a later read starts another)."""
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
 
 
 class RateSampler:

@@ -11,6 +11,7 @@ import os
 import shlex
 import signal
 import sys
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -319,12 +320,14 @@ class Session(ABC):
     one request line in, one framed reply out (a line with the reply's length in bytes, then the
     bytes; a line `E <reason>` for a refusal), so that a read costs a round trip, not a process
     start (xenobench.agents.readfile, xenobench.sampler). Closing its stdin ends it; so does the
-    harness's exit or a lost SSH connection."""
+    harness's exit or a lost SSH connection. Requests from several threads take turns (a sampler's
+    thread and the procedure reading the same counters)."""
 
     def __init__(self, node: str, argv: list[str]):
         self.node, self.argv = node, argv
         self._buf = bytearray()
         self.closed = False
+        self._lock = threading.Lock()
 
     @abstractmethod
     def _send(self, data: bytes) -> None: ...
@@ -357,6 +360,10 @@ class Session(ABC):
             self._buf += b
 
     def request(self, line: str, timeout: float = 10.0) -> bytes:
+        with self._lock:
+            return self._request(line, timeout)
+
+    def _request(self, line: str, timeout: float) -> bytes:
         if self.closed:
             raise NodeError(f"Failed to read from `{shlex.join(self.argv)}` on {self.node}: the session is closed")
         deadline = time.monotonic() + timeout
