@@ -249,29 +249,52 @@ class _Recording:
 
 
 
+#: what a background's generator result keeps in the outputs: how its rate was judged (TRex's
+#: window inside an open-ended run and the whole run's rate; xdpgen's tokens lost to being held off
+#: its CPU), for the report and for an operator reading an invalid trial
+GEN_KEYS = ("requested_pps", "achieved_pps", "tx_packets", "duration_s", "rate_window", "achieved_pps_whole_run",
+            "tokens_lost", "queue_full_pct", "valid", "reason")
+
+
+def _gen_record(gen: dict) -> dict:
+    return {k: gen[k] for k in GEN_KEYS if gen.get(k) is not None}
+
+
+def _start_background(testbed, payload: int, flows: int, load_pps: float, *samplers):
+    """The background, started; the samplers' readers ended when it cannot be."""
+    from .procedures import payload_tunables
+    from .traffic import start_traffic
+    try:
+        return start_traffic(testbed, PROFILE, payload_tunables(payload, flows), load_pps)
+    except BaseException:
+        for s in samplers:
+            s.close()
+        raise
+
+
 def _stop_and_count(h, all_rx, rx0: int) -> tuple[dict, int, int]:
     """Stop the background, let the last frames drain, and count: (generator result, frames the
     backends received since rx0, frames the generator sent)."""
-    gen = h.stop()
-    time.sleep(0.3)
     try:
+        gen = h.stop()
+        time.sleep(0.3)
         return gen, all_rx.read_total() - rx0, int(gen.get("tx_packets") or 0)
     finally:
         all_rx.close()  # its last read
+
 
 def change_cycle(testbed, lb, full: Path, less: Path, *, load_pps: float, payload: int = 22, flows: int = 256,
                  settle_s: float = 0.5, hold_s: float = 1.0, bucket_ns: int = 1_000_000) -> dict:
     """One remove/add cycle of the last backend of `full` under load (module doc); the LB runs on
     `full` before and after."""
     from .backends import load_backends
-    from .procedures import backend_ifaces, payload_tunables
-    from .traffic import start_traffic
+    from .procedures import backend_ifaces
     from .sampler import RateSampler
     cfg = testbed.cfg
     gone = load_backends(full).backends[-1]
     all_rx = RateSampler(testbed, backend_ifaces(cfg))
     rx0 = all_rx.read_total()
-    h = start_traffic(testbed, PROFILE, payload_tunables(payload, flows), load_pps)
+    h = _start_background(testbed, payload, flows, load_pps, all_rx)
     try:
         with _Recording(testbed, bucket_ns, gone.name) as r:
             time.sleep(settle_s)
@@ -282,7 +305,7 @@ def change_cycle(testbed, lb, full: Path, less: Path, *, load_pps: float, payloa
     finally:
         gen, rx, tx = _stop_and_count(h, all_rx, rx0)
     out = {"lb": lb.kind, "removed_backend": gone.name, "load_pps": load_pps, "timing": r.timing,
-           "generator_valid": bool(gen.get("valid")), "generator_reason": gen.get("reason"),
+           "generator": _gen_record(gen), "generator_valid": bool(gen.get("valid")), "generator_reason": gen.get("reason"),
            "tx_packets": tx, "rx_packets": rx, "lost_frames": tx - rx,
            "loss_pct": 100 * (tx - rx) / tx if tx else None}
     rm_c = {"control_s": rm["control_s"], "apply_s": rm["lb_report"].get("apply_s")}
@@ -313,12 +336,11 @@ def change_burst(testbed, lb, full: Path, less: Path, *, rate_per_s: float, dura
     """(d): changes alternating `less` and `full` at `rate_per_s` (0: none) for `duration_s` under the
     background; the received rate over that window and the run's loss. The LB is back on `full`
     after it (a last change outside the window where the count was odd)."""
-    from .procedures import backend_ifaces, payload_tunables
-    from .traffic import start_traffic
+    from .procedures import backend_ifaces
     from .sampler import RateSampler
     all_rx = RateSampler(testbed, backend_ifaces(testbed.cfg))
     rx0 = all_rx.read_total()
-    h = start_traffic(testbed, PROFILE, payload_tunables(payload, flows), load_pps)
+    h = _start_background(testbed, payload, flows, load_pps, all_rx)
     n, control = 0, []
     try:
         with _Recording(testbed, bucket_ns, None) as r:
@@ -349,7 +371,7 @@ def change_burst(testbed, lb, full: Path, less: Path, *, rate_per_s: float, dura
             "control_median_s": sorted(control)[len(control) // 2] if control else None,
             "timing": r.timing, "window_frames": frames, "window_frames_s": secs,
             "rx_pps": frames / secs if secs > 0 else None, "load_pps": load_pps,
-            "generator_achieved_pps": gen.get("achieved_pps"), "generator_valid": bool(gen.get("valid")),
+            "generator_achieved_pps": gen.get("achieved_pps"), "generator": _gen_record(gen), "generator_valid": bool(gen.get("valid")),
             "generator_reason": gen.get("reason"), "tx_packets": tx, "rx_packets": rx, "lost_frames": tx - rx,
             "loss_pct": 100 * (tx - rx) / tx if tx else None}
 
@@ -413,9 +435,8 @@ def install_rates(testbed, lb, sets: dict, out_dir: Path, *, load_pps: float, pa
     from .backends import load_backends
     from .errors import BackendsError
     from .lb.base import UpdateRefused
-    from .procedures import backend_ifaces, payload_tunables
+    from .procedures import backend_ifaces
     from .sampler import RateSampler
-    from .traffic import start_traffic
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def write(name, doc):
@@ -428,7 +449,7 @@ def install_rates(testbed, lb, sets: dict, out_dir: Path, *, load_pps: float, pa
     all_rx = RateSampler(testbed, backend_ifaces(testbed.cfg))
     rx0 = all_rx.read_total()
     changes, refusal = [], None
-    h = start_traffic(testbed, PROFILE, payload_tunables(payload, flows), load_pps)
+    h = _start_background(testbed, payload, flows, load_pps, all_rx, at_first)
     try:
         time.sleep(settle_s)
         for t in sets["targets"]:
@@ -453,7 +474,7 @@ def install_rates(testbed, lb, sets: dict, out_dir: Path, *, load_pps: float, pa
         at_first.close()
         gen, rx, tx = _stop_and_count(h, all_rx, rx0)
     return {"lb": lb.kind, "unit": lb.install_unit, "load_pps": load_pps, "changes": changes, "over": refusal,
-            "generator_valid": bool(gen.get("valid")), "generator_reason": gen.get("reason"),
+            "generator": _gen_record(gen), "generator_valid": bool(gen.get("valid")), "generator_reason": gen.get("reason"),
             "tx_packets": tx, "rx_packets": rx, "loss_pct": 100 * (tx - rx) / tx if tx else None}
 
 

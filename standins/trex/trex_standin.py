@@ -1569,6 +1569,10 @@ class TrexStandin:
         return {"multiplier": factor, "ts": time.time()}
 
     def _account(self, p: Port, res: TxResult):
+        r = res.raw
+        if r:  # xdpgen's own account, for an operator reading the stand-in's log (TRex has no such line)
+            self.log(f"port {p.pid}: xdpgen sent {r.get('frames')} frames in {r.get('elapsed_s')} s, "
+                     f"{r.get('achieved_pps')} pps, tokens lost {r.get('tokens_lost')}")
         p.opackets += res.opackets
         p.obytes += res.obytes
         p.oerrors += res.oerrors
