@@ -490,6 +490,10 @@ static void *watcher(void *arg)
 		uint64_t frames = r->st->frames;
 		if (!t_first && r->st->t_first_ns) {
 			t_first = (double)r->st->t_first_ns * 1e-9;
+			/* "sending" is printed before the test run's call, whose RCU grace periods keep the
+			 * first frame back for tens of ms on a busy machine: this line says it has left */
+			fprintf(stderr, "xdpgen: first frame sent\n");
+			fflush(stderr);
 			if (cfg->sample_s > 0) /* the first frame left at t_first */
 				sample(&r->smp, 0, 1);
 			last_sample = t_first;

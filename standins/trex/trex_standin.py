@@ -783,7 +783,11 @@ class XdpgenTx:
         def read_err():
             for line in self.p.stderr:
                 self.err_lines.append(line.rstrip())
-                if "xdpgen: sending" in line:
+                # TRex's start_traffic answers once its data path was told to start, which sends at
+                # once; xdpgen's first frame leaves tens of ms after its "sending" line (the test
+                # run's RCU grace periods): answering at "sending" put that silence inside the
+                # harness's window of an open-ended run (xenobench.traffic.trex.live_rate)
+                if "xdpgen: first frame sent" in line:
                     started.set()
             started.set()
 
