@@ -297,22 +297,16 @@ class TrexRun:
         # SSH or the lab's network takes milliseconds, 2-4 % of a 0.5 s burst if counted whole),
         # uncertain by half of both round trips together
         elapsed, uncertain = send_time(self.started, stopped)
-        self._result = evaluate(stats, xstats, ports, self.spec, min(self.duration, elapsed) if self.duration else elapsed,
-                                profile=self.profile, tunables=self.tunables,
+        duration = min(self.duration, elapsed) if self.duration else elapsed
+        window = live_rate(self.live0, live1)  # an open-ended run: judged inside it, not on its edges
+        self._result = evaluate(stats, xstats, ports, self.spec, duration, profile=self.profile, tunables=self.tunables,
                                 queue_full_max_pct=self.drv.queue_full_max_pct, server=self.drv.server,
                                 server_version=self.drv.server_version, server_cores=self.drv.cores,
-                                client_version=client_version())
+                                client_version=client_version(), achieved_pps=window["pps"] if window else None)
         self._result["send_time_uncertainty_s"] = round(uncertain, 6)
-        window = live_rate(self.live0, live1)
-        if window is not None:  # judged on the rate inside the run, not on its edges (live_rate)
-            whole = self._result["achieved_pps"]
-            self._result = evaluate(stats, xstats, ports, self.spec, self._result["duration_s"], profile=self.profile,
-                                    tunables=self.tunables, queue_full_max_pct=self.drv.queue_full_max_pct,
-                                    server=self.drv.server, server_version=self.drv.server_version,
-                                    server_cores=self.drv.cores, client_version=client_version(),
-                                    achieved_pps=window["pps"])
-            self._result.update(send_time_uncertainty_s=round(uncertain, 6), achieved_pps_whole_run=whole,
-                                rate_window=window)
+        if window is not None:
+            opk = self._result["tx_packets"]
+            self._result.update(achieved_pps_whole_run=opk / duration if duration > 0 else 0.0, rate_window=window)
         return self._result
 
 
