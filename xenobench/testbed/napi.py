@@ -75,7 +75,7 @@ class NapiPlacement:
     def place_dut(self, mode: str) -> None:
         """How the LB ingress port's NAPI (and the switch hops of testbed.cpus.hops) run from now on
         (idempotent):
-        - "threaded": each as a kthread pinned to its CPU at SCHED_FIFO, so the LB's XDP program
+        - "threaded": each as a kthread pinned to its CPU (testbed.cpus.dut_rt_priority), so the LB's XDP program
           and every hop after it run on a CPU of their own, away from the generator's (rates);
         - "inline": in softirq on the CPU that handed the frame over, as a NIC's interrupt runs it
           (latency: a sleeping kthread's wake-up on another vCPU adds 5-30 µs to every RTT)."""
@@ -122,8 +122,9 @@ class NapiPlacement:
             p = subprocess.run(["taskset", "-pc", str(cpu), str(pid)], capture_output=True, text=True)
             if p.returncode != 0:
                 raise TestbedError(f"Failed to pin NAPI thread {pid} of {ns}:{dev} to CPU {cpu}: {p.stderr.strip()}")
-            # SCHED_FIFO like the kernel's IRQ threads: NAPI in softirq preempts every task, and a
-            # threaded NAPI at normal priority would share the CPU with whatever else runs there
+            # testbed.cpus.dut_rt_priority > 0: SCHED_FIFO like the kernel's IRQ threads (NAPI in
+            # softirq preempts every task), at the price of the RT bandwidth limit's stall once a
+            # second under full load; 0 (default): normal scheduling, no stall (the schema says why)
             if prio:
                 p = subprocess.run(["chrt", "-f", "-p", str(prio), str(pid)], capture_output=True, text=True)
                 if p.returncode != 0:
