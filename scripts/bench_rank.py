@@ -8,18 +8,21 @@ ranking (the verdicts) agrees across the runs, and whether every half-width met 
 
 Two tables: the rate as the experiment defines it (the backends' rx per second of a block's window),
 and the same rx per second of CPU time of the LB port's pinned NAPI thread over the window
-(xenobench.rank.dut_cpu_reader). On this 2-core machine shared by several testbeds, every testbed
-pins its DUT NAPI thread to CPU 1 at the same SCHED_FIFO priority and its generator to CPU 0: the
-threads take turns on CPU 1 and the generator is starved now and then, at sub-second scales, so a
-block's plain rate measures how much of the CPU it got as much as the LB. The second table divides
-that share out.
+(xenobench.rank.dut_cpu_reader). On this 2-core machine the DUT NAPI thread (CPU 1) shares its CPU
+with whatever else the scheduler puts there (the harness among them) and the generator (CPU 0) is
+starved now and then, at sub-second scales, so a block's plain rate measures how much of the CPU it
+got as much as the LB. The second table divides that share out.
 
 LBs: wire, xenoflow, ebpf, and katran where a Katran checkout is found (xenobench.katran.locate:
 $XENOBENCH_KATRAN_DIR, katran.checkout, ../shared/katran); Katran's start fills a 65537-slot ring,
 so every LB is started once per run (per repetition), never per block.
 
-Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_rank.py [RUNS] [ROUNDS] [BLOCK_S] [CONFIG] [SETTLE_S]
-(defaults 3, 20, 1.0, config/local.yaml, 0.2)
+Each run is REPS repetitions (each loads every LB afresh: an LB's speed differs from one load to the
+next, README "Rates a reviewer can rank") of ROUNDS rounds; the samples' interval is the config's
+(experiments.rank.sample_interval_s).
+
+Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_rank.py [RUNS] [ROUNDS] [BLOCK_S] [CONFIG] [SETTLE_S] [REPS]
+(defaults 3, 20, 0.2, config/local.yaml, 0.05, 6)
 """
 
 import json
@@ -35,6 +38,8 @@ from xenobench.config import load_config
 from xenobench.errors import XenobenchError
 from xenobench.layout import ResultsTree
 from xenobench.procedures import run_point
+from xenobench.experiments import section
+from xenobench.rank import ranking, ratio_record
 from xenobench.testbed import get_testbed
 import benchargs  # noqa: E402  (scripts/benchargs.py)
 
@@ -51,12 +56,14 @@ def lbs_for(cfg) -> list[str]:
     return out
 
 
-def bench_config(base: Path, lbs: list[str], rounds: int, block_s: float, settle_s: float, d: Path) -> Path:
-    """A config extending `base`: its testbed, one repetition of rank, the sizes given."""
+def bench_config(base: Path, lbs: list[str], rounds: int, block_s: float, settle_s: float, reps: int,
+                 d: Path) -> Path:
+    """A config extending `base`: its testbed, `reps` repetitions of rank, the sizes given."""
     f = d / "bench-rank.yaml"
     f.write_text(yaml.safe_dump({"extends": str(base.resolve()), "testbed": {"name": "bench-rank"},
-                                 "experiments": {"repetitions": 1, "max_attempts": 1, "rank": {
-                                     "lbs": lbs, "rounds": rounds, "block_s": block_s, "settle_s": settle_s}}}))
+                                 "experiments": {"max_attempts": 1, "rank": {
+                                     "repetitions": reps, "lbs": lbs, "rounds": rounds, "block_s": block_s,
+                                     "settle_s": settle_s}}}))
     return f
 
 
@@ -83,15 +90,16 @@ def table(title: str, runs: list[list[dict]]) -> None:
 
 def main(argv):
     a = benchargs.parse(__doc__, ("RUNS", benchargs.positive_int, 3, "independent runs, each on a fresh testbed"),
-                        ("ROUNDS", benchargs.positive_int, 20, "rounds per run (each every LB once)"),
-                        ("BLOCK_S", benchargs.positive_float, 1.0, "seconds of a block's measured window"),
+                        ("ROUNDS", benchargs.positive_int, 20, "rounds per repetition (each every LB once)"),
+                        ("BLOCK_S", benchargs.positive_float, 0.2, "seconds of a block's measured window"),
                         ("CONFIG", benchargs.existing_file, "config/local.yaml", "testbed config to extend"),
-                        ("SETTLE_S", benchargs.positive_float, 0.2, "seconds discarded after each swap"), argv=argv)
+                        ("SETTLE_S", benchargs.positive_float, 0.05, "seconds discarded after each swap"),
+                        ("REPS", benchargs.positive_int, 6, "repetitions per run (each LB loaded afresh)"), argv=argv)
     base = load_config(a.config)
     lbs = lbs_for(base)
     tmp = Path(tempfile.mkdtemp(prefix="xb-bench-rank-"))
-    cfg = load_config(bench_config(Path(a.config), lbs, a.rounds, a.block_s, a.settle_s, tmp))
-    print(f"bench_rank: {a.runs} runs x {a.rounds} rounds x {len(lbs)} LBs ({', '.join(lbs)}), blocks of "
+    cfg = load_config(bench_config(Path(a.config), lbs, a.rounds, a.block_s, a.settle_s, a.reps, tmp))
+    print(f"bench_rank: {a.runs} runs x {a.reps} repetitions x {a.rounds} rounds x {len(lbs)} LBs ({', '.join(lbs)}), blocks of "
           f"{a.block_s:g} s after {a.settle_s:g} s settle; results under {tmp}", flush=True)
     runs = []
     for n in range(1, a.runs + 1):
@@ -104,14 +112,24 @@ def main(argv):
             run_point(tb, "rank", {"payload": 22}, root, progress=lambda m: print(f"  run {n}: {m}", flush=True))
         finally:
             tb.down()
-        res = ResultsTree(root, cfg.name).trial("rank", {"payload": 22}, 1).read_result()
-        o = res["outputs"]
-        print(f"run {n}: {'valid' if res['valid'] else 'INVALID'} in {time.monotonic() - t0:.0f} s, "
-              f"{len(o.get('blocks') or [])} blocks, {o.get('swaps')} swaps", flush=True)
-        if not res["valid"]:
-            reasons = [r for at in res["attempts"] if at["attempt"] == res["chosen_attempt"] for r in at["reasons"]]
-            print("  " + "\n  ".join(reasons))
-        runs.append(o)
+        rows: dict[str, list] = {"ranking": [], "ranking_per_dut_cpu": []}
+        for rep in range(1, a.reps + 1):  # every valid repetition's rounds, pooled as the aggregation does
+            res = ResultsTree(root, cfg.name).trial("rank", {"payload": 22}, rep).read_result()
+            o = res["outputs"]
+            print(f"run {n} rep {rep}: {'valid' if res['valid'] else 'INVALID'}, {len(o.get('blocks') or [])} blocks, "
+                  f"{o.get('swaps')} swaps", flush=True)
+            if not res["valid"]:
+                print("  " + "\n  ".join(r for at in res["attempts"] if at["attempt"] == res["chosen_attempt"]
+                                         for r in at["reasons"]))
+                continue
+            for b in o.get("blocks") or []:
+                for key, field in (("ranking", "rate_pps"), ("ranking_per_dut_cpu", "rx_per_dut_cpu_s")):
+                    if b.get(field):
+                        rows[key].append((rep, b["round"], b["lb"], b[field]))
+        ex = section(cfg, "rank")
+        print(f"run {n}: {time.monotonic() - t0:.0f} s", flush=True)
+        runs.append({key: [ratio_record(r) for r in ranking(rs, lbs, ex["reference"], int(ex["bootstrap"]), int(ex["seed"]))]
+                     for key, rs in rows.items()})
     for title, key in (("rate: backends' rx per second of the block's window", "ranking"),
                        ("rate per second of the DUT NAPI thread's CPU time (its CPU share divided out)",
                         "ranking_per_dut_cpu")):

@@ -134,16 +134,18 @@ def test_rows_figure_and_report(tmp_path):
     assert blocks.source.iloc[0] == "trials/rank/payload-22/rep-1:block-1:round-1"
     rs = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"))}
     assert rs[("ebpf", "wire")].median == pytest.approx(0.95) and rs[("ebpf", "wire")].verdict == "slower"
-    assert rs[("ebpf", "wire")].rounds == 8 and rs[("ebpf", "wire")].half_width_pct == pytest.approx(0)
+    assert (rs[("ebpf", "wire")].rounds, rs[("ebpf", "wire")].repetitions) == (8, 2)
+    assert rs[("ebpf", "wire")].half_width_pct == pytest.approx(0)
     xe = rs[("xenoflow", "ebpf")]  # 0.9/0.95 and 0.96/0.95 alternate: the CI spans 1
     assert xe.ci_low < 1 < xe.ci_high and xe.verdict == "not distinguishable"
     series = rate_ranking(r, tmp_path / "fig", "local")
     assert (tmp_path / "fig" / "rate_ranking.png").exists() and (tmp_path / "fig" / "rate_ranking.pdf").exists()
     assert series["rate/ebpf/22"]["verdict"] == "slower" and series["rate/ebpf/22"]["median"] == pytest.approx(0.95)
+    assert series["rate/ebpf/22"]["repetitions"] == 2
     assert series["rate_per_cpu/ebpf/22"]["median"] == pytest.approx(0.95)
     rep = write_report(r, tmp_path / "fig").read_text()
     assert "## Rates a reviewer can rank" in rep
-    assert "| rx per second | 22 B | ebpf | wire | 0.9500 | [0.9500, 0.9500] | 0.00 % | 8 | ebpf slower than wire |" in rep
+    assert "| rx per second | 22 B | ebpf | wire | 0.9500 | [0.9500, 0.9500] | 0.00 % | 8 (2) | ebpf slower than wire |" in rep
     # the per-CPU measure: the DUT thread got the same share in every block here, so the same ratios
     cpu = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"), "rate_per_cpu")}
     assert cpu[("ebpf", "wire")].median == pytest.approx(0.95) and len(cpu) == 3

@@ -255,6 +255,7 @@ def rank_rows(blocks: list, lbs: list[str], reference: str, common: dict, resamp
         pre = f"{measure}_vs_{r.reference}_"
         for m, v, u in (("median", r.median, "ratio"), ("ci_low", r.ci_low, "ratio"), ("ci_high", r.ci_high, "ratio"),
                         ("half_width_pct", r.half_width_pct, "%"), ("rounds", r.rounds, "count"),
+                        ("repetitions", r.repetitions, "count"),
                         ("verdict", sign, "sign"), ("bootstrap_seed", seed, "seed"),
                         ("bootstrap_resamples", resamples, "count")):
             out.append(row(**c, metric=pre + m, value=float(v), unit=u))
@@ -269,10 +270,10 @@ def ratios_from_rows(df, measure: str = "rate") -> list:
     pre = f"{measure}_vs_"
     for lb, m, v in zip(df.lb, df.metric, df.value):
         rest = m[len(pre):] if m.startswith(pre) else None
-        part = next((p for p in parts if rest and rest.endswith("_" + p)), None)
+        part = next((p for p in (*parts, "repetitions") if rest and rest.endswith("_" + p)), None)
         if part:
             got.setdefault((lb, rest[: -len(part) - 1]), {})[part] = float(v)
-    return [RateRatio(lb, ref, d["median"], d["ci_low"], d["ci_high"], int(d["rounds"]))
+    return [RateRatio(lb, ref, d["median"], d["ci_low"], d["ci_high"], int(d["rounds"]), int(d.get("repetitions", 1)))
             for (lb, ref), d in sorted(got.items()) if all(p in d for p in parts)]
 
 

@@ -707,7 +707,8 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
                             label=f"{what[m]}, {pay:g} B payload" if i == 0 else None)
                 ax.annotate(f"{r.median:.3f}", (xi, r.median), xytext=(6, -3), textcoords="offset points", fontsize=7)
                 series[f"{m}/{r.lb}/{pay:g}"] = {"median": r.median, "ci": [r.ci_low, r.ci_high],
-                                                 "verdict": r.verdict, "rounds": r.rounds}
+                                                 "verdict": r.verdict, "rounds": r.rounds,
+                                                 "repetitions": r.repetitions}
             ax.set_xticks(range(len(vs)), [_name(r.lb).replace(" (", "\n(") for r in vs], fontsize=8)
             pairs += [f"{_name(r.lb)} vs {_name(r.reference)} ({what[m]}): {r.median:.3f} "
                       f"({r.verdict if r.verdict == NOT_DISTINGUISHABLE else r.verdict + ' by the CI'})"
@@ -718,7 +719,8 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
         _title(ax, "Rate ratio to the reference, interleaved blocks", testbed)
         _caption(fig, "Per round: an LB's rate over the reference's (same backends and split) in the same round, "
                       "the LB port's XDP program switched atomically between blocks. Dot: median over the rounds, bar: "
-                      "bootstrap 95 % CI, hollow: CI includes 1. " + "; ".join(pairs)
+                      "95 % CI (bootstrap of the repetitions, each loading the programs afresh, then of their rounds), "
+                      "hollow: CI includes 1. " + "; ".join(pairs)
                       + ("" if reference(testbed) else " " + local_note(x)), y=-0.14)
         _save(fig, outdir, "rate_ranking")
     return series

@@ -134,23 +134,42 @@ def bookkeeping(v: Validity, blocks: list[dict], initial: dict[str, int], final:
               f"the LBs forwarded {fwd_total} frames, the backends received {rx_total} (tolerance {tol_pct:g} %)")
 
 
-def dut_cpu_reader(testbed):
-    """A reader of the CPU time (ns, /proc/<pid>/schedstat) the LB port's pinned NAPI thread has used
+class DutCpuReader:
+    """Reads the CPU time (ns) one NAPI thread has used, /proc/<pid>/schedstat, through a program
+    kept running on the node (xenobench.agents.readfile over Node.session, as the sampler reads
+    counters): two reads a block, with no process started per read. Callable; close() ends it."""
+
+    def __init__(self, node, pid: str):
+        self.node, self.path = node, f"/proc/{pid}/schedstat"
+        self._session = None
+
+    def __call__(self) -> int | None:
+        try:
+            if self._session is None:
+                self._session = self.node.session(self.node.python_argv("xenobench.agents.readfile", self.path))
+            f = self._session.request("0").split()
+        except NodeError:
+            return None  # the thread is gone: the block keeps no per-CPU rate
+        return int(f[0]) if f else None
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+
+def dut_cpu_reader(testbed) -> DutCpuReader | None:
+    """A reader of the CPU time (ns) the LB port's pinned NAPI thread has used
     (NamespaceTestbed.napi.placed_threads: threaded NAPI, testbed.cpus.dut), None where there is no such
     thread (a hardware testbed, NAPI inline). A block's rx per second of that thread's CPU time is its
-    rate with the thread's CPU share divided out: on a shared 2-core machine other testbeds' pinned
-    NAPI threads at the same SCHED_FIFO priority take turns on that CPU, and the generator on the other
-    CPU is starved now and then, both at sub-second scales (module docstring of scripts/bench_rank.py)."""
+    rate with the thread's CPU share divided out: on a shared 2-core machine other tasks take turns on
+    that CPU and the generator on the other CPU is starved now and then, both at sub-second scales
+    (module docstring of scripts/bench_rank.py)."""
     napi = getattr(testbed, "napi", None)  # NamespaceTestbed's NapiPlacement: the threads it pinned
     pids = list(((napi.placed_threads() if napi is not None else None) or {}).get("dut") or {})
     if len(pids) != 1:
         return None
-    node = testbed.node(testbed.cfg.role("lb").name)
-
-    def read() -> int | None:
-        r = node.run(["cat", f"/proc/{pids[0]}/schedstat"], check=False)
-        return int(r.stdout.split()[0]) if r.ok and r.stdout.split() else None
-    return read
+    return DutCpuReader(testbed.node(testbed.cfg.role("lb").name), pids[0])
 
 
 def forwarded(lb) -> int:
@@ -243,6 +262,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     finally:
         series = sampler.stop() if sampling else {"samples": [], "error": None}
         sampler.close()
+        if cpu is not None:
+            cpu.close()
         with contextlib.suppress(XenobenchError):
             if h is not None and gen is None:
                 gen = h.stop()
@@ -289,4 +310,4 @@ def ranking(rows, lbs: list[str], ref: str, resamples: int, seed: int) -> list[r
 
 def ratio_record(r: rateblocks.RateRatio) -> dict:
     return {"lb": r.lb, "vs": r.reference, "median": r.median, "ci_low": r.ci_low, "ci_high": r.ci_high,
-            "rounds": r.rounds, "half_width_pct": r.half_width_pct, "verdict": r.verdict}
+            "rounds": r.rounds, "repetitions": r.repetitions, "half_width_pct": r.half_width_pct, "verdict": r.verdict}

@@ -1,19 +1,23 @@
-"""Rates a reviewer can rank: the statistics of the interleaved rate design (issue 28, part 2).
+"""Rates a reviewer can rank: the statistics of the interleaved rate design (issue 28, part 2;
+the procedure: xenobench.rank).
 
-Design (the procedure is not built yet; this module is its analysis, tested on its own): within a
-repetition, every LB of the experiment is attached once up front (each loaded and configured, its
-program pinned) and the LB port's XDP program is switched atomically between them (a link update:
-bpf_link_update / `bpftool link update`, or a netlink XDP replace, which swaps the program pointer
-without taking the veth down), in short alternating blocks in a shuffled order per round
-(xenobench.latency.block_order), the generator running throughout. Each block's rate is the
-backends' rx over the block (the same sampler as offered_load), so slow drift of the shared machine
+Within a repetition every LB of the experiment is loaded once (program pinned, not attached) and
+the LB port's XDP program is switched atomically between them in short blocks, in a shuffled order
+per round (xenobench.latency.block_order), the generator running throughout, so the machine's drift
 hits every LB of a round alike, as the paired RTT design does for latency.
 
 Statistics here, pure numpy:
 - a block ratio is one round's rate of an LB over the same round's rate of the reference (the
   wire: the same backends and split, xenobench.lb.wire), or over another LB's for a pair;
-- per LB (pair), the median of its per-round ratios and the percentile bootstrap 95 % CI of that
-  median (xenobench.latency.bootstrap_median_ci, seeded and recorded);
+- per LB (pair), the median of its per-round ratios over every repetition, and a 95 % CI of that
+  median by a two-stage (cluster) percentile bootstrap: the repetitions drawn with replacement,
+  then the rounds within each drawn one. A repetition loads every program afresh, and on the
+  namespace testbed one load of the same programs runs up to 15 % apart from the next (measured:
+  the LBs over the wire at 0.82-0.86 in one load, 0.94-0.97 in two others, each load's own CI
+  about 1 %), so the rounds of one load are not independent draws of the LB's speed; resampling
+  rounds alone would give a CI that ignores the difference between loads. With one repetition it
+  is the plain bootstrap of the rounds (xenobench.latency.bootstrap_median_ci), and says nothing
+  about other loads;
 - a ranking is claimed only between LBs whose CI excludes 1; otherwise "not distinguishable". The
   target is CI half-widths <= 2 % and the same ranking in three independent runs.
 """
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .latency import NOT_DISTINGUISHABLE, bootstrap_median_ci
+from .latency import CI_LEVEL, NOT_DISTINGUISHABLE, bootstrap_median_ci
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class RateRatio:
     ci_low: float
     ci_high: float
     rounds: int
+    repetitions: int = 1  # the loads its rounds came from (the CI's first bootstrap stage)
 
     @property
     def half_width_pct(self) -> float:
@@ -51,22 +56,51 @@ class RateRatio:
         return NOT_DISTINGUISHABLE
 
 
-def round_ratios(blocks, lb: str, reference: str) -> np.ndarray:
-    """Per-round ratios; `blocks`: iterable of (repetition, round, lb, rate_pps). Rounds missing
-    either LB, or whose reference rate is not > 0, are left out."""
+def round_ratios_by_repetition(blocks, lb: str, reference: str) -> dict:
+    """{repetition: per-round ratios}; `blocks`: iterable of (repetition, round, lb, rate_pps).
+    Rounds missing either LB, or whose reference rate is not > 0, are left out, and so is a
+    repetition left with no round."""
     by: dict[tuple, dict[str, float]] = {}
     for rep, rnd, kind, rate in blocks:
         by.setdefault((rep, rnd), {})[kind] = float(rate)
-    return np.array([d[lb] / d[reference] for _, d in sorted(by.items())
-                     if lb in d and reference in d and d[reference] > 0])
+    out: dict = {}
+    for (rep, _), d in sorted(by.items()):
+        if lb in d and reference in d and d[reference] > 0:
+            out.setdefault(rep, []).append(d[lb] / d[reference])
+    return {rep: np.array(v) for rep, v in out.items()}
+
+
+def round_ratios(blocks, lb: str, reference: str) -> np.ndarray:
+    """Every repetition's per-round ratios, in one array (round_ratios_by_repetition)."""
+    groups = list(round_ratios_by_repetition(blocks, lb, reference).values())
+    return np.concatenate(groups) if groups else np.array([])
+
+
+def cluster_bootstrap_median_ci(groups: list, resamples: int, seed: int,
+                                level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """(median of all values, low, high): the two-stage percentile bootstrap CI of the median
+    (module docstring); one group: latency.bootstrap_median_ci."""
+    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if len(groups) == 1:
+        return bootstrap_median_ci(groups[0], resamples, seed, level)
+    if not groups:
+        raise ValueError("no values to bootstrap")
+    med = float(np.median(np.concatenate(groups)))
+    rng = np.random.default_rng(seed)
+    meds = np.empty(int(resamples))
+    for i in range(int(resamples)):
+        drawn = [groups[j] for j in rng.integers(0, len(groups), len(groups))]
+        meds[i] = np.median(np.concatenate([g[rng.integers(0, len(g), len(g))] for g in drawn]))
+    a = (1 - level) / 2
+    return med, float(np.quantile(meds, a)), float(np.quantile(meds, 1 - a))
 
 
 def ratio(blocks, lb: str, reference: str, resamples: int, seed: int) -> RateRatio | None:
-    r = round_ratios(list(blocks), lb, reference)
-    if len(r) == 0:
+    groups = list(round_ratios_by_repetition(list(blocks), lb, reference).values())
+    if not groups:
         return None
-    med, lo, hi = bootstrap_median_ci(r, resamples, seed)
-    return RateRatio(lb, reference, med, lo, hi, len(r))
+    med, lo, hi = cluster_bootstrap_median_ci(groups, resamples, seed)
+    return RateRatio(lb, reference, med, lo, hi, sum(len(g) for g in groups), len(groups))
 
 
 def ranking(blocks, lbs: list[str], resamples: int, seed: int) -> list[RateRatio]:

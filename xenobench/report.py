@@ -132,11 +132,13 @@ def _rank_section(tidy: dict) -> list[str]:
         for pay, g in x.groupby("payload_bytes"):
             for r in ratios_from_rows(g, measure):
                 rows.append([what, f"{pay:g} B", r.lb, r.reference, f"{r.median:.4f}", f"[{r.ci_low:.4f}, {r.ci_high:.4f}]",
-                             f"{r.half_width_pct:.2f} %", r.rounds,
+                             f"{r.half_width_pct:.2f} %", f"{r.rounds} ({r.repetitions})",
                              r.verdict if r.verdict == "not distinguishable" else f"{r.lb} {r.verdict} than {r.reference}"])
-    L += _table(["measure", "payload", "LB", "vs", "median ratio", "95 % CI", "CI half-width", "rounds", "verdict"], rows)
+    L += _table(["measure", "payload", "LB", "vs", "median ratio", "95 % CI", "CI half-width", "rounds (repetitions)", "verdict"], rows)
     L += ["", "A ratio is one round's rate of the LB over the other's in the same round (blocks of one repetition, "
-              "the generator unpaced throughout); an order is claimed only where the CI excludes 1. The second "
+              "the generator unpaced throughout); an order is claimed only where the CI excludes 1. The CI "
+              "resamples the repetitions, then the rounds within them: each repetition loads the programs afresh, "
+              "and one load can run several per cent apart from the next. The second "
               "measure divides out the share of its CPU the LB port's pinned NAPI thread got in the block (on a "
               "shared machine other threads take turns on that CPU).", ""]
     return L

@@ -162,7 +162,7 @@ _RTT_PATTERNS = [
     (re.compile(r"rtt_.+_us"), Metric("us")),  # any other RTT statistic: the unit only
     # rank's rows (rate[_per_cpu]_vs_<ref>_...: xenobench.rateblocks' ratio of an LB's rate to ref's)
     (re.compile(r"rate(_per_cpu)?_vs_.+_(median|ci_low|ci_high)"), Metric("ratio", 0, low_open=True)),
-    (re.compile(r"rate(_per_cpu)?_vs_.+_(rounds|bootstrap_resamples)"), _COUNT),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_(rounds|repetitions|bootstrap_resamples)"), _COUNT),
     (re.compile(r"rate(_per_cpu)?_vs_.+_half_width_pct"), Metric("%", 0)),
     (re.compile(r"rate(_per_cpu)?_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
     (re.compile(r"rate(_per_cpu)?_vs_.+_bootstrap_seed"), Metric("seed", 0)),
