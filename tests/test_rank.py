@@ -16,7 +16,7 @@ from xenobench.experiments import plan, points
 from xenobench.lb import get_lb, stop_all
 from xenobench.plots import rate_ranking
 from xenobench.procedures import backend_ifaces
-from xenobench.rank import bookkeeping, check_switchable, counter_at, forwarded, precheck, window_rate
+from xenobench.rank import bookkeeping, check_switchable, counter_at, dut_cpu_reader, forwarded, precheck, window_rate
 from xenobench.report import write_report
 from xenobench.results import read_tidy
 from xenobench.sampler import RateSampler
@@ -198,6 +198,34 @@ def test_swaps_lose_no_frame_to_no_program(testbed):
     for k, lb in lbs.items():
         assert not lb.running(), k
         assert not node.run(["test", "-e", lb.prog_pin], check=False).ok, lb.prog_pin
+
+
+@needs_root
+def test_the_dut_napi_threads_cpu_time_grows_with_the_load_and_its_reader_ends(testbed):
+    """The per-CPU measure's denominator: the LB port's pinned NAPI thread's CPU time, read through a
+    reader kept on the LB node; it grows by at least the time a paced load must have cost it (50000
+    frames through the wire LB: far more than 1 ms), stays put while nothing arrives, and close()
+    leaves no reader behind."""
+    import subprocess
+    cpu = dut_cpu_reader(testbed)
+    assert cpu is not None and cpu.path.endswith("/schedstat")
+    lb = get_lb("wire", testbed)
+    stop_all(testbed)
+    lb.start()
+    try:
+        c0 = cpu()
+        start_traffic(testbed, "udp_payload", {"payload": 22, "flows": 256}, 50000, duration_s=1.0).wait()
+        time.sleep(0.2)
+        c1 = cpu()
+        time.sleep(0.3)
+        c2 = cpu()
+    finally:
+        cpu.close()
+        lb.stop()
+    assert c1 - c0 > 1_000_000, (c0, c1)   # ns
+    assert 0 <= c2 - c1 < 5_000_000, (c1, c2)  # idle: polls at most
+    left = subprocess.run(["pgrep", "-f", f"readfile {cpu.path}"], capture_output=True, text=True).stdout
+    assert left == "", left
 
 
 def _port(node, iface) -> tuple[int, int]:

@@ -31,9 +31,9 @@ def test_nothing_to_compare_is_none():
     assert ratio(BLOCKS, "katran", "wire", 100, 1) is None
 
 
-# three loads of the same programs: within each, ebpf/wire is steady (+-0.5 % round to round), but
-# the third load runs at 0.86 where the others ran at 0.97 (measured on the namespace testbed: one
-# load of every LB 12 % slower against the wire than the next)
+# three repetitions: within each, ebpf/wire is steady (+-0.5 % round to round), but the third runs
+# at 0.86 where the others ran at 0.97 (measured on the namespace testbed: in the machine's slow
+# state every LB is ~12 % slower against the wire than in its fast one)
 LOADS = [(rep, r + 1, lb, 3.0e6 * d * (base * (1.005 if r % 2 else 0.995) if lb == "ebpf" else 1.0))
          for rep, base in ((1, 0.97), (2, 0.97), (3, 0.86)) for r, d in enumerate(DRIFT * 4) for lb in ("wire", "ebpf")]
 

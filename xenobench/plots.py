@@ -719,7 +719,7 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
         _title(ax, "Rate ratio to the reference, interleaved blocks", testbed)
         _caption(fig, "Per round: an LB's rate over the reference's (same backends and split) in the same round, "
                       "the LB port's XDP program switched atomically between blocks. Dot: median over the rounds, bar: "
-                      "95 % CI (bootstrap of the repetitions, each loading the programs afresh, then of their rounds), "
+                      "95 % CI (bootstrap of the repetitions, then of their rounds), "
                       "hollow: CI includes 1. " + "; ".join(pairs)
                       + ("" if reference(testbed) else " " + local_note(x)), y=-0.14)
         _save(fig, outdir, "rate_ranking")

@@ -11,13 +11,14 @@ Statistics here, pure numpy:
   wire: the same backends and split, xenobench.lb.wire), or over another LB's for a pair;
 - per LB (pair), the median of its per-round ratios over every repetition, and a 95 % CI of that
   median by a two-stage (cluster) percentile bootstrap: the repetitions drawn with replacement,
-  then the rounds within each drawn one. A repetition loads every program afresh, and on the
-  namespace testbed one load of the same programs runs up to 15 % apart from the next (measured:
-  the LBs over the wire at 0.82-0.86 in one load, 0.94-0.97 in two others, each load's own CI
-  about 1 %), so the rounds of one load are not independent draws of the LB's speed; resampling
-  rounds alone would give a CI that ignores the difference between loads. With one repetition it
-  is the plain bootstrap of the rounds (xenobench.latency.bootstrap_median_ci), and says nothing
-  about other loads;
+  then the rounds within each drawn one. The rounds of one repetition share its programs' load and
+  its stretch of the machine's time, and the ratios move with both: on the 2-core namespace
+  testbed the machine runs for minutes in a slow state where every frame costs ~1.3x (the wire) to
+  ~1.55x (the LBs) what it costs in the fast one, so an LB over the wire is 0.82-0.88 in one
+  repetition and 0.94-0.97 in the next, each repetition's own CI about 1 %
+  (scripts/bench_rank.py). Resampling the rounds alone would give a CI that ignores this. With one
+  repetition it is the plain bootstrap of the rounds (xenobench.latency.bootstrap_median_ci), and
+  says nothing beyond that repetition;
 - a ranking is claimed only between LBs whose CI excludes 1; otherwise "not distinguishable". The
   target is CI half-widths <= 2 % and the same ranking in three independent runs.
 """

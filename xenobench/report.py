@@ -137,8 +137,8 @@ def _rank_section(tidy: dict) -> list[str]:
     L += _table(["measure", "payload", "LB", "vs", "median ratio", "95 % CI", "CI half-width", "rounds (repetitions)", "verdict"], rows)
     L += ["", "A ratio is one round's rate of the LB over the other's in the same round (blocks of one repetition, "
               "the generator unpaced throughout); an order is claimed only where the CI excludes 1. The CI "
-              "resamples the repetitions, then the rounds within them: each repetition loads the programs afresh, "
-              "and one load can run several per cent apart from the next. The second "
+              "resamples the repetitions, then the rounds within them: the ratios move with the machine's state "
+              "between repetitions (programs loaded afresh, minutes apart), not only from round to round. The second "
               "measure divides out the share of its CPU the LB port's pinned NAPI thread got in the block (on a "
               "shared machine other threads take turns on that CPU).", ""]
     return L
