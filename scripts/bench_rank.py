@@ -17,9 +17,10 @@ LBs: wire, xenoflow, ebpf, and katran where a Katran checkout is found (xenobenc
 $XENOBENCH_KATRAN_DIR, katran.checkout, ../shared/katran); Katran's start fills a 65537-slot ring,
 so every LB is started once per run (per repetition), never per block.
 
-Each run is REPS repetitions (each loads every LB afresh: an LB's speed differs from one load to the
-next, README "Rates a reviewer can rank") of ROUNDS rounds; the samples' interval is the config's
-(experiments.rank.sample_interval_s).
+Each run is REPS repetitions of ROUNDS rounds, pooled as the study's aggregation pools them; the CI
+resamples the repetitions, then their rounds (xenobench.rateblocks: the ratios move with the
+machine's state between repetitions, README "Rates a reviewer can rank"). The samples' interval is
+the config's (experiments.rank.sample_interval_s).
 
 Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_rank.py [RUNS] [ROUNDS] [BLOCK_S] [CONFIG] [SETTLE_S] [REPS]
 (defaults 3, 20, 0.2, config/local.yaml, 0.05, 6)

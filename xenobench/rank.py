@@ -21,16 +21,16 @@ measures every LB of the list in short alternating blocks, as the paired RTT des
    the backends received over the repetition: a block where the wrong program forwarded makes the
    trial invalid, naming the block;
 5. per round the ratio of every LB's rate to the reference's (the wire: same backends, same split,
-   xenobench.lb.wire) and per LB pair; medians with bootstrap 95 % CIs (xenobench.rateblocks) are
-   computed by the aggregation over the point's valid repetitions, and per repetition in the
-   trial's outputs (`ranking`).
+   xenobench.lb.wire) and per LB pair; medians with bootstrap 95 % CIs (xenobench.rateblocks: the
+   repetitions resampled, then their rounds) are computed by the aggregation over the point's
+   valid repetitions, and per repetition in the trial's outputs (`ranking`).
 
 Beside each block's rate, its rx per second of CPU time of the LB port's pinned NAPI thread
-(`dut_cpu_reader`; the namespace testbed's threaded NAPI): on a machine shared by several testbeds,
-pinned NAPI threads at one SCHED_FIFO priority take turns on the DUT's CPU and the generator is
-starved now and then, at sub-second scales, so the plain rate measures the CPU share a block got as
-much as the LB (scripts/bench_rank.py: CI half-widths 9-29 % for the rate, 2-6 % per CPU-second,
-20 rounds). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
+(`dut_cpu_reader`; the namespace testbed's threaded NAPI): on a 2-core machine other tasks (the
+harness among them) take turns on the DUT's CPU and the generator is starved now and then, at
+sub-second scales, so the plain rate measures the CPU share a block got as much as the LB
+(scripts/bench_rank.py, 3 runs x 6 repetitions x 20 rounds of 0.2 s: CI half-widths 2.9-7.7 % for
+the rate, 0.6-3.7 % per CPU-second). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
 `rate_per_cpu_vs_*`).
 
 Valid only with every LB process alive through the repetition (xenobench.actors.Watch), the

@@ -13,9 +13,9 @@ Statistics here, pure numpy:
   median by a two-stage (cluster) percentile bootstrap: the repetitions drawn with replacement,
   then the rounds within each drawn one. The rounds of one repetition share its programs' load and
   its stretch of the machine's time, and the ratios move with both: on the 2-core namespace
-  testbed the machine runs for minutes in a slow state where every frame costs ~1.3x (the wire) to
-  ~1.55x (the LBs) what it costs in the fast one, so an LB over the wire is 0.82-0.88 in one
-  repetition and 0.94-0.97 in the next, each repetition's own CI about 1 %
+  testbed the machine runs, a minute or more at a time, in a slow state where a frame costs ~1.3x
+  (the wire) to ~1.55x (the LBs) what it costs in the fast one, so an LB over the wire is 0.85-0.91
+  in a slow repetition and 0.91-0.98 in a fast one, each repetition's own CI about 1 %
   (scripts/bench_rank.py). Resampling the rounds alone would give a CI that ignores this. With one
   repetition it is the plain bootstrap of the rounds (xenobench.latency.bootstrap_median_ci), and
   says nothing beyond that repetition;
@@ -40,7 +40,7 @@ class RateRatio:
     ci_low: float
     ci_high: float
     rounds: int
-    repetitions: int = 1  # the loads its rounds came from (the CI's first bootstrap stage)
+    repetitions: int = 1  # the repetitions its rounds came from (the CI's first bootstrap stage)
 
     @property
     def half_width_pct(self) -> float:
