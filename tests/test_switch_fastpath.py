@@ -208,12 +208,30 @@ def test_dut_napi_thread_is_pinned_and_recorded(testbed):
     assert len(pl["dut_napi"]["threads"]) == 1
     (comm, cpus), = pl["dut_napi"]["threads"].items()
     assert comm.startswith("napi/p0-") and cpus == str(cpu)
-    assert testbed.cfg.section("testbed")["cpus"]["dut_rt_priority"] == 0  # the default: no RT throttling stall
-    assert pl["dut_napi"]["scheduling"][comm] == "SCHED_OTHER 0"
+    prio = testbed.cfg.section("testbed")["cpus"]["dut_rt_priority"]
+    assert pl["dut_napi"]["scheduling"][comm] == f"SCHED_FIFO {prio}"
     ns = f"{testbed.cfg.prefix}fips5"
     out = subprocess.run(["ip", "netns", "exec", ns, "cat", "/sys/class/net/p0/threaded"],
                          capture_output=True, text=True).stdout.strip()
     assert out in ("1", "enabled")
+
+
+def test_dut_napi_priority_changes_for_a_while_and_back(testbed):
+    """The interleaved rate design runs the DUT's NAPI thread at normal scheduling for a repetition
+    (experiments.rank.dut_rt_priority) and gives it back the testbed's SCHED_FIFO after it."""
+    from xenobench.errors import TestbedError
+    prio = testbed.cfg.section("testbed")["cpus"]["dut_rt_priority"]
+    (comm, sched), = testbed.cpu_placement()["dut_napi"]["scheduling"].items()
+    assert sched == f"SCHED_FIFO {prio}" and prio == 50
+    try:
+        assert testbed.napi.dut_priority(0) == {comm: "SCHED_OTHER 0"}
+        assert testbed.cpu_placement()["dut_napi"]["scheduling"][comm] == "SCHED_OTHER 0"
+        with pytest.raises(TestbedError, match=r"Failed to set SCHED_FIFO 100 on the LB port's NAPI thread \d+ "
+                                               r"\(napi/p0-\d+\): chrt"):
+            testbed.napi.dut_priority(100)
+    finally:
+        assert testbed.napi.dut_priority(prio) == {comm: f"SCHED_FIFO {prio}"}
+    assert testbed.cpu_placement()["dut_napi"]["scheduling"][comm] == f"SCHED_FIFO {prio}"
 
 
 def test_dut_napi_goes_inline_for_latency_and_back_to_a_pinned_thread(testbed):
@@ -239,7 +257,7 @@ def test_dut_napi_goes_inline_for_latency_and_back_to_a_pinned_thread(testbed):
     cpu, prio = (testbed.cfg.section("testbed")["cpus"][k] for k in ("dut", "dut_rt_priority"))
     (comm, cpus), = again["threads"].items()
     assert again["mode"] == "threaded" and threaded() in ("1", "enabled") and cpus == str(cpu)
-    assert again["scheduling"][comm] == (f"SCHED_FIFO {prio}" if prio else "SCHED_OTHER 0")  # placed like the first
+    assert again["scheduling"][comm] == f"SCHED_FIFO {prio}"  # a new kthread, placed like the first
     testbed.place_dut("threaded")
     assert testbed.cpu_placement()["dut_napi"]["threads"] == again["threads"]  # idempotent: not re-created
 
@@ -291,13 +309,10 @@ def test_switch_hops_run_as_pinned_threads_and_forward(tmp_path, monkeypatch):
     from xenobench.lb import get_lb
     monkeypatch.setenv("XENOBENCH_NS_PREFIX", own_prefix("h"))
     cfg = tmp_path / "c.yaml"
-    # SCHED_FIFO 50 here (the default is normal scheduling): the RT placement is covered too
-    cfg.write_text(f"extends: {load_config().path}\ntestbed: {{name: hops, cpus: {{dut_rt_priority: 50, "
-                   "hops: {from_generator: 0, from_lb: 0}}}\n")
+    cfg.write_text(f"extends: {load_config().path}\ntestbed: {{name: hops, cpus: {{hops: {{from_generator: 0, from_lb: 0}}}}}}\n")
     tb = get_testbed(load_config(cfg))
     before = machine_state(own_prefix("h"))
     prio = tb.cfg.section("testbed")["cpus"]["dut_rt_priority"]
-    assert prio == 50
 
     def threaded(dev):
         return subprocess.run(["ip", "netns", "exec", tb.switch_ns, "cat", f"/sys/class/net/{dev}/threaded"],

@@ -33,6 +33,14 @@ sub-second scales, so the plain rate measures the CPU share a block got as much 
 the rate, 0.6-3.7 % per CPU-second). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
 `rate_per_cpu_vs_*`).
 
+For the repetition the DUT NAPI thread runs at experiments.rank.dut_rt_priority (default 0: normal
+scheduling) instead of the testbed's SCHED_FIFO (testbed.cpus.dut_rt_priority), restored after it:
+under the unpaced load a SCHED_FIFO thread is stopped by the kernel's RT bandwidth limit for 20-35 ms
+once a second, 10-17 % of whichever 0.2 s block it falls in (scripts/bench_napi_priority.py). The
+other experiments keep SCHED_FIFO: at a partial load a thread at normal priority is held off by any
+task on its CPU, its ring overflows and frames are lost (the study's NDR fell 10x). The scheduling
+read back is in the outputs (`dut_napi_scheduling`).
+
 Valid only with every LB process alive through the repetition (xenobench.actors.Watch), the
 generator alive and every block present. A testbed where an LB of the list cannot be switched this
 way (XenoFlow in a BlueField's eSwitch: LoadBalancer.no_pin) is refused by name before anything runs.
@@ -199,10 +207,15 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                  "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"])}
     stop_all(tb)  # the port is the switcher's
     cpu = dut_cpu_reader(tb)
+    napi = getattr(tb, "napi", None) if cpu is not None else None  # the placed DUT thread's scheduling
+    reprioritised = False
     started: list[str] = []
     h = gen = None
     stopped, sampling = None, False
     try:
+        if napi is not None:  # experiments.rank.dut_rt_priority for the repetition (module docstring)
+            reprioritised = True
+            out["dut_napi_scheduling"] = napi.dut_priority(int(ex["dut_rt_priority"]))
         t0 = time.monotonic()
         for k in lbs:
             drivers[k].start(attach=False)
@@ -264,6 +277,9 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         sampler.close()
         if cpu is not None:
             cpu.close()
+        if reprioritised:  # the testbed's own priority again
+            with contextlib.suppress(XenobenchError):
+                napi.dut_priority(int(cfg.section("testbed")["cpus"]["dut_rt_priority"]))
         with contextlib.suppress(XenobenchError):
             if h is not None and gen is None:
                 gen = h.stop()

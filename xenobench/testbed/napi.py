@@ -41,6 +41,15 @@ def set_threaded(ns: str, dev: str, on: bool) -> None:
                            f"{p.stderr.strip()}")
 
 
+def set_priority(pid: int, prio: int, what: str) -> None:
+    """SCHED_FIFO `prio` for thread `pid`, or normal scheduling for 0; refused naming `what`."""
+    argv = ["chrt", "-f", "-p", str(prio), str(pid)] if prio else ["chrt", "-o", "-p", "0", str(pid)]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise TestbedError(f"Failed to set {'SCHED_FIFO ' + str(prio) if prio else 'normal scheduling'} on {what}: "
+                           f"{p.stderr.strip() or 'chrt exited with status ' + str(p.returncode)}")
+
+
 class NapiPlacement:
     """Where the LB's packet processing, and the switch hops', run."""
 
@@ -75,7 +84,7 @@ class NapiPlacement:
     def place_dut(self, mode: str) -> None:
         """How the LB ingress port's NAPI (and the switch hops of testbed.cpus.hops) run from now on
         (idempotent):
-        - "threaded": each as a kthread pinned to its CPU (testbed.cpus.dut_rt_priority), so the LB's XDP program
+        - "threaded": each as a kthread pinned to its CPU at SCHED_FIFO, so the LB's XDP program
           and every hop after it run on a CPU of their own, away from the generator's (rates);
         - "inline": in softirq on the CPU that handed the frame over, as a NIC's interrupt runs it
           (latency: a sleeping kthread's wake-up on another vCPU adds 5-30 µs to every RTT)."""
@@ -122,15 +131,22 @@ class NapiPlacement:
             p = subprocess.run(["taskset", "-pc", str(cpu), str(pid)], capture_output=True, text=True)
             if p.returncode != 0:
                 raise TestbedError(f"Failed to pin NAPI thread {pid} of {ns}:{dev} to CPU {cpu}: {p.stderr.strip()}")
-            # testbed.cpus.dut_rt_priority > 0: SCHED_FIFO like the kernel's IRQ threads (NAPI in
-            # softirq preempts every task), at the price of the RT bandwidth limit's stall once a
-            # second under full load; 0 (default): normal scheduling, no stall (the schema says why)
+            # SCHED_FIFO like the kernel's IRQ threads: NAPI in softirq preempts every task, and a
+            # threaded NAPI at normal priority would share the CPU with whatever else runs there
             if prio:
-                p = subprocess.run(["chrt", "-f", "-p", str(prio), str(pid)], capture_output=True, text=True)
-                if p.returncode != 0:
-                    raise TestbedError(f"Failed to set SCHED_FIFO {prio} on NAPI thread {pid} of {ns}:{dev} "
-                                       f"(testbed.cpus.dut_rt_priority): {p.stderr.strip()}")
+                set_priority(pid, prio, f"NAPI thread {pid} of {ns}:{dev} (testbed.cpus.dut_rt_priority)")
         return {str(pid): c for pid, c in new.items()}
+
+    def dut_priority(self, prio: int) -> dict[str, str]:
+        """Run the LB port's placed NAPI thread at SCHED_FIFO `prio` (0: normal scheduling) from
+        now on; returns {comm: scheduling} read back. The testbed's own priority is
+        testbed.cpus.dut_rt_priority (restore it with that)."""
+        out = {}
+        for pid, comm in (self.placed_threads().get("dut") or {}).items():
+            set_priority(int(pid), prio, f"the LB port's NAPI thread {pid} ({comm})")
+            p = subprocess.run(["chrt", "-p", pid], capture_output=True, text=True)
+            out[comm] = " ".join(l.rsplit(":", 1)[-1].strip() for l in p.stdout.splitlines()) or None
+        return out
 
     def read_back(self) -> dict:
         """What runs where, read back from the kernel (recorded in every trial's host metadata)."""
