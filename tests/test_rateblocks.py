@@ -34,28 +34,28 @@ def test_nothing_to_compare_is_none():
 # three repetitions: within each, ebpf/wire is steady (+-0.5 % round to round), but the third runs
 # at 0.86 where the others ran at 0.97 (measured on the namespace testbed: in the machine's slow
 # state every LB is ~12 % slower against the wire than in its fast one)
-LOADS = [(rep, r + 1, lb, 3.0e6 * d * (base * (1.005 if r % 2 else 0.995) if lb == "ebpf" else 1.0))
+REPS = [(rep, r + 1, lb, 3.0e6 * d * (base * (1.005 if r % 2 else 0.995) if lb == "ebpf" else 1.0))
          for rep, base in ((1, 0.97), (2, 0.97), (3, 0.86)) for r, d in enumerate(DRIFT * 4) for lb in ("wire", "ebpf")]
 
 
-def test_the_ci_spans_the_loads_not_only_the_rounds_of_one():
-    one = ratio([b for b in LOADS if b[0] == 1], "ebpf", "wire", 2000, 17)
-    every = ratio(LOADS, "ebpf", "wire", 2000, 17)
+def test_the_ci_spans_the_repetitions_not_only_the_rounds_of_one():
+    one = ratio([b for b in REPS if b[0] == 1], "ebpf", "wire", 2000, 17)
+    every = ratio(REPS, "ebpf", "wire", 2000, 17)
     assert (one.rounds, one.repetitions, every.rounds, every.repetitions) == (24, 1, 72, 3)
-    assert one.half_width_pct < 1 and one.verdict == "slower"  # one load: its rounds agree closely
+    assert one.half_width_pct < 1 and one.verdict == "slower"  # one repetition: its rounds agree closely
     assert every.median == pytest.approx(0.97, abs=0.006)
-    # the CI reaches down to the slow load (drawn twice or three times in a quarter of the resamples)
+    # the CI reaches down to the slow repetition (drawn twice or three times in a quarter of the resamples)
     assert every.ci_low < 0.87 and every.ci_high > 0.97
-    # the same 72 rounds resampled as if from one load: a CI inside the two fast loads' mode, which
+    # the same 72 rounds resampled as if from one repetition: a CI inside the two fast ones' mode, which
     # says nothing of the third
-    as_one = ratio([(1, (rep - 1) * 100 + rnd, lb, rate) for rep, rnd, lb, rate in LOADS], "ebpf", "wire", 2000, 17)
+    as_one = ratio([(1, (rep - 1) * 100 + rnd, lb, rate) for rep, rnd, lb, rate in REPS], "ebpf", "wire", 2000, 17)
     assert as_one.repetitions == 1 and as_one.ci_low > 0.96
 
 
-def test_the_two_stage_bootstrap_is_seeded_and_one_load_is_the_plain_bootstrap():
+def test_the_two_stage_bootstrap_is_seeded_and_one_repetition_is_the_plain_bootstrap():
     from xenobench.latency import bootstrap_median_ci
     from xenobench.rateblocks import cluster_bootstrap_median_ci, round_ratios
-    g = round_ratios([b for b in LOADS if b[0] == 1], "ebpf", "wire")
+    g = round_ratios([b for b in REPS if b[0] == 1], "ebpf", "wire")
     assert cluster_bootstrap_median_ci([g], 500, 3) == bootstrap_median_ci(g, 500, 3)
     groups = [g, g * 0.9, g * 1.02]
     assert cluster_bootstrap_median_ci(groups, 500, 3) == cluster_bootstrap_median_ci(groups, 500, 3)
