@@ -59,7 +59,7 @@ from .experiments import definition, section
 from .latency import block_order
 from .lb import get_lb, stop_all
 from .procedures import DRAIN_S, watch_generator
-from .sampler import RateSampler
+from .sampler import KeptFile, RateSampler
 from .traffic import start_traffic
 from .trials import TrialContext, Validity
 from .xdpswitch import XdpSwitch
@@ -142,28 +142,20 @@ def bookkeeping(v: Validity, blocks: list[dict], initial: dict[str, int], final:
               f"the LBs forwarded {fwd_total} frames, the backends received {rx_total} (tolerance {tol_pct:g} %)")
 
 
-class DutCpuReader:
-    """Reads the CPU time (ns) one NAPI thread has used, /proc/<pid>/schedstat, through a program
-    kept running on the node (xenobench.agents.readfile over Node.session, as the sampler reads
-    counters): two reads a block, with no process started per read. Callable; close() ends it."""
+class DutCpuReader(KeptFile):
+    """The CPU time (ns) one NAPI thread has used, its /proc/<pid>/schedstat read through a program
+    kept on the node (sampler.KeptFile, as the sampler reads counters): two reads a block, no process
+    started per read. Callable: None once the thread is gone; close() ends the program."""
 
     def __init__(self, node, pid: str):
-        self.node, self.path = node, f"/proc/{pid}/schedstat"
-        self._session = None
+        super().__init__(node, f"/proc/{pid}/schedstat")
 
     def __call__(self) -> int | None:
         try:
-            if self._session is None:
-                self._session = self.node.session(self.node.python_argv("xenobench.agents.readfile", self.path))
-            f = self._session.request("0").split()
+            f = self.read().split()
         except NodeError:
             return None  # the thread is gone: the block keeps no per-CPU rate
         return int(f[0]) if f else None
-
-    def close(self) -> None:
-        if self._session is not None:
-            self._session.close()
-            self._session = None
 
 
 def dut_cpu_reader(testbed) -> DutCpuReader | None:
@@ -208,13 +200,11 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     stop_all(tb)  # the port is the switcher's
     cpu = dut_cpu_reader(tb)
     napi = getattr(tb, "napi", None) if cpu is not None else None  # the placed DUT thread's scheduling
-    reprioritised = False
     started: list[str] = []
     h = gen = None
     stopped, sampling = None, False
     try:
         if napi is not None:  # experiments.rank.dut_rt_priority for the repetition (module docstring)
-            reprioritised = True
             out["dut_napi_scheduling"] = napi.dut_priority(int(ex["dut_rt_priority"]))
         t0 = time.monotonic()
         for k in lbs:
@@ -277,7 +267,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         sampler.close()
         if cpu is not None:
             cpu.close()
-        if reprioritised:  # the testbed's own priority again
+        if napi is not None:  # the testbed's own priority again
             with contextlib.suppress(XenobenchError):
                 napi.dut_priority(int(cfg.section("testbed")["cpus"]["dut_rt_priority"]))
         with contextlib.suppress(XenobenchError):

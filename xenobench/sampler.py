@@ -26,6 +26,30 @@ from .errors import DataError, NodeError
 __all__ = ["CounterReader", "RateSampler", "parse_proc_net_dev"]
 
 
+class KeptFile:
+    """One file of a node, read afresh on each read() through a program kept running there
+    (xenobench.agents.readfile over Node.session: a pipe or channel round trip, no process start).
+    Reads take turns (a sampler's thread and a procedure may share one); close() ends the program
+    and a later read starts another."""
+
+    def __init__(self, node, path: str):
+        self.node, self.path = node, path
+        self._session = None
+        self._lock = threading.Lock()
+
+    def read(self) -> bytes:
+        with self._lock:
+            if self._session is None:
+                self._session = self.node.session(self.node.python_argv("xenobench.agents.readfile", self.path))
+            return self._session.request("0")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+
+
 class CounterReader:
     """Reads one rx packet counter of node:iface (see the module doc for which one)."""
 
@@ -34,8 +58,7 @@ class CounterReader:
         drv = node.run(["ethtool", "-i", iface], check=False).stdout
         self.driver = next((l.split(":", 1)[1].strip() for l in drv.splitlines() if l.startswith("driver:")), "")
         self.counter = "rx_packets_phy" if self.driver.startswith("mlx5") else "proc_net_dev.rx_packets"
-        self._session = None
-        self._lock = threading.Lock()  # the sampler's thread and the procedure read the same reader
+        self._file = KeptFile(node, "/proc/net/dev")
 
     def read(self) -> int:
         if self.counter == "rx_packets_phy":
@@ -43,18 +66,11 @@ class CounterReader:
             if "rx_packets_phy" not in st:
                 raise NodeError(f"Failed to read rx_packets_phy of {self.node.name}:{self.iface}: not in ethtool -S")
             return st["rx_packets_phy"]
-        with self._lock:
-            if self._session is None:
-                self._session = self.node.session(self.node.python_argv("xenobench.agents.readfile", "/proc/net/dev"))
-            text = self._session.request("0").decode(errors="replace")
-        return parse_proc_net_dev(text, self.iface)
+        return parse_proc_net_dev(self._file.read().decode(errors="replace"), self.iface)
 
     def close(self) -> None:
         """End the reading program (a later read starts another)."""
-        with self._lock:
-            if self._session is not None:
-                self._session.close()
-                self._session = None
+        self._file.close()
 
 
 class RateSampler:

@@ -50,6 +50,12 @@ def set_priority(pid: int, prio: int, what: str) -> None:
                            f"{p.stderr.strip() or 'chrt exited with status ' + str(p.returncode)}")
 
 
+def scheduling(pid) -> str | None:
+    """A thread's policy and priority as `chrt -p` reports them ("SCHED_FIFO 50"), None if gone."""
+    p = subprocess.run(["chrt", "-p", str(pid)], capture_output=True, text=True)
+    return " ".join(l.rsplit(":", 1)[-1].strip() for l in p.stdout.splitlines()) or None
+
+
 class NapiPlacement:
     """Where the LB's packet processing, and the switch hops', run."""
 
@@ -144,8 +150,7 @@ class NapiPlacement:
         out = {}
         for pid, comm in (self.placed_threads().get("dut") or {}).items():
             set_priority(int(pid), prio, f"the LB port's NAPI thread {pid} ({comm})")
-            p = subprocess.run(["chrt", "-p", pid], capture_output=True, text=True)
-            out[comm] = " ".join(l.rsplit(":", 1)[-1].strip() for l in p.stdout.splitlines()) or None
+            out[comm] = scheduling(pid)
         return out
 
     def read_back(self) -> dict:
@@ -158,8 +163,7 @@ class NapiPlacement:
             for pid, comm in (placed.get(what) or {}).items():
                 p = subprocess.run(["taskset", "-pc", pid], capture_output=True, text=True)
                 threads[comm] = p.stdout.rsplit(":", 1)[-1].strip() if p.returncode == 0 else None
-                p = subprocess.run(["chrt", "-p", pid], capture_output=True, text=True)
-                sched[comm] = " ".join(l.rsplit(":", 1)[-1].strip() for l in p.stdout.splitlines()) or None
+                sched[comm] = scheduling(pid)
             return {"node": ns, "dev": dev, "mode": mode, "threads": threads, "scheduling": sched}
 
         placements = self.placements()
