@@ -123,7 +123,13 @@ def main(argv):
                 print("  " + "\n  ".join(r for at in res["attempts"] if at["attempt"] == res["chosen_attempt"]
                                          for r in at["reasons"]))
                 continue
+            dropped = o.get("rounds_dropped") or {}
+            if dropped:
+                print("  rounds left out (the generator's page allocator state, allocations per frame): "
+                      + ", ".join(f"{r}: {w:.3f}" for r, w in dropped.items()))
             for b in o.get("blocks") or []:
+                if not b.get("round_kept", True):
+                    continue
                 for key, field in (("ranking", "rate_pps"), ("ranking_per_dut_cpu", "rx_per_dut_cpu_s")):
                     if b.get(field):
                         rows[key].append((rep, b["round"], b["lb"], b[field]))

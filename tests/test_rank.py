@@ -16,7 +16,8 @@ from xenobench.experiments import plan, points
 from xenobench.lb import get_lb, stop_all
 from xenobench.plots import rate_ranking
 from xenobench.procedures import backend_ifaces
-from xenobench.rank import bookkeeping, check_switchable, counter_at, dut_cpu_reader, forwarded, precheck, window_rate
+from xenobench.rank import (PageAllocReader, bookkeeping, check_switchable, counter_at, dut_cpu_reader, forwarded,
+                            page_allocs, precheck, recycling_rounds, window_rate)
 from xenobench.report import write_report
 from xenobench.results import read_tidy
 from xenobench.sampler import RateSampler
@@ -81,6 +82,44 @@ def test_block_rate_is_the_slope_over_its_window():
     assert counter_at(samples, 0.45) == pytest.approx(650)
 
 
+# --- the generator's page allocator state: rounds left out ---------------------------------------------
+VMSTAT = """nr_free_pages 5726801
+pgalloc_dma 0
+pgalloc_dma32 1204
+pgalloc_normal 98765432
+pgalloc_movable 0
+allocstall_normal 0
+pgfree 98800000
+"""
+
+
+def test_page_allocs_sums_the_zones():
+    assert page_allocs(VMSTAT) == 98765432 + 1204
+    assert page_allocs("nr_free_pages 1\npgfree 5\n") is None  # no pgalloc_ line: no figure
+    assert page_allocs("pgalloc_normal x\npgalloc_dma32 7\n") == 7  # a garbled line is not a count
+
+
+def _blocks(per_round: dict[int, list]) -> list[dict]:
+    return [{"round": r, "lb": lb, "page_allocs_per_frame": v}
+            for r, vals in per_round.items() for lb, v in zip(("wire", "xenoflow", "ebpf"), vals)]
+
+
+ROUND_CASES = [
+    # description, page allocations per frame per round (one per LB's block), threshold, kept, dropped
+    ("all recycled", {1: [0.004, 0.005, 0.006], 2: [0.003, 0.004, 0.005]}, 0.1, {1, 2}, {}),
+    ("one round in the allocator state", {1: [0.004, 0.005, 0.006], 2: [0.24, 0.26, 0.25]}, 0.1, {1}, {2: 0.26}),
+    ("one block over the line drops its round", {1: [0.004, 0.31, 0.006], 2: [0.01, 0.02, 0.03]}, 0.1, {2}, {1: 0.31}),
+    ("at the line is kept", {1: [0.1, 0.1, 0.1]}, 0.1, {1}, {}),
+    ("no figure (no reader, no frames) drops nothing", {1: [None, None, 0.02]}, 0.1, {1}, {}),
+    ("threshold null keeps every round", {1: [0.004, 0.005], 2: [0.3, 0.3]}, None, {1, 2}, {}),
+]
+
+
+@pytest.mark.parametrize("desc, per_round, thr, kept, dropped", ROUND_CASES, ids=[c[0] for c in ROUND_CASES])
+def test_recycling_rounds(desc, per_round, thr, kept, dropped):
+    assert recycling_rounds(_blocks(per_round), thr) == (kept, dropped)
+
+
 def test_plan_and_sizes():
     ci, local, fips = (load_config(f"config/{n}.yaml") for n in ("ci", "local", "fips"))
     assert points(ci, "rank") == [{"payload": 22}] and points(local, "rank") == [{"payload": 22}]
@@ -110,12 +149,17 @@ def test_refused_without_its_reference(tmp_path):
 DRIFT = [1.0, 0.8, 1.1, 0.9]  # the machine drifts 20 % between rounds, alike for every LB of a round
 
 
-def _rank_trial(r, rep, valid=True):
+def _rank_trial(r, rep, valid=True, slow_round=None):
+    """slow_round: a round in the generator's allocator state, left out by the trial (round_kept
+    false), its eBPF block at half the wire's rate: any ranking that used it would move."""
     blocks, k = [], 0
     for rnd, d in enumerate(DRIFT, 1):
         for lb, f in (("wire", 1.0), ("ebpf", 0.95), ("xenoflow", 0.9 if rnd % 2 else 0.96)):
             k += 1
-            blocks.append({"block": k, "round": rnd, "lb": lb, "rate_pps": 3e6 * d * f, "rx_per_dut_cpu_s": 6e6 * f})
+            slow = rnd == slow_round
+            f = 0.5 if slow and lb == "ebpf" else f
+            blocks.append({"block": k, "round": rnd, "lb": lb, "rate_pps": 3e6 * d * f, "rx_per_dut_cpu_s": 6e6 * f,
+                           "page_allocs_per_frame": 0.25 if slow else 0.004, "round_kept": not slow})
     return _trial(r, "rank", "payload-22", rep, {"payload": 22},
                   {"payload": 22, "lbs": ["wire", "xenoflow", "ebpf"], "reference": "wire", "blocks": blocks,
                    "bootstrap_seed": 17, "bootstrap_resamples": 2000}, valid=valid,
@@ -149,6 +193,25 @@ def test_rows_figure_and_report(tmp_path):
     # the per-CPU measure: the DUT thread got the same share in every block here, so the same ratios
     cpu = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"), "rate_per_cpu")}
     assert cpu[("ebpf", "wire")].median == pytest.approx(0.95) and len(cpu) == 3
+
+
+def test_a_round_left_out_is_in_no_ranking_and_the_report_counts_it(tmp_path):
+    r = tmp_path / "local"
+    _rank_trial(r, 1, slow_round=2)
+    _rank_trial(r, 2)
+    aggregate(r, progress=lambda m: None)
+    blocks = read_tidy(r, "rate_blocks")
+    assert len(blocks[blocks.metric == "block_rx_pps"]) == 24  # every block stays in the table ...
+    kept = blocks[blocks.metric == "block_round_kept"]
+    assert (kept.value == 0).sum() == 3 and set(kept[kept.value == 0].source.str.extract(r"round-(\d+)")[0]) == {"2"}
+    allocs = blocks[blocks.metric == "block_page_allocs_per_frame"]
+    assert len(allocs) == 24 and allocs.value.max() == pytest.approx(0.25)
+    for measure in ("rate", "rate_per_cpu"):  # ... but its round is in no ratio
+        rs = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"), measure)}
+        assert rs[("ebpf", "wire")].rounds == 7 and rs[("ebpf", "wire")].median == pytest.approx(0.95)
+        assert rs[("ebpf", "wire")].ci_low == pytest.approx(0.95)  # the 0.5 block would widen it
+    rep = write_report(r, tmp_path / "fig").read_text()
+    assert "Rounds left out of the ranking: 1 of 8" in rep
 
 
 # --- live: the atomic switch ----------------------------------------------------------------------------
@@ -225,6 +288,24 @@ def test_the_dut_napi_threads_cpu_time_grows_with_the_load_and_its_reader_ends(t
     assert c1 - c0 > 1_000_000, (c0, c1)   # ns
     assert 0 <= c2 - c1 < 5_000_000, (c1, c2)  # idle: polls at most
     left = subprocess.run(["pgrep", "-f", f"readfile {cpu.path}"], capture_output=True, text=True).stdout
+    assert left == "", left
+
+
+@needs_root
+def test_the_generators_page_allocations_are_read_on_its_node_and_the_reader_ends(testbed):
+    """The allocator state's figure: /proc/vmstat's pgalloc_* on the loadgen node through a reader
+    kept there, the same count a direct read gives (it only grows), and no reader after close()."""
+    import subprocess
+    node = testbed.node(testbed.cfg.role("loadgen").name)
+    allocs = PageAllocReader(node)
+    try:
+        a0 = allocs()
+        direct = page_allocs(node.run(["cat", "/proc/vmstat"]).stdout)
+        a1 = allocs()
+    finally:
+        allocs.close()
+    assert a0 is not None and a0 <= direct <= a1, (a0, direct, a1)
+    left = subprocess.run(["pgrep", "-f", "readfile /proc/vmstat"], capture_output=True, text=True).stdout
     assert left == "", left
 
 

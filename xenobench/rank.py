@@ -41,6 +41,21 @@ other experiments keep SCHED_FIFO: at a partial load a thread at normal priority
 task on its CPU, its ring overflows and frames are lost (the study's NDR fell 10x). The scheduling
 read back is in the outputs (`dut_napi_scheduling`).
 
+Rounds in the generator's allocator state are left out (`recycling_rounds`). On the namespace
+testbed xdpgen's frames are pages of the kernel's test-run page pool; the frames the LBs forward
+come back to it from the DUT's CPU, the frames the LB's full ingress ring refuses from the
+generator's own. Now and then, for a minute or more, that recycling overflows and the pages go
+through the page allocator instead: ~0.25 page allocations per forwarded frame (~550 k/s) against
+~0.005 (~10 k/s, the machine's own), the allocator's zone lock contended from both CPUs, a frame
+costing ~1.35x (the wire) to ~1.55x (the LBs) its CPU time otherwise (perf: page_pool_return_netmem,
+__pv_queued_spin_lock_slowpath; scripts/bench_rank.py). That is the generator's artifact, not the
+LBs': TRex's DPDK pools and a NIC do not do it. Each block therefore records the page allocations
+on the generator's node over its window per frame the backends received (`page_allocs_per_frame`,
+/proc/vmstat's pgalloc_* read through a kept reader); a round with a block above
+experiments.rank.max_page_allocs_per_frame is left out of every ranking (its blocks stay in the
+outputs, `round_kept` false), and a repetition keeping fewer than half its rounds is invalid and
+retried. On hardware the loadgen's kernel allocates nothing per frame and no round is left out.
+
 Valid only with every LB process alive through the repetition (xenobench.actors.Watch), the
 generator alive and every block present. A testbed where an LB of the list cannot be switched this
 way (XenoFlow in a BlueField's eSwitch: LoadBalancer.no_pin) is refused by name before anything runs.
@@ -177,6 +192,47 @@ def forwarded(lb) -> int:
     return int(sum(b["packets"] for b in lb.stats()["backends"]))
 
 
+class PageAllocReader(KeptFile):
+    """The page allocations of a node's kernel so far (/proc/vmstat's pgalloc_* summed over the
+    zones), read through a program kept on the node (sampler.KeptFile). Callable: None when the file
+    cannot be read or holds no pgalloc_ line; close() ends the program."""
+
+    def __init__(self, node):
+        super().__init__(node, "/proc/vmstat")
+
+    def __call__(self) -> int | None:
+        try:
+            text = self.read().decode(errors="replace")
+        except NodeError:
+            return None
+        return page_allocs(text)
+
+
+def page_allocs(vmstat: str) -> int | None:
+    """The sum of /proc/vmstat's pgalloc_<zone> counters; None without any."""
+    got = [int(f[1]) for f in (line.split() for line in vmstat.splitlines())
+           if len(f) == 2 and f[0].startswith("pgalloc_") and f[1].isdigit()]
+    return sum(got) if got else None
+
+
+def recycling_rounds(blocks: list[dict], max_per_frame: float | None) -> tuple[set[int], dict[int, float]]:
+    """(kept, dropped): the rounds whose every block stayed at or below `max_per_frame` page
+    allocations per received frame, and the others with their largest value (module docstring). A
+    block without the figure (no reader, no frames) does not drop its round; max_per_frame None:
+    every round is kept."""
+    worst: dict[int, float] = {}
+    for b in blocks:
+        v = b.get("page_allocs_per_frame")
+        r = int(b["round"])
+        worst.setdefault(r, 0.0)
+        if v is not None:
+            worst[r] = max(worst[r], float(v))
+    if max_per_frame is None:
+        return set(worst), {}
+    dropped = {r: round(w, 4) for r, w in worst.items() if w > max_per_frame}
+    return set(worst) - set(dropped), dropped
+
+
 def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """One repetition of the interleaved rate design (module docstring)."""
     from .procedures import backend_ifaces, payload_tunables, watch_lb
@@ -199,6 +255,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                  "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"])}
     stop_all(tb)  # the port is the switcher's
     cpu = dut_cpu_reader(tb)
+    allocs = PageAllocReader(tb.node(cfg.role("loadgen").name))  # the generator's page allocator state
+    max_allocs = ex.get("max_page_allocs_per_frame")
     napi = getattr(tb, "napi", None) if cpu is not None else None  # the placed DUT thread's scheduling
     started: list[str] = []
     h = gen = None
@@ -236,14 +294,17 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                 prev["t_out"] = t_in
                 prev["fwd_out"] = forwarded(drivers[prev["lb"]])  # detached: constant from now on
             time.sleep(settle_s)
+            a0 = allocs()
             c0 = cpu() if cpu else None
             w0 = time.monotonic()
             time.sleep(block_s)
             w1 = time.monotonic()
             c1 = cpu() if cpu else None
+            a1 = allocs()
             blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "t_in": t_in, "fwd_in": fwd_in,
                            "window": [w0, w1],
-                           "dut_cpu_s": (c1 - c0) / 1e9 if c0 is not None and c1 is not None else None})
+                           "dut_cpu_s": (c1 - c0) / 1e9 if c0 is not None and c1 is not None else None,
+                           "page_allocs": a1 - a0 if a0 is not None and a1 is not None else None})
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
                 break
@@ -265,6 +326,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     finally:
         series = sampler.stop() if sampling else {"samples": [], "error": None}
         sampler.close()
+        allocs.close()
         if cpu is not None:
             cpu.close()
         if napi is not None:  # the testbed's own priority again
@@ -285,9 +347,20 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         b["rate_pps"], b["samples"] = window_rate(samples, *b["window"])
         b["rx_window"] = (counter_at(samples, b["window"][1]) - counter_at(samples, b["window"][0])) if samples else 0.0
         b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
+        b["page_allocs_per_frame"] = (round(b["page_allocs"] / b["rx_window"], 5)
+                                      if b.get("page_allocs") is not None and b["rx_window"] > 0 else None)
         v.require(f"block_{b['block']}_rate", b["rate_pps"] is not None,
                   f"block {b['block']} ({b['lb']}): {b['samples']} samples in its window (lengthen block_s "
                   "or shorten sample_interval_s)")
+    kept, dropped = recycling_rounds(complete, max_allocs)
+    for b in complete:
+        b["round_kept"] = int(b["round"]) in kept
+    if complete:
+        v.require("rounds_recycling", 2 * len(dropped) <= rounds,
+                  f"{len(dropped)} of {rounds} rounds ran with the generator's frames going through the page "
+                  f"allocator (up to {max(dropped.values(), default=0):.3f} page allocations per frame > "
+                  f"experiments.rank.max_page_allocs_per_frame {max_allocs}): the namespace testbed's slow state, "
+                  "not the LBs' (xenobench.rank); more than half the rounds are left out")
     if stopped is None and final is not None:
         bookkeeping(v, complete, initial, final, rx_total, float(ex["check_tolerance_pct"]))
     v.require("blocks_completed", stopped is None and len(complete) == len(order),
@@ -295,10 +368,12 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     gen = gen or {}
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "the generator reported no result")
     v.require("sampler_ok", series["error"] is None, series["error"] or "")
-    rows = [(ctx.repetition, b["round"], b["lb"], b["rate_pps"]) for b in complete if b["rate_pps"]]
-    per_cpu = [(ctx.repetition, b["round"], b["lb"], b["rx_per_dut_cpu_s"]) for b in complete if b.get("rx_per_dut_cpu_s")]
+    used = [b for b in complete if b["round_kept"]]
+    rows = [(ctx.repetition, b["round"], b["lb"], b["rate_pps"]) for b in used if b["rate_pps"]]
+    per_cpu = [(ctx.repetition, b["round"], b["lb"], b["rx_per_dut_cpu_s"]) for b in used if b.get("rx_per_dut_cpu_s")]
     out.update(blocks=complete, generator=gen, tunables=gen.get("tunables"), rx_series=series,
-               swaps=sw.swaps, stopped_early=stopped,
+               swaps=sw.swaps, stopped_early=stopped, max_page_allocs_per_frame=max_allocs,
+               rounds_kept=len(kept), rounds_dropped={str(r): w for r, w in sorted(dropped.items())},
                ranking=[ratio_record(r) for r in ranking(rows, lbs, ref, int(ex["bootstrap"]), int(ex["seed"]))],
                # the same ratios of rx per second of the DUT NAPI thread's CPU time (dut_cpu_reader)
                ranking_per_dut_cpu=[ratio_record(r) for r in ranking(per_cpu, lbs, ref, int(ex["bootstrap"]),

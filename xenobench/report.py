@@ -141,7 +141,24 @@ def _rank_section(tidy: dict) -> list[str]:
               "between repetitions (programs loaded afresh, minutes apart), not only from round to round. The second "
               "measure divides out the share of its CPU the LB port's pinned NAPI thread got in the block (on a "
               "shared machine other threads take turns on that CPU).", ""]
+    left = _rounds_left_out(tidy.get("rate_blocks"))
+    if left:
+        L += [f"Rounds left out of the ranking: {left} (a block's page allocations on the generator's node per frame "
+              "above experiments.rank.max_page_allocs_per_frame: the generator's frame pages went through the page "
+              "allocator, the namespace testbed's slow state; rate_blocks.csv has them, block_round_kept 0).", ""]
     return L
+
+
+def _rounds_left_out(blocks) -> str:
+    """'N of M' rounds over the rank trials' blocks (rate_blocks rows) that were left out, or ''."""
+    if blocks is None or "metric" not in blocks:
+        return ""
+    k = blocks[blocks.metric == "block_round_kept"]
+    if k.empty:
+        return ""
+    rnd = k.source.str.replace(r":block-\d+:", ":", regex=True)  # trial + round
+    per = k.groupby(rnd).value.min()
+    return f"{int((per == 0).sum())} of {len(per)}" if (per == 0).any() else ""
 
 
 def _update_section(tidy: dict) -> list[str]:
