@@ -123,10 +123,9 @@ def main(argv):
                 print("  " + "\n  ".join(r for at in res["attempts"] if at["attempt"] == res["chosen_attempt"]
                                          for r in at["reasons"]))
                 continue
-            dropped = o.get("rounds_dropped") or {}
-            if dropped:
-                print("  rounds left out (the generator's page allocator state, allocations per frame): "
-                      + ", ".join(f"{r}: {w:.3f}" for r, w in dropped.items()))
+            left = o.get("rounds_left_out") or {}
+            if left:  # xenobench.rank.ROUND_RULES: the figures over their limits, per round
+                print(f"  {len(left)} rounds left out: " + ", ".join(f"{r} {w}" for r, w in left.items()))
             for b in o.get("blocks") or []:
                 if not b.get("round_kept", True):
                     continue

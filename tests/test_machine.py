@@ -26,6 +26,11 @@ processor\t: 0
 cpu MHz\t\t: 2596.140
 processor\t: 1
 cpu MHz\t\t: 2596.140
+#vmstat
+pgalloc_dma 0
+pgalloc_dma32 1000
+pgalloc_normal 50000
+pgalloc_movable 0
 #tasks
 10 (xdpgen) R 1 10 10 0 -1 4194304 0 0 0 0 100 50 0 0 20 0 1 0 5000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0
 11 (napi/p0-8193) S 2 0 0 0 -1 4194304 0 0 0 0 0 300 0 0 20 0 1 0 6000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0
@@ -46,6 +51,11 @@ processor\t: 0
 cpu MHz\t\t: 2596.140
 processor\t: 1
 cpu MHz\t\t: 2596.140
+#vmstat
+pgalloc_dma 0
+pgalloc_dma32 1000
+pgalloc_normal 1150000
+pgalloc_movable 0
 #tasks
 10 (xdpgen) R 1 10 10 0 -1 4194304 0 0 0 0 180 90 0 0 20 0 1 0 5000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0
 11 (napi/p0-8193) S 2 0 0 0 -1 4194304 0 0 0 0 0 340 0 0 20 0 1 0 6000 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0
@@ -64,6 +74,16 @@ def test_snapshot_text_is_parsed_field_by_field():
     # a comm with spaces and parentheses: split at the last ')'
     assert s["tasks"][12] == ("my (odd) prog", 7000, 20, 1)
     assert s["tasks"][10] == ("xdpgen", 5000, 150, 0)
+    assert s["page_allocs"] == 51000 and machine.parse_snapshot("#vmstat\nnr_free_pages 3\n")["page_allocs"] is None
+
+
+def test_page_allocations_per_second_of_the_trial():
+    # 1.1 M pages over the 2 s of the trial (200 ticks at 100 Hz)
+    rec = machine.record({"local": machine.parse_snapshot(BEFORE)}, {"local": machine.parse_snapshot(AFTER)},
+                         PLACEMENT, 0.05)
+    assert rec["hosts"]["local"]["page_allocs_per_s"] == 550000
+    no = machine.parse_snapshot(AFTER.replace("#vmstat", "#other"))  # a host without the counters
+    assert machine.record({"h": machine.parse_snapshot(BEFORE)}, {"h": no}, PLACEMENT, 0.05)["hosts"]["h"]["page_allocs_per_s"] is None
 
 
 @pytest.mark.parametrize("cpu, field, value", [

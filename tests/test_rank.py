@@ -16,8 +16,9 @@ from xenobench.experiments import plan, points
 from xenobench.lb import get_lb, stop_all
 from xenobench.plots import rate_ranking
 from xenobench.procedures import backend_ifaces
-from xenobench.rank import (PageAllocReader, bookkeeping, check_switchable, counter_at, dut_cpu_reader, forwarded,
-                            page_allocs, precheck, recycling_rounds, window_rate)
+from xenobench.rank import (CPU_RTT, PageAllocReader, bookkeeping, check_switchable, counter_at, cpu_pair_rtt,
+                            dut_cpu_reader, forwarded, left_out_reason, page_allocs, precheck, rounds_left_out,
+                            window_rate)
 from xenobench.report import write_report
 from xenobench.results import read_tidy
 from xenobench.sampler import RateSampler
@@ -100,24 +101,56 @@ def test_page_allocs_sums_the_zones():
 
 
 def _blocks(per_round: dict[int, list]) -> list[dict]:
-    return [{"round": r, "lb": lb, "page_allocs_per_frame": v}
-            for r, vals in per_round.items() for lb, v in zip(("wire", "xenoflow", "ebpf"), vals)]
+    """per round, one (cache-line round trip ns, page allocations per frame) per LB's block"""
+    return [{"round": r, "lb": lb, "cpu_pair_rtt_ns": rtt, "page_allocs_per_frame": pa}
+            for r, vals in per_round.items() for lb, (rtt, pa) in zip(("wire", "xenoflow", "ebpf"), vals)]
 
 
+LIMITS = {"max_cpu_pair_rtt_ns": 200, "max_page_allocs_per_frame": 0.1}
+OK = (76.0, 0.004)
 ROUND_CASES = [
-    # description, page allocations per frame per round (one per LB's block), threshold, kept, dropped
-    ("all recycled", {1: [0.004, 0.005, 0.006], 2: [0.003, 0.004, 0.005]}, 0.1, {1, 2}, {}),
-    ("one round in the allocator state", {1: [0.004, 0.005, 0.006], 2: [0.24, 0.26, 0.25]}, 0.1, {1}, {2: 0.26}),
-    ("one block over the line drops its round", {1: [0.004, 0.31, 0.006], 2: [0.01, 0.02, 0.03]}, 0.1, {2}, {1: 0.31}),
-    ("at the line is kept", {1: [0.1, 0.1, 0.1]}, 0.1, {1}, {}),
-    ("no figure (no reader, no frames) drops nothing", {1: [None, None, 0.02]}, 0.1, {1}, {}),
-    ("threshold null keeps every round", {1: [0.004, 0.005], 2: [0.3, 0.3]}, None, {1, 2}, {}),
+    # description, figures per round, limits, rounds kept, rounds left out with the figures over a limit
+    ("a shared cache, pages recycled", {1: [OK, OK, OK], 2: [OK, OK, OK]}, LIMITS, {1, 2}, {}),
+    ("the vCPUs apart in round 2", {1: [OK, OK, OK], 2: [(348.0, 0.004), (351.5, 0.005), OK]}, LIMITS, {1},
+     {2: {"cpu_pair_rtt_ns": 351.5}}),
+    ("one block's pages through the allocator", {1: [OK, (77.0, 0.28), OK], 2: [OK, OK, OK]}, LIMITS, {2},
+     {1: {"page_allocs_per_frame": 0.28}}),
+    ("both in one round", {1: [(360.0, 0.3), OK, OK]}, LIMITS, set(),
+     {1: {"cpu_pair_rtt_ns": 360.0, "page_allocs_per_frame": 0.3}}),
+    ("at the limit is kept", {1: [(200.0, 0.1), OK, OK]}, LIMITS, {1}, {}),
+    ("no figure (no prober, no frames) leaves the round in", {1: [(None, None), OK, OK]}, LIMITS, {1}, {}),
+    ("limits null judge nothing", {1: [(400.0, 0.3), OK, OK]},
+     {"max_cpu_pair_rtt_ns": None, "max_page_allocs_per_frame": None}, {1}, {}),
 ]
 
 
-@pytest.mark.parametrize("desc, per_round, thr, kept, dropped", ROUND_CASES, ids=[c[0] for c in ROUND_CASES])
-def test_recycling_rounds(desc, per_round, thr, kept, dropped):
-    assert recycling_rounds(_blocks(per_round), thr) == (kept, dropped)
+@pytest.mark.parametrize("desc, per_round, limits, kept, left", ROUND_CASES, ids=[c[0] for c in ROUND_CASES])
+def test_rounds_left_out(desc, per_round, limits, kept, left):
+    assert rounds_left_out(_blocks(per_round), limits) == (kept, left)
+
+
+def test_the_reason_names_each_figure_its_worst_and_its_key():
+    left = {2: {"cpu_pair_rtt_ns": 351.5}, 3: {"cpu_pair_rtt_ns": 340.0, "page_allocs_per_frame": 0.28}}
+    assert left_out_reason(left, 4, LIMITS) == (
+        "2 of 4 rounds left out (2 with the generator's and the DUT's vCPUs on cores without a shared cache "
+        "(cache-line round trip, ns) up to 351.5 > experiments.rank.max_cpu_pair_rtt_ns 200; 1 with the "
+        "generator's frames through the page allocator (page allocations per frame) up to 0.28 > "
+        "experiments.rank.max_page_allocs_per_frame 0.1): the testbed's disturbance, not the LBs' (xenobench.rank); "
+        "more than half the rounds are left out")
+
+
+def test_cpu_rtt_refuses_bad_requests_and_arguments():
+    import subprocess
+    if not CPU_RTT.is_file():
+        pytest.fail(f"{CPU_RTT} is not built (make build)")
+    r = subprocess.run([str(CPU_RTT), "0", "0"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "two different CPU numbers" in r.stderr
+    r = subprocess.run([str(CPU_RTT), "0", "x"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    r = subprocess.run([str(CPU_RTT), "0", "1"], input="0 5\nfoo\n3 10\n", capture_output=True, text=True, timeout=10)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0].startswith("E expected") and lines[1].startswith("E expected"), lines
+    assert int(lines[2]) == len(lines[3]) and '"bursts": 3, "per_burst": 10' in lines[3], lines
 
 
 def test_plan_and_sizes():
@@ -150,8 +183,8 @@ DRIFT = [1.0, 0.8, 1.1, 0.9]  # the machine drifts 20 % between rounds, alike fo
 
 
 def _rank_trial(r, rep, valid=True, slow_round=None):
-    """slow_round: a round in the generator's allocator state, left out by the trial (round_kept
-    false), its eBPF block at half the wire's rate: any ranking that used it would move."""
+    """slow_round: a round the trial left out (the vCPUs without a shared cache: round_kept false),
+    its eBPF block at half the wire's rate: any ranking that used it would move."""
     blocks, k = [], 0
     for rnd, d in enumerate(DRIFT, 1):
         for lb, f in (("wire", 1.0), ("ebpf", 0.95), ("xenoflow", 0.9 if rnd % 2 else 0.96)):
@@ -159,7 +192,8 @@ def _rank_trial(r, rep, valid=True, slow_round=None):
             slow = rnd == slow_round
             f = 0.5 if slow and lb == "ebpf" else f
             blocks.append({"block": k, "round": rnd, "lb": lb, "rate_pps": 3e6 * d * f, "rx_per_dut_cpu_s": 6e6 * f,
-                           "page_allocs_per_frame": 0.25 if slow else 0.004, "round_kept": not slow})
+                           "cpu_pair_rtt_ns": 350.0 if slow else 76.0, "page_allocs_per_frame": 0.004,
+                           "round_kept": not slow})
     return _trial(r, "rank", "payload-22", rep, {"payload": 22},
                   {"payload": 22, "lbs": ["wire", "xenoflow", "ebpf"], "reference": "wire", "blocks": blocks,
                    "bootstrap_seed": 17, "bootstrap_resamples": 2000}, valid=valid,
@@ -204,8 +238,9 @@ def test_a_round_left_out_is_in_no_ranking_and_the_report_counts_it(tmp_path):
     assert len(blocks[blocks.metric == "block_rx_pps"]) == 24  # every block stays in the table ...
     kept = blocks[blocks.metric == "block_round_kept"]
     assert (kept.value == 0).sum() == 3 and set(kept[kept.value == 0].source.str.extract(r"round-(\d+)")[0]) == {"2"}
-    allocs = blocks[blocks.metric == "block_page_allocs_per_frame"]
-    assert len(allocs) == 24 and allocs.value.max() == pytest.approx(0.25)
+    rtt = blocks[blocks.metric == "block_cpu_pair_rtt_ns"]
+    assert len(rtt) == 24 and rtt.value.max() == pytest.approx(350)
+    assert len(blocks[blocks.metric == "block_page_allocs_per_frame"]) == 24
     for measure in ("rate", "rate_per_cpu"):  # ... but its round is in no ratio
         rs = {(x.lb, x.reference): x for x in ratios_from_rows(read_tidy(r, "rate_ranking"), measure)}
         assert rs[("ebpf", "wire")].rounds == 7 and rs[("ebpf", "wire")].median == pytest.approx(0.95)
@@ -306,6 +341,23 @@ def test_the_generators_page_allocations_are_read_on_its_node_and_the_reader_end
         allocs.close()
     assert a0 is not None and a0 <= direct <= a1, (a0, direct, a1)
     left = subprocess.run(["pgrep", "-f", "readfile /proc/vmstat"], capture_output=True, text=True).stdout
+    assert left == "", left
+
+
+@needs_root
+def test_the_cache_line_round_trip_between_the_generators_and_the_duts_cpu(testbed):
+    """The other figure: loadgen/cpu_rtt kept on the LB node for the generator's CPU and the DUT's;
+    on this VM 60-400 ns (the host's placement of the vCPUs decides which), a number either way, and
+    no prober after close()."""
+    import subprocess
+    pair = cpu_pair_rtt(testbed)
+    assert pair is not None and pair.cpus == (0, 1)
+    try:
+        got = [pair() for _ in range(3)]
+    finally:
+        pair.close()
+    assert pair.error is None and all(10 < g < 5000 for g in got), got
+    left = subprocess.run(["pgrep", "-f", str(CPU_RTT)], capture_output=True, text=True).stdout
     assert left == "", left
 
 

@@ -218,10 +218,10 @@ def paired_rows(blocks: list, lbs: list[str], common: dict, resamples: int, seed
 
 def _rank_rows(testbed: str, trial: TrialDir, res: dict, facts: dict, src: str) -> tuple[list[dict], list]:
     """rank (xenobench.rank): rate_blocks rows per block (source: the trial, block and round): its rate
-    and, where recorded, its rx per second of the DUT NAPI thread's CPU time, the page allocations on
-    the generator's node per frame and whether its round was kept; returns them and, per measure
+    and, where recorded, its rx per second of the DUT NAPI thread's CPU time, the figures its round
+    was judged by (xenobench.rank.ROUND_RULES) and whether it was kept; returns them and, per measure
     ("rate", "rate_per_cpu"), (repetition, round, lb, value) per block of a kept round for the point's
-    rate_ranking rows (a round the trial left out, in the generator's allocator state, is in no ranking)."""
+    rate_ranking rows (a round the trial left out is in no ranking)."""
     o = res["outputs"]
     rep = int(res["repetition"])
     common = dict(testbed=testbed, generator=facts.get("generator"), payload_bytes=o["payload"], repetition=rep)
@@ -233,9 +233,9 @@ def _rank_rows(testbed: str, trial: TrialDir, res: dict, facts: dict, src: str) 
         kept = b.get("round_kept", True)  # trials before the allocator check kept every round
         rows.append(row(**where, metric="block_rx_pps", value=float(b["rate_pps"]), unit="packets/s"))
         rows.append(row(**where, metric="block_round_kept", value=float(kept), unit="flag"))
-        if b.get("page_allocs_per_frame") is not None:
-            rows.append(row(**where, metric="block_page_allocs_per_frame", value=float(b["page_allocs_per_frame"]),
-                            unit="pages/frame"))
+        for field, unit in (("page_allocs_per_frame", "pages/frame"), ("cpu_pair_rtt_ns", "ns")):
+            if b.get(field) is not None:
+                rows.append(row(**where, metric=f"block_{field}", value=float(b[field]), unit=unit))
         if kept:
             blocks["rate"].append((rep, int(b["round"]), b["lb"], float(b["rate_pps"])))
         if b.get("rx_per_dut_cpu_s"):  # the DUT NAPI thread's CPU share divided out (xenobench.rank.dut_cpu_reader)

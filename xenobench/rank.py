@@ -41,20 +41,25 @@ other experiments keep SCHED_FIFO: at a partial load a thread at normal priority
 task on its CPU, its ring overflows and frames are lost (the study's NDR fell 10x). The scheduling
 read back is in the outputs (`dut_napi_scheduling`).
 
-Rounds in the generator's allocator state are left out (`recycling_rounds`). On the namespace
-testbed xdpgen's frames are pages of the kernel's test-run page pool; the frames the LBs forward
-come back to it from the DUT's CPU, the frames the LB's full ingress ring refuses from the
-generator's own. Now and then, for a minute or more, that recycling overflows and the pages go
-through the page allocator instead: ~0.25 page allocations per forwarded frame (~550 k/s) against
-~0.005 (~10 k/s, the machine's own), the allocator's zone lock contended from both CPUs, a frame
-costing ~1.35x (the wire) to ~1.55x (the LBs) its CPU time otherwise (perf: page_pool_return_netmem,
-__pv_queued_spin_lock_slowpath; scripts/bench_rank.py). That is the generator's artifact, not the
-LBs': TRex's DPDK pools and a NIC do not do it. Each block therefore records the page allocations
-on the generator's node over its window per frame the backends received (`page_allocs_per_frame`,
-/proc/vmstat's pgalloc_* read through a kept reader); a round with a block above
-experiments.rank.max_page_allocs_per_frame is left out of every ranking (its blocks stay in the
-outputs, `round_kept` false), and a repetition keeping fewer than half its rounds is invalid and
-retried. On hardware the loadgen's kernel allocates nothing per frame and no round is left out.
+Rounds the testbed disturbed are left out of every ranking (`rounds_left_out`; their blocks stay in
+the outputs with `round_kept` false), and a repetition leaving out more than half its rounds is
+invalid and retried. Each block records, during its settle and window:
+- `cpu_pair_rtt_ns`: the round trip of one cache line between the generator's CPU and the DUT's
+  (loadgen/cpu_rtt, a program kept on the LB node; the fastest of 20 bursts of 100). The namespace
+  testbed hands every frame from one vCPU to the other, and for a minute or more at a time the host
+  runs the two vCPUs on cores that share no cache: ~350 ns instead of ~75, and a frame then costs
+  the DUT ~1.35x (the wire) to ~1.55x (the LBs) its CPU time, so an LB's ratio to the wire falls from
+  0.93-0.97 to 0.80-0.86 while the LBs' ratios to each other hold (scripts/bench_rank.py; a
+  single-CPU probe of ALU and memory latency showed nothing). Above
+  experiments.rank.max_cpu_pair_rtt_ns (200) the round is left out;
+- `page_allocs_per_frame`: page allocations on the generator's node per frame the backends received
+  (/proc/vmstat's pgalloc_*, a kept reader). xdpgen's frames are pages of the kernel's test-run
+  page pool, recycled through a ring the kernel sizes by the run's batch: at the kernel's default
+  batch of 64 it overflowed at full load, 0.26-0.30 allocations per frame (~850 k/s) and 4-6 % of
+  the DUT's rate per CPU-second; xdpgen now runs batches of 256 (0.003-0.015, the machine's own).
+  Above experiments.rank.max_page_allocs_per_frame (0.1) the round is left out.
+Neither happens on the thesis testbed (TRex's DPDK pools; the generator and the LB on separate hosts),
+where no round is left out.
 
 Valid only with every LB process alive through the repetition (xenobench.actors.Watch), the
 generator alive and every block present. A testbed where an LB of the list cannot be switched this
@@ -64,11 +69,12 @@ way (XenoFlow in a BlueField's eSwitch: LoadBalancer.no_pin) is refused by name 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 
 import numpy as np
 
-from . import rateblocks
+from . import REPO_ROOT, rateblocks
 from .errors import ConfigError, NodeError, XenobenchError
 from .experiments import definition, section
 from .latency import block_order
@@ -215,22 +221,81 @@ def page_allocs(vmstat: str) -> int | None:
     return sum(got) if got else None
 
 
-def recycling_rounds(blocks: list[dict], max_per_frame: float | None) -> tuple[set[int], dict[int, float]]:
-    """(kept, dropped): the rounds whose every block stayed at or below `max_per_frame` page
-    allocations per received frame, and the others with their largest value (module docstring). A
-    block without the figure (no reader, no frames) does not drop its round; max_per_frame None:
-    every round is kept."""
-    worst: dict[int, float] = {}
+class CpuPairRtt:
+    """The cache-line round trip (ns) between two CPUs of a node, measured on request by
+    loadgen/cpu_rtt kept running there (the Session protocol). Callable: the fastest burst's ns,
+    None when the program is missing or fails (the round is then not judged by it); close() ends it."""
+
+    def __init__(self, node, cpus: tuple[int, int]):
+        self.node, self.cpus = node, cpus
+        self._session = None
+        self.error: str | None = None
+
+    def __call__(self) -> float | None:
+        if self.error:
+            return None
+        try:
+            if self._session is None:
+                self._session = self.node.session([str(CPU_RTT), *map(str, self.cpus)])
+            return float(json.loads(self._session.request("20 100"))["min_ns"])
+        except (NodeError, ValueError, KeyError) as e:
+            self.error = str(e)
+            return None
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+
+CPU_RTT = REPO_ROOT / "loadgen" / "build" / "cpu_rtt"
+
+
+def cpu_pair_rtt(testbed) -> CpuPairRtt | None:
+    """The prober of the generator's and the DUT's CPU on a testbed that runs both on one machine
+    (the namespace testbed: its cpu placement names both), else None."""
+    if getattr(testbed, "napi", None) is None:
+        return None
+    gen = (testbed.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
+    dut = testbed.cfg.section("testbed").get("cpus", {}).get("dut")
+    node = testbed.node(testbed.cfg.role("lb").name)
+    if not isinstance(gen, int) or not isinstance(dut, int) or gen == dut or not node.is_local:
+        return None
+    return CpuPairRtt(node, (gen, dut))
+
+
+# the figures a round is judged by: block field -> experiments.rank key of its limit, and what it is
+ROUND_RULES = (("cpu_pair_rtt_ns", "max_cpu_pair_rtt_ns",
+                "the generator's and the DUT's vCPUs on cores without a shared cache (cache-line round trip, ns)"),
+               ("page_allocs_per_frame", "max_page_allocs_per_frame",
+                "the generator's frames through the page allocator (page allocations per frame)"))
+
+
+def rounds_left_out(blocks: list[dict], limits: dict[str, float | None]) -> tuple[set[int], dict[int, dict[str, float]]]:
+    """(kept, left out): the rounds whose every block stayed at or below the limit of each figure of
+    ROUND_RULES (`limits`: experiments.rank key -> limit, None: not judged), and the others with the
+    largest value of each figure over the limit. A block without a figure (no prober, no frames)
+    leaves its round in."""
+    worst: dict[int, dict[str, float]] = {}
     for b in blocks:
-        v = b.get("page_allocs_per_frame")
-        r = int(b["round"])
-        worst.setdefault(r, 0.0)
-        if v is not None:
-            worst[r] = max(worst[r], float(v))
-    if max_per_frame is None:
-        return set(worst), {}
-    dropped = {r: round(w, 4) for r, w in worst.items() if w > max_per_frame}
-    return set(worst) - set(dropped), dropped
+        w = worst.setdefault(int(b["round"]), {})
+        for field, key, _ in ROUND_RULES:
+            v, lim = b.get(field), limits.get(key)
+            if v is not None and lim is not None and v > lim:
+                w[field] = max(w.get(field, v), float(v))
+    out = {r: {f: round(v, 4) for f, v in w.items()} for r, w in worst.items() if w}
+    return set(worst) - set(out), out
+
+
+def left_out_reason(left: dict[int, dict[str, float]], rounds: int, limits: dict) -> str:
+    """The validity reason of a repetition that left out more than half its rounds, per figure."""
+    parts = []
+    for field, key, what in ROUND_RULES:
+        vals = [w[field] for w in left.values() if field in w]
+        if vals:
+            parts.append(f"{len(vals)} with {what} up to {max(vals):g} > experiments.rank.{key} {limits[key]:g}")
+    return (f"{len(left)} of {rounds} rounds left out ({'; '.join(parts)}): the testbed's disturbance, not the LBs' "
+            "(xenobench.rank); more than half the rounds are left out")
 
 
 def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
@@ -256,7 +321,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     stop_all(tb)  # the port is the switcher's
     cpu = dut_cpu_reader(tb)
     allocs = PageAllocReader(tb.node(cfg.role("loadgen").name))  # the generator's page allocator state
-    max_allocs = ex.get("max_page_allocs_per_frame")
+    pair = cpu_pair_rtt(tb)  # the generator's and the DUT's CPU: a shared cache or not
+    limits = {key: ex.get(key) for _, key, _ in ROUND_RULES}
     napi = getattr(tb, "napi", None) if cpu is not None else None  # the placed DUT thread's scheduling
     started: list[str] = []
     h = gen = None
@@ -293,7 +359,9 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                 t_in = sum(sw.last) / 2
                 prev["t_out"] = t_in
                 prev["fwd_out"] = forwarded(drivers[prev["lb"]])  # detached: constant from now on
-            time.sleep(settle_s)
+            ts = time.monotonic()
+            rtt = pair() if pair else None  # in the settle: ~1 ms of both CPUs
+            time.sleep(max(0.0, settle_s - (time.monotonic() - ts)))
             a0 = allocs()
             c0 = cpu() if cpu else None
             w0 = time.monotonic()
@@ -304,7 +372,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
             blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "t_in": t_in, "fwd_in": fwd_in,
                            "window": [w0, w1],
                            "dut_cpu_s": (c1 - c0) / 1e9 if c0 is not None and c1 is not None else None,
-                           "page_allocs": a1 - a0 if a0 is not None and a1 is not None else None})
+                           "page_allocs": a1 - a0 if a0 is not None and a1 is not None else None,
+                           "cpu_pair_rtt_ns": rtt})
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
                 break
@@ -327,6 +396,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         series = sampler.stop() if sampling else {"samples": [], "error": None}
         sampler.close()
         allocs.close()
+        if pair is not None:
+            pair.close()
         if cpu is not None:
             cpu.close()
         if napi is not None:  # the testbed's own priority again
@@ -352,15 +423,11 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         v.require(f"block_{b['block']}_rate", b["rate_pps"] is not None,
                   f"block {b['block']} ({b['lb']}): {b['samples']} samples in its window (lengthen block_s "
                   "or shorten sample_interval_s)")
-    kept, dropped = recycling_rounds(complete, max_allocs)
+    kept, left = rounds_left_out(complete, limits)
     for b in complete:
         b["round_kept"] = int(b["round"]) in kept
     if complete:
-        v.require("rounds_recycling", 2 * len(dropped) <= rounds,
-                  f"{len(dropped)} of {rounds} rounds ran with the generator's frames going through the page "
-                  f"allocator (up to {max(dropped.values(), default=0):.3f} page allocations per frame > "
-                  f"experiments.rank.max_page_allocs_per_frame {max_allocs}): the namespace testbed's slow state, "
-                  "not the LBs' (xenobench.rank); more than half the rounds are left out")
+        v.require("rounds_kept", 2 * len(left) <= rounds, left_out_reason(left, rounds, limits))
     if stopped is None and final is not None:
         bookkeeping(v, complete, initial, final, rx_total, float(ex["check_tolerance_pct"]))
     v.require("blocks_completed", stopped is None and len(complete) == len(order),
@@ -372,8 +439,9 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     rows = [(ctx.repetition, b["round"], b["lb"], b["rate_pps"]) for b in used if b["rate_pps"]]
     per_cpu = [(ctx.repetition, b["round"], b["lb"], b["rx_per_dut_cpu_s"]) for b in used if b.get("rx_per_dut_cpu_s")]
     out.update(blocks=complete, generator=gen, tunables=gen.get("tunables"), rx_series=series,
-               swaps=sw.swaps, stopped_early=stopped, max_page_allocs_per_frame=max_allocs,
-               rounds_kept=len(kept), rounds_dropped={str(r): w for r, w in sorted(dropped.items())},
+               swaps=sw.swaps, stopped_early=stopped, round_limits=limits,
+               cpu_pair_rtt_error=pair.error if pair else "no generator and DUT CPU on one machine",
+               rounds_kept=len(kept), rounds_left_out={str(r): w for r, w in sorted(left.items())},
                ranking=[ratio_record(r) for r in ranking(rows, lbs, ref, int(ex["bootstrap"]), int(ex["seed"]))],
                # the same ratios of rx per second of the DUT NAPI thread's CPU time (dut_cpu_reader)
                ranking_per_dut_cpu=[ratio_record(r) for r in ranking(per_cpu, lbs, ref, int(ex["bootstrap"]),

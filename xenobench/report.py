@@ -143,9 +143,10 @@ def _rank_section(tidy: dict) -> list[str]:
               "shared machine other threads take turns on that CPU).", ""]
     left = _rounds_left_out(tidy.get("rate_blocks"))
     if left:
-        L += [f"Rounds left out of the ranking: {left} (a block's page allocations on the generator's node per frame "
-              "above experiments.rank.max_page_allocs_per_frame: the generator's frame pages went through the page "
-              "allocator, the namespace testbed's slow state; rate_blocks.csv has them, block_round_kept 0).", ""]
+        L += [f"Rounds left out of the ranking: {left} (a block over experiments.rank.max_cpu_pair_rtt_ns: the host ran "
+              "the generator's and the DUT's vCPUs on cores without a shared cache, a frame costing the DUT 1.35-1.55x; "
+              "or over max_page_allocs_per_frame: the generator's frame pages went through the page allocator. "
+              "rate_blocks.csv has their blocks, block_round_kept 0).", ""]
     return L
 
 
@@ -465,7 +466,7 @@ def _machine_section(trials, resdir: Path) -> list[str]:
     """Trials the machine disturbed: every trial with an attempt whose CPUs lost more than
     experiments.max_steal_share to steal (xenobench.machine, in its metadata.json), retried or not,
     with each attempt's largest steal share; and the largest steal and other load over all trials."""
-    rows, worst_steal, worst_other = [], 0.0, 0.0
+    rows, worst_steal, worst_other, worst_allocs = [], 0.0, 0.0, None
     for t, r in trials:
         try:
             m = (json.loads(t.metadata.read_text()).get("machine") or {})
@@ -473,6 +474,8 @@ def _machine_section(trials, resdir: Path) -> list[str]:
             continue
         for rec in m.values():
             for h in (rec.get("hosts") or {}).values():
+                if isinstance(h.get("page_allocs_per_s"), (int, float)):
+                    worst_allocs = max(worst_allocs or 0, h["page_allocs_per_s"])
                 for c in (h.get("cpus") or {}).values():
                     worst_steal = max(worst_steal, c.get("steal_share") or 0)
                     worst_other = max(worst_other, c.get("other_share") or 0)
@@ -485,7 +488,11 @@ def _machine_section(trials, resdir: Path) -> list[str]:
     L += _table(["trial", "flagged attempts (largest steal share of a trial CPU)", "allowed", "trial"], rows) if rows \
         else ["None."]
     L += ["", f"Over every attempt: largest steal share of a trial CPU {100 * worst_steal:.1f} %, largest other "
-          f"load on one {100 * worst_other:.1f} % (per attempt in each trial's metadata.json, `machine`).", ""]
+          f"load on one {100 * worst_other:.1f} %"
+          + (f", most page allocations per second on one host {worst_allocs / 1e3:.0f} k (the namespace testbed "
+             "at full load: ~10 k/s while xdpgen's frame pages are recycled, ~850 k/s where they are not)"
+             if worst_allocs is not None else "")
+          + " (per attempt in each trial's metadata.json, `machine`).", ""]
     return L
 
 

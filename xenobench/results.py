@@ -150,9 +150,11 @@ METRICS = {
     "block_rx_pps": _RATE,
     # ... and its rx per second of the DUT NAPI thread's CPU time (xenobench.rank.dut_cpu_reader)
     "block_rx_per_dut_cpu_s": Metric("packets/cpu-s", 0, MAX_PPS),
-    # ... and the page allocations on the generator's node per frame received (xenobench.rank: a round
-    # above experiments.rank.max_page_allocs_per_frame is left out of the ranking; `round_kept` 0)
+    # ... what the round it is in was judged by (xenobench.rank.ROUND_RULES; a round over a limit is in
+    # no ranking, block_round_kept 0): the page allocations on the generator's node per frame received
+    # and the cache-line round trip between the generator's and the DUT's CPU
     "block_page_allocs_per_frame": Metric("pages/frame", 0),
+    "block_cpu_pair_rtt_ns": Metric("ns", 0, 1e9, low_open=True),
     "block_round_kept": Metric("flag", values=(0, 1)),
 }
 # rtt_summary's statistics (xenobench.aggregate) and the paired design's rows (rtt_vs_<ref>_...)
