@@ -19,8 +19,10 @@ so every LB is started once per run (per repetition), never per block.
 
 Each run is REPS repetitions of ROUNDS rounds, pooled as the study's aggregation pools them; the CI
 resamples the repetitions, then their rounds (xenobench.rateblocks: the ratios move with the
-machine's state between repetitions, README "Rates a reviewer can rank"). The samples' interval is
-the config's (experiments.rank.sample_interval_s).
+machine's state between repetitions, README "Rates a reviewer can rank"). The rounds a repetition
+left out (the host running the generator's and the DUT's vCPUs apart, xenobench.rank.ROUND_RULES)
+are printed with their figures; an invalid repetition (more than half left out) is not pooled. The
+samples' interval is the config's (experiments.rank.sample_interval_s).
 
 Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_rank.py [RUNS] [ROUNDS] [BLOCK_S] [CONFIG] [SETTLE_S] [REPS]
 (defaults 3, 20, 0.2, config/local.yaml, 0.05, 6)

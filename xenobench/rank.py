@@ -29,8 +29,8 @@ Beside each block's rate, its rx per second of CPU time of the LB port's pinned 
 (`dut_cpu_reader`; the namespace testbed's threaded NAPI): on a 2-core machine other tasks (the
 harness among them) take turns on the DUT's CPU and the generator is starved now and then, at
 sub-second scales, so the plain rate measures the CPU share a block got as much as the LB
-(scripts/bench_rank.py, 3 runs x 6 repetitions x 20 rounds of 0.2 s: CI half-widths 2.9-7.7 % for
-the rate, 0.6-3.7 % per CPU-second). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
+(scripts/bench_rank.py, 3 runs x 6 repetitions x 20 rounds of 0.2 s, disturbed rounds left out: CI
+half-widths 1.7-3.3 % for the rate, 0.5-1.4 % per CPU-second). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
 `rate_per_cpu_vs_*`).
 
 For the repetition the DUT NAPI thread runs at experiments.rank.dut_rt_priority (default 0: normal

@@ -13,10 +13,10 @@ Statistics here, pure numpy:
   median by a two-stage (cluster) percentile bootstrap: the repetitions drawn with replacement,
   then the rounds within each drawn one. The rounds of one repetition share its programs' load and
   its stretch of the machine's time, and the ratios move with both: on the 2-core namespace
-  testbed the machine runs, a minute or more at a time, in a slow state where a frame costs ~1.3x
-  (the wire) to ~1.55x (the LBs) what it costs in the fast one, so an LB over the wire is 0.85-0.91
-  in a slow repetition and 0.91-0.98 in a fast one, each repetition's own CI about 1 %
-  (scripts/bench_rank.py). Resampling the rounds alone would give a CI that ignores this. With one
+  testbed the host now and then runs the two vCPUs on cores without a shared cache, a frame then
+  costing ~1.35x (the wire) to ~1.55x (the LBs), an LB over the wire 0.80-0.86 instead of 0.93-0.97
+  (xenobench.rank leaves such rounds out), and what remains moves by a per cent or two between
+  repetitions (scripts/bench_rank.py). Resampling the rounds alone would give a CI that ignores this. With one
   repetition it is the plain bootstrap of the rounds (xenobench.latency.bootstrap_median_ci), and
   says nothing beyond that repetition;
 - a ranking is claimed only between LBs whose CI excludes 1; otherwise "not distinguishable". The
