@@ -361,6 +361,18 @@ def test_the_cache_line_round_trip_between_the_generators_and_the_duts_cpu(testb
     assert left == "", left
 
 
+@needs_root
+def test_a_prober_that_cannot_run_says_why_and_judges_nothing(testbed, monkeypatch, tmp_path):
+    import xenobench.rank as rank
+    monkeypatch.setattr(rank, "CPU_RTT", tmp_path / "no-cpu_rtt")
+    pair = cpu_pair_rtt(testbed)
+    try:
+        assert pair() is None and pair() is None
+    finally:
+        pair.close()
+    assert pair.error and "no-cpu_rtt" in pair.error, pair.error
+
+
 def _port(node, iface) -> tuple[int, int]:
     """(rx packets, rx drop) of node:iface from /proc/net/dev."""
     for line in node.run(["cat", "/proc/net/dev"]).stdout.splitlines():

@@ -177,6 +177,8 @@ def test_paced_ladder_counts_exact_and_never_above_the_rate(sink, tmp_path):
         ratios[rate] = round(achieved / rate, 4)
         msg = f"{rate} pps: achieved {achieved:.0f} ({achieved / rate:.4f}); stderr {p.stderr.strip()}; {r}"
         assert r["frames"] == n and r["stopped_by"] == "count" and r["idle_runs"] > 0, msg
+        # paced: flushes of 64 (at 256 a caught-up batch overflowed the sink's 256-slot ring: loadgen/xdpgen.c)
+        assert r["xdp_batch"] == 64, msg
         assert r["xdp_xmit"] == n and r["xdp_xmit_errors"] == 0, msg  # the sink's ring took every frame
         # the n-th frame is never due before (n - 1) periods after the first: xdpgen's own rate
         # (first to last frame) cannot exceed the request, whatever the scheduler did
@@ -185,6 +187,19 @@ def test_paced_ladder_counts_exact_and_never_above_the_rate(sink, tmp_path):
         # sent, so the last frame was due (n - 1 + tokens_lost) periods after the first
         assert isinstance(r["tokens_lost"], int) and r["elapsed_s"] * rate >= 0.99 * (n - 1 + r["tokens_lost"]), msg
     print("xdpgen achieved/requested into an XDP sink:", ratios)
+
+
+def test_unpaced_runs_flush_batches_of_256_and_an_explicit_batch_wins(sink, tmp_path):
+    """At the maximum rate xdpgen flushes 256 frames at a time (the test run's page pool recycles
+    through a ring as large as the batch: loadgen/xdpgen.c); --xdp-batch overrides either default."""
+    pcap = tmp_path / "u22.pcap"
+    write_pcap(compile_frames("udp_payload", {"payload": 22}).frames, pcap)
+    for extra, want in (([], 256), (["--xdp-batch", "32"], 32), (["--rate", "1000", "--xdp-batch", "128"], 128)):
+        p = subprocess.run(["ip", "netns", "exec", sink, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
+                            "--count", "20000", *extra], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        r = json.loads(p.stdout)
+        assert r["xdp_batch"] == want and r["frames"] == 20000, (extra, r)
 
 
 def test_a_bucket_too_small_to_catch_up_loses_tokens_and_says_how_many(sink, tmp_path):

@@ -56,7 +56,8 @@ invalid and retried. Each block records, during its settle and window:
   (/proc/vmstat's pgalloc_*, a kept reader). xdpgen's frames are pages of the kernel's test-run
   page pool, recycled through a ring the kernel sizes by the run's batch: at the kernel's default
   batch of 64 it overflowed at full load, 0.26-0.30 allocations per frame (~850 k/s) and 4-6 % of
-  the DUT's rate per CPU-second; xdpgen now runs batches of 256 (0.003-0.015, the machine's own).
+  the DUT's rate per CPU-second; xdpgen now runs batches of 256 when unpaced (0.003-0.015, the
+  machine's own).
   Above experiments.rank.max_page_allocs_per_frame (0.1) the round is left out.
 Neither happens on the thesis testbed (TRex's DPDK pools; the generator and the LB on separate hosts),
 where no round is left out.
@@ -238,7 +239,7 @@ class CpuPairRtt:
             if self._session is None:
                 self._session = self.node.session([str(CPU_RTT), *map(str, self.cpus)])
             return float(json.loads(self._session.request("20 100"))["min_ns"])
-        except (NodeError, ValueError, KeyError) as e:
+        except (NodeError, OSError, ValueError, KeyError) as e:
             self.error = str(e)
             return None
 
@@ -428,6 +429,10 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         b["round_kept"] = int(b["round"]) in kept
     if complete:
         v.require("rounds_kept", 2 * len(left) <= rounds, left_out_reason(left, rounds, limits))
+    if pair is not None and limits.get("max_cpu_pair_rtt_ns") is not None:  # judged, so it must be measured
+        v.require("cpu_pair_rtt_measured", pair.error is None,
+                  f"the cache-line round trip between CPUs {pair.cpus[0]} and {pair.cpus[1]} could not be measured "
+                  f"({pair.error}): build {CPU_RTT} (make build), or set experiments.rank.max_cpu_pair_rtt_ns: null")
     if stopped is None and final is not None:
         bookkeeping(v, complete, initial, final, rx_total, float(ex["check_tolerance_pct"]))
     v.require("blocks_completed", stopped is None and len(complete) == len(order),
