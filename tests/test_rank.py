@@ -17,9 +17,10 @@ from xenobench.lb import get_lb, stop_all
 from xenobench.plots import rate_ranking
 from xenobench.procedures import backend_ifaces
 from xenobench.rank import (CPU_RTT, PageAllocReader, bookkeeping, check_switchable, counter_at, cpu_pair_rtt,
-                            dut_cpu_reader, forwarded, left_out_reason, page_allocs, precheck, rounds_left_out,
+                            dut_cpu_reader, forwarded, left_out_reason, precheck, rounds_left_out,
                             window_rate)
 from xenobench.report import write_report
+from xenobench.machine import page_allocs
 from xenobench.results import read_tidy
 from xenobench.sampler import RateSampler
 from xenobench.testbed import get_testbed

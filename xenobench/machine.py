@@ -57,6 +57,7 @@ def parse_snapshot(text: str) -> dict:
     steal]}, freq_khz: {n: kHz}, cpuinfo_mhz: {n: MHz}, page_allocs: pgalloc_* summed (None without
     any), tasks: {tid: (comm, start, ticks, cpu)}}."""
     part, out = None, {"hz": 100, "cpus": {}, "freq_khz": {}, "cpuinfo_mhz": {}, "page_allocs": None, "tasks": {}}
+    vmstat: list[str] = []
     proc = None
     for line in text.splitlines():
         if line.startswith("#"):
@@ -80,9 +81,7 @@ def parse_snapshot(text: str) -> dict:
             elif proc is not None:
                 out["cpuinfo_mhz"][proc] = float(v)
         elif part == "vmstat":
-            f = line.split()
-            if len(f) == 2 and f[0].startswith("pgalloc_") and f[1].isdigit():
-                out["page_allocs"] = (out["page_allocs"] or 0) + int(f[1])
+            vmstat.append(line)
         elif part == "tasks":
             tid, _, rest = line.partition(" (")
             comm, _, fields = rest.rpartition(") ")
@@ -91,7 +90,15 @@ def parse_snapshot(text: str) -> dict:
                 continue
             # stat(5): fields 14/15 utime/stime, 22 starttime, 39 processor (f[0] is field 3)
             out["tasks"][int(tid)] = (comm, int(f[19]), int(f[11]) + int(f[12]), int(f[36]))
+    out["page_allocs"] = page_allocs("\n".join(vmstat))
     return out
+
+
+def page_allocs(vmstat: str) -> int | None:
+    """The sum of /proc/vmstat's pgalloc_<zone> counters; None without any."""
+    got = [int(f[1]) for f in (line.split() for line in vmstat.splitlines())
+           if len(f) == 2 and f[0].startswith("pgalloc_") and f[1].isdigit()]
+    return sum(got) if got else None
 
 
 def snapshot(testbed) -> dict:

@@ -76,6 +76,7 @@ import time
 import numpy as np
 
 from . import REPO_ROOT, rateblocks
+from .machine import page_allocs
 from .errors import ConfigError, NodeError, XenobenchError
 from .experiments import definition, section
 from .latency import block_order
@@ -213,13 +214,6 @@ class PageAllocReader(KeptFile):
         except NodeError:
             return None
         return page_allocs(text)
-
-
-def page_allocs(vmstat: str) -> int | None:
-    """The sum of /proc/vmstat's pgalloc_<zone> counters; None without any."""
-    got = [int(f[1]) for f in (line.split() for line in vmstat.splitlines())
-           if len(f) == 2 and f[0].startswith("pgalloc_") and f[1].isdigit()]
-    return sum(got) if got else None
 
 
 class CpuPairRtt:
