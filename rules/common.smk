@@ -6,8 +6,8 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from xenobench.config import load_config
-from xenobench.experiments import ORDER, plan, points
-from xenobench.plots import FIGURES as PLOTS, THESIS_FIGURES
+from xenobench.experiments import capacity_points, order, plan, points
+from xenobench.plots import THESIS_FIGURES, drawn_by
 from xenobench.layout import ResultsTree, point_id
 from xenobench.resume import clear_stale_locks
 
@@ -55,17 +55,17 @@ THESIS_DATA = "../shared/thesis-data"  # the thesis's raw measurements (results/
 TREE = ResultsTree(Path("results"), TESTBED)  # xenobench.layout owns every path below results/<testbed>
 RESULTS = str(TREE.dir)
 FIGURES = f"figures/{TESTBED}"
-FIGURE_NAMES = list(PLOTS)  # xenobench.plots owns the list
+FIGURE_NAMES = list(drawn_by())  # the definitions' figures (experiments/<id>.yaml), in plan order
 
 # every measurement point of this testbed: (experiment, point id); trials live below its directory
-POINTS = [(e, point_id(p)) for e in ORDER for p in points(CFG, e)]
+POINTS = [(e, point_id(p)) for e in order() for p in points(CFG, e)]
 TRIALS = len(plan(CFG))  # every point x its experiment's repetitions (xenobench.experiments.repetitions)
 print(f"xenobench: testbed {TESTBED} ({CONFIG_PATH}): {len(POINTS)} measurement points, {TRIALS} trials",
       file=sys.stderr)
 
 
 wildcard_constraints:
-    experiment="|".join(ORDER),
+    experiment="|".join(order()),
     point=r"[A-Za-z0-9_.-]+",
 
 
@@ -86,9 +86,8 @@ def testbed_down():
 # rtt_load's capacity levels are shares of maxima measured in the same run: each level point waits
 # for the points measuring them (xenobench.procedures.capacity_points: capacity_from self, its own
 # capacity points of its split; one the config does not plan is refused here)
-from xenobench.procedures import capacity_points
 CAPACITY_INPUTS = {(e, point_id(p)): [str(TREE.point_summary(src, point_id(pt))) for src, pt in capacity_points(CFG, e, p)]
-                   for e in ORDER for p in points(CFG, e)}
+                   for e in order() for p in points(CFG, e)}
 
 
 def point_inputs(wildcards):

@@ -23,7 +23,7 @@ from xenobench.config import load_config
 from xenobench.lb import get_lb, stop_all
 from xenobench.lb.katran import node_reals
 from xenobench.testbed import get_testbed
-from xenobench.update import write_sets
+from xenobench.measure.update import write_sets
 import benchargs  # noqa: E402  (scripts/benchargs.py)
 
 # run in the LB node (its namespace): the revision's module loaded beside the tree's, same package

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: one backend change under load per LB (xenobench.update: the last backend removed,
+"""Benchmark: one backend change under load per LB (xenobench.measure.update: the last backend removed,
 then added back), ROUNDS rounds per LB, on the namespace testbed. Prints per LB the medians of:
 the change's control time (command → the LB's report, harness clock) and the LB's own apply time;
 command → last frame at the removed backend and → first frame at the added one (exact: the sink's
@@ -20,7 +20,7 @@ from xenobench.config import load_config
 from xenobench.errors import XenobenchError
 from xenobench.lb import KINDS, LBS, get_lb, stop_all
 from xenobench.testbed import get_testbed
-from xenobench.update import change_burst, change_cycle, write_sets
+from xenobench.measure.update import change_burst, change_cycle, write_sets
 import benchargs  # noqa: E402  (scripts/benchargs.py)
 
 

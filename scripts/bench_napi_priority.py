@@ -12,7 +12,7 @@ reading program kept on each node) for SECONDS, and it prints:
   50 ms of each 1 s period);
 - per block length tau: the spread (standard deviation of the log, in per cent) of the ratio of two
   adjacent blocks' rates, which is what one round of the interleaved rate design
-  (xenobench.rank) sees when two LBs are equally fast; and the same times sqrt(tau), the figure to
+  (xenobench.measure.rank) sees when two LBs are equally fast; and the same times sqrt(tau), the figure to
   compare across tau for a fixed measuring time (lower is better).
 
 Usage (root): XENOBENCH_NS_PREFIX=xbn- .venv/bin/python scripts/bench_napi_priority.py [ROUNDS] [SECONDS] [CONFIG]
@@ -33,7 +33,7 @@ import yaml  # noqa: E402
 
 from xenobench.config import load_config  # noqa: E402
 from xenobench.lb import get_lb  # noqa: E402
-from xenobench.procedures import backend_ifaces, payload_tunables  # noqa: E402
+from xenobench.measure.common import backend_ifaces, payload_tunables  # noqa: E402
 from xenobench.sampler import RateSampler  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 from xenobench.traffic import start_traffic  # noqa: E402

@@ -23,7 +23,7 @@ os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbp-")
 from xenobench.config import load_config  # noqa: E402
 from xenobench.experiments import definition  # noqa: E402
 from xenobench.lb import get_lb  # noqa: E402
-from xenobench.procedures import background_tunables  # noqa: E402
+from xenobench.measure.common import background_tunables  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 from xenobench.traffic import run_traffic  # noqa: E402
 import benchargs  # noqa: E402  (scripts/benchargs.py)

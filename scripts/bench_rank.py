@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: rates a reviewer can rank (experiments/rank.yaml, xenobench.rank), RUNS independent
+"""Benchmark: rates a reviewer can rank (experiments/rank.yaml, xenobench.measure.rank), RUNS independent
 runs of the interleaved rate procedure on the namespace testbed, each on a fresh testbed (down, up)
 and in a results tree of its own. Per run it prints, per LB against the reference (the wire) and
 per LB pair: the median ratio of per-round rates, its bootstrap 95 % CI, the CI's half-width in per
@@ -8,7 +8,7 @@ ranking (the verdicts) agrees across the runs, and whether every half-width met 
 
 Two tables: the rate as the experiment defines it (the backends' rx per second of a block's window),
 and the same rx per second of CPU time of the LB port's pinned NAPI thread over the window
-(xenobench.rank.dut_cpu_reader). On this 2-core machine the DUT NAPI thread (CPU 1) shares its CPU
+(xenobench.measure.rank.dut_cpu_reader). On this 2-core machine the DUT NAPI thread (CPU 1) shares its CPU
 with whatever else the scheduler puts there (the harness among them) and the generator (CPU 0) is
 starved now and then, at sub-second scales, so a block's plain rate measures how much of the CPU it
 got as much as the LB. The second table divides that share out.
@@ -20,7 +20,7 @@ so every LB is started once per run (per repetition), never per block.
 Each run is REPS repetitions of ROUNDS rounds, pooled as the study's aggregation pools them; the CI
 resamples the repetitions, then their rounds (xenobench.rateblocks: the ratios move with the
 machine's state between repetitions, README "Rates a reviewer can rank"). The rounds a repetition
-left out (the host running the generator's and the DUT's vCPUs apart, xenobench.rank.ROUND_RULES)
+left out (the host running the generator's and the DUT's vCPUs apart, xenobench.measure.rank.ROUND_RULES)
 are printed with their figures; an invalid repetition (more than half left out) is not pooled. The
 samples' interval is the config's (experiments.rank.sample_interval_s).
 
@@ -42,7 +42,7 @@ from xenobench.errors import XenobenchError
 from xenobench.layout import ResultsTree
 from xenobench.procedures import run_point
 from xenobench.experiments import section
-from xenobench.rank import ranking, ratio_record
+from xenobench.measure.rank import ranking, ratio_record
 from xenobench.testbed import get_testbed
 import benchargs  # noqa: E402  (scripts/benchargs.py)
 
@@ -126,7 +126,7 @@ def main(argv):
                                          for r in at["reasons"]))
                 continue
             left = o.get("rounds_left_out") or {}
-            if left:  # xenobench.rank.ROUND_RULES: the figures over their limits, per round
+            if left:  # xenobench.measure.rank.ROUND_RULES: the figures over their limits, per round
                 print(f"  {len(left)} rounds left out: " + ", ".join(f"{r} {w}" for r, w in left.items()))
             for b in o.get("blocks") or []:
                 if not b.get("round_kept", True):

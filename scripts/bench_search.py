@@ -27,7 +27,9 @@ os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbb-")
 
 from xenobench.config import load_config  # noqa: E402
 from xenobench.layout import ResultsTree, SearchDir  # noqa: E402
-from xenobench.procedures import measured_ifaces, point_setup, search_trial  # noqa: E402
+from xenobench.measure.common import measured_ifaces  # noqa: E402
+from xenobench.measure.search import search_trial  # noqa: E402
+from xenobench.procedures import point_plan, point_setup  # noqa: E402
 from xenobench.search import SearchSettings, linear_sweep_trials, run_search, trial_runner  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 import benchargs  # noqa: E402  (scripts/benchargs.py)
@@ -53,7 +55,8 @@ try:
     with point_setup(tb, "ndr_pdr", point, progress=quiet) as lb:
         proc = lambda c, d, load: search_trial(c, lb, d, load)  # noqa: E731
         sdir = tree.trial("ndr_pdr", point, 1).search
-        run = trial_runner(tb, "ndr_pdr", point, 1, sdir, proc, ifaces=ifaces, max_attempts=2, progress=quiet)
+        run = trial_runner(tb, "ndr_pdr", point, 1, sdir, proc, ifaces=ifaces, max_attempts=2, progress=quiet,
+                           plan=point_plan(cfg, "ndr_pdr", point))
         t0 = time.monotonic()
         rec = run_search(s, run, sdir, progress=quiet)
         search_wall = time.monotonic() - t0

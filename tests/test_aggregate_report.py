@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from xenobench.aggregate import aggregate, read_probe_records
+from xenobench.aggregate import aggregate
+from xenobench.measure.latency import read_probe_records
 from xenobench.errors import DataError
 from xenobench.report import write_report
 from xenobench.results import read_tidy
@@ -103,7 +104,7 @@ def test_aggregate_writes_valid_trials_and_lists_invalid_ones(resdir):
     assert set(summ[summ.split == "70/30"].lb) == {"ebpf"}  # as recorded (was hard-coded 'xenoflow')
     assert set(rx.generator) == {"xdpgen"}
     inv = list(csv.DictReader(open(resdir / "invalid.csv")))
-    assert inv == [{"trial": "trials/pps/lb-xenoflow_payload-22/rep-3", "experiment": "pps", "attempts": "1",
+    assert inv == [{"trial": "trials/pps/lb-xenoflow_payload-22/rep-3", "experiment": "pps", "point": "lb-xenoflow_payload-22", "attempts": "1",
                     "reasons": "generator_ok: trafgen exited 1"}]
 
 
@@ -145,14 +146,14 @@ def test_report_lists_figures_invalid_trials_and_headlines(resdir, tmp_path):
     assert "| trials/pps/lb-xenoflow_payload-22/rep-3 | 1 | generator_ok: trafgen exited 1 |" in text
     assert "Trials: 7 (6 valid, 1 invalid)." in text
     assert "| rx rate, xenoflow, 22 B payload | 0.1950 Mpps | 2 |" in text
-    assert "| added RTT, xenoflow vs no LB | +5.0 µs | 1 |" in text
+    assert "| added RTT (rtt), xenoflow vs no LB | +5.0 µs | 1 |" in text
     # an LB that seems to take time off the path is noise, and the report says so
     d = _trial(resdir, "rtt", "lb-ebpf_server-xdp", 1, {"lb": "ebpf", "server": "xdp"},
                {"server": "xdp", "probe": {"n": 5, "lost": 0}})
     _probes(d, [19000, 20000, 21000, 22000, 23000])
     aggregate(resdir, progress=lambda m: None)
     text = write_report(resdir, figs).read_text()
-    assert ("| added RTT, ebpf vs no LB | -1.0 µs (below 0: within the noise of this testbed) | 1 |"
+    assert ("| added RTT (rtt), ebpf vs no LB | -1.0 µs (below 0: within the noise of this testbed) | 1 |"
             in text)
     assert "| loss at 50 kpps requested | 2.000 % | 1 |" in text
     assert "never a BlueField-3" in text

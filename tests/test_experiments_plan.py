@@ -7,17 +7,17 @@ import pytest
 
 from xenobench.config import DEFAULT_CONFIG, load_config
 from xenobench.errors import ConfigError
-from xenobench.experiments import EXPERIMENTS_DIR, ORDER, definitions, plan, points
+from xenobench.experiments import EXPERIMENTS_DIR, definitions, order, plan, points
 from xenobench.plots import FIGURES
-from xenobench.procedures import PROCEDURES
+from xenobench.measure import KINDS as MEASURE_KINDS, PROCEDURES
 from xenobench.results import KINDS
 
 
 def test_every_measurement_has_a_definition_the_code_can_run():
     defs = definitions()
-    assert sorted(defs) == sorted(ORDER)
+    assert sorted(defs) == sorted(order())
     for d in defs.values():
-        assert d.procedure in PROCEDURES, d.id
+        assert PROCEDURES[d.procedure][0] == d.kind and d.kind in MEASURE_KINDS, d.id
         assert set(d.tidy["tables"]) <= set(KINDS), d.id
         assert d.figures and set(d.figures) <= set(FIGURES), d.id
 
@@ -32,10 +32,14 @@ def _defs_dir(tmp_path, edit):
 # (description, edit of a copy of experiments/, the refusal's text)
 BAD_DEFINITIONS = [
     ("a typo'd procedure", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
-        "procedure: offered_load", "procedure: offerd_load")), "pps.yaml: procedure: 'offerd_load' is not one of"),
+        "procedure: offered_load", "procedure: offerd_load")), "pps.yaml: procedure: 'offerd_load' is not a procedure of kind rate (known: offered_load)"),
+    ("a typo'd kind", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
+        "kind: rate", "kind: rates")), "pps.yaml: kind: 'rates' is not a measurement kind (known: rate, latency,"),
+    ("a table no tidy schema has", lambda d: (d / "loss.yaml").write_text((d / "loss.yaml").read_text().replace(
+        "tables: [loss]", "tables: [losses]")), "loss.yaml: tidy.tables: 'losses' is not a table of xenobench.results"),
     ("a typo'd metric source", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
         "from: rx_pps}", "from: rx_ppz}")),
-     "pps.yaml: tidy.metrics.rx_pps.from: 'rx_ppz' is not an output of procedure offered_load (known: payload,"),
+     "pps.yaml: tidy.metrics.rx_pps.from: 'rx_ppz' is not an output of kind rate (known: payload,"),
     ("a typo'd profile", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
         "profile: udp_payload", "profile: udp_paylod")),
      "pps.yaml: profile: 'udp_paylod' is not a profile of trex_profiles/ (known: background_split, udp_payload)"),
@@ -44,7 +48,10 @@ BAD_DEFINITIONS = [
      "rtt.yaml: (top level): 'id' is a required property"),
     ("an id that is not the file's", lambda d: (d / "rtt.yaml").write_text(
         (d / "rtt.yaml").read_text().replace("id: rtt\n", "id: rtt2\n")), "id: 'rtt2' is not the file's name 'rtt'"),
-    ("a missing definition", lambda d: (d / "compare.yaml").unlink(), "no definition of compare (expected compare.yaml)"),
+    ("two at one place in the plan", lambda d: (d / "rank.yaml").write_text((d / "rank.yaml").read_text().replace(
+        "order: 80", "order: 10")), "rank.yaml: order: 10 is also pps's"),
+    ("no order", lambda d: (d / "rank.yaml").write_text((d / "rank.yaml").read_text().replace("order: 80\n", "")),
+     "rank.yaml: (top level): 'order' is a required property"),
     ("none_when_zero naming a later variable", lambda d: (d / "rtt_load.yaml").write_text(
         (d / "rtt_load.yaml").read_text().replace("none_when_zero: level", "none_when_zero: nosuch")),
      "variables.split.none_when_zero: 'nosuch' is not a variable before it"),
@@ -56,6 +63,17 @@ def test_bad_definitions_are_refused_by_file_and_key(tmp_path, what, edit, text)
     with pytest.raises(ConfigError) as e:
         definitions(_defs_dir(tmp_path, edit))
     assert text in str(e.value), str(e.value)
+
+
+def test_a_new_definition_is_planned_in_its_place(tmp_path):
+    """The definitions are the plan's list: a copy of rtt as a new experiment, placed between pps
+    and loss, is planned there with nothing else edited; one removed is simply not planned."""
+    def edit(d):
+        (d / "rtt_rate.yaml").write_text((d / "rtt.yaml").read_text().replace("id: rtt\n", "id: rtt_rate\n")
+                                         .replace("order: 40", "order: 15"))
+        (d / "compare.yaml").unlink()
+    assert list(definitions(_defs_dir(tmp_path, edit))) == ["pps", "rtt_rate", "loss", "ndr_pdr", "rtt", "rtt_load",
+                                                            "update", "rank"]
 
 
 def test_rtt_unpaired_has_lb_as_a_variable(tmp_path):

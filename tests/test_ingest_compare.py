@@ -89,7 +89,8 @@ def test_compare_thesis_within_tolerance(thesis_tidy):
 
 
 def test_compare_tolerance_and_exit_code(tmp_path):
-    pd.DataFrame([{c: None for c in COLUMNS} | {"testbed": "t", "lb": "xenoflow", "payload_bytes": p,
+    pd.DataFrame([{c: None for c in COLUMNS} | {"testbed": "t", "experiment": "pps", "point": f"lb-xenoflow_payload-{p}",
+                                                 "lb": "xenoflow", "payload_bytes": p,
                                                  "metric": "rx_pps", "value": v, "unit": "packets/s",
                                                  "source": "test"}
                   for p, v in ((2, 90e6), (64, 92.8e6))]).to_csv(tmp_path / "pps.csv", index=False)

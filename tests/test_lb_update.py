@@ -232,7 +232,7 @@ def test_katran_update_reals_and_ring_as_its_control_plane(testbed, tmp_path):
 
 # --- (b) installation sizes, live ------------------------------------------------------------------
 def _install_run(testbed, tmp_path, kind):
-    from xenobench.update import install_rates, install_sets
+    from xenobench.measure.update import install_rates, install_sets
     lb = get_lb(kind, testbed)
     both = write(tmp_path / "both.json", [("fips2", M2), ("fips3", M3)])
     sets = install_sets(both, lb.install_unit, 9)

@@ -164,11 +164,11 @@ def test_rtt_under_load_draws_the_level_without_background_on_every_split(tmp_pa
     from xenobench.plots import rtt_under_load
     d = tmp_path / "res"
     d.mkdir()
-    head = ("testbed,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
+    head = ("testbed,experiment,point,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
             "background_pps,metric,value,unit,source\n")
     rows = [("none", 0, 15), ("single", 100000, 17), ("worst", 100000, 16), ("worst", 250000, 19)]
     (d / "rtt_summary.csv").write_text(head + "".join(
-        f"fx,xenoflow,xdp,,,,,1,{sp},{bg},rtt_{k}_us,{v + dv},us,fixture\n"
+        f"fx,rtt_load,level_pps-{bg}_split-{sp},xenoflow,xdp,,,,,1,{sp},{bg},rtt_{k}_us,{v + dv},us,fixture\n"
         for sp, bg, v in rows for k, dv in (("median", 0), ("p25", -1), ("p75", 1))))
     s = rtt_under_load(d, tmp_path / "f", "fx")
     assert set(s) == {"single", "worst"}

@@ -1,4 +1,4 @@
-"""The interleaved rate design (experiments/rank.yaml, xenobench.rank, xenobench.xdpswitch): the block
+"""The interleaved rate design (experiments/rank.yaml, xenobench.measure.rank, xenobench.xdpswitch): the block
 bookkeeping on fixture tables (the LB switched in forwarded; a block where the wrong program
 forwarded makes the trial invalid, naming the block), a block's rate from sampler samples, the
 refusal on a testbed whose LB is not an XDP program, a hand-made results tree through aggregate →
@@ -9,14 +9,15 @@ import time
 
 import pytest
 
-from xenobench.aggregate import aggregate, ratios_from_rows
+from xenobench.aggregate import aggregate
+from xenobench.rateblocks import ratios_from_rows
 from xenobench.config import load_config
 from xenobench.errors import ConfigError
 from xenobench.experiments import plan, points
 from xenobench.lb import get_lb, stop_all
 from xenobench.plots import rate_ranking
-from xenobench.procedures import backend_ifaces
-from xenobench.rank import (CPU_RTT, PageAllocReader, bookkeeping, check_switchable, counter_at, cpu_pair_rtt,
+from xenobench.measure.common import backend_ifaces
+from xenobench.measure.rank import (CPU_RTT, PageAllocReader, bookkeeping, check_switchable, counter_at, cpu_pair_rtt,
                             dut_cpu_reader, forwarded, left_out_reason, precheck, rounds_left_out,
                             window_rate)
 from xenobench.report import write_report
@@ -136,7 +137,7 @@ def test_the_reason_names_each_figure_its_worst_and_its_key():
         "2 of 4 rounds left out (2 with the generator's and the DUT's vCPUs on cores without a shared cache "
         "(cache-line round trip, ns) up to 351.5 > experiments.rank.max_cpu_pair_rtt_ns 200; 1 with the "
         "generator's frames through the page allocator (page allocations per frame) up to 0.28 > "
-        "experiments.rank.max_page_allocs_per_frame 0.1): the testbed's disturbance, not the LBs' (xenobench.rank); "
+        "experiments.rank.max_page_allocs_per_frame 0.1): the testbed's disturbance, not the LBs' (xenobench.measure.rank); "
         "more than half the rounds are left out")
 
 
@@ -176,7 +177,8 @@ def test_refused_without_its_reference(tmp_path):
     f.write_text(f"extends: {load_config('config/ci.yaml').path.resolve()}\n"
                  "experiments: {rank: {lbs: [xenoflow, ebpf], reference: wire}}\n")
     with pytest.raises(ConfigError, match=r"experiments.rank.reference 'wire' is not in its lbs \['xenoflow', 'ebpf'\]"):
-        precheck(get_testbed(load_config(f)), "rank")
+        cfg = load_config(f)
+        precheck(get_testbed(cfg), "rank", cfg.section("experiments")["rank"])
 
 
 # --- results tree → tidy → figure → report -------------------------------------------------------------
@@ -364,7 +366,7 @@ def test_the_cache_line_round_trip_between_the_generators_and_the_duts_cpu(testb
 
 @needs_root
 def test_a_prober_that_cannot_run_says_why_and_judges_nothing(testbed, monkeypatch, tmp_path):
-    import xenobench.rank as rank
+    import xenobench.measure.rank as rank
     monkeypatch.setattr(rank, "CPU_RTT", tmp_path / "no-cpu_rtt")
     pair = cpu_pair_rtt(testbed)
     try:

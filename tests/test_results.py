@@ -28,15 +28,16 @@ def test_line_rate_and_bandwidth_formulas():
 
 
 def test_write_read_round_trip_dir_and_file_forms(tmp_path):
-    rows = [row(testbed="t", lb="none", server="bind9", repetition=r, metric="rtt_us", value=v, unit="us",
-                source=f"cap.pcap:{r}") for r, v in ((1, 101.5), (2, 99.0))]
+    rows = [row(testbed="t", experiment="rtt", point="server-bind9", lb="none", server="bind9", repetition=r,
+                metric="rtt_us", value=v, unit="us", source=f"cap.pcap:{r}") for r, v in ((1, 101.5), (2, 99.0))]
     p = write_tidy("rtt_samples", rows, tmp_path / "res", header="made by test_results.py")
     assert p == tmp_path / "res" / "rtt_samples.csv"
-    assert p.read_text().startswith("# made by test_results.py\ntestbed,lb,server,")
+    assert p.read_text().startswith("# made by test_results.py\ntestbed,experiment,point,lb,server,")
     df = read_tidy(tmp_path / "res", "rtt_samples")
     assert list(df.columns) == COLUMNS and list(df.value) == [101.5, 99.0]
     assert list(df.lb) == ["none", "none"]  # 'none' is a load balancer name, not a missing value
-    f = write_tidy("pps", pd.DataFrame([row(testbed="t", lb="ebpf", payload_bytes=2, repetition=1, metric="rx_pps",
+    f = write_tidy("pps", pd.DataFrame([row(testbed="t", experiment="pps", point="lb-ebpf_payload-2", lb="ebpf",
+                                            payload_bytes=2, repetition=1, metric="rx_pps",
                                             value=5e6, unit="packets/s", source="x")]), tmp_path / "x.csv")
     assert f == tmp_path / "x.csv" and "2,44," in f.read_text()  # integers stay integers
     assert read_tidy(f, "pps").frame_bytes.iloc[0] == 44
@@ -51,24 +52,32 @@ def test_fixture_directory_reads_every_kind():
 def test_files_without_the_server_and_generator_columns_still_read(tmp_path):
     cols = [c for c in COLUMNS if c not in ("server", "generator", "changes_per_s")]
     f = tmp_path / "pps.csv"
-    f.write_text(",".join(cols) + "\nt,xenoflow,2,44,,1,1,,,rx_pps,96900000,packets/s,old\n")
+    f.write_text(",".join(cols) + "\nt,pps,lb-xenoflow_payload-2,xenoflow,2,44,,1,1,,,rx_pps,96900000,packets/s,old\n")
     assert read_tidy(tmp_path, "pps").server.isna().all()
+
+
+def test_files_whose_rows_name_no_experiment_and_point_are_refused_with_the_fix(tmp_path):
+    cols = [c for c in COLUMNS if c not in ("experiment", "point")]
+    (tmp_path / "pps.csv").write_text(",".join(cols) + "\nt,xenoflow,,,2,44,,1,1,,,,rx_pps,96900000,packets/s,old\n")
+    with pytest.raises(DataError, match=r"pps.csv: no experiment and point columns .*: regenerate it with "
+                                        r"`xenobench experiment aggregate <results dir>`"):
+        read_tidy(tmp_path, "pps")
 
 
 def _csv(tmp_path, line, kind="pps", comment=False):
     f = tmp_path / f"{kind}.csv"
     cols = [c for c in COLUMNS if c not in ("generator", "changes_per_s")]  # optional; the rows below lack them
     f.write_text(("# fixture\n" if comment else "") + ",".join(cols) + "\n" +
-                 "t,xenoflow,,2,44,,,1,,,rx_pps,96900000,packets/s,ok\n" + line + "\n")
+                 "t,pps,p,xenoflow,,2,44,,,1,,,rx_pps,96900000,packets/s,ok\n" + line + "\n")
     return f
 
 
 @pytest.mark.parametrize("line,comment,msg", [
-    ("t,xenoflow,,2,44,,,1,,,rx_pps,9x6,packets/s,bad", False, "line 3: column value: '9x6' is not a number"),
-    ("t,xenoflow,,2,44,,,1,,,rx_pps,9x6,packets/s,bad", True, "line 4: column value: '9x6' is not a number"),
-    ("t,xenoflow,,two,44,,,1,,,rx_pps,1,packets/s,bad", False, "line 3: column payload_bytes: 'two' is not a number"),
-    ("t,,,2,44,,,1,,,rx_pps,1,packets/s,bad", False, "line 3: column lb is empty"),
-    ("t,xenoflow,,2,44,,,1,,,rx_pps,96.9,Mpps,bad", False, "line 3: metric rx_pps has unit 'Mpps', expected 'packets/s'"),
+    ("t,pps,p,xenoflow,,2,44,,,1,,,rx_pps,9x6,packets/s,bad", False, "line 3: column value: '9x6' is not a number"),
+    ("t,pps,p,xenoflow,,2,44,,,1,,,rx_pps,9x6,packets/s,bad", True, "line 4: column value: '9x6' is not a number"),
+    ("t,pps,p,xenoflow,,two,44,,,1,,,rx_pps,1,packets/s,bad", False, "line 3: column payload_bytes: 'two' is not a number"),
+    ("t,pps,p,,,2,44,,,1,,,rx_pps,1,packets/s,bad", False, "line 3: column lb is empty"),
+    ("t,pps,p,xenoflow,,2,44,,,1,,,rx_pps,96.9,Mpps,bad", False, "line 3: metric rx_pps has unit 'Mpps', expected 'packets/s'"),
 ])
 def test_malformed_rows_name_file_line_column_value(tmp_path, line, comment, msg):
     f = _csv(tmp_path, line, comment=comment)
@@ -82,11 +91,12 @@ def test_empty_missing_and_unknown(tmp_path):
         read_tidy(tmp_path, "loss")
     with pytest.raises(DataError, match="rtt_samples.csv: no such file"):
         read_tidy(tmp_path, "rtt_samples")
-    (tmp_path / "pps.csv").write_text("testbed,lb,value\nt,x,1\n")
+    (tmp_path / "pps.csv").write_text("testbed,experiment,point,lb,value\nt,pps,p,x,1\n")
     with pytest.raises(DataError, match="missing columns payload_bytes, frame_bytes"):
         read_tidy(tmp_path, "pps")
     with pytest.raises(DataError, match="Failed to use tidy kind 'latency': unknown"):
         read_tidy(tmp_path, "latency")
     with pytest.raises(DataError, match="line 2: column source is empty"):
-        write_tidy("pps", [row(testbed="t", lb="x", metric="rx_pps", value=1, unit="packets/s")], tmp_path / "w")
+        write_tidy("pps", [row(testbed="t", experiment="pps", point="p", lb="x", metric="rx_pps", value=1,
+                               unit="packets/s")], tmp_path / "w")
     assert not (tmp_path / "w" / "pps.csv").exists()  # nothing half-written

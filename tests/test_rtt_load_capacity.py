@@ -20,7 +20,10 @@ from xenobench.config import load_config
 from xenobench.errors import ConfigError, XenobenchError
 from xenobench.experiments import CAPACITY, points
 from xenobench.layout import ResultsTree, point_id
-from xenobench.procedures import background_level, capacity_points, measured_maximum, point_facts, point_lb
+from xenobench.experiments import capacity_points
+from xenobench.measure.common import measured_maximum
+from xenobench.measure.latency import background_level
+from xenobench.procedures import point_facts, point_lb, point_plan
 from xenobench.report import _headlines
 from xenobench.results import read_all, read_tidy
 from xenobench.trials import TrialContext
@@ -160,7 +163,7 @@ class _Testbed:
 
 def _ctx(cfg, tree, point):
     t = tree.trial("rtt_load", point, 1)
-    return TrialContext(_Testbed(cfg), "rtt_load", point, 1, t.attempt(1), {})
+    return TrialContext(_Testbed(cfg), "rtt_load", point, 1, t.attempt(1), {}, plan=point_plan(cfg, "rtt_load", point))
 
 
 def test_a_level_becomes_its_share_of_its_splits_own_maximum(tmp_path):
@@ -228,7 +231,7 @@ def test_a_capacity_trial_is_a_capacity_row_never_an_rtt_row(tmp_path):
     assert aggregate(tree.dir, progress=lambda *_: None) == {"rtt_capacity": 1, "invalid": 1}
     assert not (tree.dir / "rtt_summary.csv").exists() and not (tree.dir / "rtt_samples.csv").exists()
     assert len(read_tidy(tree.dir, "rtt_capacity")) == 1
-    assert ["capacity under RTT conditions (rtt_load's 100 %), xenoflow, split worst", "431.0 kpps", 1] in \
+    assert ["capacity under rtt_load's conditions (rtt_load's 100 %), xenoflow, split worst", "431.0 kpps", 1] in \
         _headlines(read_all(tree.dir))
 
 
@@ -241,7 +244,8 @@ def test_a_09_level_asks_09_of_the_maximum_measured_under_its_own_conditions(tes
     reached is a rate on a shared CPU, printed here and in the note, not asserted (a paced
     generator loses the tokens beyond its 10 ms bucket while descheduled, loadgen/xdpgen.bpf.c:
     1-3 % short in about one run of three on a loaded 2-core machine)."""
-    from xenobench.procedures import delivered_pps, run_point
+    from xenobench.measure.common import delivered_pps
+    from xenobench.procedures import run_point
     ex = testbed.cfg.raw["experiments"]
     monkeypatch.setitem(ex, "rtt_load", {**ex["rtt_load"], "paired": False, "lb": "xenoflow", "levels": [0.9],
                                          "splits": ["worst"], "probes": 100, "level_unit": "capacity",

@@ -317,10 +317,10 @@ def test_snakemake_config_keys_are_merged_and_validated(tmp_path):
     m = re.search(r"(\d+) measurement points, (\d+) trials", out)
     assert code == 0 and m, out
     from xenobench.config import load_config
-    from xenobench.experiments import ORDER, points
+    from xenobench.experiments import order, points
     cfg = load_config("config/local.yaml")  # 1 trial per point, but where an experiment sets its own count
-    own = {e: (cfg.section("experiments").get(e) or {}).get("repetitions") or 1 for e in ORDER}
-    assert int(m.group(2)) == sum(len(points(cfg, e)) * own[e] for e in ORDER), out
+    own = {e: (cfg.section("experiments").get(e) or {}).get("repetitions") or 1 for e in order()}
+    assert int(m.group(2)) == sum(len(points(cfg, e)) * own[e] for e in order()), out
     code, out = _plan("--config", 'experimnts={"repetitions": 1}')
     assert code != 0 and "experimnts: unknown section" in out and "did you mean 'experiments'" in out, out
     code, out = _plan("--config", 'experiments={"repetitionz": 1}')
@@ -333,14 +333,14 @@ def test_several_configfiles_merge_in_order(tmp_path):
     five = tmp_path / "five.yaml"
     five.write_text("experiments: {repetitions: 5, settle_s: 0.5}\n")
     from xenobench.config import load_config
-    from xenobench.experiments import ORDER, points
+    from xenobench.experiments import order, points
     ci = load_config("config/ci.yaml")
 
     def trials(out, study):  # points x the study's count, but where an experiment sets its own
         m = re.search(r"measurement points, (\d+) trials", out)
         assert m, out
         return int(m.group(1)) == sum(len(points(ci, e)) * ((ci.section("experiments").get(e) or {}).get(
-            "repetitions") or study) for e in ORDER)
+            "repetitions") or study) for e in order())
     code, out = _plan("--configfile", "config/ci.yaml", str(five), str(two))
     assert code == 0 and "xenobench: testbed ci " in out and trials(out, 2), out
     code, out = _plan("--configfile", "config/ci.yaml", str(two), "--config", 'experiments={"repetitions": 4}')

@@ -1,4 +1,4 @@
-"""The `update` experiment (experiments/update.yaml, xenobench.update): its plan, the arithmetic
+"""The `update` experiment (experiments/update.yaml, xenobench.measure.update): its plan, the arithmetic
 on the sink's arrival records (fixture tables), a hand-made results tree through aggregate → tidy
 tables → figures → report, and one short live cycle and burst per LB on the namespace testbed."""
 
@@ -10,12 +10,12 @@ import pytest
 from xenobench.aggregate import aggregate
 from xenobench.config import load_config
 from xenobench.errors import ConfigError, DataError
-from xenobench.experiments import plan, points
+from xenobench.experiments import capacity_points, plan, points
 from xenobench.plots import update_disruption, update_latency, update_throughput
 from xenobench.report import write_report
 from xenobench.results import read_tidy, row, write_tidy
 from xenobench.testbed.switch import Arrival
-from xenobench.update import arrival_addition, arrival_removal, longest_gap_s, window_frames
+from xenobench.measure.update import arrival_addition, arrival_removal, longest_gap_s, window_frames
 
 from .conftest import needs_root
 from .test_aggregate_report import _trial
@@ -48,8 +48,7 @@ def test_plan_lists_one_point_per_lb_with_an_update_path():
     ("ci", {"lb": "ebpf"}, []),                                                  # load_pps: absolute
 ])
 def test_each_update_point_waits_for_its_lbs_capacity_point(config, point, expected):
-    from xenobench.procedures import capacity_points
-    assert capacity_points(load_config(f"config/{config}.yaml"), "update", point) == expected
+        assert capacity_points(load_config(f"config/{config}.yaml"), "update", point) == expected
 
 
 @pytest.mark.parametrize("update,text", [
@@ -73,7 +72,7 @@ def test_the_background_is_its_share_of_the_lbs_own_maximum(tmp_path):
     (delivered frames per second of the generator's run), the other LB's ignored."""
     from xenobench.layout import ResultsTree
     from xenobench.trials import TrialContext
-    from xenobench.update import background_pps
+    from xenobench.measure.update import background_pps
     cfg = load_config("config/local.yaml")
     tree = ResultsTree(tmp_path, "local")
     for lb, rep, delivered, ok in (("ebpf", 1, 2.0e6, True), ("ebpf", 2, 2.2e6, True), ("ebpf", 3, 9e6, False),
@@ -89,7 +88,9 @@ def test_the_background_is_its_share_of_the_lbs_own_maximum(tmp_path):
         def __init__(self, c):
             self.cfg = c
     point = {"lb": "ebpf"}
-    ctx = TrialContext(_Tb(cfg), "update", point, 1, tree.trial("update", point, 1).attempt(1), {})
+    from xenobench.procedures import point_plan
+    ctx = TrialContext(_Tb(cfg), "update", point, 1, tree.trial("update", point, 1).attempt(1), {},
+                       plan=point_plan(cfg, "update", point))
     assert background_pps(ctx) == {"load_pps_from": "capacity", "load_share": 0.1, "capacity_pps": {"ebpf": 2.1e6},
                                    "capacity_of": "ebpf", "background_pps": 210000.0}
 
@@ -105,7 +106,7 @@ def _moved(base, target) -> int:
 def test_class_sizes_move_exactly_2_to_the_k_classes_and_2_to_the_9_is_refused():
     from xenobench.backends import parse_backends
     from xenobench.errors import BackendsError
-    from xenobench.update import install_sets
+    from xenobench.measure.update import install_sets
     sets = install_sets("config/backends.json", "class", 9)
     assert parse_backends(sets["base"]).class_bits == 8
     assert [(t["k"], t["planned"], _moved(sets["base"], t["doc"])) for t in sets["targets"]] == [
@@ -122,7 +123,7 @@ def test_katran_sizes_move_2_to_the_k_ring_slots_then_a_whole_real():
     largest change two reals allow, one removed: about half the ring."""
     import json as _json
     from xenobench.agents.katran_lb import plan
-    from xenobench.update import install_sets
+    from xenobench.measure.update import install_sets
     from .test_katran import REALS
     sets = install_sets("config/backends.json", "ring slot", 9)
 
@@ -300,7 +301,7 @@ def test_installation_rows_figure_and_report(tmp_path):
     assert "| ebpf | 256 | 64,000 | 256,000 | 2 |" in text
     assert "| katran | 32769 | 819,225 | 1,638,450 | 2 |" in text
     assert "Above its limit (ebpf): 1 of 1 changes refused; its old set forwarded 5000+ frames" in text
-    assert ["capacity under the update experiment's background (its load's 100 %), ebpf", "2000.0 kpps", 1] in \
+    assert ["capacity under update's conditions (update's 100 %), ebpf", "2000.0 kpps", 1] in \
         _headlines(read_all(res))
 
 
@@ -311,7 +312,7 @@ def test_installation_rows_figure_and_report(tmp_path):
 ])
 def test_impossible_update_values_are_refused(tmp_path, metric, value, text):
     from xenobench.results import metric as unit_of
-    r = row(testbed="local", lb="ebpf", metric=metric, value=value, unit=unit_of(metric).unit, source="t")
+    r = row(testbed="local", experiment="update", point="lb-ebpf", lb="ebpf", metric=metric, value=value, unit=unit_of(metric).unit, source="t")
     with pytest.raises(DataError, match=text):
         write_tidy("update", [r], tmp_path)
 
@@ -324,7 +325,7 @@ def test_live_cycle_and_burst_per_lb(testbed, tmp_path, kind):
     records. eBPF and XenoFlow: nothing reaches the removed backend after the report, the added one
     gets frames after its command. Katran: its LRU keeps flows on the removed real (the finding)."""
     from xenobench.lb import get_lb
-    from xenobench.update import change_burst, change_cycle, write_sets
+    from xenobench.measure.update import change_burst, change_cycle, write_sets
     if kind == "katran":
         from .test_katran import needs_katran
         if needs_katran.args[0]:

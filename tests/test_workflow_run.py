@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import needs_root
-from xenobench.experiments import ORDER, points, repetitions
+from xenobench.experiments import order, points, repetitions
 from xenobench.config import load_config
 from xenobench.results import read_tidy
 
@@ -105,11 +105,11 @@ def test_full_ci_run(clean_ci):
             assert (ROOT / f"figures/ci/{n}.{ext}").stat().st_size > 1000, n
     cfg = load_config(ROOT / CFG)
     results = {e: [json.loads(f.read_text()) for f in (ROOT / "results/ci/trials" / e).glob("*/rep-*/result.json")]
-               for e in ORDER}
-    for e in ORDER:
+               for e in order()}
+    for e in order():
         assert len(results[e]) == len(points(cfg, e)) * repetitions(cfg, e), e
-    valid = {e: sum(r["valid"] for r in results[e]) for e in ORDER}
-    n_invalid = sum(len(results[e]) - valid[e] for e in ORDER)
+    valid = {e: sum(r["valid"] for r in results[e]) for e in order()}
+    n_invalid = sum(len(results[e]) - valid[e] for e in order())
     inv = (ROOT / "results/ci/invalid.csv").read_text().splitlines()
     assert len(inv) == 1 + n_invalid
     pps = read_tidy(ROOT / "results/ci", "pps")

@@ -46,13 +46,22 @@ def read_published(path: str | Path = PUBLISHED) -> pd.DataFrame:
     return pub
 
 
+#: the experiment whose rows each table's published values are compared with: the thesis's own
+#: (thesis ch. 7, experiments/<id>.yaml); a row of another experiment is never read as one of these
+PUBLISHED_FROM = {"pps": "pps", "compare": "compare", "loss": "loss", "rtt_summary": "rtt", "rtt_paired": "rtt",
+                  "ndr_pdr": "ndr_pdr"}
+
+
 def _try(resdir, kind):
+    """The rows of a table that the published values are compared with (PUBLISHED_FROM); None
+    where the table was not written."""
     try:
-        return read_tidy(resdir, kind)
+        x = read_tidy(resdir, kind)
     except DataError as e:
         if "no such file" in str(e):
             return None
         raise
+    return x[x.experiment == PUBLISHED_FROM[kind]]
 
 
 def _rate_by_payload(pps: pd.DataFrame, lb: str = "xenoflow") -> pd.Series:
@@ -116,8 +125,7 @@ def reproduced(resdir: str | Path) -> dict[str, float]:
                 out["loss_capacity_mpps"] = float(over.measured_pps.median()) / 1e6
     rs = _try(resdir, "rtt_summary")
     if rs is not None and len(rs):
-        idle = rs[rs.split.isna()]
-        reflector = idle[idle.server.isna() | (idle.server == "reflector")]
+        reflector = rs[rs.server.isna() | (rs.server == "reflector")]
         med = reflector[reflector.metric == "rtt_median_us"].groupby("lb").value.median()
         if "xenoflow" in med:
             out["rtt_xenoflow_median_us"] = float(med["xenoflow"])
@@ -128,7 +136,7 @@ def reproduced(resdir: str | Path) -> dict[str, float]:
                 out[f"rtt_added_{lb}_us"] = float(med[lb] - med["none"])
         if "rtt_added_xenoflow_us" in out and "rtt_added_ebpf_us" in out and out["rtt_added_ebpf_us"] > 0:
             out["rtt_reduction_pct"] = 100.0 * (1 - out["rtt_added_xenoflow_us"] / out["rtt_added_ebpf_us"])
-        bind9 = idle[(idle.server == "bind9") & (idle.lb == "none")]
+        bind9 = rs[(rs.server == "bind9") & (rs.lb == "none")]
         for m, key in (("rtt_median_us", "rtt_bind9_median_us"), ("rtt_std_us", "rtt_bind9_std_us")):
             v = bind9[bind9.metric == m].value
             if len(v):
@@ -162,8 +170,7 @@ def paired_reproduced(resdir) -> dict[str, latency.PairedDiff]:
     out = {}
     if x is None or not len(x):
         return out
-    idle = x[x.split.isna()]
-    for srv, g in idle.groupby(idle.server.fillna("-")):
+    for srv, g in x.groupby(x.server.fillna("-")):
         for d in latency.diffs_from_rows(g):
             if d.reference == "none":
                 out.setdefault(f"rtt_added_{d.lb}_us", d)

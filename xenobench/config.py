@@ -25,7 +25,9 @@ import yaml
 
 from . import REPO_ROOT
 from .agents.net import normalize_mac
+from .dns import KINDS as DNS_SERVERS
 from .errors import ConfigError
+from .lb import KINDS, NONE
 
 DEFAULT_CONFIG = REPO_ROOT / "config" / "local.yaml"
 SCHEMA_DIR = REPO_ROOT / "config" / "schema"
@@ -216,8 +218,6 @@ def _key_path(parts) -> str:
 
 def _enums() -> dict[str, list[str]]:
     """Lists a schema names by `x-enum` instead of repeating them: each has one owner in code."""
-    from .dns import KINDS as DNS_SERVERS
-    from .lb import KINDS, NONE
     return {"lb_kinds": list(KINDS), "lb_kinds_or_none": [NONE, *KINDS], "dns_servers": list(DNS_SERVERS)}
 
 

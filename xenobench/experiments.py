@@ -1,11 +1,9 @@
-"""The experiments (thesis ch. 7) as data: definitions in experiments/<id>.yaml (validated against
-experiments/schema/definition.schema.yaml), sizes per testbed in the config's `experiments:`
-section, expanded here into the plan of trials.
-
-A definition says what the code needs to know: its kind (rate, latency, search), its procedure,
-the traffic profile, its variables (each from a key of the config section), its tidy tables and
-metrics, and its figures. Every trial has an explicit key — experiment, point (its variables in
-order) and repetition — and a directory in the results tree (xenobench.layout).
+"""The plan: the experiments' definitions (xenobench.definitions) checked against the measurement
+kinds (xenobench.measure: a definition's kind, procedure and the outputs its metrics read) and the
+traffic profiles, and expanded with the config's `experiments:` section (its sizes per testbed) into
+the points and trials of a study. A definition the plan cannot use is refused by name.
+Every trial has an explicit key — experiment, point (its variables in order) and repetition — and
+a directory in the results tree (xenobench.layout).
 """
 
 from __future__ import annotations
@@ -15,95 +13,58 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-import jsonschema
-import yaml
-
-from . import REPO_ROOT
+from . import REPO_ROOT, definitions as _data
+from .definitions import EXPERIMENTS_DIR, Experiment
 from .errors import ConfigError
 from .layout import ResultsTree, TrialDir
+from .lb import NONE
+from .measure import KINDS as MEASURE_KINDS
+from .definitions import CAPACITY, NO_SPLIT, is_capacity_point
+from .traffic.profiles import PROFILE_DIR
 
-EXPERIMENTS_DIR = REPO_ROOT / "experiments"
-SCHEMA = EXPERIMENTS_DIR / "schema" / "definition.schema.yaml"
-ORDER = ("pps", "loss", "ndr_pdr", "rtt", "rtt_load", "compare", "update", "rank")  # the plan's order
-NO_SPLIT = "none"  # rtt_load's split at level 0 (xenobench.plots draws it on every split's line)
-CAPACITY = "max"   # rtt_load's level of a capacity point (capacity_from: self): the background unpaced
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """One definition (experiments/<id>.yaml), as the code reads it."""
-    id: str
-    kind: str          # rate | latency | search | update | rank
-    procedure: str
-    profile: str | None
-    variables: tuple[dict, ...]
-    tidy: dict
-    figures: tuple[str, ...]
-    raw: dict
-
-    @property
-    def is_latency(self) -> bool:
-        return self.kind == "latency"
+__all__ = ["CAPACITY", "NO_SPLIT", "EXPERIMENTS_DIR", "Experiment", "is_capacity_point"]
 
 
-def _where(e: jsonschema.ValidationError) -> str:
-    return ".".join(str(p) for p in e.absolute_path) or "(top level)"
-
-
-def _load(f: Path, validator) -> Experiment:
-    try:
-        d = yaml.safe_load(f.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ConfigError(f"Failed to load experiment {f}: {' '.join(str(e).split())}") from None
-    errs = sorted(validator.iter_errors(d), key=lambda e: list(map(str, e.absolute_path)))
-    if errs:
-        raise ConfigError(f"Failed to load experiment {f}: {_where(errs[0])}: {errs[0].message} "
-                          f"(the shape is {SCHEMA.relative_to(REPO_ROOT)})")
-    if d["id"] != f.stem:
-        raise ConfigError(f"Failed to load experiment {f}: id: {d['id']!r} is not the file's name {f.stem!r}")
-    if d.get("profile") is not None:
-        from .traffic.profiles import PROFILE_DIR
-        if not (PROFILE_DIR / f"{d['profile']}.py").is_file():
-            known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.py") if not p.stem.startswith("xb_")))
-            raise ConfigError(f"Failed to load experiment {f}: profile: {d['profile']!r} is not a profile of "
-                              f"{PROFILE_DIR.relative_to(REPO_ROOT)}/ (known: {known})")
-    from .procedures import METRIC_OUTPUTS
-    from .results import metric
+def check(d: Experiment, directory: Path = EXPERIMENTS_DIR) -> None:
+    """What a definition asks of the measurement kinds and the traffic profiles, refused by name."""
+    f = Path(directory) / f"{d.id}.yaml"
+    d = d.raw
+    where = f"Failed to load experiment {f}"
+    if d.get("profile") is not None and not (PROFILE_DIR / f"{d['profile']}.py").is_file():
+        known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.py") if not p.stem.startswith("xb_")))
+        raise ConfigError(f"{where}: profile: {d['profile']!r} is not a profile of "
+                          f"{PROFILE_DIR.relative_to(REPO_ROOT)}/ (known: {known})")
+    kind = MEASURE_KINDS.get(d["kind"])
+    if kind is None:
+        raise ConfigError(f"{where}: kind: {d['kind']!r} is not a measurement kind (known: {', '.join(MEASURE_KINDS)}; "
+                          "each is a module of xenobench/measure/)")
+    if d["procedure"] not in kind.PROCEDURES:
+        raise ConfigError(f"{where}: procedure: {d['procedure']!r} is not a procedure of kind {d['kind']} "
+                          f"(known: {', '.join(kind.PROCEDURES)})")
+    outs = getattr(kind, "OUTPUTS", ())
     for m in d["tidy"].get("metrics") or ():
-        if metric(m["metric"]) is None:
-            raise ConfigError(f"Failed to load experiment {f}: tidy.metrics: {m['metric']!r} is not a metric "
-                              "xenobench.results.METRICS knows (add its unit and range there)")
-        outs = METRIC_OUTPUTS.get(d["procedure"], ())
         if m["from"].split(".")[0] not in outs:
-            raise ConfigError(f"Failed to load experiment {f}: tidy.metrics.{m['metric']}.from: {m['from']!r} is not "
-                              f"an output of procedure {d['procedure']} (known: {', '.join(outs) or 'none'})")
-    names = [v["name"] for v in d["variables"]]
-    for v in d["variables"]:
-        if v.get("none_when_zero") and v["none_when_zero"] not in names[:names.index(v["name"])]:
-            raise ConfigError(f"Failed to load experiment {f}: variables.{v['name']}.none_when_zero: "
-                              f"{v['none_when_zero']!r} is not a variable before it")
-    return Experiment(d["id"], d["kind"], d["procedure"], d.get("profile"), tuple(d["variables"]), d["tidy"],
-                      tuple(d.get("figures") or ()), d)
+            raise ConfigError(f"{where}: tidy.metrics.{m['metric']}.from: {m['from']!r} is not "
+                              f"an output of kind {d['kind']} (known: {', '.join(outs) or 'none'})")
 
 
 @functools.lru_cache(maxsize=8)
-def _definitions(directory: Path, stamp: tuple) -> dict[str, Experiment]:
-    validator = jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text()))
-    out = {}
-    for f in sorted(directory.glob("*.yaml")):
-        e = _load(f, validator)
-        out[e.id] = e
-    missing = [e for e in ORDER if e not in out]
-    if missing:
-        raise ConfigError(f"Failed to load the experiments in {directory}: no definition of "
-                          f"{', '.join(missing)} (expected {', '.join(f'{m}.yaml' for m in missing)})")
+def _checked(directory: Path, stamp: tuple) -> dict[str, Experiment]:
+    out = _data.definitions(directory)
+    for d in out.values():
+        check(d, directory)
     return out
 
 
 def definitions(directory: Path = EXPERIMENTS_DIR) -> dict[str, Experiment]:
-    """Every definition, validated (a bad one is refused naming its file and key)."""
+    """Every definition, validated as data and against the kinds and profiles, in plan order."""
     stamp = tuple((f.name, f.stat().st_mtime_ns) for f in sorted(Path(directory).glob("*.yaml")))
-    return _definitions(Path(directory), stamp)
+    return _checked(Path(directory), stamp)
+
+
+def order() -> tuple[str, ...]:
+    """Every experiment's id, in the plan's order (each definition's `order`)."""
+    return tuple(definitions())
 
 
 def definition(experiment: str) -> Experiment:
@@ -141,11 +102,6 @@ def paired(cfg, experiment: str) -> bool:
     return definition(experiment).is_latency and bool(section(cfg, experiment).get("paired"))
 
 
-def is_capacity_point(point: dict) -> bool:
-    """A point measuring the maximum that the experiment's levels are shares of (self_capacity_points)."""
-    return point.get("level") == CAPACITY
-
-
 def capacity_shares(sec: dict) -> bool:
     """Whether an experiment's background is a share of a maximum measured in the same run:
     rtt_load's level_unit capacity with a level above 0, update's `load`."""
@@ -157,7 +113,6 @@ def measured_lbs(cfg, experiment: str) -> list[str]:
     """The LBs whose maxima an experiment's shares are of: the paired design's lbs, the unpaired
     protocol's lb, or (update: a point per LB) its lbs; none left out."""
     sec = section(cfg, experiment)
-    from .lb import NONE
     kinds = sec["lbs"] if paired(cfg, experiment) or "lb" not in sec else [sec["lb"]]
     return [x for x in kinds if x != NONE]
 
@@ -210,9 +165,44 @@ def points(cfg, experiment: str) -> list[dict]:
     return out
 
 
+def capacity_points(cfg, experiment: str = "rtt_load", point: dict | None = None) -> list[tuple[str, dict]]:
+    """(experiment, point) whose valid trials give the maxima an experiment's shares are of
+    (rtt_load's capacity levels, update's load): capacity_from self, the experiment's own capacity
+    points (xenobench.experiments.self_capacity_points; given a point, those of its split or its
+    LB); compare, or the pps point at its payload, one per LB of its points; [] for absolute
+    rates, an experiment not sized, and given a point that needs none (level 0, a capacity point).
+    The workflow runs them before the points needing them (rules/common.smk); a point the config
+    does not plan is refused by name."""
+    ex = section(cfg, experiment)
+    if not ex or not capacity_shares(ex):
+        return []
+    if point is not None and (is_capacity_point(point) or float(point.get("level", 1)) <= 0):
+        return []
+    if ex["capacity_from"] == "self":
+        return [(experiment, pt) for pt in self_capacity_points(cfg, experiment)
+                if point is None or all(pt[k] == point[k] for k in ("split", "lb") if k in point)]
+    lbs = measured_lbs(cfg, experiment)
+    src, payload = ex["capacity_from"], int(ex["payload"])
+    planned = points(cfg, src)
+    out = []
+    for kind in lbs:
+        want = {"lb": kind} if src == "compare" else {"lb": kind, "payload": payload}
+        if src == "compare" and int(section(cfg, "compare").get("payload", -1)) != payload:
+            raise ConfigError(f"Failed to plan {experiment}'s capacity levels: experiments.compare.payload "
+                              f"{section(cfg, 'compare').get('payload')} is not experiments.{experiment}.payload {payload} "
+                              f"in {cfg.path} (set capacity_from: pps, or the same payload)")
+        if want not in planned:
+            raise ConfigError(f"Failed to plan {experiment}'s capacity levels: {src} does not measure LB {kind!r}"
+                              f"{'' if src == 'compare' else f' at {payload} B'} in {cfg.path} (add it to "
+                              f"experiments.{src}.lbs{'' if src == 'compare' else ' and payloads'}, or set "
+                              f"experiments.{experiment}.level_unit: pps)")
+        out.append((src, want))
+    return out
+
+
 def plan(cfg, only: list[str] | None = None) -> list[PlannedTrial]:
     out = []
-    for e in only or ORDER:
+    for e in only or order():
         reps = repetitions(cfg, e)
         for pt in points(cfg, e):
             out += [PlannedTrial(e, pt, r) for r in range(1, reps + 1)]

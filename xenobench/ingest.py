@@ -42,6 +42,7 @@ import numpy as np
 import yaml
 
 from .errors import DataError
+from .layout import point_id
 from .results import LOSS_MIN_PCT, row, write_tidy
 from .steady import steady_state
 
@@ -256,7 +257,8 @@ def ingest_pps(d: Path, lab: Labels | None = None, inv: Inventory | None = None)
                 raise DataError(f"Failed to ingest {f}: no traffic (every second is 0)")
             inv.refuse(f, "pps", "no traffic (every second is 0)")
             continue
-        common = dict(testbed=lab.testbed, lb=lab.lb, payload_bytes=int(m[1]), repetition=int(m[2]),
+        common = dict(testbed=lab.testbed, experiment="pps", point=point_id({"lb": lab.lb, "payload": int(m[1])}),
+                      lb=lab.lb, payload_bytes=int(m[1]), repetition=int(m[2]),
                       measured_pps=st.rate, source=f"{_rel(f)} lines {st.first + 1}-{st.last} of {len(x)}")
         rows.append(row(**common, metric="rx_pps", value=st.rate, unit="packets/s"))
         # spread of the per-second rate inside the trial (the paper quotes CV < 0.08 %)
@@ -350,7 +352,9 @@ def ingest_loss(d: Path, lab: Labels | None = None, inv: Inventory | None = None
                          f"{skew['median_pct']} %, tolerance {skew['tolerance_pct']} %)")
         m = t["m"]
         src = f"{_rel(t['tx'])},{t['rx'].name} lines {t['a'] + 1}-{t['b']}"
-        common = dict(testbed=lab.testbed, lb=lab.lb, payload_bytes=22, repetition=int(m[3]),
+        common = dict(testbed=lab.testbed, experiment="loss",
+                      point=point_id({"lb": lab.lb, "rate_pps": int(m[2]) * 1_000_000}), lb=lab.lb, payload_bytes=22,
+                      repetition=int(m[3]),
                       offered_pps=t["offered"], measured_pps=t["measured"], source=_source(src, flags))
         rows.append(row(**common, metric="loss_pct", value=t["loss"], unit="%"))
         rows.append(row(**common, metric="nominal_offered_pps", value=int(m[2]) * 1e6, unit="packets/s"))
@@ -394,7 +398,11 @@ def ingest_rtt(d: Path, lab: Labels | None = None, inv: Inventory | None = None)
         unit = "lines" if sm["format"] == "tcpdump-text" else "packets"
         src = _source(f"{_rel(f)} {unit} {sm['first_packet']}-{sm['last_packet']} (0-based), "
                       f"client {res.client_mac}", flags)
-        common = dict(testbed=lab.testbed, lb=lb, server=lab.server, repetition=rep, split=split, background_pps=bg)
+        # the thesis's RTT without background is the rtt experiment's, with one rtt_load's
+        at = ({"experiment": "rtt", "point": point_id({"lb": lb, "server": lab.server})} if split is None else
+              {"experiment": "rtt_load", "point": point_id({"lb": lb, "level_pps": bg, "split": split})})
+        common = dict(testbed=lab.testbed, **at, lb=lb, server=lab.server, repetition=rep, split=split,
+                      background_pps=bg)
         for (qi, ai), v in zip(res.pairs, res.rtts_us):
             samples.append(row(**common, metric="rtt_us", value=float(v), unit="us", source=f"{f.name}:{qi}>{ai}"))
         for k in RTT_SUMMARY_KEYS:

@@ -173,6 +173,11 @@ class AttemptDir:
         """The prober's raw records (JSON lines); its capture is the same name with .pcap."""
         return self.path / "probes.jsonl"
 
+    @property
+    def trial(self) -> "TrialDir":
+        """The trial this attempt belongs to (<trial>/attempt-<n>)."""
+        return TrialDir(self.path.parent)
+
     def block(self, n: int, lb: str) -> "BlockDir":
         """Block n (1-based, in run order) of a paired RTT repetition, measured with LB `lb`."""
         return BlockDir(self.path / f"block-{n}-{lb}")
@@ -304,6 +309,14 @@ class ResultsTree:
 
 
 TRIAL_NAME = re.compile(r"rep-([1-9][0-9]*)")
+
+
+def trial_results(resdir: Path) -> list[tuple[TrialDir, dict]]:
+    """(trial, result.json) of every completed trial under <resdir>/trials, in sorted order."""
+    if not Path(resdir).is_dir():
+        raise DataError(f"Failed to read results {resdir}: no such directory (run the experiments first, or "
+                        "give results/<testbed>)")
+    return [(t, t.read_result()) for t in ResultsTree.of(resdir).completed_trials()]
 
 
 def check_trial_dir(d: Path) -> int:

@@ -21,9 +21,10 @@ import pandas as pd  # noqa: E402
 
 from . import latency  # noqa: E402
 from .compare import THESIS_64B_PAYLOAD, read_published  # noqa: E402
-from .errors import DataError  # noqa: E402
+from .errors import ConfigError, DataError  # noqa: E402
 from .lb import LBS, by_hash, label as lb_label  # noqa: E402
-from .experiments import NO_SPLIT  # noqa: E402
+from .definitions import NO_SPLIT, definitions  # noqa: E402
+from .rateblocks import NOT_DISTINGUISHABLE, ratios_from_rows  # noqa: E402
 from .results import HEADERS, l1_gbps, l2_gbps, line_rate_pps, read_tidy  # noqa: E402
 
 # One style for all figures, readable in print: Okabe-Ito colours (colour-blind safe), distinct
@@ -98,6 +99,26 @@ def _caption(fig, text: str, y: float = -0.02) -> None:
     fig.text(0.01, y, text, fontsize=7, ha="left", va="top", wrap=True)
 
 
+def drawn_by() -> dict[str, tuple[str, ...]]:
+    """Every figure a definition lists (experiments/<id>.yaml `figures`) with the experiments that
+    list it, in plan order: the workflow's figures and the rows each draws. A name no figure
+    function has is refused, naming the definition."""
+    out: dict[str, list[str]] = {}
+    for d in definitions().values():
+        for f in d.figures:
+            if f not in FIGURES:
+                raise ConfigError(f"Failed to plan figure {f!r} of experiments/{d.id}.yaml: no such figure "
+                                  f"(known: {', '.join(FIGURES)})")
+            out.setdefault(f, []).append(d.id)
+    return {f: tuple(ids) for f, ids in out.items()}
+
+
+def _rows(resdir, table: str, figure: str) -> pd.DataFrame:
+    """A tidy table's rows that a figure draws: those of the experiments listing it (drawn_by)."""
+    x = read_tidy(resdir, table)
+    return x[x.experiment.isin(drawn_by().get(figure, ()))]
+
+
 def _need(df: pd.DataFrame, what: str, resdir) -> pd.DataFrame:
     if df.empty:
         raise DataError(f"Failed to plot {what}: no matching rows in {resdir}")
@@ -106,7 +127,7 @@ def _need(df: pd.DataFrame, what: str, resdir) -> pd.DataFrame:
 
 def pps_vs_payload(resdir, outdir, testbed) -> dict:
     """Packet rate vs payload (thesis Fig. 7.3 / paper Fig. 4) with the layer-1 line rate."""
-    x = _need(read_tidy(resdir, "pps").query("metric == 'rx_pps'"), "pps_vs_payload", resdir)
+    x = _need(_rows(resdir, "pps", "pps_vs_payload").query("metric == 'rx_pps'"), "pps_vs_payload", resdir)
     payloads = sorted(int(p) for p in x.payload_bytes.unique())
     pos = {p: i for i, p in enumerate(payloads)}  # categorical axis, like the thesis's figure
     series: dict = {}
@@ -158,7 +179,7 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
 
 def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
     """Bandwidth vs payload with the line rate (thesis Fig. 7.4 / paper Fig. 6)."""
-    x = _need(read_tidy(resdir, "pps").query("metric == 'rx_pps'"), "bandwidth_vs_payload", resdir)
+    x = _need(_rows(resdir, "pps", "bandwidth_vs_payload").query("metric == 'rx_pps'"), "bandwidth_vs_payload", resdir)
     series: dict = {"l2": {}, "l1": {}, "line_rate_gbps": 100.0}
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
@@ -195,7 +216,7 @@ def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
 
 def loss_vs_load(resdir, outdir, testbed) -> dict:
     """Loss vs offered load (thesis Fig. 7.8 / paper Fig. 5)."""
-    x = _need(read_tidy(resdir, "loss").query("metric == 'loss_pct'").copy(), "loss_vs_load", resdir)
+    x = _need(_rows(resdir, "loss", "loss_vs_load").query("metric == 'loss_pct'").copy(), "loss_vs_load", resdir)
     # repetitions of one rate are grouped on the offered rate rounded to 0.1 Mpps on hardware,
     # 0.1 kpps on a namespace testbed (whose whole sweep lies below 0.2 Mpps)
     x["offered"] = (x.offered_pps / 1e6).round(1 if reference(testbed) else 4)
@@ -242,12 +263,13 @@ def loss_vs_load(resdir, outdir, testbed) -> dict:
 
 def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
     """RTT with and without load balancer: spread over all probes and CDF (paper Fig. 7)."""
-    s = read_tidy(resdir, "rtt_samples")
-    s = _need(s[(s.metric == "rtt_us") & s.split.isna()], "rtt_lb_vs_none (idle-path samples)", resdir)
+    s = _rows(resdir, "rtt_samples", "rtt_lb_vs_none")
+    s = _need(s[s.metric == "rtt_us"], "rtt_lb_vs_none (samples of " + ", ".join(drawn_by().get("rtt_lb_vs_none", ()))
+              + ")", resdir)
     medians = {}
     try:  # the summary's median is interpolated inside the capture's timestamp bins (pcap_rtt)
-        m = read_tidy(resdir, "rtt_summary")
-        m = m[(m.metric == "rtt_median_us") & m.split.isna()]
+        m = _rows(resdir, "rtt_summary", "rtt_lb_vs_none")
+        m = m[m.metric == "rtt_median_us"]
         medians = m.groupby("lb").value.median().to_dict()
     except DataError:
         pass
@@ -304,7 +326,7 @@ def hash_split_note(lb: str) -> str | None:
 
 def rtt_under_load(resdir, outdir, testbed) -> dict:
     """RTT under background load for the splits (thesis Fig. 7.7 / paper Fig. 8)."""
-    m = read_tidy(resdir, "rtt_summary")
+    m = _rows(resdir, "rtt_summary", "rtt_under_load")
     m = _need(m[m.split.notna() & (m.lb != "none")], "rtt_under_load (summaries with a split)", resdir)
     if m.lb.nunique() > 1:  # the paired design measured several LBs: the figure is the thesis's, XenoFlow's
         m = m[m.lb == ("xenoflow" if (m.lb == "xenoflow").any() else sorted(m.lb.unique())[0])]
@@ -359,7 +381,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
     prog_ns: dict = {}  # xenobench.progcost: the LB program's own time per frame, where measured
     rate_tables: list = []  # the tables read (their generator column names the caption's generator)
     try:
-        pps = read_tidy(resdir, "pps")
+        pps = _rows(resdir, "pps", "pps_vs_payload")
         rate_tables.append(pps)
         x = pps[pps.metric == "rx_pps"]
         for lb, g in x.groupby("lb"):
@@ -371,7 +393,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
     except DataError:
         pass
     try:  # a live comparison trial (max rate at 64 B frames) overrides the pps-derived value
-        c = read_tidy(resdir, "compare")
+        c = _rows(resdir, "compare", "lb_comparison")
         rate_tables.append(c)
         for lb, g in c[c.metric == "max_pps"].groupby("lb"):
             measured[lb] = float(g.value.median()) / 1e6
@@ -434,7 +456,7 @@ def ndr_pdr(resdir, outdir, testbed) -> dict:
     """NDR and PDR per LB and frame size (MLRsearch, xenobench.search): median over repetitions,
     each repetition a dot; on the thesis's testbed the published loss onset (thesis Sec. 7.4.3:
     ~95 Mpps, paper Sec. 5.2: 96.7 Mpps, 22 B payload) as a band."""
-    x = read_tidy(resdir, "ndr_pdr")
+    x = _rows(resdir, "ndr_pdr", "ndr_pdr")
     x = _need(x[x.metric.isin(["ndr_pps", "pdr_pps"])], "ndr_pdr", resdir)
     groups = sorted({(lb, int(p)) for lb, p in zip(x.lb, x.payload_bytes)}, key=lambda g: (g[1], g[0]))
     scale, unit = _rate_unit(x.value)
@@ -496,7 +518,7 @@ def rtt_added(resdir, outdir, testbed) -> dict:
     """The paired design (xenobench.latency): each LB's added RTT against no LB as the median of
     per-round paired differences with its bootstrap 95 % CI; the ranking names an order only where
     the pair's CI excludes zero ('~' = not distinguishable)."""
-    x = _need(read_tidy(resdir, "rtt_paired"), "rtt_added (paired RTT rows)", resdir)
+    x = _need(_rows(resdir, "rtt_paired", "rtt_added"), "rtt_added (paired RTT rows)", resdir)
     idle = x[x.split.isna()]
     load = x[x.split.notna()]
     series: dict = {}
@@ -505,11 +527,14 @@ def rtt_added(resdir, outdir, testbed) -> dict:
         fig, axes = plt.subplots(1, ncol, figsize=(5.6 * ncol, 3.9), squeeze=False)
         ax = axes[0][0]
         lines = []
-        for srv, g in idle.groupby(idle.server.fillna("-")):
+        for (exp, pt), g in idle.groupby(["experiment", "point"], sort=False):  # a panel per point
+            srv = g.server.fillna("-").iloc[0]
+            key = f"idle/{srv}" if exp == drawn_by()["rtt_added"][0] else f"{exp}/{pt}"
             diffs = latency.diffs_from_rows(g)
-            series[f"idle/{srv}"] = _paired_panel(ax, diffs, f"idle, server {srv}")
-            lines.append(f"idle, server {srv}: {latency.ranking(diffs)}")
-            series[f"idle/{srv}"]["ranking"] = latency.ranking(diffs)
+            series[key] = _paired_panel(ax, diffs, f"idle, server {srv}" if key.startswith("idle/") else key)
+            lines.append(f"{key.replace('/', ', server ', 1) if key.startswith('idle/') else key}: "
+                         f"{latency.ranking(diffs)}")
+            series[key]["ranking"] = latency.ranking(diffs)
         _title(ax, "Added RTT, paired", testbed)
         if not load.empty:
             lx = axes[0][1]
@@ -547,9 +572,9 @@ UPDATE_LATENCIES = (("remove_control_ms", "removal: command → LB's report"),
 
 
 def update_latency(resdir, outdir, testbed) -> dict:
-    """One backend change's latencies per LB (xenobench.update): every change a dot, the median a
+    """One backend change's latencies per LB (xenobench.measure.update): every change a dot, the median a
     bar, on a log axis (the LBs differ by orders of magnitude)."""
-    x = read_tidy(resdir, "update")
+    x = _rows(resdir, "update", "update_latency")
     x = _need(x[x.metric.isin([m for m, _ in UPDATE_LATENCIES])], "update_latency", resdir)
     lbs = sorted(x.lb.unique())
     series: dict = {}
@@ -583,7 +608,7 @@ def update_latency(resdir, outdir, testbed) -> dict:
 def update_disruption(resdir, outdir, testbed) -> dict:
     """Per LB: frames delivered to a removed backend after the LB reported the change done (median
     and every cycle), and the cycles' loss."""
-    x = read_tidy(resdir, "update")
+    x = _rows(resdir, "update", "update_disruption")
     x = _need(x[x.metric.isin(["after_done_frames", "loss_pct"])], "update_disruption", resdir)
     lbs = sorted(x.lb.unique())
     series: dict = {}
@@ -610,7 +635,7 @@ def update_disruption(resdir, outdir, testbed) -> dict:
 def update_throughput(resdir, outdir, testbed) -> dict:
     """Received rate during a burst of changes vs the changes per second achieved, per LB; the
     same LB without changes at 0."""
-    x = read_tidy(resdir, "update_burst")
+    x = _rows(resdir, "update_burst", "update_throughput")
     x = _need(x[x.metric == "rx_pps"], "update_throughput", resdir)
     series: dict = {}
     scale, unit = _rate_unit(x.value)
@@ -647,10 +672,10 @@ def install_points(x) -> dict:
 
 
 def update_install(resdir, outdir, testbed) -> dict:
-    """Installation rate per LB (xenobench.update (b)): entries per second against the entries of
+    """Installation rate per LB (xenobench.measure.update (b)): entries per second against the entries of
     one change, log-log, from the command to the LB's report (line: medians) and by the LB's own
     apply time (dashed)."""
-    x = read_tidy(resdir, "update_install")
+    x = _rows(resdir, "update_install", "update_install")
     x = _need(x[x.metric.isin(["entries", "entries_per_s", "apply_entries_per_s"])], "update_install", resdir)
     pts = install_points(x)
     series: dict = {}
@@ -681,13 +706,11 @@ def update_install(resdir, outdir, testbed) -> dict:
 
 
 def rate_ranking(resdir, outdir, testbed) -> dict:
-    """The interleaved rate design (xenobench.rank): each LB's rate as a ratio to the reference's
+    """The interleaved rate design (xenobench.measure.rank): each LB's rate as a ratio to the reference's
     (the wire) in the same round, median over the rounds of the valid repetitions with its bootstrap
     95 % CI; hollow where the CI includes 1 (not distinguishable from the reference). Beside it the
     same ratio of rx per CPU-second of the DUT's NAPI thread, where recorded (its CPU share divided out)."""
-    from .aggregate import ratios_from_rows
-    from .rateblocks import NOT_DISTINGUISHABLE
-    x = _need(read_tidy(resdir, "rate_ranking"), "rate_ranking (interleaved rate rows)", resdir)
+    x = _need(_rows(resdir, "rate_ranking", "rate_ranking"), "rate_ranking (interleaved rate rows)", resdir)
     series: dict = {}
     combos = [(pay, m) for pay in sorted(set(x.payload_bytes.dropna())) for m in ("rate", "rate_per_cpu")
               if ratios_from_rows(x[x.payload_bytes == pay], m)]
@@ -726,7 +749,8 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
     return series
 
 
-# every figure, by name: the workflow's list of figures (rules/common.smk) is this one
+# every figure function, by name; which are drawn, from which experiments' rows: the definitions'
+# `figures` (drawn_by)
 FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_vs_payload,
            "loss_vs_load": loss_vs_load, "rtt_lb_vs_none": rtt_lb_vs_none,
            "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison, "ndr_pdr": ndr_pdr,
@@ -760,9 +784,9 @@ def plot_all(resdir, outdir, testbed=None, progress=print, placeholders: bool = 
     except OSError as e:
         raise DataError(f"Failed to write figures {outdir}: {e.strerror or e}") from None
     out = {}
-    for name, fn in FIGURES.items():
+    for name in drawn_by():
         try:
-            out[name] = fn(resdir, outdir, testbed)
+            out[name] = FIGURES[name](resdir, outdir, testbed)
             progress(f"{name}: written")
         except DataError as e:
             if placeholders:

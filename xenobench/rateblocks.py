@@ -1,5 +1,5 @@
 """Rates a reviewer can rank: the statistics of the interleaved rate design (issue 28, part 2;
-the procedure: xenobench.rank).
+the procedure: xenobench.measure.rank).
 
 Within a repetition every LB of the experiment is loaded once (program pinned, not attached) and
 the LB port's XDP program is switched atomically between them in short blocks, in a shuffled order
@@ -15,7 +15,7 @@ Statistics here, pure numpy:
   its stretch of the machine's time, and the ratios move with both: on the 2-core namespace
   testbed the host now and then runs the two vCPUs on cores without a shared cache, a frame then
   costing ~1.35x (the wire) to ~1.55x (the LBs), an LB over the wire 0.80-0.86 instead of 0.93-0.97
-  (xenobench.rank leaves such rounds out), and what remains moves by a per cent or two between
+  (xenobench.measure.rank leaves such rounds out), and what remains moves by a per cent or two between
   repetitions (scripts/bench_rank.py). Resampling the rounds alone would give a CI that ignores this. With one
   repetition it is the plain bootstrap of the rounds (xenobench.latency.bootstrap_median_ci), and
   says nothing beyond that repetition;
@@ -115,3 +115,17 @@ def ranking(blocks, lbs: list[str], resamples: int, seed: int) -> list[RateRatio
             if r is not None:
                 out.append(r)
     return out
+
+
+def ratios_from_rows(df, measure: str = "rate") -> list:
+    """rateblocks.RateRatio's back from rate_ranking rows of one point (metrics <measure>_vs_<ref>_<part>)."""
+    parts = ("median", "ci_low", "ci_high", "rounds")
+    got: dict[tuple[str, str], dict] = {}
+    pre = f"{measure}_vs_"
+    for lb, m, v in zip(df.lb, df.metric, df.value):
+        rest = m[len(pre):] if m.startswith(pre) else None
+        part = next((p for p in (*parts, "repetitions") if rest and rest.endswith("_" + p)), None)
+        if part:
+            got.setdefault((lb, rest[: -len(part) - 1]), {})[part] = float(v)
+    return [RateRatio(lb, ref, d["median"], d["ci_low"], d["ci_high"], int(d["rounds"]), int(d.get("repetitions", 1)))
+            for (lb, ref), d in sorted(got.items()) if all(p in d for p in parts)]

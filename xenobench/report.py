@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .aggregate import trial_results
 from .errors import DataError, XenobenchError
-from .layout import read_json
+from .layout import read_json, trial_results
 from .lb import LBS
 from .results import read_all
 
@@ -102,12 +101,9 @@ def _paired_section(tidy: dict) -> list[str]:
     x = tidy["rtt_paired"]
     L = ["## Added latency, paired design (median of per-round differences, bootstrap 95 % CI)", ""]
     rows, ranks = [], []
-    keys = x[["server", "split", "background_pps"]].drop_duplicates().itertuples(index=False)
-    for srv, sp, bg in keys:
-        g = x[(x.server.fillna("-") == (srv if isinstance(srv, str) else "-"))
-              & ((x.split == sp) if isinstance(sp, str) else x.split.isna())
-              & ((x.background_pps == bg) if bg == bg else x.background_pps.isna())]
-        where = f"server {srv}" + (f", split {sp}, {bg / 1e3:g} kpps" if isinstance(sp, str) else ", idle")
+    for (exp, _), g in x.groupby(["experiment", "point"], sort=False):  # a point's pairs
+        srv, sp, bg = g.server.iloc[0], g.split.iloc[0], g.background_pps.iloc[0]
+        where = f"{exp}, server {srv}" + (f", split {sp}, {bg / 1e3:g} kpps" if isinstance(sp, str) else ", idle")
         diffs = latency.diffs_from_rows(g)
         for d in diffs:
             rows.append([where, d.lb, d.reference, f"{d.median_us:+.2f} µs",
@@ -120,9 +116,9 @@ def _paired_section(tidy: dict) -> list[str]:
 
 
 def _rank_section(tidy: dict) -> list[str]:
-    """The interleaved rate design (xenobench.rank): per point each LB against the reference and
+    """The interleaved rate design (xenobench.measure.rank): per point each LB against the reference and
     every pair, median ratio with its bootstrap 95 % CI; an order only where the CI excludes 1."""
-    from .aggregate import ratios_from_rows
+    from .rateblocks import ratios_from_rows
     if "rate_ranking" not in tidy:
         return []
     x = tidy["rate_ranking"]
@@ -163,7 +159,7 @@ def _rounds_left_out(blocks) -> str:
 
 
 def _update_section(tidy: dict) -> list[str]:
-    """Backend changes under load (xenobench.update): per LB the medians over every change cycle and
+    """Backend changes under load (xenobench.measure.update): per LB the medians over every change cycle and
     repetition, and the burst throughput against the same LB without changes."""
     if "update" not in tidy:
         return []
@@ -242,34 +238,33 @@ def _headlines(tidy: dict) -> list[list]:
     if "rtt_summary" in tidy:
         m = tidy["rtt_summary"]
         med = m[m.metric == "rtt_median_us"]
-        idle = med[med.split.isna()]
-        for (lb, srv), g in idle.groupby(["lb", "server"], dropna=False):
-            out.append([f"RTT median, {lb}, server {srv}", f"{g.value.median():.1f} µs", len(g)])
-        base = idle[idle.lb == "none"].value.median() if (idle.lb == "none").any() else None
-        if base is not None and not np.isnan(base):
-            for lb, g in idle[idle.lb != "none"].groupby("lb"):
-                added = g.value.median() - base
-                # an LB cannot take time off the path: a negative difference of medians is noise
-                note = " (below 0: within the noise of this testbed)" if added < 0 else ""
-                out.append([f"added RTT, {lb} vs no LB", f"{added:+.1f} µs{note}", len(g)])
+        idle = med[med.split.isna()]  # per experiment: the points without a background
+        for exp, e in idle.groupby("experiment", sort=False):
+            for (lb, srv), g in e.groupby(["lb", "server"], dropna=False):
+                out.append([f"RTT median ({exp}), {lb}, server {srv}", f"{g.value.median():.1f} µs", len(g)])
+            base = e[e.lb == "none"].value.median() if (e.lb == "none").any() else None
+            if base is not None and not np.isnan(base):
+                for lb, g in e[e.lb != "none"].groupby("lb"):
+                    added = g.value.median() - base
+                    # an LB cannot take time off the path: a negative difference of medians is noise
+                    note = " (below 0: within the noise of this testbed)" if added < 0 else ""
+                    out.append([f"added RTT ({exp}), {lb} vs no LB", f"{added:+.1f} µs{note}", len(g)])
         load = med[med.split.notna()]
-        for (lb, sp, bg), g in load.groupby(["lb", "split", "background_pps"]):
-            out.append([f"RTT median under load, {lb}, split {sp}, {bg / 1e3:g} kpps", f"{g.value.median():.1f} µs", len(g)])
+        for (exp, lb, sp, bg), g in load.groupby(["experiment", "lb", "split", "background_pps"]):
+            out.append([f"RTT median under load ({exp}), {lb}, split {sp}, {bg / 1e3:g} kpps",
+                        f"{g.value.median():.1f} µs", len(g)])
     if "rtt_capacity" in tidy:  # what rtt_load's levels (update's load) are shares of (capacity_from: self)
         c = tidy["rtt_capacity"]
         c = c[c.metric == "max_pps"]
-        for (lb, sp), g in c.groupby(["lb", "split"]):
-            out.append([f"capacity under RTT conditions (rtt_load's 100 %), {lb}, split {sp}",
-                        f"{g.value.median() / 1e3:.1f} kpps", len(g)])
-        for lb, g in c[c.split.isna()].groupby("lb"):  # update's capacity points have no split
-            out.append([f"capacity under the update experiment's background (its load's 100 %), {lb}",
+        for (exp, lb, sp), g in c.groupby(["experiment", "lb", c.split.fillna("")], sort=False):
+            out.append([f"capacity under {exp}'s conditions ({exp}'s 100 %), {lb}" + (f", split {sp}" if sp else ""),
                         f"{g.value.median() / 1e3:.1f} kpps", len(g)])
     return out
 
 
 def _is_rate(experiment) -> bool:
     """A rate experiment (experiments/<id>.yaml kind: rate): traffic counted along its path."""
-    from .experiments import definitions
+    from .definitions import definitions
     d = definitions().get(experiment) if isinstance(experiment, str) else None
     return d is not None and d.kind == "rate"
 

@@ -32,6 +32,8 @@ KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt
 
 COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
+    "experiment",     # the experiment the row was measured for (experiments/<id>.yaml)
+    "point",          # its point: the variables in order (xenobench.layout.point_id, the trial's directory)
     "lb",             # xenoflow | ebpf | none | katran | kakao-loopback | kakao-255
     "server",         # RTT: the DNS backend answering the probes: reflector | python | bind9
     "generator",      # what offered the traffic (the trial's record): trex | xdpgen | trafgen
@@ -48,9 +50,11 @@ COLUMNS = [
     "unit",
     "source",         # provenance: file and line/packet ranges, or document and figure
 ]
+TEXT = tuple(c for c in COLUMNS if c not in ("payload_bytes", "frame_bytes", "offered_pps", "measured_pps",
+                                              "repetition", "background_pps", "changes_per_s", "value"))
 NUMERIC = ("payload_bytes", "frame_bytes", "offered_pps", "measured_pps", "repetition",
            "background_pps", "changes_per_s", "value")
-REQUIRED = ("testbed", "lb", "metric", "value", "unit", "source")  # never empty
+REQUIRED = ("testbed", "experiment", "point", "lb", "metric", "value", "unit", "source")  # never empty
 OPTIONAL = ("server", "generator", "changes_per_s")  # added later; files written before them read as empty
 
 # What a value may be: the one owner. Each metric the harness writes declares its unit and range;
@@ -130,7 +134,7 @@ METRICS = {
     "ndr_conditional_throughput_pps": _RECEIVED, "pdr_conditional_throughput_pps": _RECEIVED,
     "ndr_relative_width": Metric("ratio", 0), "pdr_relative_width": Metric("ratio", 0),
     "search_trials": _COUNT, "search_trial_seconds": Metric("s", 0), "search_wall_s": Metric("s", 0),
-    # update (xenobench.update): one change's times on the harness clock; the LB's own apply time
+    # update (xenobench.measure.update): one change's times on the harness clock; the LB's own apply time
     "remove_control_ms": _CHANGE_MS, "add_control_ms": _CHANGE_MS,
     "remove_apply_ms": Metric("ms", 0, MAX_UPDATE_MS), "add_apply_ms": Metric("ms", 0, MAX_UPDATE_MS),
     "remove_last_frame_ms": _CHANGE_OFFSET_MS, "done_to_last_frame_ms": _CHANGE_OFFSET_MS,
@@ -146,11 +150,11 @@ METRICS = {
     "install_apply_ms": Metric("ms", 0, MAX_UPDATE_MS),
     "entries_per_s": Metric("entries/s", 0, low_open=True), "apply_entries_per_s": Metric("entries/s", 0, low_open=True),
     "over_limit_refused": Metric("flag", values=(0, 1)), "frames_after_refusal": _COUNT,
-    # rank (xenobench.rank): one block's rate, the backends' rx over its window
+    # rank (xenobench.measure.rank): one block's rate, the backends' rx over its window
     "block_rx_pps": _RATE,
-    # ... and its rx per second of the DUT NAPI thread's CPU time (xenobench.rank.dut_cpu_reader)
+    # ... and its rx per second of the DUT NAPI thread's CPU time (xenobench.measure.rank.dut_cpu_reader)
     "block_rx_per_dut_cpu_s": Metric("packets/cpu-s", 0, MAX_PPS),
-    # ... what the round it is in was judged by (xenobench.rank.ROUND_RULES; a round over a limit is in
+    # ... what the round it is in was judged by (xenobench.measure.rank.ROUND_RULES; a round over a limit is in
     # no ranking, block_round_kept 0): the page allocations on the generator's node per frame received
     # and the cache-line round trip between the generator's and the DUT's CPU
     "block_page_allocs_per_frame": Metric("pages/frame", 0),
@@ -247,6 +251,10 @@ def validate(kind: str, df: pd.DataFrame, where: str = "rows", skipped_lines: in
     failed = "Failed to check rows" if by_source else "Failed to read tidy results"
     df = df.assign(**{c: None for c in OPTIONAL if c not in df.columns})
     missing = [c for c in COLUMNS if c not in df.columns]
+    if "experiment" in missing or "point" in missing:
+        raise DataError(f"{failed} {where}: no experiment and point columns (written before every row named its "
+                        "experiment and point): regenerate it with `xenobench experiment aggregate <results dir>` "
+                        "(thesis data: `xenobench ingest thesis`)")
     if missing:
         raise DataError(f"{failed} {where}: missing columns {', '.join(missing)}")
     df = df[COLUMNS].reset_index(drop=True)
@@ -336,8 +344,7 @@ def read_tidy(path: str | Path, kind: str) -> pd.DataFrame:
                     break
                 skip += 1
         # text columns as text: a metric or unit written as a number must not become an int
-        df = pd.read_csv(f, skiprows=skip, dtype={c: str for c in ("testbed", "lb", "server", "generator", "split", "metric",
-                                                                   "unit", "source")})
+        df = pd.read_csv(f, skiprows=skip, dtype={c: str for c in TEXT})
     except FileNotFoundError:
         raise DataError(f"Failed to read tidy results {f}: no such file") from None
     except pd.errors.EmptyDataError:

@@ -10,7 +10,7 @@ an mlx5 port over SSH. Which counter is read depends on the driver:
 Node.session): a read is a pipe or channel round trip, no process start. Started per read, under
 full load on a 2-core machine (the generator busy on one CPU, the LB's NAPI thread at SCHED_FIFO on
 the other) a read waited 100-200 ms for the CPU, the sampler fell behind its interval and a 0.3 s
-block of the interleaved rate design kept a single sample (xenobench.rank). A sample's timestamp is
+block of the interleaved rate design kept a single sample (xenobench.measure.rank). A sample's timestamp is
 the middle of its read on the harness's monotonic clock. A sampler that falls behind skips the
 missed ticks instead of reading back to back to catch up.
 """

@@ -30,6 +30,7 @@ from MLRsearch import AbstractMeasurer, Config, MeasurementResult, MultipleLossR
 
 from .errors import ConfigError, XenobenchError
 from .layout import SearchDir
+from .trials import PointPlan, run_trial
 
 log = logging.getLogger(__name__)
 
@@ -262,21 +263,21 @@ def replaying(sdir: SearchDir, run: TrialFn) -> TrialFn:
 
 
 def trial_runner(testbed, experiment: str, point: dict, repetition: int, sdir: SearchDir,
-                 procedure: Callable, *, ifaces, max_attempts: int, progress=print) -> TrialFn:
+                 procedure: Callable, *, ifaces, max_attempts: int, progress=print,
+                 plan: PointPlan | None = None) -> TrialFn:
     """The search's trial function on a testbed: trial k is a normal trial (run_trial) in
     sdir.trial(k) whose procedure is `procedure(ctx, duration_s, load_pps)`, returning outputs
     with offered, received (packet counts), intended_duration_s, intended_load_pps and, on a
     generator shortfall, intended_count. No settle or cool-down between the search's trials (as in
     CSIT: the repetition settles once; the procedure waits for frames in flight); completed trials
     are replayed from disk (`replaying`)."""
-    from .trials import run_trial
 
     def run(k: int, duration: float, load: float) -> Measured:
         td = sdir.trial(k)
         pt = {**point, "search_trial": k, "intended_load_pps": load, "intended_duration_s": duration}
         res = run_trial(testbed, experiment, pt, repetition, td, lambda ctx: procedure(ctx, duration, load),
                         ifaces=ifaces, max_attempts=max_attempts, settle_s=0.0, cooldown_s=0.0,
-                        progress=progress)
+                        progress=progress, plan=plan)
         reasons = [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for x in a["reasons"]]
         o = res["outputs"]
         if "offered" not in o:

@@ -31,13 +31,13 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from . import REPO_ROOT, machine
 from .actors import Watch
 from .counters import diff, snapshot
-from .errors import DataError, NodeError, XenobenchError
-from .layout import POINT_SUMMARY, AttemptDir, ResultsTree, TrialDir, write_failed, write_json_atomic
+from .errors import ConfigError, DataError, NodeError, XenobenchError
+from .layout import POINT_SUMMARY, AttemptDir, ResultsTree, TrialDir, read_json, write_failed, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +61,26 @@ class Validity:
         return {"valid": self.valid, "checks": self.checks, "reasons": self.reasons}
 
 
+@dataclass(frozen=True)
+class PointPlan:
+    """What a point was planned with (xenobench.procedures.point_plan): its experiment's definition
+    (xenobench.experiments.Experiment), the config's experiments.<id> section with its schema
+    defaults, and the (experiment, point) pairs whose maxima its background shares are of."""
+    definition: Any = None
+    section: dict = field(default_factory=dict)
+    capacity: tuple = ()
+
+    @property
+    def profile(self) -> str | None:
+        return getattr(self.definition, "profile", None)
+
+
+_UNSET = object()
+
+
 @dataclass
 class TrialContext:
-    """What a procedure gets: the testbed, the point's parameters, counter diffs afterwards."""
+    """What a procedure gets: the testbed, the point, its plan, the attempt's directory and actors."""
     testbed: object
     experiment: str
     point: dict
@@ -72,6 +89,26 @@ class TrialContext:
     params: dict
     #: the attempt's actors (xenobench.actors): procedures add theirs, run_trial judges them at the end
     watch: Watch = field(default_factory=Watch)
+    plan: PointPlan = field(default_factory=PointPlan)
+
+    @property
+    def section(self) -> dict:
+        return self.plan.section
+
+    def knob(self, name: str, default=_UNSET):
+        """A setting of the trial: the point's variable of that name where the experiment sweeps it,
+        else the experiment's config section (experiments.<id>.<name>), else `default`. Every
+        procedure reads its settings through here, so any key a definition declares as a variable
+        reaches the procedure."""
+        if name in self.point:
+            return self.point[name]
+        if self.plan.section.get(name) is not None:
+            return self.plan.section[name]
+        if default is _UNSET:
+            raise ConfigError(f"Failed to run {self.experiment} {_point_str(self.point) or '(no variables)'}: "
+                              f"experiments.{self.experiment}.{name} is not set in {self.testbed.cfg.path} and no "
+                              f"variable of the point is named {name!r}")
+        return default
 
 
 Procedure = Callable[[TrialContext], tuple[dict, Validity]]
@@ -83,13 +120,14 @@ def config_hash(cfg) -> str:
     return hashlib.sha256(Path(cfg.path).read_bytes()).hexdigest()[:16]
 
 
-def point_config(cfg, experiment: str) -> dict:
+def point_config(cfg, experiment: str, definition: dict | None = None) -> dict:
     """What defines a point besides its variables: the resolved configuration it runs under (every
     section, `extends:` applied) with only this experiment's part of `experiments` (its own section
     and the shared settings but the repetition count, so adding a rate to loss or a repetition keeps
-    the other trials), and the experiment's definition (experiments/<id>.yaml)."""
-    from .experiments import definitions
-    d = definitions().get(experiment)  # None: a procedure run outside the definitions (tests)
+    the other trials), and the experiment's definition (experiments/<id>.yaml as loaded, but its
+    place in the plan, `order`; None for a procedure run outside the definitions, as in tests)."""
+    if isinstance(definition, dict):
+        definition = {k: v for k, v in definition.items() if k != "order"}
     ex = cfg.section("experiments")
     shared = {k: v for k, v in ex.items() if not isinstance(v, dict) and k != "repetitions"}
     own = ex.get(experiment)
@@ -97,13 +135,15 @@ def point_config(cfg, experiment: str) -> dict:
         own = {k: v for k, v in own.items() if k != "repetitions"}
     sections = {k: v for k, v in cfg.raw.items() if k not in ("experiments", "extends")}
     return json.loads(json.dumps({**sections, "experiments": {**shared, experiment: own},
-                                  "definition": d.raw if d else None}, default=str))
+                                  "definition": definition}, default=str))
 
 
-def trial_params(cfg, experiment: str, point: dict, repetition: int) -> dict:
+def trial_params(cfg, experiment: str, point: dict, repetition: int, plan: PointPlan | None = None) -> dict:
     """params.json: what was asked. A trial is reused only when all but config_hash are equal."""
+    d = plan.definition if plan is not None else None
     return {"experiment": experiment, "point": point, "repetition": repetition, "testbed": cfg.name,
-            "config_hash": config_hash(cfg), "point_config": point_config(cfg, experiment)}
+            "config_hash": config_hash(cfg),
+            "point_config": point_config(cfg, experiment, getattr(d, "raw", None))}
 
 
 def _differences(old, new, key="") -> list[str]:
@@ -121,7 +161,6 @@ def reusable(trial: TrialDir, params: dict, progress=print) -> bool:
     is run again."""
     if not trial.complete:
         return False
-    from .layout import read_json
     try:
         old = read_json(trial.params, "trial parameters")
         diffs = (_differences({k: v for k, v in old.items() if k != "config_hash"},
@@ -223,10 +262,10 @@ def counter_diffs(before: dict, after: dict) -> dict:
 def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: TrialDir,
               procedure: Procedure, *, ifaces: list[tuple[str, str]], max_attempts: int,
               settle_s: float, cooldown_s: float, progress=print,
-              check: Callable[[TrialDir, dict], None] | None = None) -> dict:
+              check: Callable[[TrialDir, dict], None] | None = None, plan: PointPlan | None = None) -> dict:
     """Run one trial (with retries) and write its directory; returns result.json's content.
     `check(trial, result)`: raises DataError where a valid attempt's outputs cannot exist (the
-    experiments pass xenobench.aggregate.check_trial): the attempt is invalid as `values_possible`
+    experiments pass xenobench.procedures.check_trial): the attempt is invalid as `values_possible`
     and retried, instead of stopping the study's aggregation later."""
     if trial.complete:
         return trial.read_result()
@@ -235,7 +274,8 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
     for stale in sorted(trial.path.glob("attempt-*")):
         shutil.rmtree(stale)
     trial.path.mkdir(parents=True, exist_ok=True)
-    params = trial_params(testbed.cfg, experiment, point, repetition)
+    plan = plan or PointPlan()
+    params = trial_params(testbed.cfg, experiment, point, repetition, plan)
     write_json_atomic(trial.params, params, indent=1)
     meta = host_metadata(testbed, ifaces)
     write_json_atomic(trial.metadata, meta, indent=1)
@@ -248,7 +288,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         time.sleep(settle_s)
         before = _snap_all(testbed, ifaces)
         write_json_atomic(att.counters_before, before, indent=1)
-        ctx = TrialContext(testbed, experiment, point, repetition, att, params)
+        ctx = TrialContext(testbed, experiment, point, repetition, att, params, plan=plan)
         ctx.watch.connections(getattr(testbed, "nodes", list)())  # a node's SSH connection lost: judged
         m0 = machine.snapshot(testbed)
         t0 = time.monotonic()

@@ -10,7 +10,7 @@ program ends at EOF on stdin, which is what it sees when the harness, or its SSH
 Why: under full load on a 2-core machine (the generator busy on one CPU, the LB's NAPI thread at
 SCHED_FIFO on the other) a counter read that forks `nsenter ... cat /proc/net/dev` waited 100-200 ms
 for the CPU, so a sampler asked for one read every 50 ms got one in 200 ms and a 0.3 s block of the
-interleaved rate design was left with a single sample (xenobench.sampler, xenobench.rank). A read
+interleaved rate design was left with a single sample (xenobench.sampler, xenobench.measure.rank). A read
 here is a pipe round trip to a process that is already running.
 """
 

@@ -19,18 +19,18 @@ def experiment_group():
 def plan_cmd(obj, only, as_json):
     """List the points and trial counts of the configured testbed (touches nothing)."""
     from ..errors import ConfigError
-    from ..experiments import ORDER, points, repetitions
+    from ..experiments import order, points, repetitions
     from ..layout import point_id
-    unknown = [e for e in only if e not in ORDER]
+    unknown = [e for e in only if e not in order()]
     if unknown:  # a typo would otherwise plan 0 trials and exit 0
-        raise ConfigError(f"Failed to plan experiment {unknown[0]!r}: unknown (known: {', '.join(ORDER)})")
+        raise ConfigError(f"Failed to plan experiment {unknown[0]!r}: unknown (known: {', '.join(order())})")
     cfg = obj.config
     rows = [{"experiment": e, "point": p, "point_id": point_id(p), "trials": repetitions(cfg, e)}
-            for e in (only or ORDER) for p in points(cfg, e)]
+            for e in (only or order()) for p in points(cfg, e)]
     if as_json:
         click.echo(json.dumps(rows))
         return
-    for e in only or ORDER:
+    for e in only or order():
         n, reps = sum(1 for r in rows if r["experiment"] == e), repetitions(cfg, e)
         click.echo(f"{e:9} {n:4} points × {reps} repetitions = {n * reps} trials")
     click.echo(f"{'total':9} {len(rows):4} points, {sum(r['trials'] for r in rows)} trials (testbed {cfg.name})")
@@ -48,11 +48,11 @@ def _interrupt(signum, frame):
 @click.pass_obj
 def run_cmd(obj, experiment, point, results_root):
     """Run every missing repetition of one point (POINT is its id, see `experiment plan`)."""
-    from ..experiments import ORDER
+    from ..experiments import order
     from ..errors import ConfigError
     from ..procedures import find_point, run_point
-    if experiment not in ORDER:
-        raise ConfigError(f"Failed to run experiment {experiment!r}: unknown (known: {', '.join(ORDER)})")
+    if experiment not in order():
+        raise ConfigError(f"Failed to run experiment {experiment!r}: unknown (known: {', '.join(order())})")
     pt = find_point(obj.config, experiment, point)
     from ..layout import check_results_root
     # before the testbed goes up, not after
@@ -75,12 +75,12 @@ def retry_invalid_cmd(obj, results_root, only, dry_run):
     never deleted) and its point's point.json removed; then `snakemake --cores 1 all` (make all)
     re-runs those points, reusing their valid trials."""
     from ..errors import ConfigError
-    from ..experiments import ORDER
+    from ..experiments import order
     from ..layout import ResultsTree
     from ..trials import retry_invalid
-    unknown = [e for e in only if e not in ORDER]
+    unknown = [e for e in only if e not in order()]
     if unknown:
-        raise ConfigError(f"Failed to retry experiment {unknown[0]!r}: unknown (known: {', '.join(ORDER)})")
+        raise ConfigError(f"Failed to retry experiment {unknown[0]!r}: unknown (known: {', '.join(order())})")
     tree = ResultsTree(Path(results_root), obj.config.name)
     if not tree.trials_dir.is_dir():
         raise ConfigError(f"Failed to retry the invalid trials of testbed {obj.config.name}: no trials under "

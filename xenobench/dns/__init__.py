@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import REPO_ROOT
+from ..agents.dns_xdp import OBJ as XDP_OBJ, PROG as XDP_PROG
 from ..errors import ConfigError, NodeError
+from ..progcost import remove_left_program
 
 KINDS = ("python", "bind9", "xdp")
 TAGS = {"python": "dns-python", "bind9": "dns-bind9", "xdp": "dns-xdp"}
@@ -148,9 +150,8 @@ def start_server(testbed, kind: str) -> dict:
             raise NodeError(f"Failed to start DNS server {kind} on {node.name}: {other} is running; "
                             f"stop it first (`xenobench dns stop --server {other}`)")
     if kind == "xdp":
-        from ..agents.dns_xdp import OBJ
-        if not OBJ.exists() and node.run(["test", "-f", str(OBJ)], check=False).returncode != 0:
-            raise NodeError(f"Failed to start DNS server xdp on {node.name}: {OBJ} not built "
+        if not XDP_OBJ.exists() and node.run(["test", "-f", str(XDP_OBJ)], check=False).returncode != 0:
+            raise NodeError(f"Failed to start DNS server xdp on {node.name}: {XDP_OBJ} not built "
                             "(run `make -C dns_server`)")
     if kind == "bind9":
         d = _node_dir(node, "bind9")
@@ -189,9 +190,10 @@ def start_server(testbed, kind: str) -> dict:
 def server_process(testbed, kind: str):
     """The liveness method (xenobench.actors): the running server's ProcessHandle, None when it is
     not running."""
-    from ..actors import tagged
     _check_kind(kind)
-    return tagged(testbed.node_for_role("dns_backend"), TAGS[kind])()
+    node = testbed.node_for_role("dns_backend")
+    h = node.handle(TAGS[kind])
+    return h if h is not None and node.running(TAGS[kind]) else None
 
 
 def stop_server(testbed, kind: str) -> bool:
@@ -201,9 +203,7 @@ def stop_server(testbed, kind: str) -> bool:
     node = testbed.node_for_role("dns_backend")
     was = node.stop(TAGS[kind], timeout=10)
     if kind == "xdp" and not was:
-        from ..agents.dns_xdp import PROG
-        from ..progcost import remove_left_program
-        remove_left_program(node, testbed.cfg.role("dns_backend").iface().name, _xdp_pindir(testbed), PROG)
+        remove_left_program(node, testbed.cfg.role("dns_backend").iface().name, _xdp_pindir(testbed), XDP_PROG)
     if not any(node.running(TAGS[k]) for k in KINDS):
         testbed.restore_backend_sink(node.name)  # no server left on the interface
     return was

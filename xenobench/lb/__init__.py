@@ -16,7 +16,6 @@ import importlib
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from .base import LoadBalancer
 
 #: the pseudo-kind of the RTT experiments: the client sends straight to the DNS backend
 NONE = "none"
@@ -59,7 +58,8 @@ def by_hash(kind: str) -> bool:
     return bool(k and k.split_by == "flow hash")
 
 
-def get_lb(kind: str, testbed) -> LoadBalancer:
+def get_lb(kind: str, testbed):
+    """The driver of an LB kind on a testbed (a xenobench.lb.base.LoadBalancer)."""
     if kind not in LBS:
         raise ConfigError(f"Failed to select load balancer: unknown kind {kind!r} (known: {', '.join(KINDS)})")
     return importlib.import_module(f"{__name__}.{LBS[kind].module}").make(testbed)

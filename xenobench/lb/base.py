@@ -10,7 +10,9 @@ import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from ..errors import NodeError
+from ..actors import tagged
+from ..backends import write_canonical
+from ..errors import ConfigError, NodeError
 
 CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within this long
 UPDATE_TIMEOUT_S = 10    # a running LB reports a runtime change (applied or refused) within this long
@@ -30,7 +32,6 @@ class LoadBalancer(ABC):
         self.cfg = testbed.cfg
 
     def backends_file(self, override: str | Path | None = None) -> Path:
-        from ..errors import ConfigError
         p = Path(override) if override else self.cfg.service.backends
         if p is None:
             raise ConfigError(f"Failed to start {self.kind}: no backends file "
@@ -59,7 +60,6 @@ class LoadBalancer(ABC):
     def process(self):
         """The liveness method (xenobench.actors): its running process's ProcessHandle, None when
         it is not running."""
-        from ..actors import tagged
         return tagged(self.node, self.tag)()
 
     def running(self) -> bool:
@@ -73,7 +73,7 @@ class LoadBalancer(ABC):
 
     #: why this kind has no runtime update path (None: it has one, `update` is overridden)
     no_update: str | None = "it has no runtime update path"
-    #: what one entry of a runtime change is, for the installation rate (xenobench.update.
+    #: what one entry of a runtime change is, for the installation rate (xenobench.measure.update.
     #: install_sets): "class" (a class's destination: a pipe entry, a slots map element) or
     #: "ring slot" (a consistent-hash ring's slot: Katran)
     install_unit: str = "class"
@@ -102,7 +102,6 @@ class LoadBalancer(ABC):
         process to re-read it, and its log's next {"event": "updated"|"update_refused", "update": n}
         line is the answer. A refused file is put back by the previous one, so a restart runs on
         what runs now."""
-        from ..backends import write_canonical
         tmp = Path(tempfile.mkdtemp(prefix="xb-update-"))
         try:
             canon = write_canonical(backends, tmp)  # the strict reader: a bad file stops here

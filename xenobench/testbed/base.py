@@ -67,7 +67,7 @@ class Testbed:
         """Where the backends record each generator frame's arrival time on the harness clock
         (start_arrivals(bucket_ns) -> t0_ns, stop_arrivals() -> [switch.Arrival]): the namespace
         testbed's sink. None here: real backends record nothing, and a caller samples their
-        receive counters instead (xenobench.update: ethtool rx_packets read back to back, a
+        receive counters instead (xenobench.measure.update: ethtool rx_packets read back to back, a
         resolution of one read, ~10 ms over SSH)."""
         return None
 

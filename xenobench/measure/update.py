@@ -1,4 +1,4 @@
-"""Backend changes under load (issue 28 §1, DESIGN §4.9; experiments/update.yaml): what a runtime
+"""The update kind: backend changes under load (experiments/update.yaml): what a runtime
 change of an LB's backend set costs the traffic, measured on the harness clock (CLOCK_MONOTONIC).
 
 (a) + (c), one cycle (change_cycle) under a steady background load (the udp_payload profile over
@@ -58,7 +58,7 @@ apply time); entries per second = entries / (command → report). What an entry 
 The experiment's procedure (backend_update, dispatched by experiments/update.yaml) runs the
 point's LB through `cycles` cycles, a burst per rate of `change_rates` (0 first) and the
 installation sizes 1..install_max_k per repetition; a capacity point (load: a share of the LB's
-capacity, capacity_from self) measures that capacity instead (xenobench.procedures.offered_load).
+capacity, capacity_from self) measures that capacity instead (xenobench.measure.rate.offered_load).
 """
 
 from __future__ import annotations
@@ -68,8 +68,18 @@ import threading
 import time
 from pathlib import Path
 
-from .errors import NodeError, XenobenchError
-from .sampler import CounterReader
+from ..backends import MAX_CLASS_BITS, load_backends
+from ..errors import BackendsError, NodeError, XenobenchError
+from ..lb.base import UpdateRefused
+from ..results import metric, row
+from ..sampler import CounterReader, RateSampler
+from ..traffic import start_traffic
+from ..trials import Validity
+from .common import backend_ifaces, capacity_level, is_capacity_point, payload_tunables, watch_lb
+from .rate import offered_load
+
+KIND = "update"
+TABLES = ()  # its definitions' own (tidy.tables)
 
 PROFILE = "udp_payload"
 
@@ -145,7 +155,6 @@ def addition_metrics(samples, t_sent: float) -> dict:
 def write_sets(backends_file, out_dir: Path) -> tuple[Path, Path]:
     """The running file and the same without its last backend (same class_bits: an LB keeps its
     class mask), as JSON files in out_dir."""
-    from .backends import load_backends
     bs = load_backends(backends_file)
     if len(bs.backends) < 2:
         raise XenobenchError(f"Failed to plan a backend change from {backends_file}: it needs two backends or more")
@@ -262,8 +271,6 @@ def _gen_record(gen: dict) -> dict:
 
 def _start_background(testbed, payload: int, flows: int, load_pps: float, *samplers):
     """The background, started; the samplers' readers ended when it cannot be."""
-    from .procedures import payload_tunables
-    from .traffic import start_traffic
     try:
         return start_traffic(testbed, PROFILE, payload_tunables(payload, flows), load_pps)
     except BaseException:
@@ -287,9 +294,6 @@ def change_cycle(testbed, lb, full: Path, less: Path, *, load_pps: float, payloa
                  settle_s: float = 0.5, hold_s: float = 1.0, bucket_ns: int = 1_000_000) -> dict:
     """One remove/add cycle of the last backend of `full` under load (module doc); the LB runs on
     `full` before and after."""
-    from .backends import load_backends
-    from .procedures import backend_ifaces
-    from .sampler import RateSampler
     cfg = testbed.cfg
     gone = load_backends(full).backends[-1]
     all_rx = RateSampler(testbed, backend_ifaces(cfg))
@@ -336,8 +340,6 @@ def change_burst(testbed, lb, full: Path, less: Path, *, rate_per_s: float, dura
     """(d): changes alternating `less` and `full` at `rate_per_s` (0: none) for `duration_s` under the
     background; the received rate over that window and the run's loss. The LB is back on `full`
     after it (a last change outside the window where the count was odd)."""
-    from .procedures import backend_ifaces
-    from .sampler import RateSampler
     all_rx = RateSampler(testbed, backend_ifaces(testbed.cfg))
     rx0 = all_rx.read_total()
     h = _start_background(testbed, payload, flows, load_pps, all_rx)
@@ -392,7 +394,6 @@ def install_sets(backends_file, unit: str, max_k: int) -> dict:
     doc, "targets": [{"k", "planned" (entries the change makes; None: the LB's count), "doc"}],
     "over": doc of a change above the LB's limit (refused) or None}. Sizes k = 1..max_k, capped at
     the largest the LB accepts. A and B: the backends file's first and last backend."""
-    from .backends import MAX_CLASS_BITS, load_backends
     bs = load_backends(backends_file)
     if len(bs.backends) < 2:
         raise XenobenchError(f"Failed to plan the installation sizes from {backends_file}: it needs two backends or "
@@ -432,11 +433,6 @@ def install_rates(testbed, lb, sets: dict, out_dir: Path, *, load_pps: float, pa
     applied and taken back `repeats` times, each change timed (_timed_change); then the change
     above the limit, which must be refused, and the base's first backend must still receive
     frames over `check_s` after it (the LB forwards on its old set)."""
-    from .backends import load_backends
-    from .errors import BackendsError
-    from .lb.base import UpdateRefused
-    from .procedures import backend_ifaces
-    from .sampler import RateSampler
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def write(name, doc):
@@ -480,7 +476,6 @@ def install_rates(testbed, lb, sets: dict, out_dir: Path, *, load_pps: float, pa
 
 def _restart(ctx, lb, backends) -> None:
     """Stop the point's LB and start it on `backends`, its watch moved to the new process."""
-    from .procedures import watch_lb
     ctx.watch.release(f"lb_{lb.kind}")
     lb.stop()
     lb.start(backends)
@@ -490,13 +485,11 @@ def _restart(ctx, lb, backends) -> None:
 # --- the experiment's procedure (experiments/update.yaml) ------------------------------------------
 def background_pps(ctx) -> dict:
     """The background of the point: `load` x the LB's maximum measured in this run
-    (xenobench.procedures.capacity_level, the mechanism of rtt_load's capacity levels), or load_pps."""
-    from .procedures import _ex, capacity_level
-    ex = _ex(ctx.testbed.cfg, ctx.experiment)
-    if ex.get("load"):
-        share = float(ex["load"])
+    (xenobench.measure.common.capacity_level, the mechanism of rtt_load's capacity levels), or load_pps."""
+    if ctx.knob("load", None):
+        share = float(ctx.knob("load"))
         return {"load_pps_from": "capacity", "load_share": share, **capacity_level(ctx, share)}
-    return {"load_pps_from": "config", "background_pps": float(ex["load_pps"])}
+    return {"load_pps_from": "config", "background_pps": float(ctx.knob("load_pps"))}
 
 
 def backend_update(ctx, lb=None):
@@ -505,13 +498,11 @@ def backend_update(ctx, lb=None):
     restarted on their base and, after them, on the point's set again), on the point's running LB
     under the background; the backends files are written into the attempt's directory. A capacity
     point: the background's maximum through the LB (offered_load)."""
-    from .experiments import is_capacity_point
-    from .procedures import _ex, offered_load
-    from .trials import Validity
     cfg = ctx.testbed.cfg
     if is_capacity_point(ctx.point):
         return offered_load(ctx, lb)
-    ex = _ex(cfg, ctx.experiment)
+    ex = {k: ctx.knob(k) for k in ("payload", "flows", "settle_s", "bucket_ms", "cycles", "hold_s", "change_rates",
+                                   "burst_s", "install_max_k", "install_repeats")}
     if lb is None or not lb.can_update:
         why = lb.no_update if lb is not None else "no LB runs for this point"
         raise XenobenchError(f"Failed to measure backend changes of {ctx.point.get('lb')!r}: {why} (remove it from "
@@ -559,3 +550,59 @@ def backend_update(ctx, lb=None):
            "bucket_ns": kw["bucket_ns"], "backends_sets": [str(full), str(less)],
            "cycles": cycles, "bursts": bursts, "install": install}
     return out, v
+
+
+PROCEDURES = {"backend_update": backend_update}
+
+
+# --- rows --------------------------------------------------------------------------------------------
+def _ms(v):
+    return None if v is None else 1e3 * float(v)
+
+
+def rows(t) -> dict[str, list[dict]]:
+    """An update trial's rows (`t`: xenobench.measure.TrialRecord): a row per metric of each change cycle (source: the trial and
+    cycle), of each burst (changes_per_s: its requested rate; 0 the reference) and of each change of
+    the installation sizes (source: the trial, change, k and direction; the rows of one change share
+    it) and the refused change above the limit. A metric the cycle could not measure (the removed
+    backend never drained) has no row."""
+    o = t.outputs
+    src = t.common["source"]
+    common = dict(t.common, payload_bytes=o["payload"], background_pps=o["load_pps"])
+    del common["source"]
+    cyc = []
+    for i, c in enumerate(o["cycles"], 1):
+        rm, add = c["remove"], c["add"]
+        vals = [("remove_control_ms", _ms(rm["control_s"])), ("add_control_ms", _ms(add["control_s"])),
+                ("remove_apply_ms", _ms(rm.get("apply_s"))), ("add_apply_ms", _ms(add.get("apply_s"))),
+                ("remove_last_frame_ms", _ms(rm.get("remove_last_frame_s"))),
+                ("done_to_last_frame_ms", _ms(rm.get("done_to_last_frame_s"))),
+                ("add_first_frame_ms", _ms(add.get("add_first_frame_s"))),
+                ("after_done_frames", rm.get("after_done_frames")),
+                ("after_done_frames_max", rm.get("after_done_frames_max")),
+                ("drained", None if rm.get("drained") is None else int(rm["drained"])),
+                ("loss_pct", c.get("loss_pct"))]
+        cyc += [row(**common, offered_pps=o["load_pps"], metric=m, value=float(v), unit=metric(m).unit,
+                    source=f"{src}:cycle-{i}") for m, v in vals if v is not None]
+    bursts = []
+    for i, b in enumerate(o["bursts"], 1):
+        c = dict(common, offered_pps=b.get("generator_achieved_pps"), measured_pps=b["rx_pps"],
+                 changes_per_s=b["changes_per_s"], source=f"{src}:burst-{i}")
+        vals = [("rx_pps", b["rx_pps"]), ("loss_pct", b.get("loss_pct")), ("changes", b["changes"]),
+                ("achieved_changes_per_s", b.get("achieved_changes_per_s"))]
+        bursts += [row(**c, metric=m, value=float(v), unit=metric(m).unit) for m, v in vals if v is not None]
+    inst = []
+    ins = o.get("install") or {}
+    for i, c in enumerate(ins.get("changes") or (), 1):
+        k = "real" if c["k"] is None else c["k"]
+        vals = [("entries", c.get("entries")), ("lb_entries", c.get("lb_entries")),
+                ("install_control_ms", _ms(c["control_s"])), ("install_apply_ms", _ms(c.get("apply_s"))),
+                ("entries_per_s", c.get("entries_per_s")), ("apply_entries_per_s", c.get("apply_entries_per_s"))]
+        inst += [row(**common, offered_pps=ins.get("load_pps"), metric=m, value=float(v), unit=metric(m).unit,
+                     source=f"{src}:install-{i}:k-{k}:{c['direction']}") for m, v in vals if v is not None]
+    over = ins.get("over")
+    if over is not None:
+        inst += [row(**common, metric=m, value=float(v), unit=metric(m).unit, source=f"{src}:install-over")
+                 for m, v in (("over_limit_refused", int(over["refused"])),
+                              ("frames_after_refusal", over["frames_at_old_set_after"]))]
+    return {"update": cyc, "update_burst": bursts, "update_install": inst}

@@ -1,4 +1,4 @@
-"""The interleaved rate procedure (experiments/rank.yaml; issue 28 part 2): rates a reviewer can rank.
+"""The rank kind: the interleaved rate procedure (experiments/rank.yaml): rates a reviewer can rank.
 
 Measuring each LB in a trial of its own, minutes apart, lets the machine's drift decide the ranking
 on a shared 2-core VM (two runs of the same study flipped wire and eBPF). Here one repetition
@@ -75,17 +75,20 @@ import time
 
 import numpy as np
 
-from . import REPO_ROOT, rateblocks
-from .machine import page_allocs
-from .errors import ConfigError, NodeError, XenobenchError
-from .experiments import definition, section
-from .latency import block_order
-from .lb import get_lb, stop_all
-from .procedures import DRAIN_S, watch_generator
-from .sampler import KeptFile, RateSampler
-from .traffic import start_traffic
-from .trials import TrialContext, Validity
-from .xdpswitch import XdpSwitch
+from .. import REPO_ROOT, rateblocks
+from ..errors import ConfigError, NodeError, XenobenchError
+from ..latency import block_order
+from ..lb import get_lb, stop_all
+from ..machine import page_allocs
+from ..results import row
+from ..sampler import KeptFile, RateSampler
+from ..traffic import start_traffic
+from ..trials import TrialContext, Validity
+from ..xdpswitch import XdpSwitch
+from .common import DRAIN_S, backend_ifaces, payload_tunables, watch_generator, watch_lb
+
+KIND = "rank"
+TABLES = ()  # its definitions' own (tidy.tables)
 
 
 
@@ -101,10 +104,9 @@ def check_switchable(testbed, lbs: list[str], where: str = "experiments.rank.lbs
     return drivers
 
 
-def precheck(testbed, experiment: str) -> None:
-    """Before a point's set-up (xenobench.procedures.run_point): the list is switchable and holds
-    its reference."""
-    ex = section(testbed.cfg, experiment)
+def precheck(testbed, experiment: str, ex: dict) -> None:
+    """Before a point's set-up (xenobench.procedures.run_point; `ex`: the experiment's config
+    section): the list is switchable and holds its reference."""
     lbs, ref = list(ex["lbs"]), ex["reference"]
     if ref not in lbs:
         raise ConfigError(f"Failed to plan experiment {experiment}: experiments.{experiment}.reference {ref!r} is "
@@ -290,20 +292,19 @@ def left_out_reason(left: dict[int, dict[str, float]], rounds: int, limits: dict
         if vals:
             parts.append(f"{len(vals)} with {what} up to {max(vals):g} > experiments.rank.{key} {limits[key]:g}")
     return (f"{len(left)} of {rounds} rounds left out ({'; '.join(parts)}): the testbed's disturbance, not the LBs' "
-            "(xenobench.rank); more than half the rounds are left out")
+            "(xenobench.measure.rank); more than half the rounds are left out")
 
 
 def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """One repetition of the interleaved rate design (module docstring)."""
-    from .procedures import backend_ifaces, payload_tunables, watch_lb
     tb, cfg = ctx.testbed, ctx.testbed.cfg
-    ex = section(cfg, ctx.experiment)
+    ex = {**ctx.section, **{k: v for k, v in ctx.point.items() if k in ctx.section}}  # a swept knob: the point's
     lbs, ref = list(ex["lbs"]), ex["reference"]
     drivers = check_switchable(tb, lbs, f"experiments.{ctx.experiment}.lbs")
     rounds, block_s, settle_s = int(ex["rounds"]), float(ex["block_s"]), float(ex["settle_s"])
     seed = int(ex["seed"]) + int(ctx.repetition)
     order = block_order(lbs, rounds, seed)
-    payload = int(ctx.point.get("payload", ex.get("payload")))
+    payload = int(ctx.knob("payload"))
     tun = payload_tunables(payload, int(ex["flows"]))
     lbn = cfg.role("lb")
     sw = XdpSwitch(tb.node(lbn.name), (lbn.lb_port("ingress") or lbn.iface()).name)
@@ -337,7 +338,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         sw.attach(pins[order[0]])
         t_in = sum(sw.last) / 2
         fwd_in = initial[order[0]]
-        h = start_traffic(tb, definition(ctx.experiment).profile, tun, 0.0)
+        h = start_traffic(tb, ctx.plan.profile, tun, 0.0)
         gen_key = watch_generator(ctx, h)
         sampler.start()
         sampling = True
@@ -459,3 +460,85 @@ def ranking(rows, lbs: list[str], ref: str, resamples: int, seed: int) -> list[r
 def ratio_record(r: rateblocks.RateRatio) -> dict:
     return {"lb": r.lb, "vs": r.reference, "median": r.median, "ci_low": r.ci_low, "ci_high": r.ci_high,
             "rounds": r.rounds, "repetitions": r.repetitions, "half_width_pct": r.half_width_pct, "verdict": r.verdict}
+
+
+PROCEDURES = {"interleaved_rates": interleaved_rates}
+
+
+# --- rows --------------------------------------------------------------------------------------------
+def _block_rows(t) -> tuple[list[dict], dict]:
+    """rate_blocks rows per block (source: the trial, block and round): its rate
+    and, where recorded, its rx per second of the DUT NAPI thread's CPU time, the figures its round
+    was judged by (ROUND_RULES) and whether it was kept; returns them and, per measure
+    ("rate", "rate_per_cpu"), (repetition, round, lb, value) per block of a kept round for the point's
+    rate_ranking rows (a round the trial left out is in no ranking)."""
+    o = t.outputs
+    rep = t.repetition
+    src = t.common["source"]
+    common = {k: v for k, v in t.common.items() if k not in ("lb", "source")}
+    common["payload_bytes"] = o["payload"]
+    rows, blocks = [], {"rate": [], "rate_per_cpu": []}
+    for b in o["blocks"]:
+        if b.get("rate_pps") is None:
+            continue
+        where = dict(common, lb=b["lb"], measured_pps=b["rate_pps"], source=f"{src}:block-{b['block']}:round-{b['round']}")
+        kept = b.get("round_kept", True)  # trials before the allocator check kept every round
+        rows.append(row(**where, metric="block_rx_pps", value=float(b["rate_pps"]), unit="packets/s"))
+        rows.append(row(**where, metric="block_round_kept", value=float(kept), unit="flag"))
+        for field, unit in (("page_allocs_per_frame", "pages/frame"), ("cpu_pair_rtt_ns", "ns")):
+            if b.get(field) is not None:
+                rows.append(row(**where, metric=f"block_{field}", value=float(b[field]), unit=unit))
+        if kept:
+            blocks["rate"].append((rep, int(b["round"]), b["lb"], float(b["rate_pps"])))
+        if b.get("rx_per_dut_cpu_s"):  # the DUT NAPI thread's CPU share divided out (dut_cpu_reader)
+            rows.append(row(**where, metric="block_rx_per_dut_cpu_s", value=float(b["rx_per_dut_cpu_s"]),
+                            unit="packets/cpu-s"))
+            if kept:
+                blocks["rate_per_cpu"].append((rep, int(b["round"]), b["lb"], float(b["rx_per_dut_cpu_s"])))
+    return rows, blocks
+
+
+RANK_MEASURES = ("rate", "rate_per_cpu")  # rate_ranking's metric prefixes: <measure>_vs_<ref>_<part>
+
+
+def rank_rows(blocks: list, lbs: list[str], reference: str, common: dict, resamples: int, seed: int,
+              measure: str = "rate") -> list[dict]:
+    """rate_ranking rows of one point (ranking over its valid repetitions' rounds):
+    each LB against the reference, then every pair of the others; verdict +1 / -1 where the CI
+    excludes 1 (faster / slower than the one it is compared with), 0 = not distinguishable.
+    measure: "rate" (block_rx_pps) or "rate_per_cpu" (block_rx_per_dut_cpu_s)."""
+    out = []
+    for r in ranking(blocks, lbs, reference, resamples, seed):
+        c = dict(common, lb=r.lb)
+        sign = {"faster": 1, "slower": -1}.get(r.verdict, 0)
+        pre = f"{measure}_vs_{r.reference}_"
+        for m, v, u in (("median", r.median, "ratio"), ("ci_low", r.ci_low, "ratio"), ("ci_high", r.ci_high, "ratio"),
+                        ("half_width_pct", r.half_width_pct, "%"), ("rounds", r.rounds, "count"),
+                        ("repetitions", r.repetitions, "count"),
+                        ("verdict", sign, "sign"), ("bootstrap_seed", seed, "seed"),
+                        ("bootstrap_resamples", resamples, "count")):
+            out.append(row(**c, metric=pre + m, value=float(v), unit=u))
+    return out
+
+
+def rows(t) -> dict[str, list[dict]]:
+    """A rank trial's per-block rows (`t`: xenobench.measure.TrialRecord)."""
+    return {t.definition.tidy["tables"][0]: _block_rows(t)[0]}
+
+
+def point_rows(records: list) -> dict[str, list[dict]]:
+    """rate_ranking rows of one point over its valid repetitions (`records`: TrialRecord's in
+    repetition order), per measure (RANK_MEASURES)."""
+    if not records:
+        return {}
+    blocks_by: dict[str, list] = {}
+    for t in records:
+        for k, bl in _block_rows(t)[1].items():
+            blocks_by.setdefault(k, []).extend(bl)
+    first = records[0]
+    o = first.outputs
+    common = {k: v for k, v in first.common.items() if k not in ("lb", "repetition")}
+    common.update(payload_bytes=o["payload"], source=str(first.trial.path.parent.relative_to(first.resdir)))
+    return {first.definition.tidy["tables"][1]: [
+        r for m in RANK_MEASURES for r in rank_rows(blocks_by.get(m, []), o["lbs"], o["reference"], common,
+                                                    int(o["bootstrap_resamples"]), int(o["bootstrap_seed"]), m)]}

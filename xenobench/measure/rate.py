@@ -1,0 +1,145 @@
+"""The rate kind (pps, loss, compare; and every capacity point of another kind): a traffic profile
+at a rate (0 = the generator's maximum) for a duration, the backends' rx counters sampled meanwhile,
+loss against the generator's tx (thesis Sec. 7.2-7.3: TRex at a rate, the backends' rx_packets_phy
+per second).
+
+Owns its procedure (offered_load), the outputs its definitions' tidy.metrics may read (OUTPUTS), and
+its rows: one per metric of the definition (rows), and a capacity point's maximum (capacity_rows,
+table rtt_capacity).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import DataError, XenobenchError
+from ..progcost import measure as measure_prog_cost
+from ..results import metric, row
+from ..sampler import RateSampler
+from ..steady import steady_state_of_counter
+from ..traffic import run_traffic
+from ..trials import TrialContext, Validity
+from .common import (DRAIN_S, background_tunables, backend_ifaces, delivered_pps, is_capacity_point, lb_checks,
+                     lb_stats, payload_tunables, traffic_watched, within_skew)
+
+KIND = "rate"
+#: the outputs a definition's tidy.metrics may read (`from`: a key, or a dotted path below one); a
+#: typo'd `from` is refused when the definitions load (experiment plan, snakemake -n)
+OUTPUTS = ("payload", "requested_pps", "generator", "tunables", "rx_packets", "tx_packets", "rx_series", "rx_pps",
+           "rx_cv_pct", "steady_intervals", "loss_pct", "lb_forwarded", "lb_per_backend", "lb_stats_after",
+           "stopped_early", "lb_prog")
+#: the tables this kind writes besides its definitions' own (tidy.tables)
+TABLES = ("rtt_capacity",)
+
+
+def offered_phase(ctx: TrialContext) -> tuple[int, float, float, str, dict]:
+    """(payload, rate, duration, profile, tunables) of an offered-load trial: the profile at the
+    point's rate; a capacity point's profile unpaced (0) for capacity_s, with the point's split
+    (rtt_load's background) or over `flows` (update's udp_payload)."""
+    payload = int(ctx.knob("payload"))
+    if is_capacity_point(ctx.point):
+        tun = (background_tunables(ctx.point["split"], payload) if "split" in ctx.point
+               else payload_tunables(payload, int(ctx.knob("flows"))))
+        return payload, 0.0, float(ctx.knob("capacity_s")), ctx.plan.profile, tun
+    return (payload, float(ctx.knob("rate_pps")), float(ctx.knob("duration_s")), ctx.plan.profile,
+            payload_tunables(payload, int(ctx.knob("flows"))))
+
+
+def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
+    """A profile at a rate for a duration (offered_phase); the backends' rx counters sampled
+    meanwhile; loss against the generator's tx."""
+    payload, rate, duration, profile, tun = offered_phase(ctx)
+    with RateSampler(ctx.testbed, backend_ifaces(ctx.testbed.cfg), float(ctx.knob("sample_interval_s"))) as sampler:
+        st0 = lb_stats(lb)
+        rx0 = sampler.read_total()
+        sampler.start()
+        try:
+            gen = traffic_watched(ctx, profile, tun, rate, duration)
+            time.sleep(DRAIN_S)
+        finally:
+            series = sampler.stop()
+        rx1 = sampler.read_total()
+    st1 = lb_stats(lb)
+    rx = rx1 - rx0
+    tx = int(gen.get("tx_packets") or 0)
+    steady = steady_state_of_counter(series["samples"])
+    v = Validity()
+    per_backend = lb_checks(v, lb, st0, st1, rx, tx)
+    fwd = sum(per_backend.values()) if per_backend is not None else None
+    gone = ctx.watch.gone()
+    out = {"payload": payload, "requested_pps": rate, "generator": gen,
+           "tunables": gen.get("tunables"),  # what the generator ran with (it filled the testbed's)
+           "rx_packets": rx, "tx_packets": tx, "rx_series": series, "rx_pps": steady.rate,
+           "rx_cv_pct": steady.cv_pct, "steady_intervals": steady.intervals,
+           "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
+           "lb_forwarded": fwd, "lb_per_backend": per_backend, "lb_stats_after": st1,
+           "stopped_early": "; ".join(gone) if gone else None}
+    v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "generator reported invalid")
+    v.require("traffic_sent", tx > 0, "the generator sent nothing")
+    v.require("sampler_ok", series["error"] is None, series["error"] or "")
+    v.require("steady_state", steady.intervals >= 2,
+              f"only {steady.intervals} steady sampling intervals (lengthen duration_s)")
+    # counters consistent: nothing is received that was not sent, nor forwarded that was not received
+    # (the LB's part in lb_checks)
+    v.require("counters_consistent", within_skew(rx, tx), f"backends received {rx} > generator sent {tx}")
+    cost_s = float(ctx.knob("prog_cost_s", 0) or 0)
+    if lb is not None and cost_s > 0 and not gone:  # after the rate's phase: the statistics slow every program
+        out["lb_prog"] = _prog_cost(ctx, profile, tun, rate, cost_s)
+    return out, v
+
+
+def _prog_cost(ctx: TrialContext, profile: str, tun: dict, rate: float, seconds: float) -> dict:
+    """The LB program's ns per frame over a phase of the same traffic (xenobench.progcost); a
+    failure is recorded, not fatal: the rate above stands without it."""
+    def phase():
+        g = run_traffic(ctx.testbed, profile, tun, rate, duration_s=seconds)
+        # what the report's drop table adds to the rate phase's (the trial's counters span both)
+        return {k: g.get(k) for k in ("tx_packets", "tx_link_packets", "tx_dropped", "achieved_pps", "valid", "reason")}
+    try:
+        return measure_prog_cost(ctx.testbed, phase)
+    except XenobenchError as e:
+        return {"error": str(e)}
+
+
+PROCEDURES = {"offered_load": offered_load}
+
+
+# --- rows --------------------------------------------------------------------------------------------
+def _output(o: dict, dotted: str):
+    """outputs[a][b]... for a definition's metric `from: a.b`; None where absent."""
+    v = o
+    for part in dotted.split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    return v
+
+
+def rows(t) -> dict[str, list[dict]]:
+    """A rate trial's rows (`t`: xenobench.measure.TrialRecord): one per metric of its definition's
+    tidy.metrics, in its first table."""
+    d, o = t.definition, t.outputs
+    gen = o.get("generator") or {}
+    common = dict(t.common, payload_bytes=o["payload"], offered_pps=gen.get("achieved_pps"),
+                  measured_pps=o["rx_pps"])
+    out = []
+    for m in d.tidy.get("metrics") or ():
+        v = _output(o, m["from"])
+        if v is None:
+            if m.get("optional"):
+                continue
+            raise DataError(f"Failed to aggregate trial {t.trial.path}: outputs.{m['from']} (metric {m['metric']} "
+                            f"of experiments/{d.id}.yaml) is missing from result.json")
+        out.append(row(**common, metric=m["metric"], value=v, unit=metric(m["metric"]).unit))
+    return {d.tidy["tables"][0]: out}
+
+
+def capacity_rows(t) -> dict[str, list[dict]]:
+    """A capacity point's maximum (the one its experiment's levels are shares of): no probes, no
+    rows of its experiment's own kind."""
+    o = t.outputs
+    gen, cap = o.get("generator") or {}, delivered_pps(o)
+    if cap is None:
+        raise DataError(f"Failed to aggregate trial {t.trial.result}: a capacity trial without rx_packets, "
+                        "tx_packets or generator.duration_s (not a result xenobench wrote?)")
+    return {"rtt_capacity": [row(**t.common, server=t.facts.get("server"), payload_bytes=o["payload"],
+                                 offered_pps=gen.get("achieved_pps"), measured_pps=cap, split=t.point.get("split"),
+                                 metric="max_pps", value=cap, unit="packets/s")]}
