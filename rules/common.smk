@@ -76,9 +76,9 @@ USES_TREX = CFG.section("traffic").get("generator") == "trex"
 def testbed_down():
     """Leave nothing behind, on success and on failure alike (namespace testbed only); stop the
     TRex server the workflow started, its log into the results."""
-    if USES_TREX and Path(f"results/{TESTBED}/trex_server.txt").exists():
-        shell(f"{XB} traffic server stop --collect results/{TESTBED}/logs/trex_server.log || true")
-        Path(f"results/{TESTBED}/trex_server.txt").unlink()
+    if USES_TREX and Path(f"{RESULTS}/trex_server.txt").exists():
+        shell(f"{XB} traffic server stop --collect {RESULTS}/logs/trex_server.log || true")
+        Path(f"{RESULTS}/trex_server.txt").unlink()
     if CFG.testbed_kind == "namespaces":
         shell(f"{XB} testbed down")
 

@@ -3,7 +3,7 @@
 backgrounds ask for it: the maximum (unpaced) through an LB, then paced runs at shares of that
 maximum, each with several catch-up buckets (xdpgen --bucket-ms), interleaved per round.
 
-The question it answers (issue #28, the invalid rtt_load levels): does the paced background fall
+The question it answers (the invalid rtt_load levels): does the paced background fall
 short because the generator loses its tokens while held off its CPU (then a larger bucket recovers
 the rate, and held_up_ms says for how long), or because pacing itself costs the rate (then no
 bucket helps)? Printed per (share, bucket): achieved / requested (median and range over rounds),

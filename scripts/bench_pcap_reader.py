@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark: reading the thesis's RTT captures with xenobench.pcap_rtt's reader vs dpkt's.
-The issue that chose the reader (prefer dpkt unless it is slower on these captures) is decided by
+The choice of reader (prefer dpkt unless it is slower on these captures) is decided by
 these figures; the pairing and statistics after the read are the same for both. Prints the best of
 3 runs per reader; run it on an otherwise idle machine.
 Usage: .venv/bin/python scripts/bench_pcap_reader.py [THESIS_DATA_DIR]"""

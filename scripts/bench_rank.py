@@ -46,7 +46,7 @@ from xenobench.measure.rank import ranking, ratio_record
 from xenobench.testbed import get_testbed
 import benchargs  # noqa: E402  (scripts/benchargs.py)
 
-TARGET_PCT = 2.0  # issue 28: ratio CI half-widths <= 2 %
+TARGET_PCT = 2.0  # the target: ratio CI half-widths <= 2 %
 
 
 def lbs_for(cfg) -> list[str]:

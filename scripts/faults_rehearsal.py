@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Faults over SSH on the rehearsal lab (issue 26), each as an operator meets it mid-trial.
+"""Faults over SSH on the rehearsal lab, each as an operator meets it mid-trial.
 
 usage: scripts/faults_rehearsal.py [CONFIG] [--only NAME ...] [--list]
 

@@ -29,7 +29,7 @@ import pytest
 
 from xenobench.agents.bpf import map_update
 from xenobench.agents.ebpf_lb import OBJ, read_stats
-from xenobench.lb import get_lb
+from xenobench.lb import KINDS as LB_KINDS, get_lb
 from xenobench.traffic.xdpgen import TAG as XDPGEN_TAG
 
 from .conftest import needs_root
@@ -199,7 +199,7 @@ def test_a_rerun_does_not_keep_the_attempts_of_a_killed_run(tmp_path):
         "counters_after.json", "counters_before.json", "outputs.json", "validity.json"]  # no stale probes.jsonl
 
 
-# --- an actor dies mid-trial (issue 26, items 1 and 9) --------------------------------------------------
+# --- an actor dies mid-trial --------------------------------------------------
 def _lb_pid(kind):
     def pid(tb):
         h = get_lb(kind, tb).process()
@@ -251,7 +251,7 @@ ACTOR_FAULTS = [
     ("dns_server_bind9", "rtt", PAIRED_6, {"server": "bind9"}, _dns_pid("bind9"), "block-2-*",
      "dns_server_bind9", "DNS server bind9"),
     ("prober", "rtt", PAIRED_6, {"server": "xdp"}, _prober_pid, "block-2-*", "prober", "prober"),
-    # the generator: named, and the rest of the 4 s not waited for (issue 26, the generator as an actor)
+    # the generator: named, and the rest of the 4 s not waited for (the generator as an actor)
     ("xdpgen", "pps", PPS_4S, {"lb": "ebpf", "payload": 22}, _xdpgen_pid, "sending", "generator_xdpgen",
      "generator xdpgen"),
 ]
@@ -322,11 +322,11 @@ def test_actor_killed_mid_trial_makes_it_invalid_by_name_and_stops_it(testbed, t
     # nothing of the dead actor is left on the testbed for the next trial
     lb_node = testbed.node(testbed.cfg.role("lb").name)
     assert xdp_prog_id(lb_node, "p0") is None
-    assert not any(get_lb(k, testbed).running() for k in ("xenoflow", "ebpf", "katran"))
+    assert not any(get_lb(k, testbed).running() for k in LB_KINDS)
     assert not [d for d in ("ebpf", "katran", "dns-xdp") if (Path(testbed.bpffs_dir) / d).exists()]  # no pins left
 
 
-# --- the results disk fills mid-trial (issue 26, item 7) ------------------------------------------------
+# --- the results disk fills mid-trial ------------------------------------------------
 def test_full_results_disk_mid_trial_is_one_error_and_nothing_half_written(tmp_path):
     """The results directory on a 1 MiB tmpfs that another writer fills while the trial runs: the
     trial ends in one error naming the file and the fix, leaves no 0-byte record and no .tmp file
@@ -380,7 +380,7 @@ def test_full_results_disk_mid_trial_is_one_error_and_nothing_half_written(tmp_p
         subprocess.run(["umount", str(disk)], check=True)
 
 
-# --- kill -9 of Snakemake mid-run (issue 26, item 10) -------------------------------------------------
+# --- kill -9 of Snakemake mid-run -------------------------------------------------
 def _jobs(marker: str) -> list[str]:
     out = [f"{pid}: {cmd[:160]}" for pid, cmd in _cmdlines() if marker in cmd and "experiment run" in cmd]
     return out
@@ -436,7 +436,7 @@ def test_kill_9_of_snakemake_then_the_same_command_resumes(tmp_path):
     assert _leftovers(prefix, str(cfg)) == {"namespaces": [], "processes": [], "pins": [], "xdp": []}
 
 
-# --- the results path checked before the testbed goes up (issue 26, item 7) -----------------------------
+# --- the results path checked before the testbed goes up -----------------------------
 def test_results_path_without_room_is_refused_before_the_testbed_goes_up(tmp_path):
     """`testbed up` and `experiment run` with --results on a 4 MiB tmpfs: refused before anything is
     brought up, naming the path, the free bytes, the setting and the fix; with the setting lowered

@@ -1,4 +1,4 @@
-"""The workflow starts the TRex server itself (issue 24 item 1): every experiment job of a trex
+"""The workflow starts the TRex server itself: every experiment job of a trex
 plan waits for rule trex_server; a server already answering is reported, never started or killed."""
 
 import socket

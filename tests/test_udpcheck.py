@@ -1,5 +1,5 @@
 """udpcheck recv proves a datagram to the VIP reached a backend without the VIP configured there
-(issue 24 item 3: a UDP socket bound to the VIP failed EADDRNOTAVAIL on the SSH testbed)."""
+(a UDP socket bound to the VIP failed EADDRNOTAVAIL on the SSH testbed)."""
 
 import time
 

@@ -20,6 +20,7 @@ from .layout import ResultsTree, TrialDir
 from .lb import NONE
 from .measure import KINDS as MEASURE_KINDS
 from .definitions import CAPACITY, NO_SPLIT, is_capacity_point
+from .traffic import generator_of
 from .traffic.profiles import PROFILE_DIR
 
 __all__ = ["CAPACITY", "NO_SPLIT", "EXPERIMENTS_DIR", "Experiment", "is_capacity_point"]
@@ -201,6 +202,9 @@ def capacity_points(cfg, experiment: str = "rtt_load", point: dict | None = None
 
 
 def plan(cfg, only: list[str] | None = None) -> list[PlannedTrial]:
+    """Every trial of the study (or of `only`'s experiments), in plan order; a generator the traffic
+    layer does not have is refused here, before anything runs."""
+    generator_of(cfg)
     out = []
     for e in only or order():
         reps = repetitions(cfg, e)

@@ -1,5 +1,5 @@
-"""Rates a reviewer can rank: the statistics of the interleaved rate design (issue 28, part 2;
-the procedure: xenobench.measure.rank).
+"""Rates a reviewer can rank: the statistics of the interleaved rate design (the
+procedure: xenobench.measure.rank).
 
 Within a repetition every LB of the experiment is loaded once (program pinned, not attached) and
 the LB port's XDP program is switched atomically between them in short blocks, in a shuffled order

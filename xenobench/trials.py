@@ -279,7 +279,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
     write_json_atomic(trial.params, params, indent=1)
     meta = host_metadata(testbed, ifaces)
     write_json_atomic(trial.metadata, meta, indent=1)
-    max_steal = float(testbed.cfg.section("experiments").get("max_steal_share", 1.0))
+    max_steal = float(testbed.cfg.section("experiments")["max_steal_share"])
     attempts = []
     chosen = None
     for n in range(1, max_attempts + 1):

@@ -1,5 +1,5 @@
 """One port, several XDP load balancers loaded at once, the port's program switched atomically
-between them: the switcher of the interleaved rate design (xenobench.measure.rank, issue 28 part 2).
+between them: the switcher of the interleaved rate design (xenobench.measure.rank).
 
 Each LB is started "loaded, not attached" (LoadBalancer.start(attach=False): its program pinned on
 the LB node's bpffs, its maps filled, its controller's stats loop running); the switcher attaches

@@ -1,13 +1,12 @@
 """Load balancers under test, driven alike by experiments and by `xenobench lb ...`.
 
 This module is the one list of LB kinds: the config schema's LB enums (xenobench.config), the
-CLI's choices, the figures' labels (xenobench.plots) and the benchmarks all read `LBS`. Each kind's
-driver module (xenobench.lb.<module>) provides `make(testbed) -> LoadBalancer`.
+CLI's choices, the figures' labels (xenobench.plots), the build (bpf_dir) and the benchmarks all read
+`LBS`. It holds what config and analysis need to know of a kind without loading its driver (label,
+how it splits, where its data plane is built); what running it needs is its driver's
+(xenobench.lb.<module>, whose `make(testbed) -> LoadBalancer`; xenobench.lb.base).
 
-Adding a load balancer (README, "Adding a load balancer"): its data plane and agent
-(xenobench/agents/<kind>_lb.py, an `XdpLbAgent` for an XDP program), its driver
-(xenobench/lb/<kind>.py, an `XdpControllerLB` subclass), one entry below, a fixture-table test,
-and its line in the README.
+Adding a load balancer: docs/extending.md.
 """
 
 from __future__ import annotations
@@ -32,13 +31,17 @@ class LBKind:
     split_by: str = "class"
     #: it sends what it forwards back out of its ingress port (XDP_TX: Katran), not out of an egress port
     out_of_ingress: bool = False
+    #: the top-level folder whose Makefile builds its data plane (scripts/build.sh builds every such
+    #: folder; an SSH LB node gets its BPF objects from <bpf_dir>/build); None: built elsewhere
+    #: (Katran: from a Katran checkout, xenobench.katran)
+    bpf_dir: str | None = None
 
 
 LBS: dict[str, LBKind] = {k.name: k for k in (
-    LBKind("xenoflow", "XenoFlow", "xenoflow"),
-    LBKind("ebpf", "eBPF/XDP LB", "ebpf"),
+    LBKind("xenoflow", "XenoFlow", "xenoflow", bpf_dir="lb"),
+    LBKind("ebpf", "eBPF/XDP LB", "ebpf", bpf_dir="ebpf_baseline"),
     LBKind("katran", "Katran", "katran", split_by="flow hash", out_of_ingress=True),
-    LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True),
+    LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True, bpf_dir="switch"),
 )}
 KINDS: tuple[str, ...] = tuple(LBS)
 #: labels of the kinds that are not measured here but appear in published numbers or as RTT paths

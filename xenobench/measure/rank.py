@@ -85,7 +85,7 @@ from ..sampler import KeptFile, RateSampler
 from ..traffic import start_traffic
 from ..trials import TrialContext, Validity
 from ..xdpswitch import XdpSwitch
-from .common import DRAIN_S, backend_ifaces, payload_tunables, watch_generator, watch_lb
+from .common import DRAIN_S, backend_ifaces, payload_tunables, watch_generator, watch_lb, within_skew
 
 KIND = "rank"
 TABLES = ()  # its definitions' own (tidy.tables)
@@ -163,7 +163,7 @@ def bookkeeping(v: Validity, blocks: list[dict], initial: dict[str, int], final:
         v.require(f"{k}_idle_after_last_block", rose == 0,
                   f"{k} forwarded {rose} frames after its last block ({since[k]}), while not attached")
     fwd_total = sum(final[k] - initial[k] for k in final)
-    v.require("lbs_account_for_rx", rx_total <= fwd_total * 1.001 + 10 and fwd_total <= rx_total * (1 + tol) + 10,
+    v.require("lbs_account_for_rx", within_skew(rx_total, fwd_total) and fwd_total <= rx_total * (1 + tol) + 10,
               f"the LBs forwarded {fwd_total} frames, the backends received {rx_total} (tolerance {tol_pct:g} %)")
 
 

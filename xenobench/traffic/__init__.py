@@ -17,6 +17,8 @@ declares them (fill_tunables); any other STL profile gets the caller's tunables 
 
 from __future__ import annotations
 
+import difflib
+
 from ..backends import load_backends
 from ..errors import NodeError
 from ..errors import TrafficError  # noqa: F401  (the traffic layer's error type, importable from here)
@@ -106,8 +108,9 @@ def generator_of(cfg) -> Generator:
     """The generator the config's traffic.generator names."""
     g = traffic_config(cfg)["generator"]
     if g not in GENERATORS:
-        raise TrafficError(f"Failed to start traffic: traffic.generator {g!r} in {cfg.path} "
-                           f"is not one of {', '.join(GENERATORS)}")
+        near = difflib.get_close_matches(str(g), GENERATORS, n=1)
+        raise TrafficError(f"Failed to select the traffic generator: traffic.generator {g!r} in {cfg.path} "
+                           f"is not one of {', '.join(GENERATORS)}" + (f" (did you mean {near[0]!r}?)" if near else ""))
     return GENERATORS[g]
 
 
