@@ -36,7 +36,7 @@ lint: deps
 	$(BIN)/ruff check xenobench tests scripts trex_profiles standins
 	$(BIN)/snakemake --lint --cores 1 -n > /dev/null
 
-# the thesis testbed rehearsed on this machine (README, "Rehearsing the thesis testbed"): lab up,
+# the thesis testbed rehearsed on this machine (docs/thesis-testbed.md): lab up,
 # the fips plan over SSH, testbed down --purge, nothing left on the nodes, lab down (also on failure)
 rehearsal: build
 	scripts/rehearsal.sh config/rehearsal.yaml

@@ -19,7 +19,7 @@ so every LB is started once per run (per repetition), never per block.
 
 Each run is REPS repetitions of ROUNDS rounds, pooled as the study's aggregation pools them; the CI
 resamples the repetitions, then their rounds (xenobench.rateblocks: the ratios move with the
-machine's state between repetitions, README "Rates a reviewer can rank"). The rounds a repetition
+machine's state between repetitions, docs/vm-noise.md). The rounds a repetition
 left out (the host running the generator's and the DUT's vCPUs apart, xenobench.measure.rank.ROUND_RULES)
 are printed with their figures; an invalid repetition (more than half left out) is not pooled. The
 samples' interval is the config's (experiments.rank.sample_interval_s).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The rehearsal of the thesis testbed (README, "Rehearsing the thesis testbed"): the lab up
+# The rehearsal of the thesis testbed (docs/thesis-testbed.md): the lab up
 # (standins/rehearsal), the fips plan by Snakemake over SSH, `testbed down --purge`, a check that
 # nothing of the harness is left on any node, the lab down — on failure too.
 #   scripts/rehearsal.sh [CONFIG]   (default config/rehearsal.yaml; make rehearsal / rehearsal-ci)

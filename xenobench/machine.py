@@ -19,9 +19,8 @@ the node's transport:
 - the CPUs' frequency: cpufreq's scaling_cur_freq where the kernel exposes it, else "unavailable"
   (a VM without cpufreq, like this one). /proc/cpuinfo's "cpu MHz" is kept beside it, labelled: in
   a VM it is the host's nominal clock, not what the vCPU ran at;
-- the kernel's page allocations per second (/proc/vmstat's pgalloc_*, per host): on the namespace
-  testbed at full load ~10 k/s while xdpgen's frame pages are recycled (its unpaced batches of 256), ~850 k/s
-  where they are not (batches of 64: the DUT forwards 4-6 % less per CPU-second; xenobench.measure.rank).
+- the kernel's page allocations per second (/proc/vmstat's pgalloc_*, per host): far higher where
+  xdpgen's frame pages are not recycled, which slows the DUT (xenobench.measure.rank).
 
 The trial's CPUs are those the testbed placed (cpu_placement: the generator's, the DUT's, the
 switch hops'); a testbed that places nothing (hardware) has every CPU of those hosts counted.

@@ -29,16 +29,15 @@ Beside each block's rate, its rx per second of CPU time of the LB port's pinned 
 (`dut_cpu_reader`; the namespace testbed's threaded NAPI): on a 2-core machine other tasks (the
 harness among them) take turns on the DUT's CPU and the generator is starved now and then, at
 sub-second scales, so the plain rate measures the CPU share a block got as much as the LB
-(scripts/bench_rank.py, 3 runs x 6 repetitions x 20 rounds of 0.2 s, disturbed rounds left out: CI
-half-widths 1.7-3.3 % for the rate, 0.5-1.4 % per CPU-second). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
+(scripts/bench_rank.py prints both intervals over independent runs). Both are ranked (outputs `ranking`, `ranking_per_dut_cpu`; tidy `rate_vs_*`,
 `rate_per_cpu_vs_*`).
 
 For the repetition the DUT NAPI thread runs at experiments.rank.dut_rt_priority (default 0: normal
 scheduling) instead of the testbed's SCHED_FIFO (testbed.cpus.dut_rt_priority), restored after it:
-under the unpaced load a SCHED_FIFO thread is stopped by the kernel's RT bandwidth limit for 20-35 ms
-once a second, 10-17 % of whichever 0.2 s block it falls in (scripts/bench_napi_priority.py). The
+under the unpaced load a SCHED_FIFO thread is stopped by the kernel's RT bandwidth limit for the
+rest of each second, a share of whichever block it falls in (scripts/bench_napi_priority.py). The
 other experiments keep SCHED_FIFO: at a partial load a thread at normal priority is held off by any
-task on its CPU, its ring overflows and frames are lost (the study's NDR fell 10x). The scheduling
+task on its CPU, its ring overflows and frames are lost. The scheduling
 read back is in the outputs (`dut_napi_scheduling`).
 
 Rounds the testbed disturbed are left out of every ranking (`rounds_left_out`; their blocks stay in
@@ -47,18 +46,15 @@ invalid and retried. Each block records, during its settle and window:
 - `cpu_pair_rtt_ns`: the round trip of one cache line between the generator's CPU and the DUT's
   (loadgen/cpu_rtt, a program kept on the LB node; the fastest of 20 bursts of 100). The namespace
   testbed hands every frame from one vCPU to the other, and for a minute or more at a time the host
-  runs the two vCPUs on cores that share no cache: ~350 ns instead of ~75, and a frame then costs
-  the DUT ~1.35x (the wire) to ~1.55x (the LBs) its CPU time, so an LB's ratio to the wire falls from
-  0.93-0.97 to 0.80-0.86 while the LBs' ratios to each other hold (scripts/bench_rank.py; a
-  single-CPU probe of ALU and memory latency showed nothing). Above
-  experiments.rank.max_cpu_pair_rtt_ns (200) the round is left out;
+  may run the two vCPUs on cores that share no cache: the round trip is then several times longer,
+  a frame costs the DUT more CPU time, and an LB's ratio to the wire falls while the LBs' ratios to
+  each other hold (docs/vm-noise.md; scripts/bench_rank.py prints the figures). Above
+  experiments.rank.max_cpu_pair_rtt_ns the round is left out;
 - `page_allocs_per_frame`: page allocations on the generator's node per frame the backends received
   (/proc/vmstat's pgalloc_*, a kept reader). xdpgen's frames are pages of the kernel's test-run
   page pool, recycled through a ring the kernel sizes by the run's batch: at the kernel's default
-  batch of 64 it overflowed at full load, 0.26-0.30 allocations per frame (~850 k/s) and 4-6 % of
-  the DUT's rate per CPU-second; xdpgen now runs batches of 256 when unpaced (0.003-0.015, the
-  machine's own).
-  Above experiments.rank.max_page_allocs_per_frame (0.1) the round is left out.
+  batch of 64 it overflows at full load and costs the DUT rate; xdpgen runs batches of 256 when
+  unpaced. Above experiments.rank.max_page_allocs_per_frame the round is left out.
 Neither happens on the thesis testbed (TRex's DPDK pools; the generator and the LB on separate hosts),
 where no round is left out.
 

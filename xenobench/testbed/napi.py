@@ -1,4 +1,4 @@
-"""CPU placement of the namespace topology (README, "The testbed"): for rate measurements the LB's
+"""CPU placement of the namespace topology (docs/testbed.md): for rate measurements the LB's
 ingress port runs threaded NAPI pinned to `testbed.cpus.dut`, so the LB (and everything it
 forwards) runs on one CPU and the generator (traffic.xdpgen.cpu) on another; for latency
 measurements it runs inline. The switch hops named by testbed.cpus.hops follow the DUT's mode.

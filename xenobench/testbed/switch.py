@@ -1,5 +1,5 @@
 """The XDP programs that make the namespace topology measure the load balancer, not the plumbing
-(README, "The testbed"):
+(docs/testbed.md):
 - the switch's fast path (switch/fastpath.bpf.c) on every switch port forwards frames to bound
   MACs at XDP, as the MSN2100 does in hardware; only broadcast/unknown frames reach the bridge;
 - the backends' sink (switch/sink.bpf.c) counts every frame at a backend's veth and drops the
