@@ -17,18 +17,21 @@ command that fixes a missing one."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import re
+import shlex
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import REPO_ROOT
-from .errors import NodeError
+from . import REPO_ROOT, dpu
+from .dpu import content_hash
+from .errors import NodeError, XenobenchError
+from .lb.xenoflow import IMPLEMENTED_PORT_MODELS, XenoFlowLB
 from .nodes import Node
-from .nodes.base import sudo_argv, sudo_refused, sudoers_fix
+from .nodes.base import sudo_argv, sudo_refused
+from .testbed.base import uses_lb
 
 #: the harness modules the agents import (tests/test_layout.py: agents import no other harness code)
 AGENT_MODULES = ("xenobench/__init__.py", "xenobench/errors.py", "xenobench/backends.py", "xenobench/agents")
@@ -89,16 +92,6 @@ def artefact_files(role: str) -> list[str]:
                             f"{REPO_ROOT} (run `scripts/build.sh`)")
         out |= {str(f.relative_to(REPO_ROOT)) for f in found}
     return sorted(out)
-
-
-def content_hash(root: Path, files: list[str]) -> str:
-    """SHA-256 over each file's path and contents: the artefact's name."""
-    h = hashlib.sha256()
-    for f in files:
-        data = (root / f).read_bytes()
-        h.update(f"{f}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()[:16]
 
 
 def build_artefact(role: str, out_dir: Path) -> tuple[str, Path]:
@@ -162,15 +155,43 @@ def _sudo_needed(node: Node) -> bool:
     return ssh is not None and ssh.user != "root"
 
 
-def dpu_sudo_commands(cfg) -> list[str]:
-    """What the DPU's login must run as root (XenoFlowLB's sudo steps): the sudoers rule's list."""
-    sec = cfg.section("xenoflow")
-    build = sec.get("build_dir", "xenobench-xenoflow/build")
-    return ["/usr/bin/ovs-vsctl", "/usr/bin/ovs-ofctl", "/usr/bin/kill", "/bin/sh", "/usr/bin/mount",
-            f"/home/*/{build}/xenoflow"]
+#: what a host's non-root login runs as root (the agents' bpftool, stopping what runs as root)
+HOST_SUDO_COMMANDS = [["/usr/sbin/bpftool"], ["/usr/bin/kill"]]
+
+
+def dpu_sudo_commands(cfg, node: Node | None = None, home: str | None = None) -> list[list[str]]:
+    """Every command the DPU's login runs as root, exactly (XenoFlowLB.sudo_commands): the rule
+    deploy prints. `home`: the login's working directory (absolute; asked of `node` if not given)."""
+    lb = XenoFlowLB.__new__(XenoFlowLB)  # the commands only: no testbed needed
+    lb.cfg, lb.sec = cfg, cfg.section("xenoflow")
+    lb.mode = lb.sec.get("mode")
+    lb.ncfg = dpu.dpu_node(cfg) or cfg.role("lb")
+    lb.ing, lb.eg = lb.ncfg.lb_port("ingress"), lb.ncfg.lb_port("egress")
+    lb._home = home or (node.run(["pwd"]).stdout.strip() if node is not None else
+                        lb.home(connect=False))
+    return lb.sudo_commands()
+
+
+def sudo_rule_fix(cfg, node: Node) -> str:
+    """The fix of a missing or incomplete sudo rule on `node`: the root-owned programs to install
+    (the DPU), then the rule, every value quoted for the shell."""
+    user = node.ssh.user
+    if node.ncfg.role != "dpu":
+        return dpu.sudoers_fix(user, HOST_SUDO_COMMANDS)
+    home = node.run(["pwd"]).stdout.strip()
+    return " && ".join([*dpu.install_commands(cfg, home), dpu.sudoers_fix(user, dpu_sudo_commands(cfg, home=home))])
 
 
 def check_node(cfg, node: Node) -> list[Row]:
+    """Every check of one node; a failure part-way (the connection lost, a command timing out) is a
+    row of its own, so that the other nodes are checked and the whole table printed."""
+    try:
+        return _check_node(cfg, node)
+    except XenobenchError as e:
+        return [Row(node.name, node.ncfg.role, "checks", False, str(e), "run `xenobench deploy --check-only` again")]
+
+
+def _check_node(cfg, node: Node) -> list[Row]:
     role = node.ncfg.role
     rows: list[Row] = []
 
@@ -184,7 +205,7 @@ def check_node(cfg, node: Node) -> list[Row]:
                                     "and the host key in ssh.known_hosts")
         return rows
     row("login", True, f"{getattr(getattr(node, 'ssh', None), 'user', 'root')}@{node.name}")
-    py = node.python_argv("x")[-3]  # the node's interpreter (ssh.python over SSH)
+    py = node.python_argv("x")[0]  # the node's interpreter (ssh.python over SSH)
     r = node.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], check=False)
     ver = tuple(int(x) for x in r.stdout.split(".")) if r.ok else None
     row("python >= 3.10", ver is not None and ver >= MIN_PYTHON, r.stdout.strip() or r.stderr.strip() or "missing",
@@ -202,12 +223,7 @@ def check_node(cfg, node: Node) -> list[Row]:
         r = node.run(["sh", "-c", 'PATH="$PATH:/usr/sbin:/sbin" command -v "$1"', "sh", tool], check=False)
         row(tool, r.ok, r.stdout.strip() or "not found", f"apt-get install {APT_OF_TOOL.get(tool, tool)}")
     if _sudo_needed(node):
-        cmds = dpu_sudo_commands(cfg) if role == "dpu" else ["/usr/sbin/bpftool", "/usr/bin/kill"]
-        # a command the printed rule allows (kill -0: signal nothing): `sudo -n true` still asked for
-        # the password once that rule was installed, since the rule does not name true
-        r = node.run(sudo_argv(["kill", "-0", "1"]), check=False)
-        row("sudo -n", r.ok, "ok" if r.ok else (r.stderr.strip().splitlines() or ["refused"])[-1],
-            sudoers_fix(node.ssh.user, cmds))
+        rows += _check_sudo(cfg, node)
     r = node.run(["ip", "-j", "addr", "show"], check=False)
     links = {link["ifname"]: link for link in json.loads(r.stdout or "[]")} if r.ok else {}
     for i in node.ncfg.interfaces:
@@ -223,6 +239,49 @@ def check_node(cfg, node: Node) -> list[Row]:
     if role == "dpu":
         rows += _check_dpu(cfg, node)
     return rows
+
+
+def _check_sudo(cfg, node: Node) -> list[Row]:
+    """Whether the login may run each command of the printed rule as root without a password
+    (`sudo -n -l COMMAND`: sudo(8) says whether the policy allows it, running nothing)."""
+    role = node.ncfg.role
+    cmds = dpu_sudo_commands(cfg, node) if role == "dpu" else HOST_SUDO_COMMANDS
+    refused, why = [], ""
+    for argv in cmds:
+        r = node.run(sudo_argv(["-l", *argv]), check=False)
+        if not r.ok:
+            refused.append(argv)
+            why = why or (r.stderr.strip().splitlines() or ["not allowed"])[-1]
+    ok = not refused
+    detail = (f"all {len(cmds)} commands of the rule allowed" if ok else
+              f"{len(refused)} of {len(cmds)} not allowed ({why}), first `{shlex.join(refused[0])}`")
+    rows = [Row(node.name, role, "sudo -n (the rule)", ok, detail, "" if ok else sudo_rule_fix(cfg, node))]
+    if role == "dpu" and (cfg.section("xenoflow") or {}).get("mode") == "doca":
+        rows += _check_root_owned(cfg, node)
+    return rows
+
+
+def _check_root_owned(cfg, node: Node) -> list[Row]:
+    """The rule's programs must be root's and writable by root only (with their directories), and
+    the installed XenoFlow must be the build the login made: otherwise the login could change
+    what runs as root."""
+    progs = sorted({a[0] for a in dpu_sudo_commands(cfg, node)})
+    script = ('for p in "$@"; do for f in "$p" "${p%/*}"; do if [ ! -e "$f" ]; then echo "$f missing"; else '
+              'm=$(stat -Lc "%u %a" -- "$f"); u=${m% *}; a=${m#* }; '
+              'if [ "$u" != 0 ] || [ $(( 0$a & 022 )) != 0 ]; then echo "$f uid $u mode $a"; fi; fi; done; done')
+    r = node.run(["sh", "-c", script, "sh", *progs], check=False)
+    bad = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    home = node.run(["pwd"]).stdout.strip()
+    out = [Row(node.name, "dpu", "root-owned programs of the rule", not bad,
+               "; ".join(bad) if bad else f"{len(progs)} programs, root's, writable by root only",
+               "" if not bad else " && ".join(dpu.install_commands(cfg, home)))]
+    build = dpu.on_node(home, cfg.section("xenoflow").get("build_dir") or "xenobench-xenoflow/build") + "/xenoflow"
+    c = node.run(["cmp", "--", build, dpu.BINARY], check=False)
+    out.append(Row(node.name, "dpu", "XenoFlow installed", c.ok,
+                   f"{dpu.BINARY} is the build {build}" if c.ok else
+                   (c.stderr.strip() or c.stdout.strip() or f"{dpu.BINARY} differs from {build}"),
+                   "" if c.ok else dpu.install_commands(cfg, home)[0]))
+    return out
 
 
 APT_OF_TOOL = {"bpftool": "bpftool (or linux-tools-$(uname -r))", "ovs-vsctl": "openvswitch-switch",
@@ -328,13 +387,15 @@ def doca_row(node_name: str, modversion: str | None, emulation: str | None, vers
                f"put its pkgconfig directory first in xenoflow.build_env.pkg_config_path")
 
 
-def eswitch_row(node_name: str, ifname: str, pci: str, mode: str | None, error: str, port_model: str) -> Row:
-    """One PF's eSwitch mode and whether xenoflow.port_model works with it."""
+def eswitch_row(node_name: str, ifname: str, pci: str, mode: str | None, error: str, port_model: str,
+                fix: str | None = None) -> Row:
+    """One PF's eSwitch mode and whether xenoflow.port_model works with it; `fix`: what to do when
+    the read itself was refused (sudo's rule), instead of checking the address."""
     check = f"eSwitch mode {ifname} ({pci})"
     if mode is None:
         return Row(node_name, "dpu", check, False, error or "unknown",
-                   f"devlink dev eswitch show pci/{pci}  (iproute2's devlink; check the PCI address in "
-                   f"nodes.<dpu>.interfaces[].pci)")
+                   fix or f"sudo devlink dev eswitch show pci/{pci}  (iproute2's devlink; check the PCI address in "
+                          f"nodes.<dpu>.interfaces[].pci)")
     want, why = PORT_MODEL_ESWITCH[port_model]
     if mode == want:
         return Row(node_name, "dpu", check, True, f"{mode} (xenoflow.port_model {port_model}: compatible)")
@@ -405,7 +466,6 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
     v = node.run(["cat", DOCA_VERSION_FILE], check=False)
     out.append(doca_row(node.name, modversion, emulation or None,
                         v.stdout.strip() if v.ok and v.stdout.strip() else None, pcp))
-    from .lb.xenoflow import IMPLEMENTED_PORT_MODELS
     out.append(Row(node.name, "dpu", "xenoflow.port_model", model in IMPLEMENTED_PORT_MODELS, model,
                    "" if model in IMPLEMENTED_PORT_MODELS else
                    f"{model} is not implemented in lb/src yet; xenoflow.port_model: vnf-hairpin in {cfg.path}"))
@@ -413,10 +473,15 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
     states = parse_link_states(lk.stdout) if lk.ok else {}
     for i in node.ncfg.interfaces:
         if i.pci:
-            pci = i.pci if i.pci.count(":") == 2 else f"0000:{i.pci}"
-            r = node.run(["devlink", "dev", "eswitch", "show", f"pci/{pci}"], check=False)
+            # devlink's eswitch-get is for CAP_NET_ADMIN only: through the rule's exact command
+            argv = dpu.devlink_eswitch(i.pci)
+            r = node.run(sudo_argv(argv) if _sudo_needed(node) else argv, check=False)
             mode = parse_eswitch_mode(r.stdout) if r.ok else None
-            out.append(eswitch_row(node.name, i.name, pci, mode, r.stderr.strip(), model))
+            err = r.stderr.strip()
+            fix = (sudo_rule_fix(cfg, node) if sudo_refused(r) else
+                   f"run it as root (the rule `xenobench deploy` prints allows `{shlex.join(argv)}`)"
+                   if "not permitted" in err else None)
+            out.append(eswitch_row(node.name, i.name, dpu.pci_address(i.pci), mode, err, model, fix))
         if i.lb_port:
             out.append(link_row(node.name, i.name, states))
     hp = sec.get("hugepages")
@@ -427,11 +492,11 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
     out.append(hugepages_row(node.name, hp, nr, free))
     ovs = sec.get("ovs")
     if ovs:
-        argv = sudo_argv(["ovs-vsctl", "list-br"]) if _sudo_needed(node) else ["ovs-vsctl", "list-br"]
-        r = node.run(argv, check=False)
+        argv = dpu.ovs_commands(cfg)["check"][0]
+        r = node.run(sudo_argv(argv) if _sudo_needed(node) else argv, check=False)
         have = r.stdout.split()
         if sudo_refused(r):
-            detail, fix = "sudo asks for a password", sudoers_fix(node.ssh.user, dpu_sudo_commands(cfg))
+            detail, fix = "sudo asks for a password", sudo_rule_fix(cfg, node)
         else:
             detail = f"bridges: {', '.join(have) or 'none'}" if r.ok else (r.stderr.strip() or "ovs-vsctl failed")
             fix = (f"systemctl start openvswitch-switch; or set xenoflow.ovs.bridge to one of "
@@ -443,19 +508,24 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
 
 # --- the command ----------------------------------------------------------------------------
 def deploy(testbed) -> tuple[list[dict], list[Row]]:
-    """Ship to every node, then check every node. (shipments, rows)."""
+    """Ship to every node, then check every node: a node that cannot be reached or fails its
+    shipment is a row of the table, and the other nodes are shipped and checked all the same.
+    (shipments, rows)."""
     cfg = testbed.cfg
-    shipped = []
+    shipped, failed = [], []
     for n in testbed.nodes():
-        if n.deploy_dir is not None:
+        if n.deploy_dir is None:
+            continue
+        try:
             shipped.append(deploy_node(cfg, n))
             if n.ncfg.role == "dpu" and cfg.section("xenoflow"):
-                from .lb.xenoflow import XenoFlowLB
                 lb = XenoFlowLB(testbed)
                 if lb.mode == "doca":
                     shipped.append({"node": n.name, "what": "xenoflow source", "copied": lb.ship_source(n)})
-    rows = [r for n in testbed.nodes() for r in check_node(cfg, n)]
-    from .testbed.base import uses_lb
+        except XenobenchError as e:
+            failed.append(Row(n.name, n.ncfg.role, "shipment", False, str(e),
+                              "see the node's other rows (login, disk space under ssh.workdir)"))
+    rows = failed + [r for n in testbed.nodes() for r in check_node(cfg, n)]
     if uses_lb(cfg, "katran") and all(r.ready for r in rows if r.check == "login"):
         # Katran's path: the site's router (katran.gateway_mac) routes IPIP to each real, which
         # decapsulates it (Testbed.check_ipip; Katran's decap is put in front for the check)
@@ -476,31 +546,6 @@ def table(rows: list[Row]) -> str:
     w = [max(len(x[i]) for x in [head, *body]) for i in range(5)]
     lines = ["  ".join(c.ljust(w[i]) if i < 5 else c for i, c in enumerate(x)).rstrip() for x in [head, *body]]
     return "\n".join(lines)
-
-
-def purge(testbed) -> list[str]:
-    """Remove what deploy placed on the SSH nodes (`testbed down --purge`); the nodes purged."""
-    out = []
-    for n in testbed.nodes():
-        if n.deploy_dir is not None:
-            try:
-                if n.remove_deployed():
-                    out.append(n.name)
-                if n.ncfg.role == "dpu" and cfg_has_xenoflow(testbed.cfg):
-                    sec = testbed.cfg.section("xenoflow")
-                    src, build = sec.get("remote_src"), sec.get("build_dir")
-                    if src:
-                        # the build directory too, and their parent once empty (xenobench-xenoflow/)
-                        n.run(["sh", "-c", 'rm -rf -- "$1" "$1.tar.gz" ${2:+"$2"}; for d in "$1" $2; do '
-                               'p=$(dirname -- "$d"); [ "$p" = . ] || rmdir -- "$p" 2>/dev/null; done; true',
-                               "sh", src, build or ""], check=False)
-            except NodeError:
-                continue
-    return out
-
-
-def cfg_has_xenoflow(cfg) -> bool:
-    return bool(cfg.section("xenoflow"))
 
 
 def describe(shipped: list[dict]) -> list[str]:
