@@ -134,6 +134,8 @@ def test_recording_double_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(
         ssh = cfg.nodes["fips5-dpu"].ssh
 
         def run(self, argv, check=True, **kw):
+            if argv == ["pwd"]:
+                return CommandResult(argv, 0, "/home/ubuntu\n", "", self.name)
             if argv[0] != "sudo":  # the read-only checks that need no root: DOCA absent here
                 return CommandResult(argv, 1, "", "not found", self.name)
             assert argv[:2] == ["sudo", "-n"], argv  # never a prompt
@@ -144,12 +146,18 @@ def test_recording_double_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(
         lb.apply_ovs(Dpu())
     msg = str(e.value)
     assert msg.startswith("Failed to apply the OVS rule on fips5-dpu: sudo asks ubuntu for a password")
-    assert "ubuntu ALL=(root) NOPASSWD: /usr/bin/ovs-vsctl, /usr/bin/ovs-ofctl" in msg
+    # exact commands with exact arguments (sudoers' specials escaped), never a bare program
+    assert ("ubuntu ALL=(root) NOPASSWD: /usr/bin/ovs-vsctl list-br, /usr/bin/ovs-vsctl br-exists ovsbr2, "
+            "/usr/bin/ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip\\,in_port\\=pf1hpf\\,actions\\=output\\:p1, ") in msg
     assert "/etc/sudoers.d/xenobench" in msg and "Open vSwitch running" not in msg
     rows = dp._check_dpu(cfg, type("N", (Dpu,), {"ncfg": cfg.nodes["fips5-dpu"]})())
     ovs = [r for r in rows if r.check.startswith("OVS bridge")][0]
     assert (ovs.ready, ovs.detail) == (False, "sudo asks for a password")
     assert "/etc/sudoers.d/xenobench" in ovs.fix and "NOPASSWD" in ovs.fix
+    # the eSwitch mode is read through the rule (devlink's eswitch-get is admin-only): its fix is the rule
+    esw = [r for r in rows if r.check.startswith("eSwitch mode")]
+    assert len(esw) == 2 and all(not r.ready and "NOPASSWD" in r.fix and "check the PCI address" not in r.fix
+                                 for r in esw)
 
 
 # --- the DPU preflight: parsing and messages, on captured outputs -------------------------------

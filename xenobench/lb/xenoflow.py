@@ -137,7 +137,7 @@ class XenoFlowLB(LoadBalancer):
             return dpu.backends_path(self.cfg, self.home(connect=not self._dry))
         return self.node.stage(bfile, f"xenoflow-backends{bfile.suffix}", copy=False)
 
-    def home(self, *, connect: bool = True) -> str:
+    def home(self, *, connect: bool = True, node=None) -> str:
         """The DPU login's working directory (ssh.workdir, else its home), absolute: where the
         relative xenoflow paths are. connect=False (a dry run): an absolute ssh.workdir, else the
         home Ubuntu gives the login (/home/USER), without asking the node."""
@@ -149,7 +149,7 @@ class XenoFlowLB(LoadBalancer):
         elif not connect:
             return "/root" if ssh is None or ssh.user == "root" else f"/home/{ssh.user}"
         else:
-            self._home = self.node.run(["pwd"]).stdout.strip()
+            self._home = (node or self.node).run(["pwd"]).stdout.strip()
         return self._home
 
     def app_argv(self, backends: str | None = None) -> list[str]:
@@ -246,40 +246,47 @@ class XenoFlowLB(LoadBalancer):
                               f"{', '.join(IMPLEMENTED_PORT_MODELS)}")
         # XenoFlow reads JSON only: it gets the canonical form of the file (validated here; JSON or YAML)
         bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / "xenoflow")
-        self._dry = dry_run
-        try:
-            steps = self.deploy_steps(bfile)
-        finally:
-            self._dry = False
         if dry_run:
-            cmds = []
-            count = int((self.sec["hugepages"] or {}).get("count", 0))
-            for what, argv in steps:
-                if argv is None:
-                    continue
-                line = shlex.join(argv)
-                cmds.append(f"{line}   # background, log {self._log_path()}" if what == "start" else
-                            f"echo {count} | {line}" if what == "hugepages-count" else
-                            f"mountpoint -q {shlex.quote(argv[-1])} || {line}" if what == "hugepages-mount" else
-                            f"{line}   # else: the operator installs this build (xenobench deploy prints how)"
-                            if what == "installed" else line)
-            if self.mode == "doca":
-                cmds.insert(1, f"# put {LB_DIR} (sources) → {self.ncfg.name}:{self.sec['remote_src']}.tar.gz")
-                cmds.insert(3, f"# put {bfile} → {self.ncfg.name}:{self._remote_backends(bfile)}")
-                i = next(i for i, (w, _) in enumerate(steps) if w == "build-env")
-                at = cmds.index(shlex.join(steps[i][1])) + 1
-                apt = self._build_env().get("apt_packages") or {}
-                if self._build_env().get("install"):
-                    cmds.insert(at, f"# missing ones with an apt package (xenoflow.build_env.apt_packages): "
-                                    f"{shlex.join(self._apt_install(['<packages>']))}; anything else fails the deploy")
-                else:
-                    can = [x for x in (*BUILD_TOOLS, *build_modules()) if x in apt]
-                    cmds.insert(at, "# anything missing fails the deploy, naming it (xenoflow.build_env.install: "
-                                    f"false; apt could install {', '.join(can) or 'none of them'})")
-                if self._ovs():
-                    at = next(i for i, c in enumerate(cmds) if "ovs-vsctl br-exists" in c) + 1
-                    cmds.insert(at, "# bridge missing: fail naming the bridges of `ovs-vsctl list-br`")
-            return {"commands": [f"# xenoflow ({self.mode}) on {self.ncfg.name}", *cmds]}
+            self._dry = True
+            try:
+                return self._dry_run(bfile)
+            finally:
+                self._dry = False
+        return self._start(bfile, attach)
+
+    def _dry_run(self, bfile: Path) -> dict:
+        """The commands start() would run, in order, without asking the node."""
+        steps = self.deploy_steps(bfile)
+        cmds = []
+        count = int((self.sec["hugepages"] or {}).get("count", 0))
+        for what, argv in steps:
+            if argv is None:
+                continue
+            line = shlex.join(argv)
+            cmds.append(f"{line}   # background, log {self._log_path()}" if what == "start" else
+                        f"echo {count} | {line}" if what == "hugepages-count" else
+                        f"mountpoint -q {shlex.quote(argv[-1])} || {line}" if what == "hugepages-mount" else
+                        f"{line}   # else: the operator installs this build (xenobench deploy prints how)"
+                        if what == "installed" else line)
+        if self.mode == "doca":
+            cmds.insert(1, f"# put {LB_DIR} (sources) → {self.ncfg.name}:{self.sec['remote_src']}.tar.gz")
+            cmds.insert(3, f"# put {bfile} → {self.ncfg.name}:{self._remote_backends(bfile)}")
+            i = next(i for i, (w, _) in enumerate(steps) if w == "build-env")
+            at = cmds.index(shlex.join(steps[i][1])) + 1
+            apt = self._build_env().get("apt_packages") or {}
+            if self._build_env().get("install"):
+                cmds.insert(at, f"# missing ones with an apt package (xenoflow.build_env.apt_packages): "
+                                f"{shlex.join(self._apt_install(['<packages>']))}; anything else fails the deploy")
+            else:
+                can = [x for x in (*BUILD_TOOLS, *build_modules()) if x in apt]
+                cmds.insert(at, "# anything missing fails the deploy, naming it (xenoflow.build_env.install: "
+                                f"false; apt could install {', '.join(can) or 'none of them'})")
+            if self._ovs():
+                at = next(i for i, c in enumerate(cmds) if "ovs-vsctl br-exists" in c) + 1
+                cmds.insert(at, "# bridge missing: fail naming the bridges of `ovs-vsctl list-br`")
+        return {"commands": [f"# xenoflow ({self.mode}) on {self.ncfg.name}", *cmds]}
+
+    def _start(self, bfile: Path, attach: bool) -> dict:
         load_backends(bfile)  # a bad file fails here with the parser's message, nothing runs
         node = self.node
         if node.running(TAG):
@@ -287,6 +294,7 @@ class XenoFlowLB(LoadBalancer):
                             "`xenobench lb stop --lb xenoflow` first")
         if self.mode == "emulation" and not BINARY.exists():
             raise NodeError(f"Failed to start xenoflow: {BINARY} not built (run `make -C lb`)")
+        steps = self.deploy_steps(bfile)
         ran: list[str] = []
         try:
             return self._run_steps(node, steps, bfile, ran, attach)
@@ -429,6 +437,7 @@ class XenoFlowLB(LoadBalancer):
                             f"{self.cfg.path}) does not exist; bridges: {have}")
         if sudo_refused(r):
             user = getattr(getattr(node, "ssh", None), "user", "the login")
+            self.home(node=node)
             raise NodeError(f"Failed to apply the OVS rule on {node.name}: sudo asks {user} for a password "
                             f"(xenoflow.sudo: true runs `sudo -n`); install the rule "
                             f"`{dpu.sudoers_rule(user, self.sudo_commands())}` in {dpu.SUDOERS_FILE} "
