@@ -522,6 +522,9 @@ def deploy(testbed) -> tuple[list[dict], list[Row]]:
                 lb = XenoFlowLB(testbed)
                 if lb.mode == "doca":
                     shipped.append({"node": n.name, "what": "xenoflow source", "copied": lb.ship_source(n)})
+                    lb.build(n)  # as the login; the operator installs the result (the rule's program)
+                    shipped.append({"node": n.name, "what": "xenoflow build", "copied": True,
+                                    "note": "built as the login"})
         except XenobenchError as e:
             failed.append(Row(n.name, n.ncfg.role, "shipment", False, str(e),
                               "see the node's other rows (login, disk space under ssh.workdir)"))

@@ -474,6 +474,22 @@ class XenoFlowLB(LoadBalancer):
                   "sh", src, digest])
         return True
 
+    def build(self, node=None) -> list[str]:
+        """Build XenoFlow on the DPU from the shipped source (ship_source), as the login: the
+        build-env check and meson/ninja of start(), nothing as root. The commands run."""
+        node = node or self.node
+        ran: list[str] = []
+        for what, argv in self.deploy_steps(Path("backends.json")):
+            if what == "build-env":
+                ran += [shlex.join(argv), *self.check_build_env(node)]
+            elif what == "build":
+                ran.append(shlex.join(argv))
+                r = node.run(argv, timeout=600, check=False)
+                if not r.ok:
+                    raise NodeError(f"Failed to build xenoflow on {node.name}: `{shlex.join(argv)}` exited with "
+                                    f"status {r.returncode}: {build_errors(r.stdout + r.stderr)}")
+        return ran
+
     def _tarball(self) -> Path:
         """lb/ (sources only, no build dirs) and bpf/ (the BPF build flags and stats header that
         lb/emu's datapath includes), as a .tar.gz."""
