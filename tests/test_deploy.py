@@ -305,3 +305,74 @@ def test_a_node_without_this_checkouts_artefact_is_named_before_any_agent_starts
     assert dp.deployed_mismatch(cfg, _Deployed(cfg, "")) == "nothing of xenobench is deployed there"
     assert dp.deployed_mismatch(cfg, _Deployed(cfg, "0123456789abcdef")) == (
         f"it holds artefact 0123456789abcdef, this checkout's is {want}")
+
+
+class _OvsDpu:
+    """The DPU as a double that records commands; XenoFlow has no process record (its start failed)."""
+    name = "fips5-dpu"
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, argv, check=True, **kw):
+        self.calls.append(list(argv))
+        return CommandResult(list(argv), 0, "/home/ubuntu\n" if argv == ["pwd"] else "", "", self.name)
+
+    def handle(self, tag):
+        return None
+
+    def running(self, tag):
+        return False
+
+    def remove_deployed(self):
+        return True
+
+    deploy_dir = "xenobench-deploy"
+
+
+DEL_FLOW = ["sudo", "-n", "/usr/bin/ovs-ofctl", "-O", "OpenFlow12", "--strict", "del-flows", "ovsbr2", "ip,in_port=pf1hpf"]
+
+
+def test_xenoflow_ovs_rule_removed_by_stop_and_purge_without_a_process_record(monkeypatch):
+    """A start that failed after adding the OVS rule leaves no process record: `lb stop` and
+    `testbed down --purge` remove the rule all the same (before: stop returned at the missing
+    record, purge never touched OVS)."""
+    from xenobench.config import load_config
+    from xenobench.lb.xenoflow import XenoFlowLB
+    from xenobench.shipping import purge
+    from xenobench.testbed import get_testbed
+
+    tb = get_testbed(load_config("config/fips.yaml"))
+    dbl = _OvsDpu()
+    dbl.ncfg = tb.cfg.nodes["fips5-dpu"]
+    monkeypatch.setattr(XenoFlowLB, "node", property(lambda self: dbl))
+    assert XenoFlowLB(tb).stop() is False
+    assert dbl.calls == [DEL_FLOW]
+    dbl.calls.clear()
+    monkeypatch.setattr(type(tb), "nodes", lambda self: [dbl])
+    assert purge(tb) == ["fips5-dpu"]
+    assert DEL_FLOW in dbl.calls
+
+
+def test_xenoflow_failed_start_removes_its_ovs_rule(monkeypatch):
+    from xenobench.config import load_config
+    from xenobench.errors import NodeError
+    from xenobench.lb.xenoflow import XenoFlowLB
+    from xenobench.testbed import get_testbed
+
+    tb = get_testbed(load_config("config/fips.yaml"))
+    dbl = _OvsDpu()
+    dbl.put = lambda *a: None
+
+    def run(argv, check=True, **kw):
+        dbl.calls.append(list(argv))
+        if argv[0] == "cmp":  # the installed XenoFlow is not this build: the start fails after the OVS step
+            return CommandResult(list(argv), 1, "", "", dbl.name)
+        return CommandResult(list(argv), 0, "/home/ubuntu\n" if argv == ["pwd"] else "", "", dbl.name)
+    dbl.run = run
+    monkeypatch.setattr(XenoFlowLB, "node", property(lambda self: dbl))
+    monkeypatch.setattr(XenoFlowLB, "_tarball", lambda self: "src.tar.gz")
+    with pytest.raises(NodeError, match="/usr/local/libexec/xenobench/xenoflow differs from this build"):
+        XenoFlowLB(tb).start()
+    adds = [i for i, c in enumerate(dbl.calls) if "add-flow" in c]
+    assert adds and dbl.calls[-1] == DEL_FLOW
