@@ -22,6 +22,7 @@ import json
 import re
 import shlex
 import tarfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,8 +202,7 @@ def _check_node(cfg, node: Node) -> list[Row]:
     try:
         node.run(["true"], timeout=30)
     except NodeError as e:
-        row("login", False, str(e), "install the controller's key in the login's ~/.ssh/authorized_keys "
-                                    "and the host key in ssh.known_hosts")
+        row("login", False, str(e), login_fix(cfg, node, str(e)))
         return rows
     row("login", True, f"{getattr(getattr(node, 'ssh', None), 'user', 'root')}@{node.name}")
     py = node.python_argv("x")[0]  # the node's interpreter (ssh.python over SSH)
@@ -277,11 +277,38 @@ def _check_root_owned(cfg, node: Node) -> list[Row]:
                "" if not bad else " && ".join(dpu.install_commands(cfg, home)))]
     build = dpu.on_node(home, cfg.section("xenoflow").get("build_dir") or "xenobench-xenoflow/build") + "/xenoflow"
     c = node.run(["cmp", "--", build, dpu.BINARY], check=False)
+    no_build = f"{build}: No such file" in c.stderr
     out.append(Row(node.name, "dpu", "XenoFlow installed", c.ok,
                    f"{dpu.BINARY} is the build {build}" if c.ok else
-                   (c.stderr.strip() or c.stdout.strip() or f"{dpu.BINARY} differs from {build}"),
-                   "" if c.ok else dpu.install_commands(cfg, home)[0]))
+                   f"nothing built at {build}" if no_build else
+                   (f"{dpu.BINARY} is not this build ({build})" if c.returncode == 1 else c.stderr.strip()),
+                   "" if c.ok else ("`xenobench deploy` (it builds XenoFlow as the login), then: " if no_build else "")
+                   + dpu.install_commands(cfg, home)[0]))
     return out
+
+
+def login_fix(cfg, node: Node, error: str) -> str:
+    """What to do about a login that failed, by what failed."""
+    ssh = getattr(node, "ssh", None)
+    if ssh is None:
+        return f"check the node's namespace (`xenobench testbed up --config {cfg.path}`)"
+    if "the host key changed" in error:
+        host = ssh.host if ssh.port == 22 else f"[{ssh.host}]:{ssh.port}"
+        path = ssh.known_hosts or "~/.ssh/known_hosts"
+        return (f"after comparing the offered fingerprint with {node.name}'s console: ssh-keygen -R "
+                f"{shlex.quote(host)} -f {shlex.quote(path)} && ssh-keyscan -p {ssh.port} {shlex.quote(ssh.host)} "
+                f">> {shlex.quote(path)}")
+    if "not in" in error and "known_hosts" in error or "accept_unknown_host_keys" in error:
+        return (f"add the host's key to {ssh.known_hosts or '~/.ssh/known_hosts'} after comparing its fingerprint "
+                f"with the node's console")
+    if "did not answer" in error or "refused" in error.lower() or "timed out" in error or "No route" in error:
+        return (f"start or unblock sshd on {node.name} ({ssh.host} port {ssh.port}): `systemctl status ssh` on its "
+                f"console; check nodes.{node.name}.ssh.host/port in {cfg.path}")
+    if "Authentication failed" in error or "authentication" in error.lower():
+        return (f"install the controller's key ({ssh.key or 'the agent’s keys'}) in ~{ssh.user}/.ssh/authorized_keys "
+                f"on {node.name}")
+    return ("install the controller's key in the login's ~/.ssh/authorized_keys and the host key in "
+            "ssh.known_hosts")
 
 
 APT_OF_TOOL = {"bpftool": "bpftool (or linux-tools-$(uname -r))", "ovs-vsctl": "openvswitch-switch",
@@ -540,14 +567,33 @@ def deploy(testbed) -> tuple[list[dict], list[Row]]:
     return shipped, rows
 
 
+#: the detail column's width; a longer detail goes on over the next lines
+DETAIL_WIDTH = 72
+
+
 def table(rows: list[Row]) -> str:
-    """One table: node, role, check, ready/CHECK/MISSING, detail, and the fix of a missing one (how
-    to check a CHECK one)."""
+    """One table of every node's checks: node, role, check, ready/CHECK/MISSING, detail (wrapped at
+    DETAIL_WIDTH), and a reference [n] to the row's fix (how to check a CHECK one), the fixes
+    listed once each below the table, whole, so that a command copies in one piece."""
     head = ("node", "role", "check", "status", "detail", "fix")
-    body = [(r.node, r.role, r.check, ("CHECK" if r.caution else "ready") if r.ready else "MISSING", r.detail,
-             r.fix) for r in rows]
-    w = [max(len(x[i]) for x in [head, *body]) for i in range(5)]
-    lines = ["  ".join(c.ljust(w[i]) if i < 5 else c for i, c in enumerate(x)).rstrip() for x in [head, *body]]
+    fixes: list[str] = []
+    body = []
+    for r in rows:
+        ref = ""
+        if r.fix:
+            if r.fix not in fixes:
+                fixes.append(r.fix)
+            ref = f"[{fixes.index(r.fix) + 1}]"
+        detail = textwrap.wrap(r.detail, DETAIL_WIDTH, break_long_words=False, break_on_hyphens=False) or [""]
+        body.append(((r.node, r.role, r.check, ("CHECK" if r.caution else "ready") if r.ready else "MISSING",
+                      detail[0], ref), detail[1:]))
+    w = [max(len(x[i]) for x in [head, *(b for b, _ in body)]) for i in range(5)]
+    lines = ["  ".join(c.ljust(w[i]) if i < 5 else c for i, c in enumerate(head)).rstrip()]
+    for cols, more in body:
+        lines.append("  ".join(c.ljust(w[i]) if i < 5 else c for i, c in enumerate(cols)).rstrip())
+        lines += [" " * (sum(w[:4]) + 8) + d for d in more]
+    if fixes:
+        lines += ["", "fixes:"] + [f"[{i}] {f}" for i, f in enumerate(fixes, 1)]
     return "\n".join(lines)
 
 

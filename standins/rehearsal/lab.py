@@ -411,11 +411,24 @@ class Lab:
         f.write_text(rule + "\n")
         os.chmod(f, 0o440)
         sh("visudo", "-cf", str(f))
-        helper = self.node_dir(node) / "usrlocal.upper" / Path(dpu.HELPER).relative_to("/usr/local")
-        helper.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO_ROOT / dpu.HELPER_SOURCE, helper)
-        os.chown(helper, 0, 0)
-        os.chmod(helper, 0o755)
+        d = self.node_dir(node)
+        pid = d / "sshd.pid"
+        if pid.exists() and Path(f"/proc/{pid.read_text().strip()}").exists():
+            # the node runs: through its own /usr/local (an overlay's upper layer is not to be
+            # written while it is mounted), from its /tmp (the lab's directory, bound there)
+            staged = d / "tmp" / "xenobench-xenoflow.helper"
+            shutil.copyfile(REPO_ROOT / dpu.HELPER_SOURCE, staged)
+            try:
+                self.in_node(node, "install", "-D", "-o", "root", "-g", "root", "-m", "0755",
+                             f"/tmp/{staged.name}", dpu.HELPER)
+            finally:
+                staged.unlink(missing_ok=True)
+        else:
+            helper = d / "usrlocal.upper" / Path(dpu.HELPER).relative_to("/usr/local")
+            helper.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(REPO_ROOT / dpu.HELPER_SOURCE, helper)
+            os.chown(helper, 0, 0)
+            os.chmod(helper, 0o755)
         return rule
 
     def install_xenoflow(self, node: str | None = None) -> str:

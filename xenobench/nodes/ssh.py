@@ -152,6 +152,10 @@ class SshNode(Node):
     def _connect(self):
         import paramiko
 
+        # paramiko's transport thread logs a failed handshake as a traceback, line by line, on
+        # "paramiko.transport"; the NodeError below names the failure once, as one line
+        logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
+
         s = self.ssh
         c = paramiko.SSHClient()
         known = KnownHosts(os.path.expanduser(s.known_hosts or "~/.ssh/known_hosts"))
@@ -170,10 +174,21 @@ class SshNode(Node):
                       timeout=s.connect_timeout, banner_timeout=s.connect_timeout,
                       auth_timeout=s.connect_timeout, sock=sock,
                       allow_agent=s.key is None, look_for_keys=s.key is None)
+        except paramiko.BadHostKeyException as e:
+            if sock:
+                sock.close()
+            host = s.host if s.port == 22 else f"[{s.host}]:{s.port}"
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): "
+                            f"{known.changed_key(host, e.key, e.expected_key)}") from None
         except paramiko.SSHException as e:
             if sock:
                 sock.close()
-            raise NodeError(f"Failed to connect to node {self.name} ({where}): {e}") from None
+            why = str(e)
+            if why in ("No existing session", "Error reading SSH protocol banner") or "banner" in why:
+                # the transport ended before authentication: nothing answered as an sshd
+                why = (f"its sshd did not answer (no SSH banner within {s.connect_timeout:g} s: "
+                       f"paramiko: {e})")
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): {why}") from None
         except OSError as e:
             if sock:
                 sock.close()
