@@ -292,6 +292,8 @@ def login_fix(cfg, node: Node, error: str) -> str:
     ssh = getattr(node, "ssh", None)
     if ssh is None:
         return f"check the node's namespace (`xenobench testbed up --config {cfg.path}`)"
+    if "Failed to use ssh.workdir" in error:
+        return f"nodes.{node.name}.ssh.workdir in {cfg.path}: a directory only {ssh.user} can write (see the detail)"
     if "the host key changed" in error:
         host = ssh.host if ssh.port == 22 else f"[{ssh.host}]:{ssh.port}"
         path = ssh.known_hosts or "~/.ssh/known_hosts"

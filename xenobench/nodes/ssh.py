@@ -268,10 +268,12 @@ class SshNode(Node):
                             f"(create it, mode 0700, or fix nodes.{self.name}.ssh.workdir in {self.cfg.path})")
         if out:
             self._workdir_ok = False
+            shared = out.startswith("mode 1")  # sticky: a shared directory such as /tmp, keep it so
+            fix = ("" if shared else f"`chmod go-w {shlex.quote(self.ssh.workdir)}` on {self.name}, or ")
             raise NodeError(f"Failed to use ssh.workdir {self.ssh.workdir!r} on node {self.name}: it is group- or "
                             f"world-writable ({out}), so another user could plant a module or program that would run "
-                            f"as {self.ssh.user}; `chmod go-w {shlex.quote(self.ssh.workdir)}` on {self.name}, or set "
-                            f"nodes.{self.name}.ssh.workdir in {self.cfg.path} to a directory only the login can write")
+                            f"as {self.ssh.user}; {fix}set nodes.{self.name}.ssh.workdir in {self.cfg.path} to a "
+                            f"directory only the login can write (or remove it: the login's home)")
 
     def _mentions_work_dir(self, argv: list[str]) -> bool:
         """Whether a command names a path under the private directory (which must then exist, 0700)."""
