@@ -49,8 +49,9 @@ def purge(testbed) -> list[str]:
                 src, build = sec.get("remote_src"), sec.get("build_dir")
                 if src:
                     home = n.run(["pwd"]).stdout.strip()
-                    # the build directory and the backends file too, and their parent once empty
-                    n.run(["sh", "-c", 'rm -rf -- "$1" "$1.tar.gz" "$3" ${2:+"$2"}; for d in "$1" ${2:+"$2"}; do '
+                    # the build directory and the backends file too (with the copies an update keeps
+                    # beside it: lb.base signal_update), and their parent once empty
+                    n.run(["sh", "-c", 'rm -rf -- "$1" "$1.tar.gz" "$3" "$3.prev" "$3.next" ${2:+"$2"}; for d in "$1" ${2:+"$2"}; do '
                            'p=$(dirname -- "$d"); [ "$p" = . ] || rmdir -- "$p" 2>/dev/null; done; true',
                            "sh", src, build or "", dpu.backends_path(cfg, home)], check=False)
         except NodeError as e:
