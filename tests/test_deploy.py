@@ -376,3 +376,23 @@ def test_xenoflow_failed_start_removes_its_ovs_rule(monkeypatch):
         XenoFlowLB(tb).start()
     adds = [i for i, c in enumerate(dbl.calls) if "add-flow" in c]
     assert adds and dbl.calls[-1] == DEL_FLOW
+
+
+def test_table_wraps_details_and_lists_each_fix_once_below():
+    """The table stays DETAIL_WIDTH wide in its detail column however long a detail is; a fix is
+    referenced [n] and printed once, whole, below (a command copies in one piece)."""
+    long = "word " * 40
+    fix = "sudo install -D -o root -g root -m 0755 /home/ubuntu/x /usr/local/libexec/xenobench/xenoflow"
+    rows = [dp.Row("fips1", "client", "login", True, "root@fips1"),
+            dp.Row("fips5-dpu", "dpu", "eSwitch mode p0", False, long.strip(), fix),
+            dp.Row("fips5-dpu", "dpu", "eSwitch mode p1", False, "short", fix),
+            dp.Row("fips5-dpu", "dpu", "link p1", True, "operstate UP", "check it", caution=True)]
+    lines = dp.table(rows).splitlines()
+    assert lines[0].split() == ["node", "role", "check", "status", "detail", "fix"]
+    body = lines[1:lines.index("")]
+    assert max(len(ln) for ln in body) <= len("fips5-dpu  client  eSwitch mode p0  MISSING  ") + dp.DETAIL_WIDTH + 5
+    assert [ln.split()[-1] for ln in body if ln.startswith("fips5-dpu")] == ["[1]", "[1]", "[2]"]
+    assert sum(ln.startswith(" ") for ln in body) == 2  # the long detail goes on over two more lines
+    col = lines[0].index("detail")
+    assert " ".join(ln[col:].removesuffix("[1]").strip() for ln in body[1:4]) == long.strip()
+    assert lines[lines.index("") + 1:] == ["fixes:", f"[1] {fix}", "[2] check it"]
