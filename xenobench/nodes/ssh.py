@@ -380,14 +380,16 @@ class SshNode(Node):
     def signal(self, h, sig, *, sudo=False):
         """`sudo`: the process runs as root. One started through sudo as `PROGRAM start ...` (a
         root-owned helper, xenobench.dpu) is signalled through `sudo -n PROGRAM signal NAME`, which
-        signals only the pid the helper recorded; any other through `sudo -n kill`."""
-        if not sudo:
+        signals only the pid the helper recorded, `sudo` or not (so that stop() and a teardown's
+        stop_all() reach it too); any other through `sudo -n kill`."""
+        helper = h.argv[:2] == ["sudo", "-n"] and len(h.argv) > 3 and h.argv[3] == "start"
+        if not sudo and not helper:  # started through the helper it runs as root: only the helper may signal it
             return super().signal(h, sig)
         if not self._same_process(h) and not self.orphans(h):
             logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
                            self.name, h.tag, h.pid, shlex.join(h.argv))
             return False
-        if h.argv[:2] == ["sudo", "-n"] and len(h.argv) > 3 and h.argv[3] == "start":
+        if helper:
             self.run(sudo_argv([h.argv[2], "signal", signals.Signals(sig).name[3:]]), check=False)
         else:
             self.run(sudo_argv(["kill", f"-{int(sig)}", "--", f"-{h.pid}"]), check=False)
