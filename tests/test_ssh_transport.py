@@ -222,7 +222,9 @@ def test_cert_authority_line_explains_the_refusal(testbed, sshd, tmp_path):
     kh.write_text(OTHER_KEYS + "\n")
     n = ssh_node(testbed, d, server)
     n.ssh = dataclasses.replace(n.ssh, known_hosts=str(kh))
-    with pytest.raises(NodeError, match=r"is not in .*known_hosts; add it \(ssh-keyscan\) or set "
+    with pytest.raises(NodeError, match=r"\(ssh-ed25519 SHA256:[A-Za-z0-9+/]{43}\) is not in .*known_hosts; compare the "
+                                        r"fingerprint with the node's console \(`ssh-keygen -lf "
+                                        r"/etc/ssh/ssh_host_\*_key.pub`\) and add it \(ssh-keyscan\), or set "
                                         rf"nodes\.{server.name}\.ssh\.accept_unknown_host_keys: true; lines 4 are "
                                         r"@cert-authority keys, which paramiko cannot check \(host certificates, "
                                         r"paramiko issue #771\)"):
