@@ -281,6 +281,8 @@ def _check_root_owned(cfg, node: Node) -> list[Row]:
     out.append(Row(node.name, "dpu", "XenoFlow installed", c.ok,
                    f"{dpu.BINARY} is the build {build}" if c.ok else
                    f"nothing built at {build}" if no_build else
+                   f"{dpu.BINARY} is not installed (the login built {build})" if f"{dpu.BINARY}: No such file" in c.stderr
+                   else
                    (f"{dpu.BINARY} is not this build ({build})" if c.returncode == 1 else c.stderr.strip()),
                    "" if c.ok else ("`xenobench deploy` (it builds XenoFlow as the login), then: " if no_build else "")
                    + dpu.install_commands(cfg, home)[0]))
