@@ -233,7 +233,7 @@ def _check_node(cfg, node: Node) -> list[Row]:
         if link is not None and i.ip:
             addrs = {f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", [])}
             row(f"address {i.ip}", str(i.ip) in addrs, ", ".join(sorted(addrs)) or "none",
-                f"ip addr add {i.ip} dev {i.name}")
+                f"ip addr add {i.ip} dev {shlex.quote(i.name)}")
     if role == "loadgen":
         rows += _check_trex(cfg, node)
     if role == "dpu":
@@ -278,14 +278,17 @@ def _check_root_owned(cfg, node: Node) -> list[Row]:
     build = dpu.on_node(home, cfg.section("xenoflow").get("build_dir") or "xenobench-xenoflow/build") + "/xenoflow"
     c = node.run(["cmp", "--", build, dpu.BINARY], check=False)
     no_build = f"{build}: No such file" in c.stderr
-    out.append(Row(node.name, "dpu", "XenoFlow installed", c.ok,
-                   f"{dpu.BINARY} is the build {build}" if c.ok else
-                   f"nothing built at {build}" if no_build else
-                   f"{dpu.BINARY} is not installed (the login built {build})" if f"{dpu.BINARY}: No such file" in c.stderr
-                   else
-                   (f"{dpu.BINARY} is not this build ({build})" if c.returncode == 1 else c.stderr.strip()),
-                   "" if c.ok else ("`xenobench deploy` (it builds XenoFlow as the login), then: " if no_build else "")
-                   + dpu.install_commands(cfg, home)[0]))
+    if c.ok:
+        detail = f"{dpu.BINARY} is the build {build}"
+    elif no_build:
+        detail = f"nothing built at {build}"
+    elif f"{dpu.BINARY}: No such file" in c.stderr:
+        detail = f"{dpu.BINARY} is not installed (the login built {build})"
+    else:
+        detail = f"{dpu.BINARY} is not this build ({build})" if c.returncode == 1 else c.stderr.strip()
+    fix = "" if c.ok else (("`xenobench deploy` (it builds XenoFlow as the login), then: " if no_build else "")
+                           + dpu.install_commands(cfg, home)[0])
+    out.append(Row(node.name, "dpu", "XenoFlow installed", c.ok, detail, fix))
     return out
 
 
@@ -335,7 +338,8 @@ def _check_trex(cfg, node: Node) -> list[Row]:
     ports = list(t.get("ports") or [0])
     if not r.ok:
         out.append(Row(node.name, "loadgen", "/etc/trex_cfg.yaml", False, "missing",
-                       f"cd {path or '<trex>'} && sudo ./dpdk_setup_ports.py -i  (writes /etc/trex_cfg.yaml)"))
+                       f"cd {shlex.quote(path) if path else '<trex>'} && sudo ./dpdk_setup_ports.py -i  "
+                       "(writes /etc/trex_cfg.yaml)"))
         return out
     try:
         doc = yaml.safe_load(r.stdout)
@@ -425,7 +429,7 @@ def eswitch_row(node_name: str, ifname: str, pci: str, mode: str | None, error: 
     check = f"eSwitch mode {ifname} ({pci})"
     if mode is None:
         return Row(node_name, "dpu", check, False, error or "unknown",
-                   fix or f"sudo devlink dev eswitch show pci/{pci}  (iproute2's devlink; check the PCI address in "
+                   fix or f"sudo devlink dev eswitch show {shlex.quote('pci/' + pci)}  (iproute2's devlink; check the PCI address in "
                           f"nodes.<dpu>.interfaces[].pci)")
     want, why = PORT_MODEL_ESWITCH[port_model]
     if mode == want:
@@ -458,8 +462,8 @@ def link_row(node_name: str, ifname: str, states: dict[str, str]) -> Row:
     st = states.get(ifname)
     ok = st == "UP"
     return Row(node_name, "dpu", f"link {ifname}", ok, f"operstate {st}" if st else "missing",
-               "" if ok else f"ip link set {ifname} up; check the cable and the switch port "
-                             f"(`ethtool {ifname}`: Link detected)")
+               "" if ok else f"ip link set {shlex.quote(ifname)} up; check the cable and the switch port "
+                             f"(`ethtool {shlex.quote(ifname)}`: Link detected)")
 
 
 def hugepages_row(node_name: str, hp: dict | None, nr: int | None, free: int | None) -> Row:
