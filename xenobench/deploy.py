@@ -161,16 +161,9 @@ HOST_SUDO_COMMANDS = [["/usr/sbin/bpftool"], ["/usr/bin/kill"]]
 
 
 def dpu_sudo_commands(cfg, node: Node | None = None, home: str | None = None) -> list[list[str]]:
-    """Every command the DPU's login runs as root, exactly (XenoFlowLB.sudo_commands): the rule
+    """Every command the DPU's login runs as root, exactly (xenobench.dpu.root_commands): the rule
     deploy prints. `home`: the login's working directory (absolute; asked of `node` if not given)."""
-    lb = XenoFlowLB.__new__(XenoFlowLB)  # the commands only: no testbed needed
-    lb.cfg, lb.sec = cfg, cfg.section("xenoflow")
-    lb.mode = lb.sec.get("mode")
-    lb.ncfg = dpu.dpu_node(cfg) or cfg.role("lb")
-    lb.ing, lb.eg = lb.ncfg.lb_port("ingress"), lb.ncfg.lb_port("egress")
-    lb._home = home or (node.run(["pwd"]).stdout.strip() if node is not None else
-                        lb.home(connect=False))
-    return lb.sudo_commands()
+    return dpu.root_commands(cfg, home or node.run(["pwd"]).stdout.strip())
 
 
 def sudo_rule_fix(cfg, node: Node) -> str:

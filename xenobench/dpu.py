@@ -117,6 +117,23 @@ def hugepages_commands(cfg) -> list[list[str]]:
             [MOUNT, "-t", "hugetlbfs", "-o", f"pagesize={size}K", "nodev", hp.get("mount", "/dev/hugepages")]]
 
 
+def xenoflow_node(cfg):
+    """Where XenoFlow runs: the dpu node in DOCA mode (else, and without one, the lb node)."""
+    return (dpu_node(cfg) if _sec(cfg).get("mode") == "doca" else None) or cfg.role("lb")
+
+
+def xenoflow_argv(cfg, backends: str) -> list[str]:
+    """XenoFlow's arguments (lb/src/main.c): the EAL's (xenoflow.device_args, default `-a` the
+    ingress and egress ports), then `--` and the app's: the backends file, the egress MAC, the
+    stats interval in ms, the queues, the port model."""
+    sec = _sec(cfg)
+    n = xenoflow_node(cfg)
+    ing, eg = n.lb_port("ingress"), n.lb_port("egress")
+    dev = [str(a) for a in sec.get("device_args") or []] or ["-a", ing.name, "-a", eg.name]
+    return [*dev, "--", "-b", backends, "-s", eg.mac, "-i", str(int(float(sec["stats_interval_s"]) * 1000)),
+            "-q", str(sec["queues"]), "-m", sec["port_model"]]
+
+
 def start_command(app_argv: list[str]) -> list[str]:
     """XenoFlow's start through the helper, with its exact arguments (EAL, then -- and the app's)."""
     return [HELPER, "start", *app_argv]
@@ -128,9 +145,9 @@ def signal_command(name: str) -> list[str]:
     return [HELPER, "signal", name]
 
 
-def root_commands(cfg, app_argv: list[str] | None) -> list[list[str]]:
-    """Every command the DPU's login runs as root, exactly (app_argv: XenoFlow's arguments as
-    XenoFlowLB.app_argv gives them; None: the rule without XenoFlow's start)."""
+def root_commands(cfg, home: str) -> list[list[str]]:
+    """Every command the DPU's login runs as root, exactly; `home`: the login's working directory
+    (absolute), where XenoFlow's backends file is."""
     out: list[list[str]] = []
     ovs = ovs_commands(cfg)
     out += ovs.get("check", []) + ovs.get("add", []) + ovs.get("del", [])
@@ -139,8 +156,7 @@ def root_commands(cfg, app_argv: list[str] | None) -> list[list[str]]:
         if i.pci:
             out.append(devlink_eswitch(i.pci))
     out += hugepages_commands(cfg)
-    if app_argv is not None:
-        out.append(start_command(app_argv))
+    out.append(start_command(xenoflow_argv(cfg, backends_path(cfg, home))))
     out += [signal_command(s) for s in SIGNALS]
     return out
 

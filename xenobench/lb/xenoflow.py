@@ -122,16 +122,6 @@ class XenoFlowLB(LoadBalancer):
     def _sudo(self, argv: list[str]) -> list[str]:
         return sudo_argv(argv) if self.sec["sudo"] else argv
 
-    def _device_args(self) -> list[str]:
-        if self.sec["device_args"]:
-            return [str(a) for a in self.sec["device_args"]]
-        return ["-a", self.ing.name, "-a", self.eg.name]
-
-    def _app_args(self, backends: str) -> list[str]:
-        return ["--", "-b", backends, "-s", self.eg.mac,
-                "-i", str(int(float(self.sec["stats_interval_s"]) * 1000)), "-q", str(self.sec["queues"]),
-                "-m", self.sec["port_model"]]
-
     def _remote_backends(self, bfile: Path) -> str:
         if self.mode == "doca":  # a fixed path: the sudoers rule names XenoFlow's exact arguments
             return dpu.backends_path(self.cfg, self.home(connect=not self._dry))
@@ -152,15 +142,13 @@ class XenoFlowLB(LoadBalancer):
             self._home = (node or self.node).run(["pwd"]).stdout.strip()
         return self._home
 
-    def app_argv(self, backends: str | None = None) -> list[str]:
-        """XenoFlow's arguments (EAL, then -- and the app's), with the backends file at `backends`
-        (default: the DOCA mode's fixed path): what the sudoers rule names exactly."""
-        return [*self._device_args(),
-                *self._app_args(backends or dpu.backends_path(self.cfg, self.home(connect=not self._dry)))]
+    def app_argv(self, backends: str) -> list[str]:
+        """XenoFlow's arguments with the backends file at `backends` (dpu.xenoflow_argv)."""
+        return dpu.xenoflow_argv(self.cfg, backends)
 
     def sudo_commands(self) -> list[list[str]]:
         """Every command this XenoFlow runs as root on the DPU, exactly (the rule deploy prints)."""
-        return dpu.root_commands(self.cfg, self.app_argv())
+        return dpu.root_commands(self.cfg, self.home(connect=not self._dry))
 
     def _log_path(self) -> str:
         return self.node.log_path(TAG)
@@ -200,7 +188,7 @@ class XenoFlowLB(LoadBalancer):
         """(description, argv) in order; argv None for steps done by the harness itself (copies)."""
         remote_b = self._remote_backends(bfile)
         if self.mode == "emulation":
-            return [("start", [str(BINARY), *self._device_args(), *self._app_args(remote_b)])]
+            return [("start", [str(BINARY), *self.app_argv(remote_b)])]
         src, build = self.sec["remote_src"], self.sec["build_dir"]
         steps: list[tuple[str, list[str] | None]] = [
             ("copy", ["mkdir", "-p", src]),
