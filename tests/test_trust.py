@@ -490,3 +490,15 @@ def test_dpu_helper_signals_only_the_recorded_xenoflow(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/visudo"), reason="needs sudo's visudo")
+def test_dpu_rule_as_printed_is_accepted_by_visudo(tmp_path):
+    """The printed rule, escaped as sudoers(5) wants it, is one valid line for /etc/sudoers.d."""
+    import subprocess
+
+    from xenobench import dpu
+    f = tmp_path / "xenobench"
+    f.write_text(dpu.sudoers_rule("ubuntu", _fips_rule_commands()) + "\n")
+    r = subprocess.run(["/usr/sbin/visudo", "-cf", str(f)], capture_output=True, text=True)
+    assert r.returncode == 0 and "parsed OK" in r.stdout, r.stdout + r.stderr
