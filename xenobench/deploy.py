@@ -9,7 +9,9 @@ objects built for the node's role, in the repository's layout, so that the agent
 gzip'd tarball whose name is the SHA-256 of its files (paths and contents), unpacked on the node
 under Node.deploy_dir/<hash>, `current` linking to it; a node that already holds <hash>
 gets nothing copied. The DPU gets XenoFlow's source (XenoFlowLB.ship_source), content-addressed
-the same way. Namespace nodes share this machine's tree: nothing to ship.
+the same way, and builds it as the login (XenoFlowLB.build); what runs as root there is only what
+the operator installs root-owned (xenobench.dpu: the build, the start/signal helper, the rule with
+exact arguments), which the checks name. Namespace nodes share this machine's tree: nothing to ship.
 
 The checks (check_node) read, never change: one Row per (node, check), ready or missing, and the
 command that fixes a missing one."""
@@ -550,9 +552,9 @@ def deploy(testbed) -> tuple[list[dict], list[Row]]:
                 lb = XenoFlowLB(testbed)
                 if lb.mode == "doca":
                     shipped.append({"node": n.name, "what": "xenoflow source", "copied": lb.ship_source(n)})
-                    lb.build(n)  # as the login; the operator installs the result (the rule's program)
-                    shipped.append({"node": n.name, "what": "xenoflow build", "copied": True,
-                                    "note": "built as the login"})
+                    built = lb.build(n)  # as the login; the operator installs the result (the rule's program)
+                    shipped.append({"node": n.name, "what": "xenoflow build", "copied": built,
+                                    "note": "built as the login" if built else "up to date"})
         except XenobenchError as e:
             failed.append(Row(n.name, n.ncfg.role, "shipment", False, str(e),
                               "see the node's other rows (login, disk space under ssh.workdir)"))

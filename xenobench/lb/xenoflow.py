@@ -462,11 +462,13 @@ class XenoFlowLB(LoadBalancer):
                   "sh", src, digest])
         return True
 
-    def build(self, node=None) -> list[str]:
+    def build(self, node=None) -> bool:
         """Build XenoFlow on the DPU from the shipped source (ship_source), as the login: the
-        build-env check and meson/ninja of start(), nothing as root. The commands run."""
+        build-env check and meson/ninja of start(), nothing as root. False when ninja had nothing
+        to do (the build was up to date)."""
         node = node or self.node
         ran: list[str] = []
+        built = True
         for what, argv in self.deploy_steps(Path("backends.json")):
             if what == "build-env":
                 ran += [shlex.join(argv), *self.check_build_env(node)]
@@ -476,7 +478,8 @@ class XenoFlowLB(LoadBalancer):
                 if not r.ok:
                     raise NodeError(f"Failed to build xenoflow on {node.name}: `{shlex.join(argv)}` exited with "
                                     f"status {r.returncode}: {build_errors(r.stdout + r.stderr)}")
-        return ran
+                built = built and "ninja: no work to do" not in r.stdout
+        return built
 
     def _tarball(self) -> Path:
         """lb/ (sources only, no build dirs) and bpf/ (the BPF build flags and stats header that
