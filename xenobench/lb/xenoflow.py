@@ -12,7 +12,10 @@ PKG_CONFIG_PATH explicitly, since a non-interactive SSH session does not read th
 sets them; install what apt can if xenoflow.build_env.install, else fail naming what is missing);
 build it with meson against the DOCA SDK; check the OVS bridge exists and add the flow rule(s)
 (without them traffic goes through the ARM cores; thesis §6.1, paper §4.2); reserve hugepages;
-start XenoFlow with the configured EAL device arguments.
+start XenoFlow with the configured EAL device arguments. With xenoflow.sudo (a login that is not
+root) every step as root is one of the exact commands of xenobench.dpu's rule: XenoFlow runs as
+the root-owned install of this build, through the root-owned helper that records its pid and
+alone signals it; a start that fails, `lb stop` and `testbed down --purge` remove the OVS rules.
 
 XenoFlow prints JSON lines (lb/src/main.c): "started", a "stats" line every interval and on
 SIGUSR1, "final" and "stopped" after a clean teardown on SIGINT/SIGTERM. stats() sends SIGUSR1
