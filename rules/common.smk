@@ -1,5 +1,6 @@
 # The one place that loads and checks the configuration and computes target lists.
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -49,7 +50,7 @@ validate(config, "../config/schema/main.schema.yaml")
 TESTBED = CFG.name
 # nodes reached over ssh: the workflow deploys to them before the testbed check (rule deploy)
 SSH_NODES = [n.name for n in CFG.nodes.values() if n.transport == "ssh"]
-XB = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"  # the venv that runs Snakemake
+XB = f"{shlex.quote(sys.executable)} -m xenobench --config {shlex.quote(str(CONFIG_PATH))}"  # the venv that runs Snakemake
 CONDA_ENV = "../environment.yml"  # the same packages for --use-conda (testbed machines)
 THESIS_DATA = "../shared/thesis-data"  # the thesis's raw measurements (results/thesis/ is committed)
 TREE = ResultsTree(Path("results"), TESTBED)  # xenobench.layout owns every path below results/<testbed>

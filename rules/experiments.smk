@@ -15,7 +15,7 @@ rule build:
     conda:
         CONDA_ENV
     shell:
-        "scripts/build.sh > {log} 2>&1 && touch {output}"
+        "scripts/build.sh > {log:q} 2>&1 && touch {output:q}"
 
 
 rule experiment_point:
@@ -40,7 +40,7 @@ rule experiment_point:
     shell:
         # both streams append to the one log (a truncating `> {log}` beside `tee -a` wrote the final
         # JSON over the progress lines); the progress lines also go to the terminal
-        ": > {log}; {params.xb} experiment run {wildcards.experiment} {wildcards.point} >> {log} 2> >(tee -a {log} >&2)"
+        ": > {log:q}; {params.xb} experiment run {wildcards.experiment} {wildcards.point} >> {log:q} 2> >(tee -a {log:q} >&2)"
 
 
 rule aggregate:
@@ -57,7 +57,7 @@ rule aggregate:
         xb=XB,
         results=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "{params.xb} experiment aggregate {params.results} > {output} 2> {log}"
+        "{params.xb} experiment aggregate {params.results:q} > {output:q} 2> {log:q}"
 
 
 rule figures:
@@ -76,7 +76,7 @@ rule figures:
         figures=lambda w, output: os.path.dirname(output[0]),
         testbed=TESTBED,
     shell:
-        "{params.xb} plot {params.results} --out {params.figures} --testbed {params.testbed} --placeholders > /dev/null 2> {log}"
+        "{params.xb} plot {params.results:q} --out {params.figures:q} --testbed {params.testbed:q} --placeholders > /dev/null 2> {log:q}"
 
 
 rule report:
@@ -96,5 +96,5 @@ rule report:
         results=lambda w, output: os.path.dirname(output[0]),
         figures=lambda w, input: os.path.dirname(input.figures[0]),
     shell:
-        "{params.xb} experiment report {params.results} --figures {params.figures} --thesis-compare {input.thesis} "
-        "--out {output} > /dev/null 2> {log}"
+        "{params.xb} experiment report {params.results:q} --figures {params.figures:q} --thesis-compare {input.thesis:q} "
+        "--out {output:q} > /dev/null 2> {log:q}"

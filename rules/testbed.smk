@@ -13,7 +13,7 @@ rule deploy:
     params:
         xb=XB,
     shell:
-        "{params.xb} deploy > {output}.tmp 2> {log} && mv {output}.tmp {output} || {{ cat {output}.tmp >&2; exit 1; }}"
+        "{params.xb} deploy > {output}.tmp 2> {log:q} && mv {output}.tmp {output:q} || {{ cat {output}.tmp >&2; exit 1; }}"
 
 
 rule testbed_check:
@@ -30,7 +30,7 @@ rule testbed_check:
     params:
         xb=XB,
     shell:
-        "({params.xb} testbed up && {params.xb} testbed check) > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+        "({params.xb} testbed up && {params.xb} testbed check) > {output}.tmp 2> {log:q} && mv {output}.tmp {output:q}"
 
 
 rule trex_server:
@@ -48,4 +48,4 @@ rule trex_server:
     params:
         xb=XB,
     shell:
-        "{params.xb} traffic server start > {output} 2> {log}"
+        "{params.xb} traffic server start > {output:q} 2> {log:q}"

@@ -19,7 +19,7 @@ rule thesis_ingest:
     params:
         xb=XB,
     shell:
-        "{params.xb} ingest thesis {input} --out results/thesis 2> {log}"
+        "{params.xb} ingest thesis {input:q} --out results/thesis 2> {log:q}"
 
 
 rule thesis_figures:
@@ -34,7 +34,7 @@ rule thesis_figures:
     params:
         xb=XB,
     shell:
-        "{params.xb} plot results/thesis --out figures/thesis --testbed thesis 2> {log}"
+        "{params.xb} plot results/thesis --out figures/thesis --testbed thesis 2> {log:q}"
 
 
 rule thesis_compare:
@@ -50,4 +50,4 @@ rule thesis_compare:
     params:
         xb=XB,
     shell:
-        "{params.xb} compare results/thesis --json > {output} 2> {log}"
+        "{params.xb} compare results/thesis --json > {output:q} 2> {log:q}"

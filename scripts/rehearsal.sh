@@ -13,6 +13,10 @@ trap 'lab down > /dev/null' EXIT
 t0=$(date +%s)
 # the operator installs the sudoers rule `xenobench deploy` prints for the DPU login (--sudo-rule)
 lab up --sudo-rule > /dev/null || exit 1
+# day one as the operator: deploy ships and builds XenoFlow as the DPU login, and its table says
+# to install the build root-owned (the program the rule names); the operator does, and deploys again
+.venv/bin/xenobench --config "$CONFIG" deploy > /dev/null
+lab install-xenoflow > /dev/null || exit 1
 .venv/bin/snakemake --cores 1 all --configfile "$CONFIG"
 rc=$?
 .venv/bin/xenobench --config "$CONFIG" testbed down --purge || rc=1

@@ -134,6 +134,8 @@ def test_recording_double_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(
         ssh = cfg.nodes["fips5-dpu"].ssh
 
         def run(self, argv, check=True, **kw):
+            if argv == ["pwd"]:
+                return CommandResult(argv, 0, "/home/ubuntu\n", "", self.name)
             if argv[0] != "sudo":  # the read-only checks that need no root: DOCA absent here
                 return CommandResult(argv, 1, "", "not found", self.name)
             assert argv[:2] == ["sudo", "-n"], argv  # never a prompt
@@ -144,12 +146,18 @@ def test_recording_double_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(
         lb.apply_ovs(Dpu())
     msg = str(e.value)
     assert msg.startswith("Failed to apply the OVS rule on fips5-dpu: sudo asks ubuntu for a password")
-    assert "ubuntu ALL=(root) NOPASSWD: /usr/bin/ovs-vsctl, /usr/bin/ovs-ofctl" in msg
+    # exact commands with exact arguments (sudoers' specials escaped), never a bare program
+    assert ("ubuntu ALL=(root) NOPASSWD: /usr/bin/ovs-vsctl list-br, /usr/bin/ovs-vsctl br-exists ovsbr2, "
+            "/usr/bin/ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip\\,in_port\\=pf1hpf\\,actions\\=output\\:p1, ") in msg
     assert "/etc/sudoers.d/xenobench" in msg and "Open vSwitch running" not in msg
     rows = dp._check_dpu(cfg, type("N", (Dpu,), {"ncfg": cfg.nodes["fips5-dpu"]})())
     ovs = [r for r in rows if r.check.startswith("OVS bridge")][0]
     assert (ovs.ready, ovs.detail) == (False, "sudo asks for a password")
     assert "/etc/sudoers.d/xenobench" in ovs.fix and "NOPASSWD" in ovs.fix
+    # the eSwitch mode is read through the rule (devlink's eswitch-get is admin-only): its fix is the rule
+    esw = [r for r in rows if r.check.startswith("eSwitch mode")]
+    assert len(esw) == 2 and all(not r.ready and "NOPASSWD" in r.fix and "check the PCI address" not in r.fix
+                                 for r in esw)
 
 
 # --- the DPU preflight: parsing and messages, on captured outputs -------------------------------
@@ -297,3 +305,94 @@ def test_a_node_without_this_checkouts_artefact_is_named_before_any_agent_starts
     assert dp.deployed_mismatch(cfg, _Deployed(cfg, "")) == "nothing of xenobench is deployed there"
     assert dp.deployed_mismatch(cfg, _Deployed(cfg, "0123456789abcdef")) == (
         f"it holds artefact 0123456789abcdef, this checkout's is {want}")
+
+
+class _OvsDpu:
+    """The DPU as a double that records commands; XenoFlow has no process record (its start failed)."""
+    name = "fips5-dpu"
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, argv, check=True, **kw):
+        self.calls.append(list(argv))
+        return CommandResult(list(argv), 0, "/home/ubuntu\n" if argv == ["pwd"] else "", "", self.name)
+
+    def handle(self, tag):
+        return None
+
+    def running(self, tag):
+        return False
+
+    def remove_deployed(self):
+        return True
+
+    deploy_dir = "xenobench-deploy"
+
+
+DEL_FLOW = ["sudo", "-n", "/usr/bin/ovs-ofctl", "-O", "OpenFlow12", "--strict", "del-flows", "ovsbr2", "ip,in_port=pf1hpf"]
+
+
+def test_xenoflow_ovs_rule_removed_by_stop_and_purge_without_a_process_record(monkeypatch):
+    """A start that failed after adding the OVS rule leaves no process record: `lb stop` and
+    `testbed down --purge` remove the rule all the same (before: stop returned at the missing
+    record, purge never touched OVS)."""
+    from xenobench.config import load_config
+    from xenobench.lb.xenoflow import XenoFlowLB
+    from xenobench.shipping import purge
+    from xenobench.testbed import get_testbed
+
+    tb = get_testbed(load_config("config/fips.yaml"))
+    dbl = _OvsDpu()
+    dbl.ncfg = tb.cfg.nodes["fips5-dpu"]
+    monkeypatch.setattr(XenoFlowLB, "node", property(lambda self: dbl))
+    assert XenoFlowLB(tb).stop() is False
+    assert dbl.calls == [DEL_FLOW]
+    dbl.calls.clear()
+    monkeypatch.setattr(type(tb), "nodes", lambda self: [dbl])
+    assert purge(tb) == ["fips5-dpu"]
+    assert DEL_FLOW in dbl.calls
+
+
+def test_xenoflow_failed_start_removes_its_ovs_rule(monkeypatch):
+    from xenobench.config import load_config
+    from xenobench.errors import NodeError
+    from xenobench.lb.xenoflow import XenoFlowLB
+    from xenobench.testbed import get_testbed
+
+    tb = get_testbed(load_config("config/fips.yaml"))
+    dbl = _OvsDpu()
+    dbl.put = lambda *a: None
+
+    def run(argv, check=True, **kw):
+        dbl.calls.append(list(argv))
+        if argv[0] == "cmp":  # the installed XenoFlow is not this build: the start fails after the OVS step
+            return CommandResult(list(argv), 1, "", "", dbl.name)
+        return CommandResult(list(argv), 0, "/home/ubuntu\n" if argv == ["pwd"] else "", "", dbl.name)
+    dbl.run = run
+    monkeypatch.setattr(XenoFlowLB, "node", property(lambda self: dbl))
+    monkeypatch.setattr(XenoFlowLB, "_tarball", lambda self: "src.tar.gz")
+    with pytest.raises(NodeError, match="/usr/local/libexec/xenobench/xenoflow differs from this build"):
+        XenoFlowLB(tb).start()
+    adds = [i for i, c in enumerate(dbl.calls) if "add-flow" in c]
+    assert adds and dbl.calls[-1] == DEL_FLOW
+
+
+def test_table_wraps_details_and_lists_each_fix_once_below():
+    """The table stays DETAIL_WIDTH wide in its detail column however long a detail is; a fix is
+    referenced [n] and printed once, whole, below (a command copies in one piece)."""
+    long = "word " * 40
+    fix = "sudo install -D -o root -g root -m 0755 /home/ubuntu/x /usr/local/libexec/xenobench/xenoflow"
+    rows = [dp.Row("fips1", "client", "login", True, "root@fips1"),
+            dp.Row("fips5-dpu", "dpu", "eSwitch mode p0", False, long.strip(), fix),
+            dp.Row("fips5-dpu", "dpu", "eSwitch mode p1", False, "short", fix),
+            dp.Row("fips5-dpu", "dpu", "link p1", True, "operstate UP", "check it", caution=True)]
+    lines = dp.table(rows).splitlines()
+    assert lines[0].split() == ["node", "role", "check", "status", "detail", "fix"]
+    body = lines[1:lines.index("")]
+    assert max(len(ln) for ln in body) <= len("fips5-dpu  client  eSwitch mode p0  MISSING  ") + dp.DETAIL_WIDTH + 5
+    assert [ln.split()[-1] for ln in body if ln.startswith("fips5-dpu")] == ["[1]", "[1]", "[2]"]
+    assert sum(ln.startswith(" ") for ln in body) == 2  # the long detail goes on over two more lines
+    col = lines[0].index("detail")
+    assert " ".join(ln[col:].removesuffix("[1]").strip() for ln in body[1:4]) == long.strip()
+    assert lines[lines.index("") + 1:] == ["fixes:", f"[1] {fix}", "[2] check it"]

@@ -8,6 +8,7 @@ half-failed `up` too) and checks nothing is left.
 
 import os
 import re
+import shlex
 import socket
 import subprocess
 import time
@@ -20,7 +21,7 @@ from xenobench.config import load_config
 from xenobench.deploy import check_node, deploy, dpu_sudo_commands
 from xenobench.errors import NodeError
 from xenobench.lb import get_lb
-from xenobench.nodes.base import sudoers_rule
+from xenobench.dpu import sudoers_rule
 from xenobench.testbed import get_testbed
 from xenobench.testbed.topology import existing_namespaces
 
@@ -91,9 +92,12 @@ def test_bare_nodes_hold_nothing_before_deploy_and_run_the_agents_after(lab, tes
     # a second deploy copies nothing (content-addressed)
     again, _ = deploy(testbed)
     assert not any(s["copied"] for s in again)
-    # the only rows missing: the DPU login's sudo (no rule yet) and the OVS check it blocks
+    # the only rows missing: the DPU login's sudo (no rule yet), the checks it blocks (the eSwitch
+    # mode is root's to read, the OVS bridges), and the root-owned programs the operator installs
     missing = {(r.node, r.check) for r in rows if not r.ready}
-    assert missing == {("fips5-dpu", "sudo -n"), ("fips5-dpu", "OVS bridge ovsbr2")}, missing
+    assert missing == {("fips5-dpu", c) for c in (
+        "sudo -n (the rule)", "root-owned programs of the rule", "XenoFlow installed",
+        "eSwitch mode p0 (0000:03:00.0)", "eSwitch mode p1 (0000:03:00.1)", "OVS bridge ovsbr2")}, missing
 
 
 def test_vip_not_configured_on_backends_and_the_testbed_check_passes(lab, testbed):
@@ -109,16 +113,22 @@ def test_vip_not_configured_on_backends_and_the_testbed_check_passes(lab, testbe
 
 
 def test_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(lab, testbed):
-    """Day one, defect 4: the stock BFB login's sudo asks for a password; the deploy row and the
-    OVS step name the rule to install (not "is Open vSwitch running there?"). Once the lab
-    installs exactly that rule, both pass."""
+    """Day one, defect 4: the stock BFB login's sudo asks for a password; the deploy rows and the
+    OVS step name the rule to install (not "is Open vSwitch running there?"). The eSwitch mode is
+    read through the rule too: devlink's eswitch-get is the kernel's to root only, and the lab's
+    devlink refuses the login as the kernel does. Once the lab installs exactly that rule, the
+    rows pass, and the one left is the operator's install of the XenoFlow build."""
     dpu = testbed.node("fips5-dpu")
-    rule = sudoers_rule("ubuntu", dpu_sudo_commands(testbed.cfg))
-    r = dpu.run(["sudo", "-n", "ovs-vsctl", "list-br"], check=False)
+    rule = sudoers_rule("ubuntu", dpu_sudo_commands(testbed.cfg, home="/home/ubuntu"))
+    r = dpu.run(["sudo", "-n", "/usr/bin/ovs-vsctl", "list-br"], check=False)
     assert r.stderr.strip() == "sudo: a password is required"
+    r = dpu.run(["devlink", "dev", "eswitch", "show", "pci/0000:03:00.0"], check=False)
+    assert (r.returncode, r.stderr.strip()) == (1, "kernel answers: Operation not permitted")
     rows = {r.check: r for r in check_node(testbed.cfg, dpu)}
-    assert not rows["sudo -n"].ready and rule in rows["sudo -n"].fix
+    assert not rows["sudo -n (the rule)"].ready and shlex.quote(rule) in rows["sudo -n (the rule)"].fix
     assert not rows["OVS bridge ovsbr2"].ready and rows["OVS bridge ovsbr2"].detail == "sudo asks for a password"
+    esw = [r for c, r in rows.items() if c.startswith("eSwitch mode")]
+    assert len(esw) == 2 and all(not r.ready and shlex.quote(rule) in r.fix for r in esw), esw
     lb = get_lb("xenoflow", testbed)
     with pytest.raises(NodeError) as e:
         lb.apply_ovs(dpu)
@@ -127,9 +137,13 @@ def test_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(lab, testbed):
                             f"`{rule}` in /etc/sudoers.d/xenobench (`xenobench deploy` prints the command)")
     assert lab.install_sudo_rule() == rule
     rows = {r.check: r for r in check_node(testbed.cfg, dpu)}
-    assert rows["sudo -n"].ready and rows["OVS bridge ovsbr2"].ready, rows
+    assert rows["sudo -n (the rule)"].ready and rows["OVS bridge ovsbr2"].ready, rows
+    assert all(r.ready for c, r in rows.items() if c.startswith("eSwitch mode")), rows
     assert rows["OVS bridge ovsbr2"].detail == "bridges: ovsbr1, ovsbr2"
-    assert lb.apply_ovs(dpu)[-1] == "sudo -n ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1"
+    assert not rows["XenoFlow installed"].ready  # nothing built yet: the operator installs the build
+    assert rows["XenoFlow installed"].fix.startswith("sudo install -D -o root -g root -m 0755 ")
+    assert lb.apply_ovs(dpu)[-1] == ("sudo -n /usr/bin/ovs-ofctl -O OpenFlow12 add-flow ovsbr2 "
+                                     "ip,in_port=pf1hpf,actions=output:p1")
     flows = lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "--names", "dump-flows", "ovsbr2").stdout
     assert "ip,in_port=pf1hpf actions=output:p1" in flows
     lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "del-flows", "ovsbr2", "ip,in_port=pf1hpf")

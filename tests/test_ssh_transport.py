@@ -222,7 +222,9 @@ def test_cert_authority_line_explains_the_refusal(testbed, sshd, tmp_path):
     kh.write_text(OTHER_KEYS + "\n")
     n = ssh_node(testbed, d, server)
     n.ssh = dataclasses.replace(n.ssh, known_hosts=str(kh))
-    with pytest.raises(NodeError, match=r"is not in .*known_hosts; add it \(ssh-keyscan\) or set "
+    with pytest.raises(NodeError, match=r"\(ssh-ed25519 SHA256:[A-Za-z0-9+/]{43}\) is not in .*known_hosts; compare the "
+                                        r"fingerprint with the node's console \(`ssh-keygen -lf "
+                                        r"/etc/ssh/ssh_host_\*_key.pub`\) and add it \(ssh-keyscan\), or set "
                                         rf"nodes\.{server.name}\.ssh\.accept_unknown_host_keys: true; lines 4 are "
                                         r"@cert-authority keys, which paramiko cannot check \(host certificates, "
                                         r"paramiko issue #771\)"):
@@ -419,3 +421,81 @@ def test_a_session_reads_afresh_refuses_by_name_and_leaves_nothing(testbed, sshd
         n.close()
     time.sleep(0.3)
     assert _readers_in(testbed, server) == []
+
+
+# --- what runs on a node runs isolated from what others can write ------------------------------------
+def test_isolated_interpreter_ignores_a_module_planted_in_the_workdir(testbed, sshd, tmp_path):
+    """`python -m` puts the working directory first on sys.path: an argparse.py planted there ran
+    (as the login) before the agent. python_argv's interpreter is isolated (-I) and is given the
+    deployed artefact by its absolute path: the plant never runs."""
+    import sys
+    d, server = sshd
+    wd = tmp_path / "wd"
+    wd.mkdir(mode=0o755)
+    (wd / "argparse.py").write_text("print('PLANTED')\nraise SystemExit(9)\n")
+    n = ssh_node(testbed, d, server, workdir=str(wd), python=sys.executable)
+    try:
+        argv = n.python_argv("xenobench.agents.udpcheck", "--help")
+        assert argv[:3] == [sys.executable, "-I", "-c"] and argv[4] == f"{wd}/{SshNode.deploy_dir}/current"
+        r = n.run(argv, check=False)
+        assert (r.returncode, "PLANTED" in r.stdout, "usage:" in r.stdout) == (0, False, True), r.stdout + r.stderr
+        plain = n.run([sys.executable, "-m", "xenobench.agents.udpcheck", "--help"], check=False)
+        assert (plain.returncode, plain.stdout.strip()) == (9, "PLANTED")  # what -m did with it
+    finally:
+        n.close()
+
+
+@pytest.mark.parametrize("mode, shown", [(0o777, "mode 777"), (0o775, "mode 775"), (0o1777, "mode 1777")])
+def test_group_or_world_writable_workdir_is_refused(testbed, sshd, tmp_path, mode, shown):
+    d, server = sshd
+    wd = tmp_path / "shared"
+    wd.mkdir()
+    wd.chmod(mode)
+    n = ssh_node(testbed, d, server, workdir=str(wd))
+    try:
+        with pytest.raises(NodeError) as e:
+            n.run(["true"])
+        assert str(e.value).startswith(f"Failed to use ssh.workdir '{wd}' on node fips2: it is group- or "
+                                       f"world-writable ({shown}), so another user could plant a module or program "
+                                       "that would run as root; ")
+        assert ("chmod go-w" in str(e.value)) is (mode != 0o1777)  # never advised for a sticky shared directory
+        wd.chmod(0o755)
+        assert n.run(["echo", "ok"]).stdout.strip() == "ok"
+    finally:
+        n.close()
+
+
+def test_private_directory_is_0700_whoever_names_it_first(testbed, sshd, tmp_path):
+    """A first use by `mkdir -p <private>/dns/bind9` (bind9's set-up) made it 0755 (the umask);
+    a command naming a path under it now creates it 0700 first."""
+    d, server = sshd
+    n = ssh_node(testbed, d, server)
+    try:
+        sub = n.path("dns", "bind9")
+        n.run(["mkdir", "-p", sub])
+        st = os.stat(n.work_dir)
+        assert (stat.S_IMODE(st.st_mode), os.path.isdir(sub)) == (0o700, True)
+    finally:
+        n.remove_work_dir()
+        n.close()
+
+
+def test_changed_host_key_names_both_fingerprints_and_the_line(testbed, sshd, tmp_path):
+    d, server = sshd
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+    other = (tmp_path / "other.pub").read_text().split()[:2]
+    real = (d / "known_hosts").read_text().splitlines()
+    host = real[0].split()[0]
+    kh = tmp_path / "known_hosts"
+    kh.write_text("# a comment line\n" + f"{host} {' '.join(other)}\n")
+    want = subprocess.run(["ssh-keygen", "-lf", str(tmp_path / "other.pub")], capture_output=True, text=True,
+                          check=True).stdout.split()[1]  # the fingerprint as OpenSSH prints it
+    n = ssh_node(testbed, d, server)
+    n.ssh = dataclasses.replace(n.ssh, known_hosts=str(kh))
+    with pytest.raises(NodeError) as e:
+        n.run(["true"])
+    msg = str(e.value)
+    assert msg.startswith(f"Failed to connect to node fips2 (root@{server.iface().addr}:{PORT}): the host key "
+                          f"changed: {host} offers ssh-ed25519 SHA256:")
+    assert f"line 2 of {kh} holds ssh-ed25519 {want};" in msg and "AAAA" not in msg  # no raw base64
+    assert f"ssh-keygen -R '{host}' -f {kh}" in msg

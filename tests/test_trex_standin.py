@@ -26,6 +26,7 @@ import pytest
 
 from xenobench import REPO_ROOT
 from xenobench.traffic.profiles import load_streams, read_pcap
+from xenobench.traffic.trex import DAEMON_FLAGS, server_argv
 from xenobench.traffic.trial import TrialSpec
 from xenobench.traffic.xdpgen import BINARY
 
@@ -55,6 +56,28 @@ def wire(local_cfg):
         yield gen, sink
 
 
+@pytest.mark.parametrize("args, want", [
+    (["-i", "-c", "14"], ["-i", "-c", "14", "--iom", "0", "--no-key"]),
+    (["-i", "--no-key", "--iom", "0"], ["-i", "--no-key", "--iom", "0"]),  # given: not twice
+])
+def test_server_line_carries_the_daemons_flags_once(args, want):
+    argv = server_argv({"trex": {"daemon": {"path": "/opt/trex/v3.04", "args": args}}})
+    assert argv[-len(want):] == want and argv[4] == "/opt/trex/v3.04"
+
+
+def test_standin_accepts_the_daemons_flags_as_trex_does(tmp_path):
+    """t-rex-64 -i --iom 0 --no-key parses (argparse refused --no-key before: exit 2, "unrecognized
+    arguments"); with a config file that does not exist it stops at the config, naming it."""
+    daemon = [x for flag in DAEMON_FLAGS for x in flag]
+    missing = tmp_path / "none.yaml"
+    p = subprocess.run([str(LAUNCHER), "-i", *daemon, "--cfg", str(missing)], capture_output=True, text=True,
+                       env={**os.environ, "TREX_STANDIN_PYTHON": sys.executable}, timeout=60)
+    assert p.returncode == 2 and "unrecognized arguments" not in p.stderr and str(missing) in p.stderr, p.stderr
+    bad = subprocess.run([str(LAUNCHER), "-i", "--iom", "7", "--cfg", str(missing)], capture_output=True, text=True,
+                         env={**os.environ, "TREX_STANDIN_PYTHON": sys.executable}, timeout=60)
+    assert bad.returncode == 2 and "--iom: invalid choice: 7" in bad.stderr, bad.stderr
+
+
 @contextmanager
 def standin(gen, tmp_path, cores):
     """The stand-in as an operator starts TRex: t-rex-64 -i -c N --cfg FILE; stopped with SIGTERM."""
@@ -63,8 +86,9 @@ def standin(gen, tmp_path, cores):
                    f"  zmq_rpc_port: {SYNC}\n  zmq_pub_port: {ASYNC}\n"
                    "  port_info:\n    - {dest_mac: '02:00:00:00:05:00', src_mac: '02:00:00:00:04:00'}\n    - {}\n")
     env = {**os.environ, "TREX_STANDIN_PYTHON": sys.executable}
+    daemon = [x for flag in DAEMON_FLAGS for x in flag]  # as TRex's daemon starts it
     p = subprocess.Popen(["ip", "netns", "exec", gen, str(LAUNCHER), "-i", "-c", str(cores), "--cfg", str(cfg),
-                          "--xdpgen", str(BINARY)], stderr=subprocess.PIPE, text=True, env=env)
+                          *daemon, "--xdpgen", str(BINARY)], stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = p.stderr.readline()   # printed once the RPC sockets are bound
         assert f"{cores} cores per dual port, RPC {SYNC}" in line, line + p.stderr.read()

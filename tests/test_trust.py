@@ -6,6 +6,7 @@ through the command line a user runs: `xenobench experiment aggregate`, `experim
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -406,3 +407,98 @@ def test_watch_names_each_way_an_actor_is_gone():
     assert rec["killed"] == {"what": "actor killed", "node": "n1", "pid": 11, "alive": False, "how": "died",
                              "last_seen_alive_s": 9.0, "found_gone_s": 15.0}
     assert rec["done"]["alive"] is True and rec["ok"]["last_seen_alive_s"] == 14.0
+
+
+# --- least privilege on the DPU (xenobench.dpu) ----------------------------------------------------
+def _fips_rule_commands():
+    from xenobench.config import load_config
+    from xenobench.deploy import dpu_sudo_commands
+    return dpu_sudo_commands(load_config("config/fips.yaml"), home="/home/ubuntu")
+
+
+def test_dpu_rule_names_root_owned_programs_with_exact_arguments():
+    """No shell, no wildcard, no program under the login's home, no bare program (any arguments)."""
+    from xenobench import dpu
+    cmds = _fips_rule_commands()
+    progs = {c[0] for c in cmds}
+    assert progs == {dpu.OVS_VSCTL, dpu.OVS_OFCTL, dpu.DEVLINK, dpu.TEE, dpu.MOUNT, dpu.HELPER}
+    assert all(len(c) > 1 for c in cmds)
+    rule = dpu.sudoers_rule("ubuntu", cmds)
+    assert "/bin/sh" not in rule and "*" not in rule.replace("\\*", "") and "/home/ubuntu/" not in rule.split(
+        " -b ")[0]
+    assert f"{dpu.HELPER} signal INT, {dpu.HELPER} signal TERM, {dpu.HELPER} signal KILL" in rule
+    assert "/usr/bin/tee /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages" in rule
+    assert "/usr/bin/mount -t hugetlbfs -o pagesize\\=2048K nodev /dev/hugepages" in rule
+    assert "/usr/sbin/devlink dev eswitch show pci/0000\\:03\\:00.0" in rule
+
+
+@pytest.mark.parametrize("value", ["ubuntu'; touch /tmp/xh-pwned; '", "$(touch /tmp/xh-pwned)", "a`id`b"])
+def test_sudoers_fix_quotes_every_value_for_the_shell(tmp_path, value):
+    """The fix the operator pastes runs nothing of a config value: the rule reaches tee intact."""
+    import subprocess
+
+    from xenobench import dpu
+    fix = dpu.sudoers_fix(value, [["/usr/bin/ovs-vsctl", "br-exists", value.replace(" ", "_")]])
+    shown = fix.split(" | ")[0]  # the printf that feeds the rule to tee, run as is
+    out = subprocess.run(["sh", "-c", shown], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
+    assert out.startswith(value + " ALL=(root) NOPASSWD: /usr/bin/ovs-vsctl br-exists ")
+    assert not list(tmp_path.iterdir())
+
+
+def test_sudoers_rule_refuses_an_argument_it_cannot_match_exactly():
+    from xenobench import dpu
+    with pytest.raises(ValueError, match="holds white space"):
+        dpu.sudoers_rule("ubuntu", [["/usr/bin/ovs-vsctl", "br-exists", "my bridge"]])
+
+
+def _helper(tmp_path):
+    """lb/dpu's helper with its root paths moved under tmp_path (the logic as installed)."""
+    from xenobench import REPO_ROOT, dpu
+    binary = tmp_path / "xenoflow"
+    binary.write_bytes(open("/bin/sleep", "rb").read())
+    binary.chmod(0o755)
+    text = (REPO_ROOT / dpu.HELPER_SOURCE).read_text()
+    text = text.replace(f"BINARY={dpu.BINARY}", f"BINARY={binary}").replace(
+        f"PIDFILE={dpu.PIDFILE}", f"PIDFILE={tmp_path / 'pid'}")
+    h = tmp_path / "helper"
+    h.write_text(text)
+    h.chmod(0o755)
+    return h, binary
+
+
+def test_dpu_helper_signals_only_the_recorded_xenoflow(tmp_path):
+    import subprocess
+    import time
+    h, binary = _helper(tmp_path)
+    p = subprocess.Popen([str(h), "start", "30"])
+    try:
+        for _ in range(100):
+            if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text().strip():
+                break
+            time.sleep(0.02)
+        assert int((tmp_path / "pid").read_text()) == p.pid  # the helper became the program: one pid
+        bad = subprocess.run([str(h), "signal", "STOP"], capture_output=True, text=True)
+        assert bad.returncode == 2 and "is not one of INT TERM KILL USR1 HUP" in bad.stderr
+        ok = subprocess.run([str(h), "signal", "TERM"], capture_output=True, text=True)
+        assert ok.returncode == 0, ok.stderr
+        assert p.wait(timeout=5) == -15
+        # the pid is no longer XenoFlow: nothing is signalled, the stale pidfile goes
+        (tmp_path / "pid").write_text(f"{os.getpid()}\n")
+        gone = subprocess.run([str(h), "signal", "KILL"], capture_output=True, text=True)
+        assert gone.returncode == 2 and f"pid {os.getpid()} is not {binary}" in gone.stderr
+        assert not (tmp_path / "pid").exists()
+    finally:
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/visudo"), reason="needs sudo's visudo")
+def test_dpu_rule_as_printed_is_accepted_by_visudo(tmp_path):
+    """The printed rule, escaped as sudoers(5) wants it, is one valid line for /etc/sudoers.d."""
+    import subprocess
+
+    from xenobench import dpu
+    f = tmp_path / "xenobench"
+    f.write_text(dpu.sudoers_rule("ubuntu", _fips_rule_commands()) + "\n")
+    r = subprocess.run(["/usr/sbin/visudo", "-cf", str(f)], capture_output=True, text=True)
+    assert r.returncode == 0 and "parsed OK" in r.stdout, r.stdout + r.stderr

@@ -209,17 +209,21 @@ def test_doca_deploy_dry_run_for_fips_prints_ovs_build_and_start():
     lines = res.output.strip().splitlines()
     cmds = [ln for ln in lines if not ln.startswith("#")]
     assert lines[0] == "# xenoflow (doca) on fips5-dpu"
-    assert "sudo -n ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1" in cmds  # the paper's
+    assert "sudo -n /usr/bin/ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1" in cmds  # the paper's
     build = [c.split("; ", 1)[1] for c in cmds if "meson setup" in c or "ninja -C" in c]  # after DOCA's PKG_CONFIG_PATH
     assert build == ["test -f xenobench-xenoflow/build/build.ninja || meson setup "
                      "xenobench-xenoflow/build xenobench-xenoflow/src/lb -Demulation=false'",
                      "ninja -C xenobench-xenoflow/build'"]
     start = cmds[-1]
-    assert start.startswith("sudo -n xenobench-xenoflow/build/xenoflow -a 03:00.0,dv_flow_en=2 "
-                            "-a 03:00.1,dv_flow_en=2 -- -b ")
+    # through the root-owned helper, with the exact arguments the sudoers rule names
+    assert start.startswith("sudo -n /usr/local/sbin/xenobench-xenoflow start -a 03:00.0,dv_flow_en=2 "
+                            "-a 03:00.1,dv_flow_en=2 -- -b /home/ubuntu/xenobench-xenoflow/backends.json ")
     assert "-s c4:70:bd:a0:56:bd -i 1000 -q 4 -m vnf-hairpin" in start  # the thesis's source MAC: BF3 p1
+    assert "echo 2048 | sudo -n /usr/bin/tee /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages" in cmds
+    assert not any("sh -c" in c and "sudo" in c for c in cmds)  # no shell as root
     order = [next(i for i, c in enumerate(cmds) if key in c)
-             for key in ("tar -xzf", "meson setup", "ninja -C", "ovs-ofctl", "nr_hugepages", "hugetlbfs", "xenoflow -a")]
+             for key in ("tar -xzf", "meson setup", "ninja -C", "ovs-ofctl", "nr_hugepages", "hugetlbfs",
+                         "cmp -- xenobench-xenoflow/build/xenoflow", "xenobench-xenoflow start -a")]
     assert order == sorted(order)
 
 
@@ -239,7 +243,8 @@ class RecordingNodeDouble:
 
     def run(self, argv, **kw):
         self.calls.append(("run", list(argv)))
-        return type("R", (), {"ok": True, "stdout": "", "returncode": 0})()
+        out = "/home/ubuntu\n" if argv == ["pwd"] else ""
+        return type("R", (), {"ok": argv[0] != "mountpoint", "stdout": out, "returncode": 0})()
 
     def put(self, local, remote):
         self.calls.append(("put", Path(local).name, remote))
@@ -263,15 +268,18 @@ def test_doca_deploy_sequence_on_recording_node_double(monkeypatch):
     res = lb.start()
     assert res["mode"] == "doca" and res["node"] == "fips5-dpu"
     kinds = [(c[0], c[1][0] if c[0] in ("run", "start") else c[1]) for c in dbl.calls]
-    assert kinds == [("run", "mkdir"), ("put", "xenoflow-src.tar.gz"), ("run", "tar"), ("put", "backends.fips.json"),
-                     ("run", "sh"), ("run", "sh"), ("run", "sh"), ("run", "sudo"), ("run", "sudo"), ("run", "sudo"),
-                     ("run", "sudo"), ("start", "sudo")]  # build-env check, meson, ninja, OVS check and rule, hugepages
-    assert dbl.calls[7][1] == ["sudo", "-n", "ovs-vsctl", "br-exists", "ovsbr2"]
-    assert dbl.calls[8][1] == ["sudo", "-n", "ovs-ofctl", "-O", "OpenFlow12", "add-flow", "ovsbr2",
+    # the login's home, copies, build-env check, meson, ninja, OVS check and rule, hugepages (the
+    # count, then the mount where none is), the installed build compared, the start
+    assert kinds == [("run", "pwd"), ("run", "mkdir"), ("put", "xenoflow-src.tar.gz"), ("run", "tar"),
+                     ("put", "backends.fips.json"), ("run", "sh"), ("run", "sh"), ("run", "sh"), ("run", "sudo"),
+                     ("run", "sudo"), ("run", "sudo"), ("run", "mountpoint"), ("run", "sudo"), ("run", "cmp"),
+                     ("start", "sudo")]
+    assert dbl.calls[8][1] == ["sudo", "-n", "/usr/bin/ovs-vsctl", "br-exists", "ovsbr2"]
+    assert dbl.calls[9][1] == ["sudo", "-n", "/usr/bin/ovs-ofctl", "-O", "OpenFlow12", "add-flow", "ovsbr2",
                                "ip,in_port=pf1hpf,actions=output:p1"]
-    assert dbl.calls[3][2] == "/tmp/xenobench-xbt/xenoflow-backends.json"
-    assert dbl.calls[-1][1][2:7] == ["xenobench-xenoflow/build/xenoflow", "-a", "03:00.0,dv_flow_en=2", "-a",
-                                     "03:00.1,dv_flow_en=2"]
+    assert dbl.calls[4][2] == "/home/ubuntu/xenobench-xenoflow/backends.json"
+    assert dbl.calls[-1][1][2:8] == ["/usr/local/sbin/xenobench-xenoflow", "start", "-a", "03:00.0,dv_flow_en=2",
+                                     "-a", "03:00.1,dv_flow_en=2"]
     # the tarball holds the sources, not a build directory
     import tarfile
     names = tarfile.open(lb._tarball()).getnames()

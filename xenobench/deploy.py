@@ -9,7 +9,9 @@ objects built for the node's role, in the repository's layout, so that the agent
 gzip'd tarball whose name is the SHA-256 of its files (paths and contents), unpacked on the node
 under Node.deploy_dir/<hash>, `current` linking to it; a node that already holds <hash>
 gets nothing copied. The DPU gets XenoFlow's source (XenoFlowLB.ship_source), content-addressed
-the same way. Namespace nodes share this machine's tree: nothing to ship.
+the same way, and builds it as the login (XenoFlowLB.build); what runs as root there is only what
+the operator installs root-owned (xenobench.dpu: the build, the start/signal helper, the rule with
+exact arguments), which the checks name. Namespace nodes share this machine's tree: nothing to ship.
 
 The checks (check_node) read, never change: one Row per (node, check), ready or missing, and the
 command that fixes a missing one."""
@@ -17,18 +19,22 @@ command that fixes a missing one."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import re
+import shlex
 import tarfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import REPO_ROOT
-from .errors import NodeError
+from . import REPO_ROOT, dpu
+from .dpu import content_hash
+from .errors import NodeError, XenobenchError
+from .lb.xenoflow import IMPLEMENTED_PORT_MODELS, XenoFlowLB
 from .nodes import Node
-from .nodes.base import sudo_argv, sudo_refused, sudoers_fix
+from .nodes.base import sudo_argv, sudo_refused
+from .testbed.base import uses_lb
 
 #: the harness modules the agents import (tests/test_layout.py: agents import no other harness code)
 AGENT_MODULES = ("xenobench/__init__.py", "xenobench/errors.py", "xenobench/backends.py", "xenobench/agents")
@@ -89,16 +95,6 @@ def artefact_files(role: str) -> list[str]:
                             f"{REPO_ROOT} (run `scripts/build.sh`)")
         out |= {str(f.relative_to(REPO_ROOT)) for f in found}
     return sorted(out)
-
-
-def content_hash(root: Path, files: list[str]) -> str:
-    """SHA-256 over each file's path and contents: the artefact's name."""
-    h = hashlib.sha256()
-    for f in files:
-        data = (root / f).read_bytes()
-        h.update(f"{f}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()[:16]
 
 
 def build_artefact(role: str, out_dir: Path) -> tuple[str, Path]:
@@ -162,15 +158,36 @@ def _sudo_needed(node: Node) -> bool:
     return ssh is not None and ssh.user != "root"
 
 
-def dpu_sudo_commands(cfg) -> list[str]:
-    """What the DPU's login must run as root (XenoFlowLB's sudo steps): the sudoers rule's list."""
-    sec = cfg.section("xenoflow")
-    build = sec.get("build_dir", "xenobench-xenoflow/build")
-    return ["/usr/bin/ovs-vsctl", "/usr/bin/ovs-ofctl", "/usr/bin/kill", "/bin/sh", "/usr/bin/mount",
-            f"/home/*/{build}/xenoflow"]
+#: what a host's non-root login runs as root (the agents' bpftool, stopping what runs as root)
+HOST_SUDO_COMMANDS = [["/usr/sbin/bpftool"], ["/usr/bin/kill"]]
+
+
+def dpu_sudo_commands(cfg, node: Node | None = None, home: str | None = None) -> list[list[str]]:
+    """Every command the DPU's login runs as root, exactly (xenobench.dpu.root_commands): the rule
+    deploy prints. `home`: the login's working directory (absolute; asked of `node` if not given)."""
+    return dpu.root_commands(cfg, home or node.run(["pwd"]).stdout.strip())
+
+
+def sudo_rule_fix(cfg, node: Node) -> str:
+    """The fix of a missing or incomplete sudo rule on `node`: the root-owned programs to install
+    (the DPU), then the rule, every value quoted for the shell."""
+    user = node.ssh.user
+    if node.ncfg.role != "dpu":
+        return dpu.sudoers_fix(user, HOST_SUDO_COMMANDS)
+    home = node.run(["pwd"]).stdout.strip()
+    return " && ".join([*dpu.install_commands(cfg, home), dpu.sudoers_fix(user, dpu_sudo_commands(cfg, home=home))])
 
 
 def check_node(cfg, node: Node) -> list[Row]:
+    """Every check of one node; a failure part-way (the connection lost, a command timing out) is a
+    row of its own, so that the other nodes are checked and the whole table printed."""
+    try:
+        return _check_node(cfg, node)
+    except XenobenchError as e:
+        return [Row(node.name, node.ncfg.role, "checks", False, str(e), "run `xenobench deploy --check-only` again")]
+
+
+def _check_node(cfg, node: Node) -> list[Row]:
     role = node.ncfg.role
     rows: list[Row] = []
 
@@ -180,11 +197,10 @@ def check_node(cfg, node: Node) -> list[Row]:
     try:
         node.run(["true"], timeout=30)
     except NodeError as e:
-        row("login", False, str(e), "install the controller's key in the login's ~/.ssh/authorized_keys "
-                                    "and the host key in ssh.known_hosts")
+        row("login", False, str(e), login_fix(cfg, node, str(e)))
         return rows
     row("login", True, f"{getattr(getattr(node, 'ssh', None), 'user', 'root')}@{node.name}")
-    py = node.python_argv("x")[-3]  # the node's interpreter (ssh.python over SSH)
+    py = node.python_argv("x")[0]  # the node's interpreter (ssh.python over SSH)
     r = node.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], check=False)
     ver = tuple(int(x) for x in r.stdout.split(".")) if r.ok else None
     row("python >= 3.10", ver is not None and ver >= MIN_PYTHON, r.stdout.strip() or r.stderr.strip() or "missing",
@@ -202,12 +218,7 @@ def check_node(cfg, node: Node) -> list[Row]:
         r = node.run(["sh", "-c", 'PATH="$PATH:/usr/sbin:/sbin" command -v "$1"', "sh", tool], check=False)
         row(tool, r.ok, r.stdout.strip() or "not found", f"apt-get install {APT_OF_TOOL.get(tool, tool)}")
     if _sudo_needed(node):
-        cmds = dpu_sudo_commands(cfg) if role == "dpu" else ["/usr/sbin/bpftool", "/usr/bin/kill"]
-        # a command the printed rule allows (kill -0: signal nothing): `sudo -n true` still asked for
-        # the password once that rule was installed, since the rule does not name true
-        r = node.run(sudo_argv(["kill", "-0", "1"]), check=False)
-        row("sudo -n", r.ok, "ok" if r.ok else (r.stderr.strip().splitlines() or ["refused"])[-1],
-            sudoers_fix(node.ssh.user, cmds))
+        rows += _check_sudo(cfg, node)
     r = node.run(["ip", "-j", "addr", "show"], check=False)
     links = {link["ifname"]: link for link in json.loads(r.stdout or "[]")} if r.ok else {}
     for i in node.ncfg.interfaces:
@@ -217,12 +228,89 @@ def check_node(cfg, node: Node) -> list[Row]:
         if link is not None and i.ip:
             addrs = {f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", [])}
             row(f"address {i.ip}", str(i.ip) in addrs, ", ".join(sorted(addrs)) or "none",
-                f"ip addr add {i.ip} dev {i.name}")
+                f"ip addr add {i.ip} dev {shlex.quote(i.name)}")
     if role == "loadgen":
         rows += _check_trex(cfg, node)
     if role == "dpu":
         rows += _check_dpu(cfg, node)
     return rows
+
+
+def _check_sudo(cfg, node: Node) -> list[Row]:
+    """Whether the login may run each command of the printed rule as root without a password
+    (`sudo -n -l COMMAND`: sudo(8) says whether the policy allows it, running nothing)."""
+    role = node.ncfg.role
+    cmds = dpu_sudo_commands(cfg, node) if role == "dpu" else HOST_SUDO_COMMANDS
+    refused, why = [], ""
+    for argv in cmds:
+        r = node.run(sudo_argv(["-l", *argv]), check=False)
+        if not r.ok:
+            refused.append(argv)
+            why = why or (r.stderr.strip().splitlines() or ["not allowed"])[-1]
+    ok = not refused
+    detail = (f"all {len(cmds)} commands of the rule allowed" if ok else
+              f"{len(refused)} of {len(cmds)} not allowed ({why}), first `{shlex.join(refused[0])}`")
+    rows = [Row(node.name, role, "sudo -n (the rule)", ok, detail, "" if ok else sudo_rule_fix(cfg, node))]
+    if role == "dpu" and (cfg.section("xenoflow") or {}).get("mode") == "doca":
+        rows += _check_root_owned(cfg, node)
+    return rows
+
+
+def _check_root_owned(cfg, node: Node) -> list[Row]:
+    """The rule's programs must be root's and writable by root only (with their directories), and
+    the installed XenoFlow must be the build the login made: otherwise the login could change
+    what runs as root."""
+    progs = sorted({a[0] for a in dpu_sudo_commands(cfg, node)})
+    script = ('for p in "$@"; do for f in "$p" "${p%/*}"; do if [ ! -e "$f" ]; then echo "$f missing"; else '
+              'm=$(stat -Lc "%u %a" -- "$f"); u=${m% *}; a=${m#* }; '
+              'if [ "$u" != 0 ] || [ $(( 0$a & 022 )) != 0 ]; then echo "$f uid $u mode $a"; fi; fi; done; done')
+    r = node.run(["sh", "-c", script, "sh", *progs], check=False)
+    bad = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    home = node.run(["pwd"]).stdout.strip()
+    out = [Row(node.name, "dpu", "root-owned programs of the rule", not bad,
+               "; ".join(bad) if bad else f"{len(progs)} programs, root's, writable by root only",
+               "" if not bad else " && ".join(dpu.install_commands(cfg, home)))]
+    build = dpu.on_node(home, cfg.section("xenoflow").get("build_dir") or "xenobench-xenoflow/build") + "/xenoflow"
+    c = node.run(["cmp", "--", build, dpu.BINARY], check=False)
+    no_build = f"{build}: No such file" in c.stderr
+    if c.ok:
+        detail = f"{dpu.BINARY} is the build {build}"
+    elif no_build:
+        detail = f"nothing built at {build}"
+    elif f"{dpu.BINARY}: No such file" in c.stderr:
+        detail = f"{dpu.BINARY} is not installed (the login built {build})"
+    else:
+        detail = f"{dpu.BINARY} is not this build ({build})" if c.returncode == 1 else c.stderr.strip()
+    fix = "" if c.ok else (("`xenobench deploy` (it builds XenoFlow as the login), then: " if no_build else "")
+                           + dpu.install_commands(cfg, home)[0])
+    out.append(Row(node.name, "dpu", "XenoFlow installed", c.ok, detail, fix))
+    return out
+
+
+def login_fix(cfg, node: Node, error: str) -> str:
+    """What to do about a login that failed, by what failed."""
+    ssh = getattr(node, "ssh", None)
+    if ssh is None:
+        return f"check the node's namespace (`xenobench testbed up --config {cfg.path}`)"
+    if "Failed to use ssh.workdir" in error:
+        return f"nodes.{node.name}.ssh.workdir in {cfg.path}: a directory only {ssh.user} can write (see the detail)"
+    if "the host key changed" in error:
+        host = ssh.host if ssh.port == 22 else f"[{ssh.host}]:{ssh.port}"
+        path = ssh.known_hosts or "~/.ssh/known_hosts"
+        return (f"after comparing the offered fingerprint with {node.name}'s console: ssh-keygen -R "
+                f"{shlex.quote(host)} -f {shlex.quote(path)} && ssh-keyscan -p {ssh.port} {shlex.quote(ssh.host)} "
+                f">> {shlex.quote(path)}")
+    if "not in" in error and "known_hosts" in error or "accept_unknown_host_keys" in error:
+        return (f"add the host's key to {ssh.known_hosts or '~/.ssh/known_hosts'} after comparing its fingerprint "
+                f"with the node's console")
+    if "did not answer" in error or "refused" in error.lower() or "timed out" in error or "No route" in error:
+        return (f"start or unblock sshd on {node.name} ({ssh.host} port {ssh.port}): `systemctl status ssh` on its "
+                f"console; check nodes.{node.name}.ssh.host/port in {cfg.path}")
+    if "Authentication failed" in error or "authentication" in error.lower():
+        return (f"install the controller's key ({ssh.key or 'the agent’s keys'}) in ~{ssh.user}/.ssh/authorized_keys "
+                f"on {node.name}")
+    return ("install the controller's key in the login's ~/.ssh/authorized_keys and the host key in "
+            "ssh.known_hosts")
 
 
 APT_OF_TOOL = {"bpftool": "bpftool (or linux-tools-$(uname -r))", "ovs-vsctl": "openvswitch-switch",
@@ -245,7 +333,8 @@ def _check_trex(cfg, node: Node) -> list[Row]:
     ports = list(t.get("ports") or [0])
     if not r.ok:
         out.append(Row(node.name, "loadgen", "/etc/trex_cfg.yaml", False, "missing",
-                       f"cd {path or '<trex>'} && sudo ./dpdk_setup_ports.py -i  (writes /etc/trex_cfg.yaml)"))
+                       f"cd {shlex.quote(path) if path else '<trex>'} && sudo ./dpdk_setup_ports.py -i  "
+                       "(writes /etc/trex_cfg.yaml)"))
         return out
     try:
         doc = yaml.safe_load(r.stdout)
@@ -328,13 +417,15 @@ def doca_row(node_name: str, modversion: str | None, emulation: str | None, vers
                f"put its pkgconfig directory first in xenoflow.build_env.pkg_config_path")
 
 
-def eswitch_row(node_name: str, ifname: str, pci: str, mode: str | None, error: str, port_model: str) -> Row:
-    """One PF's eSwitch mode and whether xenoflow.port_model works with it."""
+def eswitch_row(node_name: str, ifname: str, pci: str, mode: str | None, error: str, port_model: str,
+                fix: str | None = None) -> Row:
+    """One PF's eSwitch mode and whether xenoflow.port_model works with it; `fix`: what to do when
+    the read itself was refused (sudo's rule), instead of checking the address."""
     check = f"eSwitch mode {ifname} ({pci})"
     if mode is None:
         return Row(node_name, "dpu", check, False, error or "unknown",
-                   f"devlink dev eswitch show pci/{pci}  (iproute2's devlink; check the PCI address in "
-                   f"nodes.<dpu>.interfaces[].pci)")
+                   fix or f"sudo devlink dev eswitch show {shlex.quote('pci/' + pci)}  (iproute2's devlink; check the PCI address in "
+                          f"nodes.<dpu>.interfaces[].pci)")
     want, why = PORT_MODEL_ESWITCH[port_model]
     if mode == want:
         return Row(node_name, "dpu", check, True, f"{mode} (xenoflow.port_model {port_model}: compatible)")
@@ -366,8 +457,8 @@ def link_row(node_name: str, ifname: str, states: dict[str, str]) -> Row:
     st = states.get(ifname)
     ok = st == "UP"
     return Row(node_name, "dpu", f"link {ifname}", ok, f"operstate {st}" if st else "missing",
-               "" if ok else f"ip link set {ifname} up; check the cable and the switch port "
-                             f"(`ethtool {ifname}`: Link detected)")
+               "" if ok else f"ip link set {shlex.quote(ifname)} up; check the cable and the switch port "
+                             f"(`ethtool {shlex.quote(ifname)}`: Link detected)")
 
 
 def hugepages_row(node_name: str, hp: dict | None, nr: int | None, free: int | None) -> Row:
@@ -405,7 +496,6 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
     v = node.run(["cat", DOCA_VERSION_FILE], check=False)
     out.append(doca_row(node.name, modversion, emulation or None,
                         v.stdout.strip() if v.ok and v.stdout.strip() else None, pcp))
-    from .lb.xenoflow import IMPLEMENTED_PORT_MODELS
     out.append(Row(node.name, "dpu", "xenoflow.port_model", model in IMPLEMENTED_PORT_MODELS, model,
                    "" if model in IMPLEMENTED_PORT_MODELS else
                    f"{model} is not implemented in lb/src yet; xenoflow.port_model: vnf-hairpin in {cfg.path}"))
@@ -413,10 +503,15 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
     states = parse_link_states(lk.stdout) if lk.ok else {}
     for i in node.ncfg.interfaces:
         if i.pci:
-            pci = i.pci if i.pci.count(":") == 2 else f"0000:{i.pci}"
-            r = node.run(["devlink", "dev", "eswitch", "show", f"pci/{pci}"], check=False)
+            # devlink's eswitch-get is for CAP_NET_ADMIN only: through the rule's exact command
+            argv = dpu.devlink_eswitch(i.pci)
+            r = node.run(sudo_argv(argv) if _sudo_needed(node) else argv, check=False)
             mode = parse_eswitch_mode(r.stdout) if r.ok else None
-            out.append(eswitch_row(node.name, i.name, pci, mode, r.stderr.strip(), model))
+            err = r.stderr.strip()
+            fix = (sudo_rule_fix(cfg, node) if sudo_refused(r) else
+                   f"run it as root (the rule `xenobench deploy` prints allows `{shlex.join(argv)}`)"
+                   if "not permitted" in err else None)
+            out.append(eswitch_row(node.name, i.name, dpu.pci_address(i.pci), mode, err, model, fix))
         if i.lb_port:
             out.append(link_row(node.name, i.name, states))
     hp = sec.get("hugepages")
@@ -427,11 +522,11 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
     out.append(hugepages_row(node.name, hp, nr, free))
     ovs = sec.get("ovs")
     if ovs:
-        argv = sudo_argv(["ovs-vsctl", "list-br"]) if _sudo_needed(node) else ["ovs-vsctl", "list-br"]
-        r = node.run(argv, check=False)
+        argv = dpu.ovs_commands(cfg)["check"][0]
+        r = node.run(sudo_argv(argv) if _sudo_needed(node) else argv, check=False)
         have = r.stdout.split()
         if sudo_refused(r):
-            detail, fix = "sudo asks for a password", sudoers_fix(node.ssh.user, dpu_sudo_commands(cfg))
+            detail, fix = "sudo asks for a password", sudo_rule_fix(cfg, node)
         else:
             detail = f"bridges: {', '.join(have) or 'none'}" if r.ok else (r.stderr.strip() or "ovs-vsctl failed")
             fix = (f"systemctl start openvswitch-switch; or set xenoflow.ovs.bridge to one of "
@@ -443,19 +538,27 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
 
 # --- the command ----------------------------------------------------------------------------
 def deploy(testbed) -> tuple[list[dict], list[Row]]:
-    """Ship to every node, then check every node. (shipments, rows)."""
+    """Ship to every node, then check every node: a node that cannot be reached or fails its
+    shipment is a row of the table, and the other nodes are shipped and checked all the same.
+    (shipments, rows)."""
     cfg = testbed.cfg
-    shipped = []
+    shipped, failed = [], []
     for n in testbed.nodes():
-        if n.deploy_dir is not None:
+        if n.deploy_dir is None:
+            continue
+        try:
             shipped.append(deploy_node(cfg, n))
             if n.ncfg.role == "dpu" and cfg.section("xenoflow"):
-                from .lb.xenoflow import XenoFlowLB
                 lb = XenoFlowLB(testbed)
                 if lb.mode == "doca":
                     shipped.append({"node": n.name, "what": "xenoflow source", "copied": lb.ship_source(n)})
-    rows = [r for n in testbed.nodes() for r in check_node(cfg, n)]
-    from .testbed.base import uses_lb
+                    built = lb.build(n)  # as the login; the operator installs the result (the rule's program)
+                    shipped.append({"node": n.name, "what": "xenoflow build", "copied": built,
+                                    "note": "built as the login" if built else "up to date"})
+        except XenobenchError as e:
+            failed.append(Row(n.name, n.ncfg.role, "shipment", False, str(e),
+                              "see the node's other rows (login, disk space under ssh.workdir)"))
+    rows = failed + [r for n in testbed.nodes() for r in check_node(cfg, n)]
     if uses_lb(cfg, "katran") and all(r.ready for r in rows if r.check == "login"):
         # Katran's path: the site's router (katran.gateway_mac) routes IPIP to each real, which
         # decapsulates it (Testbed.check_ipip; Katran's decap is put in front for the check)
@@ -467,40 +570,34 @@ def deploy(testbed) -> tuple[list[dict], list[Row]]:
     return shipped, rows
 
 
+#: the detail column's width; a longer detail goes on over the next lines
+DETAIL_WIDTH = 72
+
+
 def table(rows: list[Row]) -> str:
-    """One table: node, role, check, ready/CHECK/MISSING, detail, and the fix of a missing one (how
-    to check a CHECK one)."""
+    """One table of every node's checks: node, role, check, ready/CHECK/MISSING, detail (wrapped at
+    DETAIL_WIDTH), and a reference [n] to the row's fix (how to check a CHECK one), the fixes
+    listed once each below the table, whole, so that a command copies in one piece."""
     head = ("node", "role", "check", "status", "detail", "fix")
-    body = [(r.node, r.role, r.check, ("CHECK" if r.caution else "ready") if r.ready else "MISSING", r.detail,
-             r.fix) for r in rows]
-    w = [max(len(x[i]) for x in [head, *body]) for i in range(5)]
-    lines = ["  ".join(c.ljust(w[i]) if i < 5 else c for i, c in enumerate(x)).rstrip() for x in [head, *body]]
+    fixes: list[str] = []
+    body = []
+    for r in rows:
+        ref = ""
+        if r.fix:
+            if r.fix not in fixes:
+                fixes.append(r.fix)
+            ref = f"[{fixes.index(r.fix) + 1}]"
+        detail = textwrap.wrap(r.detail, DETAIL_WIDTH, break_long_words=False, break_on_hyphens=False) or [""]
+        body.append(((r.node, r.role, r.check, ("CHECK" if r.caution else "ready") if r.ready else "MISSING",
+                      detail[0], ref), detail[1:]))
+    w = [max(len(x[i]) for x in [head, *(b for b, _ in body)]) for i in range(5)]
+    lines = ["  ".join(c.ljust(w[i]) if i < 5 else c for i, c in enumerate(head)).rstrip()]
+    for cols, more in body:
+        lines.append("  ".join(c.ljust(w[i]) if i < 5 else c for i, c in enumerate(cols)).rstrip())
+        lines += [" " * (sum(w[:4]) + 8) + d for d in more]
+    if fixes:
+        lines += ["", "fixes:"] + [f"[{i}] {f}" for i, f in enumerate(fixes, 1)]
     return "\n".join(lines)
-
-
-def purge(testbed) -> list[str]:
-    """Remove what deploy placed on the SSH nodes (`testbed down --purge`); the nodes purged."""
-    out = []
-    for n in testbed.nodes():
-        if n.deploy_dir is not None:
-            try:
-                if n.remove_deployed():
-                    out.append(n.name)
-                if n.ncfg.role == "dpu" and cfg_has_xenoflow(testbed.cfg):
-                    sec = testbed.cfg.section("xenoflow")
-                    src, build = sec.get("remote_src"), sec.get("build_dir")
-                    if src:
-                        # the build directory too, and their parent once empty (xenobench-xenoflow/)
-                        n.run(["sh", "-c", 'rm -rf -- "$1" "$1.tar.gz" ${2:+"$2"}; for d in "$1" $2; do '
-                               'p=$(dirname -- "$d"); [ "$p" = . ] || rmdir -- "$p" 2>/dev/null; done; true',
-                               "sh", src, build or ""], check=False)
-            except NodeError:
-                continue
-    return out
-
-
-def cfg_has_xenoflow(cfg) -> bool:
-    return bool(cfg.section("xenoflow"))
 
 
 def describe(shipped: list[dict]) -> list[str]:

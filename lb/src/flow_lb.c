@@ -156,9 +156,9 @@ doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_
 	*pipe = NULL;
 	if ((r = xf_create_root_pipe(ingress, egress_port_id, (uint32_t)nslots - 1, pipe)))
 		return r;
-	/* at most XF_QUEUE_DEPTH entries in the queue before they are processed */
-	for (int c0 = 0; c0 < nslots; c0 += XF_QUEUE_DEPTH) {
-		int n = nslots - c0 < XF_QUEUE_DEPTH ? nslots - c0 : XF_QUEUE_DEPTH;
+	/* at most XF_QUEUE_BATCH entries in the queue before they are processed (its margin kept) */
+	for (int c0 = 0; c0 < nslots; c0 += XF_QUEUE_BATCH) {
+		int n = nslots - c0 < XF_QUEUE_BATCH ? nslots - c0 : XF_QUEUE_BATCH;
 
 		for (int c = c0; c < c0 + n; c++)
 			if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status,

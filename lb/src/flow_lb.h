@@ -21,9 +21,15 @@
  * queue holds at most this many entry operations until doca_flow_entries_process completes them,
  * DOCA_FLOW_NO_WAIT included (DPDK 22.11 mlx5_flow_hw.c: one job of the queue per operation,
  * given back when its completion is pulled). 128 is DOCA's default (the 2.9 samples'
- * applications/common/flow_skeleton.c DEFAULT_QUEUE_DEPTH); XenoFlow adds its 2^k class entries
- * (up to 256) in batches of at most this many, processing each batch to completion. */
+ * applications/common/flow_skeleton.c DEFAULT_QUEUE_DEPTH). */
 #define XF_QUEUE_DEPTH 128
+
+/* Slots of the queue never used: the 2.9 samples push a batch before the queue is full, never
+ * filling it to its last slot (applications/ipsec_security_gw pushes at QUEUE_DEPTH - 8 entries
+ * in the queue). XenoFlow queues at most XF_QUEUE_BATCH operations before processing them to
+ * completion: its 2^k class entries (up to 256) at start, a change's removes and adds at run time. */
+#define XF_QUEUE_MARGIN 8
+#define XF_QUEUE_BATCH (XF_QUEUE_DEPTH - XF_QUEUE_MARGIN)
 
 struct xf_entries_status {
 	bool failure;

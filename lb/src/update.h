@@ -12,10 +12,11 @@
 #include "backends.h"
 #include "flow_lb.h"
 
-/* Classes changed per round: a remove and an add each, so a round's 2 x 64 operations stay within
- * DOCA Flow's default queue depth of 128 (the 2.9 samples' applications/common/flow_skeleton.c
- * DEFAULT_QUEUE_DEPTH) before doca_flow_entries_process completes them. */
-#define XF_UPDATE_CLASSES_PER_ROUND 64
+/* Classes changed per round: a remove and an add each, so a round's operations stay within the
+ * queue's batch (XF_QUEUE_BATCH: the depth less the margin the 2.9 samples keep) before
+ * doca_flow_entries_process completes them. */
+#define XF_UPDATE_CLASSES_PER_ROUND (XF_QUEUE_BATCH / 2)
+_Static_assert(2 * XF_UPDATE_CLASSES_PER_ROUND <= XF_QUEUE_BATCH, "a round keeps the queue's margin free");
 
 /* What a running XenoFlow holds of its pipe, for the next change. `status` is the entries'
  * user context (the entry-process callback's): it must outlive them, unlike a stack variable. */

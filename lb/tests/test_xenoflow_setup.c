@@ -160,7 +160,7 @@ static void test_main_sequence_forwards_a_class_frame_rewritten(void **state)
  * default: the 2.9 samples' flow_skeleton.c; DPDK 22.11 mlx5_flow_hw.c refuses an operation when
  * the queue holds no free job): XenoFlow queued all 2^k before one doca_flow_entries_process, so
  * the 129th doca_flow_pipe_add_entry failed (exit 5). It now processes in batches of at most the
- * depth it sets (XF_QUEUE_DEPTH), and every class forwards. */
+ * depth it sets less the margin the samples keep (XF_QUEUE_BATCH), and every class forwards. */
 static void test_256_classes_are_added_in_batches_within_the_queue_depth(void **state)
 {
 	static uint8_t macs[256][6];

@@ -16,7 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m standins.rehearsal",
                                  description="The rehearsal lab: the thesis testbed's nodes as namespaces "
                                              "reached over SSH (standins/rehearsal/README.md).")
-    ap.add_argument("command", choices=["up", "down", "status", "sudo-rule", "leftovers"])
+    ap.add_argument("command", choices=["up", "down", "status", "sudo-rule", "install-xenoflow",
+                                               "leftovers"])
     ap.add_argument("--config", default="config/rehearsal.yaml")
     ap.add_argument("--sudo-rule", action="store_true",
                     help="install the DPU login's sudoers rule that `xenobench deploy` prints (as the operator)")
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
             out = lab.down()
         elif a.command == "sudo-rule":
             out = {"installed": lab.install_sudo_rule()}
+        elif a.command == "install-xenoflow":
+            out = {"installed": lab.install_xenoflow()}
         elif a.command == "leftovers":
             left = lab.leftovers()
             for x in left:

@@ -49,9 +49,9 @@ import yaml
 
 from xenobench import REPO_ROOT
 from xenobench.config import Config, load_config
+from xenobench import dpu
 from xenobench.deploy import dpu_sudo_commands
 from xenobench.errors import XenobenchError
-from xenobench.nodes.base import sudoers_rule
 from xenobench.testbed.bpffs import BPF_PRELOAD, ensure_bpffs, unmount_bpffs_if_unused
 from xenobench.fabric import NamespaceFabric
 from xenobench.testbed.switch import FASTPATH_PROG, SwitchFastpath, _bpftool_batch, _hex
@@ -376,35 +376,69 @@ class Lab:
         os.chmod(home / ".ssh", 0o700)
 
     def _devlink_standin(self, d: Path, n) -> None:
-        """/usr/local/sbin/devlink on the DPU node (an overlay of /usr/local there): a stand-in at
-        the hardware boundary that answers `devlink dev eswitch show pci/ADDR` for the config's PCI
-        addresses as a DPU-mode BlueField's PFs do (veths have no eSwitch) and hands every other
-        command to the real devlink."""
+        """devlink on the DPU node, bound over /usr/sbin/devlink there (the real one kept under
+        /usr/local/libexec in the node's /usr/local overlay): a stand-in at the hardware boundary
+        that answers `devlink dev eswitch show pci/ADDR` for the config's PCI addresses as a
+        DPU-mode BlueField's PFs do (veths have no eSwitch), and, as the kernel does, only to root:
+        devlink's eswitch-get is an admin-perm operation (Documentation/netlink/specs/devlink.yaml),
+        refused with EPERM without CAP_NET_ADMIN. Every other command goes to the real devlink."""
         cases = []
         for i in n.interfaces:
             if i.pci:
                 pci = i.pci if i.pci.count(":") == 2 else f"0000:{i.pci}"
                 cases.append(f'    pci/{pci}) echo "pci/{pci}: mode {self.eswitch_mode} inline-mode none '
                              f'encap-mode basic"; exit 0;;')
-        f = d / "usrlocal.upper" / "sbin" / "devlink"
-        f.parent.mkdir(parents=True, exist_ok=True)
+        real = d / "usrlocal.upper" / "libexec" / "devlink.real"
+        real.parent.mkdir(parents=True, exist_ok=True)
         (d / "usrlocal.work").mkdir(exist_ok=True)
+        shutil.copy2(dpu.DEVLINK, real)
+        f = d / "devlink-standin"
         f.write_text("#!/bin/sh\n# devlink stand-in of the rehearsal lab (standins/rehearsal/lab.py): the "
-                     "BlueField's eSwitch\nif [ \"$1 $2 $3\" = \"dev eswitch show\" ]; then\n  case \"$4\" in\n"
-                     + "\n".join(cases) + "\n  esac\nfi\nexec /usr/sbin/devlink \"$@\"\n")
+                     "BlueField's eSwitch\nif [ \"$1 $2 $3\" = \"dev eswitch show\" ]; then\n"
+                     "  if [ \"$(id -u)\" != 0 ]; then echo \"kernel answers: Operation not permitted\" >&2; exit 1; fi\n"
+                     "  case \"$4\" in\n" + "\n".join(cases) + "\n  esac\nfi\n"
+                     "exec /usr/local/libexec/devlink.real \"$@\"\n")
         os.chmod(f, 0o755)
 
     def install_sudo_rule(self, node: str | None = None) -> str:
-        """Install the sudoers rule `xenobench deploy` prints for the DPU login (its fix column),
-        as the operator does; checked by visudo. Returns the rule."""
+        """Install the sudoers rule `xenobench deploy` prints for the DPU login (its fix column)
+        and the root-owned helper it names (lb/dpu, into the node's /usr/local), as the operator
+        does; checked by visudo. Returns the rule."""
         node = node or self.dpu.name
         user = self.cfg.nodes[node].ssh.user
-        rule = sudoers_rule(user, dpu_sudo_commands(self.cfg))
+        rule = dpu.sudoers_rule(user, dpu_sudo_commands(self.cfg, home=f"/home/{user}"))
         f = self.node_dir(node) / "etc.upper" / "sudoers.d" / "xenobench"
         f.write_text(rule + "\n")
         os.chmod(f, 0o440)
         sh("visudo", "-cf", str(f))
+        d = self.node_dir(node)
+        pid = d / "sshd.pid"
+        if pid.exists() and Path(f"/proc/{pid.read_text().strip()}").exists():
+            # the node runs: through its own /usr/local (an overlay's upper layer is not to be
+            # written while it is mounted), from its /tmp (the lab's directory, bound there)
+            staged = d / "tmp" / "xenobench-xenoflow.helper"
+            shutil.copyfile(REPO_ROOT / dpu.HELPER_SOURCE, staged)
+            try:
+                self.in_node(node, "install", "-D", "-o", "root", "-g", "root", "-m", "0755",
+                             f"/tmp/{staged.name}", dpu.HELPER)
+            finally:
+                staged.unlink(missing_ok=True)
+        else:
+            helper = d / "usrlocal.upper" / Path(dpu.HELPER).relative_to("/usr/local")
+            helper.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(REPO_ROOT / dpu.HELPER_SOURCE, helper)
+            os.chown(helper, 0, 0)
+            os.chmod(helper, 0o755)
         return rule
+
+    def install_xenoflow(self, node: str | None = None) -> str:
+        """Install the XenoFlow the DPU login built as the root-owned program the rule names (what
+        `xenobench deploy` tells the operator to run with sudo), in the node. Returns the path."""
+        node = node or self.dpu.name
+        user = self.cfg.nodes[node].ssh.user
+        build = dpu.on_node(f"/home/{user}", self.cfg.section("xenoflow").get("build_dir") or "xenobench-xenoflow/build")
+        self.in_node(node, "install", "-D", "-o", "root", "-g", "root", "-m", "0755", f"{build}/xenoflow", dpu.BINARY)
+        return dpu.BINARY
 
     def _install_trex(self, d: Path, n) -> None:
         t = self.cfg.section("traffic").get("trex") or {}
@@ -489,6 +523,7 @@ class Lab:
                       f"[ ! -d /var/lib/openvswitch ] || mount --bind {q(str(d / 'varlib-ovs'))} /var/lib/openvswitch",
                       f"mount -t overlay {self.prefix}usrlocal -o lowerdir=/usr/local,"
                       f"upperdir={q(str(d / 'usrlocal.upper'))},workdir={q(str(d / 'usrlocal.work'))} /usr/local",
+                      f"mount --bind {q(str(d / 'devlink-standin'))} {dpu.DEVLINK}",
                       f"mkdir -p {q(str(d / 'hostdev'))}", f"mount --rbind /dev {q(str(d / 'hostdev'))}",
                       f"mount -t overlay {self.prefix}dev -o lowerdir=/dev,upperdir={q(str(d / 'dev.upper'))},"
                       f"workdir={q(str(d / 'dev.work'))} /dev"]

@@ -1646,6 +1646,12 @@ def main(argv=None) -> int:
                     help="the xdpgen binary (default: $TREX_STANDIN_XDPGEN, ./xdpgen next to this file, "
                          "or loadgen/build/xdpgen of the checkout holding it)")
     ap.add_argument("--workdir", default="", help="where the per-port pcaps go (default: a temporary directory)")
+    # TRex's own flags that its daemon always passes (trex-core v3.04 trex_server.py generate_run_cmd:
+    # `--iom 0 ... --no-key`): accepted as TRex accepts them. The stand-in never reads the keyboard
+    # and prints no periodic screen, so both change nothing here.
+    ap.add_argument("--no-key", dest="no_key", action="store_true", help="do not read the keyboard (daemon mode)")
+    ap.add_argument("--iom", type=int, choices=(0, 1), default=1,
+                    help="periodic stats screen: 0 off, 1 on (TRex's default)")
     a = ap.parse_args(argv)
     if not a.interactive:
         print(f"{STANDIN}: Failed to start: only the interactive mode is implemented (give -i)", file=sys.stderr)

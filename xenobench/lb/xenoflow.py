@@ -12,7 +12,10 @@ PKG_CONFIG_PATH explicitly, since a non-interactive SSH session does not read th
 sets them; install what apt can if xenoflow.build_env.install, else fail naming what is missing);
 build it with meson against the DOCA SDK; check the OVS bridge exists and add the flow rule(s)
 (without them traffic goes through the ARM cores; thesis §6.1, paper §4.2); reserve hugepages;
-start XenoFlow with the configured EAL device arguments.
+start XenoFlow with the configured EAL device arguments. With xenoflow.sudo (a login that is not
+root) every step as root is one of the exact commands of xenobench.dpu's rule: XenoFlow runs as
+the root-owned install of this build, through the root-owned helper that records its pid and
+alone signals it; a start that fails, `lb stop` and `testbed down --purge` remove the OVS rules.
 
 XenoFlow prints JSON lines (lb/src/main.c): "started", a "stats" line every interval and on
 SIGUSR1, "final" and "stopped" after a clean teardown on SIGINT/SIGTERM. stats() sends SIGUSR1
@@ -29,10 +32,11 @@ import tarfile
 import time
 from pathlib import Path
 
-from .. import REPO_ROOT
+from .. import REPO_ROOT, dpu
 from ..backends import load_backends, write_canonical
 from ..errors import ConfigError, NodeError
-from ..nodes.base import sudo_argv, sudo_refused, sudoers_rule
+from ..nodes.base import sudo_argv, sudo_refused
+from ..shipping import remove_xenoflow_rules
 from ..progcost import pinned_prog_id, xdp_prog_id
 from .base import LoadBalancer, json_lines
 
@@ -94,6 +98,7 @@ def stats_from_line(d: dict) -> dict:
 class XenoFlowLB(LoadBalancer):
     kind = "xenoflow"
     tag = TAG
+    _dry = False  # a dry run: paths on the DPU without asking it (home(connect=False))
 
     def __init__(self, testbed):
         super().__init__(testbed)
@@ -120,18 +125,33 @@ class XenoFlowLB(LoadBalancer):
     def _sudo(self, argv: list[str]) -> list[str]:
         return sudo_argv(argv) if self.sec["sudo"] else argv
 
-    def _device_args(self) -> list[str]:
-        if self.sec["device_args"]:
-            return [str(a) for a in self.sec["device_args"]]
-        return ["-a", self.ing.name, "-a", self.eg.name]
-
-    def _app_args(self, backends: str) -> list[str]:
-        return ["--", "-b", backends, "-s", self.eg.mac,
-                "-i", str(int(float(self.sec["stats_interval_s"]) * 1000)), "-q", str(self.sec["queues"]),
-                "-m", self.sec["port_model"]]
-
     def _remote_backends(self, bfile: Path) -> str:
+        if self.mode == "doca":  # a fixed path: the sudoers rule names XenoFlow's exact arguments
+            return dpu.backends_path(self.cfg, self.home(connect=not self._dry))
         return self.node.stage(bfile, f"xenoflow-backends{bfile.suffix}", copy=False)
+
+    def home(self, *, connect: bool = True, node=None) -> str:
+        """The DPU login's working directory (ssh.workdir, else its home), absolute: where the
+        relative xenoflow paths are. connect=False (a dry run): an absolute ssh.workdir, else the
+        home Ubuntu gives the login (/home/USER), without asking the node."""
+        if getattr(self, "_home", None):
+            return self._home
+        ssh = self.ncfg.ssh
+        if ssh is not None and ssh.workdir and ssh.workdir.startswith("/"):
+            self._home = ssh.workdir
+        elif not connect:
+            return "/root" if ssh is None or ssh.user == "root" else f"/home/{ssh.user}"
+        else:
+            self._home = (node or self.node).run(["pwd"]).stdout.strip()
+        return self._home
+
+    def app_argv(self, backends: str) -> list[str]:
+        """XenoFlow's arguments with the backends file at `backends` (dpu.xenoflow_argv)."""
+        return dpu.xenoflow_argv(self.cfg, backends)
+
+    def sudo_commands(self) -> list[list[str]]:
+        """Every command this XenoFlow runs as root on the DPU, exactly (the rule deploy prints)."""
+        return dpu.root_commands(self.cfg, self.home(connect=not self._dry))
 
     def _log_path(self) -> str:
         return self.node.log_path(TAG)
@@ -160,27 +180,18 @@ class XenoFlowLB(LoadBalancer):
     def _ovs(self) -> dict | None:
         return self.sec.get("ovs")
 
-    def _ovs_ofctl(self, *args: str) -> list[str]:
-        ovs = self._ovs()
-        proto = ["-O", ovs["openflow"]] if ovs.get("openflow") else []
-        return self._sudo(["ovs-ofctl", *proto, *args])
-
     def ovs_steps(self) -> list[tuple[str, list[str]]]:
         """The OVS step: the bridge must exist (ovs-vsctl br-exists), then one add-flow per rule."""
-        ovs = self._ovs()
-        if not ovs:
+        cmds = dpu.ovs_commands(self.cfg)
+        if not cmds:
             return []
-        br = ovs["bridge"]
-        steps = [("ovs-check", self._sudo(["ovs-vsctl", "br-exists", br]))]
-        for f in ovs["flows"]:
-            steps.append(("ovs", self._ovs_ofctl("add-flow", br, f"{f['match']},actions={f['actions']}")))
-        return steps
+        return [("ovs-check", self._sudo(cmds["check"][1])), *(("ovs", self._sudo(a)) for a in cmds["add"])]
 
     def deploy_steps(self, bfile: Path) -> list[tuple[str, list[str] | None]]:
         """(description, argv) in order; argv None for steps done by the harness itself (copies)."""
         remote_b = self._remote_backends(bfile)
         if self.mode == "emulation":
-            return [("start", [str(BINARY), *self._device_args(), *self._app_args(remote_b)])]
+            return [("start", [str(BINARY), *self.app_argv(remote_b)])]
         src, build = self.sec["remote_src"], self.sec["build_dir"]
         steps: list[tuple[str, list[str] | None]] = [
             ("copy", ["mkdir", "-p", src]),
@@ -194,15 +205,16 @@ class XenoFlowLB(LoadBalancer):
             ("build", self._with_pkg_config(f"ninja -C {shlex.quote(build)}")),
         ]
         steps += self.ovs_steps()
-        hp = self.sec["hugepages"]
+        hp = dpu.hugepages_commands(self.cfg)
         if hp:
-            size = int(hp["size_kb"])
-            steps.append(("hugepages", self._sudo(["sh", "-c", f"echo {int(hp['count'])} > "
-                                                   f"/sys/kernel/mm/hugepages/hugepages-{size}kB/nr_hugepages"])))
-            mnt = shlex.quote(hp["mount"])  # a path from the config, inside sh -c under sudo
-            steps.append(("hugepages", self._sudo(["sh", "-c", f"mountpoint -q {mnt} || "
-                                                   f"mount -t hugetlbfs -o pagesize={size}K nodev {mnt}"])))
-        steps.append(("start", self._sudo([f"{build}/xenoflow", *self._device_args(), *self._app_args(remote_b)])))
+            # the count on tee's stdin; the mount only where nothing is mounted yet (mountpoint -q)
+            steps.append(("hugepages-count", self._sudo(hp[0])))
+            steps.append(("hugepages-mount", self._sudo(hp[1])))
+        if self.sec["sudo"]:  # the root-owned install of this build, through the root-owned helper
+            steps.append(("installed", ["cmp", "--", f"{build}/xenoflow", dpu.BINARY]))
+            steps.append(("start", sudo_argv(dpu.start_command(self.app_argv(remote_b)))))
+        else:
+            steps.append(("start", [f"{build}/xenoflow", *self.app_argv(remote_b)]))
         return steps
 
     @property
@@ -225,30 +237,47 @@ class XenoFlowLB(LoadBalancer):
                               f"{', '.join(IMPLEMENTED_PORT_MODELS)}")
         # XenoFlow reads JSON only: it gets the canonical form of the file (validated here; JSON or YAML)
         bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / "xenoflow")
-        steps = self.deploy_steps(bfile)
         if dry_run:
-            cmds = []
-            for what, argv in steps:
-                if argv is None:
-                    continue
-                cmds.append(shlex.join(argv) if what != "start" else f"{shlex.join(argv)}   # background, log {self._log_path()}")
-            if self.mode == "doca":
-                cmds.insert(1, f"# put {LB_DIR} (sources) → {self.ncfg.name}:{self.sec['remote_src']}.tar.gz")
-                cmds.insert(3, f"# put {bfile} → {self.ncfg.name}:{self._remote_backends(bfile)}")
-                i = next(i for i, (w, _) in enumerate(steps) if w == "build-env")
-                at = cmds.index(shlex.join(steps[i][1])) + 1
-                apt = self._build_env().get("apt_packages") or {}
-                if self._build_env().get("install"):
-                    cmds.insert(at, f"# missing ones with an apt package (xenoflow.build_env.apt_packages): "
-                                    f"{shlex.join(self._apt_install(['<packages>']))}; anything else fails the deploy")
-                else:
-                    can = [x for x in (*BUILD_TOOLS, *build_modules()) if x in apt]
-                    cmds.insert(at, "# anything missing fails the deploy, naming it (xenoflow.build_env.install: "
-                                    f"false; apt could install {', '.join(can) or 'none of them'})")
-                if self._ovs():
-                    at = next(i for i, c in enumerate(cmds) if "ovs-vsctl br-exists" in c) + 1
-                    cmds.insert(at, "# bridge missing: fail naming the bridges of `ovs-vsctl list-br`")
-            return {"commands": [f"# xenoflow ({self.mode}) on {self.ncfg.name}", *cmds]}
+            self._dry = True
+            try:
+                return self._dry_run(bfile)
+            finally:
+                self._dry = False
+        return self._start(bfile, attach)
+
+    def _dry_run(self, bfile: Path) -> dict:
+        """The commands start() would run, in order, without asking the node."""
+        steps = self.deploy_steps(bfile)
+        cmds = []
+        count = int((self.sec["hugepages"] or {}).get("count", 0))
+        for what, argv in steps:
+            if argv is None:
+                continue
+            line = shlex.join(argv)
+            cmds.append(f"{line}   # background, log {self._log_path()}" if what == "start" else
+                        f"echo {count} | {line}" if what == "hugepages-count" else
+                        f"mountpoint -q {shlex.quote(argv[-1])} || {line}" if what == "hugepages-mount" else
+                        f"{line}   # else: the operator installs this build (xenobench deploy prints how)"
+                        if what == "installed" else line)
+        if self.mode == "doca":
+            cmds.insert(1, f"# put {LB_DIR} (sources) → {self.ncfg.name}:{self.sec['remote_src']}.tar.gz")
+            cmds.insert(3, f"# put {bfile} → {self.ncfg.name}:{self._remote_backends(bfile)}")
+            i = next(i for i, (w, _) in enumerate(steps) if w == "build-env")
+            at = cmds.index(shlex.join(steps[i][1])) + 1
+            apt = self._build_env().get("apt_packages") or {}
+            if self._build_env().get("install"):
+                cmds.insert(at, f"# missing ones with an apt package (xenoflow.build_env.apt_packages): "
+                                f"{shlex.join(self._apt_install(['<packages>']))}; anything else fails the deploy")
+            else:
+                can = [x for x in (*BUILD_TOOLS, *build_modules()) if x in apt]
+                cmds.insert(at, "# anything missing fails the deploy, naming it (xenoflow.build_env.install: "
+                                f"false; apt could install {', '.join(can) or 'none of them'})")
+            if self._ovs():
+                at = next(i for i, c in enumerate(cmds) if "ovs-vsctl br-exists" in c) + 1
+                cmds.insert(at, "# bridge missing: fail naming the bridges of `ovs-vsctl list-br`")
+        return {"commands": [f"# xenoflow ({self.mode}) on {self.ncfg.name}", *cmds]}
+
+    def _start(self, bfile: Path, attach: bool) -> dict:
         load_backends(bfile)  # a bad file fails here with the parser's message, nothing runs
         node = self.node
         if node.running(TAG):
@@ -256,7 +285,17 @@ class XenoFlowLB(LoadBalancer):
                             "`xenobench lb stop --lb xenoflow` first")
         if self.mode == "emulation" and not BINARY.exists():
             raise NodeError(f"Failed to start xenoflow: {BINARY} not built (run `make -C lb`)")
-        ran = []
+        steps = self.deploy_steps(bfile)
+        ran: list[str] = []
+        try:
+            return self._run_steps(node, steps, bfile, ran, attach)
+        except BaseException:
+            # a failed start leaves no OVS rule behind (it would steer the host port past the LB)
+            if self.mode == "doca" and any(w == "ovs" for w, _ in steps):
+                remove_xenoflow_rules(self.cfg, node)
+            raise
+
+    def _run_steps(self, node, steps, bfile: Path, ran: list[str], attach: bool) -> dict:
         for what, argv in steps[:-1]:
             if argv is None:
                 continue
@@ -267,7 +306,7 @@ class XenoFlowLB(LoadBalancer):
                 continue
             if what == "copy" and argv[0] == "tar":
                 node.run(argv)
-                node.stage(bfile, f"xenoflow-backends{bfile.suffix}")
+                node.put(bfile, self._remote_backends(bfile))
                 continue
             if what == "build-env":
                 ran += self.check_build_env(node)
@@ -280,6 +319,16 @@ class XenoFlowLB(LoadBalancer):
                 if not r.ok:  # the compiler's and ninja's own lines, not ninja's last "build stopped"
                     raise NodeError(f"Failed to build xenoflow on {node.name}: `{shlex.join(argv)}` exited with "
                                     f"status {r.returncode}: {build_errors(r.stdout + r.stderr)}")
+                continue
+            if what == "hugepages-count":
+                node.run(argv, input=f"{int(self.sec['hugepages']['count'])}\n")
+                continue
+            if what == "hugepages-mount":
+                if not node.run(["mountpoint", "-q", argv[-1]], check=False).ok:
+                    node.run(argv)
+                continue
+            if what == "installed":
+                self._check_installed(node, argv)
                 continue
             node.run(argv, timeout=600)
         argv = steps[-1][1]
@@ -308,12 +357,23 @@ class XenoFlowLB(LoadBalancer):
                         "log": h.log, "commands": ran, "attached": attach,
                         **({} if attach else {"prog_pin": self.prog_pin})}
             if not node.running(TAG):
-                node.stop(TAG)
+                self._end(node, node.handle(TAG))
                 why = failure_reason(text)
                 raise NodeError(f"Failed to start xenoflow on {node.name}: {why} (log {h.log})")
             time.sleep(0.05)
-        node.stop(TAG)
+        self._end(node, node.handle(TAG))
         raise NodeError(f"Failed to start xenoflow on {node.name}: no start within 15 s; log {h.log}")
+
+    def _check_installed(self, node, argv: list[str]) -> None:
+        """The root-owned XenoFlow (dpu.BINARY) must be this build: the login may not run as root
+        what it built itself (the sudoers rule names the installed program only)."""
+        r = node.run(argv, check=False)
+        if r.ok:
+            return
+        why = ("is not installed" if "No such file" in r.stderr and dpu.BINARY in r.stderr else
+               "differs from this build" if r.returncode == 1 else (r.stderr.strip() or "cannot be compared"))
+        raise NodeError(f"Failed to start xenoflow on {node.name}: {dpu.BINARY} {why} ({argv[2]}); install it as "
+                        f"root: {dpu.install_commands(self.cfg, self.home())[0]}")
 
     # --- the DPU's build environment and OVS -----------------------------------------------
     def _missing_build_deps(self, node) -> tuple[list[str], list[str]]:
@@ -362,16 +422,16 @@ class XenoFlowLB(LoadBalancer):
         if r.returncode == 0:
             return
         if r.returncode == 2:  # ovs-vsctl br-exists: 2 = no such bridge
-            lst = node.run(self._sudo(["ovs-vsctl", "list-br"]), check=False)
+            lst = node.run(self._sudo(dpu.ovs_commands(self.cfg)["check"][0]), check=False)
             have = ", ".join(lst.stdout.split()) or "none"
             raise NodeError(f"Failed to apply the OVS rule on {node.name}: bridge {br!r} (xenoflow.ovs.bridge in "
                             f"{self.cfg.path}) does not exist; bridges: {have}")
         if sudo_refused(r):
-            from ..deploy import dpu_sudo_commands
             user = getattr(getattr(node, "ssh", None), "user", "the login")
+            self.home(node=node)
             raise NodeError(f"Failed to apply the OVS rule on {node.name}: sudo asks {user} for a password "
                             f"(xenoflow.sudo: true runs `sudo -n`); install the rule "
-                            f"`{sudoers_rule(user, dpu_sudo_commands(self.cfg))}` in /etc/sudoers.d/xenobench "
+                            f"`{dpu.sudoers_rule(user, self.sudo_commands())}` in {dpu.SUDOERS_FILE} "
                             f"(`xenobench deploy` prints the command)")
         err = (r.stderr or r.stdout).strip().splitlines()
         raise NodeError(f"Failed to apply the OVS rule on {node.name}: `{shlex.join(argv)}` exited with status "
@@ -391,13 +451,12 @@ class XenoFlowLB(LoadBalancer):
 
     def ship_source(self, node=None) -> bool:
         """Copy lb/ to the DPU (xenoflow.remote_src) unless the same sources are there already
-        (the content hash of xenobench.deploy, kept in remote_src/.xenobench-hash); True if copied."""
-        from ..deploy import content_hash
+        (dpu.content_hash, kept in remote_src/.xenobench-hash); True if copied."""
         node = node or self.node
         src = self.sec["remote_src"]
         files = sorted(str(f.relative_to(LB_DIR.parent)) for f in LB_DIR.rglob("*")
                        if f.is_file() and "/build" not in str(f.relative_to(LB_DIR.parent)))
-        digest = content_hash(LB_DIR.parent, files)
+        digest = dpu.content_hash(LB_DIR.parent, files)
         if node.run(["cat", f"{src}/.xenobench-hash"], check=False).stdout.strip() == digest:
             return False
         node.run(["mkdir", "-p", src])
@@ -405,6 +464,25 @@ class XenoFlowLB(LoadBalancer):
         node.run(["sh", "-c", 'tar -xzf "$1.tar.gz" -C "$1" && echo "$2" > "$1/.xenobench-hash" && rm -f "$1.tar.gz"',
                   "sh", src, digest])
         return True
+
+    def build(self, node=None) -> bool:
+        """Build XenoFlow on the DPU from the shipped source (ship_source), as the login: the
+        build-env check and meson/ninja of start(), nothing as root. False when ninja had nothing
+        to do (the build was up to date)."""
+        node = node or self.node
+        ran: list[str] = []
+        built = True
+        for what, argv in self.deploy_steps(Path("backends.json")):
+            if what == "build-env":
+                ran += [shlex.join(argv), *self.check_build_env(node)]
+            elif what == "build":
+                ran.append(shlex.join(argv))
+                r = node.run(argv, timeout=600, check=False)
+                if not r.ok:
+                    raise NodeError(f"Failed to build xenoflow on {node.name}: `{shlex.join(argv)}` exited with "
+                                    f"status {r.returncode}: {build_errors(r.stdout + r.stderr)}")
+                built = built and "ninja: no work to do" not in r.stdout
+        return built
 
     def _tarball(self) -> Path:
         """lb/ (sources only, no build dirs) and bpf/ (the BPF build flags and stats header that
@@ -422,24 +500,36 @@ class XenoFlowLB(LoadBalancer):
         node = self.node
         node.signal(h, sig, sudo=self.sec["sudo"])
 
+    def _end(self, node, h) -> None:
+        """End XenoFlow's process: SIGINT first, like Ctrl-C (XenoFlow destroys its pipe and ports;
+        the emulation detaches XDP), then SIGTERM, then SIGKILL, each through sudo's helper where
+        XenoFlow runs as root; then forget its record."""
+        if h is None:
+            return
+        for sig, wait in ((signal.SIGINT, 5.0), (signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
+            if not (node.running(TAG) or node.orphans(h)):  # orphans: sudo died, XenoFlow lives on
+                break
+            self._kill(h, sig)
+            deadline = time.monotonic() + wait
+            while (node.running(TAG) or node.orphans(h)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        node.stop(TAG)  # forgets the handle (signals only what is still alive)
+
     def stop(self) -> bool:
+        """Stop XenoFlow and remove what its start set up: the OVS rules whatever happened before
+        (a start that failed after adding them left no process record), the emulation's XDP."""
         node = self.node
         h = node.handle(TAG)
+        was = h is not None and node.running(TAG)
+        # started with attach=False: its pinned datapath's id (the switcher may have left it attached)
+        pinned = pinned_prog_id(node, self.prog_pin) if h is not None and self.mode == "emulation" else None
+        self._end(node, h)
+        if self.mode == "doca" and self._ovs():
+            failed = remove_xenoflow_rules(self.cfg, node)
+            if failed:
+                raise NodeError("; ".join(failed))
         if h is None:
             return False
-        was = node.running(TAG)
-        # started with attach=False: its pinned datapath's id (the switcher may have left it attached)
-        pinned = pinned_prog_id(node, self.prog_pin) if self.mode == "emulation" else None
-        # SIGINT first, like Ctrl-C: XenoFlow destroys its pipe and ports (the emulation detaches XDP)
-        self._kill(h, signal.SIGINT)
-        deadline = time.monotonic() + 5
-        while (node.running(TAG) or node.orphans(h)) and time.monotonic() < deadline:  # orphans: sudo died
-            time.sleep(0.05)
-        node.stop(TAG)  # SIGTERM/SIGKILL only if still alive; forgets the handle
-        if self.mode == "doca" and self._ovs():
-            # the flow rules start() added go with it (a rule left steers pf1hpf's traffic to p1 for good)
-            for f in self._ovs()["flows"]:
-                node.run(self._ovs_ofctl("--strict", "del-flows", self._ovs()["bridge"], f["match"]), check=False)
         if self.mode == "emulation" and pinned is not None:
             # pinned, not attached: the emulation unpinned it at its teardown (a crash leaves the pin);
             # a program on the port is detached only if it is this one

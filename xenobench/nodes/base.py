@@ -73,19 +73,6 @@ def sudo_refused(r: "CommandResult") -> bool:
     return r.returncode != 0 and any(m in (r.stderr + r.stdout) for m in SUDO_REFUSALS)
 
 
-def sudoers_rule(user: str, commands: list[str]) -> str:
-    """The sudoers line that lets `user` run `commands` as root without a password, for a file
-    in /etc/sudoers.d/ (sudoers(5): user host = (runas) NOPASSWD: commands)."""
-    return f"{user} ALL=(root) NOPASSWD: {', '.join(commands)}"
-
-
-def sudoers_fix(user: str, commands: list[str]) -> str:
-    """The operator's command that installs sudoers_rule (checked by visudo before it counts)."""
-    rule = sudoers_rule(user, commands)
-    return (f"echo '{rule}' | sudo tee /etc/sudoers.d/xenobench && sudo chmod 440 /etc/sudoers.d/xenobench "
-            "&& sudo visudo -cf /etc/sudoers.d/xenobench")
-
-
 class Node(ABC):
     """A testbed node. Subclasses implement the transport."""
 

@@ -3,8 +3,11 @@ that is not in it."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
+import shlex
 
 from ..errors import NodeError
 
@@ -26,6 +29,7 @@ class KnownHosts:
         self.keys = paramiko.HostKeys()
         self.revoked: list[tuple[int, str, str]] = []   # (line, key type, base64)
         self.authorities: list[tuple[int, str]] = []    # (line, host patterns)
+        self.entries: list[tuple[int, object]] = []      # (line, paramiko HostKeyEntry) of the usable lines
         try:
             with open(path, "rb") as f:
                 data = f.read(16 << 20)
@@ -63,8 +67,33 @@ class KnownHosts:
                                 "is not valid base64") from None
             if entry is None:
                 continue  # a key type paramiko does not know: left for OpenSSH
+            self.entries.append((n, entry))
             for host in entry.hostnames:
                 self.keys.add(host, entry.key.get_name(), entry.key)
+
+    def lines_of(self, hostname: str, key_type: str | None = None) -> list[int]:
+        """The lines that hold a key for `hostname` (as known_hosts names it: `[host]:port` off
+        port 22), hashed lines included; of one key type if given."""
+        import paramiko
+        out = []
+        for n, e in self.entries:
+            for h in e.hostnames:
+                hit = (paramiko.HostKeys.hash_host(hostname, h) == h) if h.startswith("|1|") else h == hostname
+                if hit and (key_type is None or e.key.get_name() == key_type):
+                    out.append(n)
+                    break
+        return out
+
+    def changed_key(self, hostname: str, got, expected) -> str:
+        """What to tell the operator when the host offers another key than known_hosts holds: both
+        fingerprints as OpenSSH prints them, the line(s) to edit, and the command that removes them."""
+        lines = self.lines_of(hostname, expected.get_name()) or self.lines_of(hostname)
+        where = f"line {', '.join(map(str, lines))} of {self.path}" if lines else self.path
+        kind = "ecdsa" if got.get_name().startswith("ecdsa") else got.get_name().split("-")[-1]
+        return (f"the host key changed: {hostname} offers {got.get_name()} {fingerprint(got)}, {where} holds "
+                f"{expected.get_name()} {fingerprint(expected)}; if the node was reinstalled, its console shows the "
+                f"new one (`ssh-keygen -lf /etc/ssh/ssh_host_{kind}_key.pub`): then edit that line (`ssh-keygen -R "
+                f"{shlex.quote(hostname)} -f {shlex.quote(self.path)}` removes it); else another host answers there")
 
     def is_revoked(self, key) -> int | None:
         """The line that revokes this key, if any."""
@@ -86,6 +115,12 @@ class KnownHosts:
         self.keys.add(host, key.get_name(), key)
 
 
+def fingerprint(key) -> str:
+    """A key's fingerprint as OpenSSH shows it (ssh-keygen -l): SHA256 of the key blob, base64
+    without padding."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+
+
 def host_key_policy(known: KnownHosts, node: str, accept_unknown: bool):
     """paramiko's policy for a key not in known_hosts: refuse revoked keys always; accept and
     append only with accept_unknown (nodes.<node>.ssh.accept_unknown_host_keys); otherwise refuse
@@ -101,12 +136,14 @@ def host_key_policy(known: KnownHosts, node: str, accept_unknown: bool):
             if accept_unknown:
                 known.append(hostname, key)
                 logger.warning("%s: accepted the unknown host key of %s (%s %s), appended to %s", node,
-                               hostname, key.get_name(), key.get_fingerprint().hex(), known.path)
+                               hostname, key.get_name(), fingerprint(key), known.path)
                 return
             ca = (f"; lines {', '.join(str(n) for n, _ in known.authorities)} are @cert-authority keys, which "
                   "paramiko cannot check (host certificates, paramiko issue #771): list the host's own key"
                   if known.authorities else "")
-            raise paramiko.SSHException(f"host key of {hostname} is not in {known.path}; add it (ssh-keyscan) or "
+            raise paramiko.SSHException(f"host key of {hostname} ({key.get_name()} {fingerprint(key)}) is not in "
+                                        f"{known.path}; compare the fingerprint with the node's console "
+                                        f"(`ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub`) and add it (ssh-keyscan), or "
                                         f"set nodes.{node}.ssh.accept_unknown_host_keys: true{ca}")
 
     return Policy()

@@ -7,6 +7,7 @@ import logging
 import os
 import secrets
 import shlex
+import signal as signals
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,8 @@ class SshNode(Node):
         self._dir_ready = False
         self.losses: list[ConnectionLoss] = []
         self._dir_record = cfg.state_dir / "remote" / f"{self.name}.json"
+        self._home: str | None = None  # the login's working directory, absolute (pwd, once)
+        self._workdir_ok = False
 
     @property
     def root(self) -> bool:
@@ -87,11 +90,17 @@ class SshNode(Node):
         """Create the private directory, or check that the recorded one is still ours."""
         d = self.remote_dir
         if not self._dir_ready:
+            # 0700 whoever made it first: a command that wrote under it with `mkdir -p` (umask
+            # 022: 0755) before this ran is corrected here, and run() calls this first anyway
             script = ('if [ -e "$1" ] || [ -L "$1" ]; then [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] || '
                       '{ echo "$1 exists and is not a directory of this user" >&2; exit 3; }; '
-                      'else mkdir -m 700 "$1"; fi')
-            self.run(["sh", "-c", script, "sh", d])
+                      'chmod 700 "$1"; else mkdir -m 700 "$1"; fi')
             self._dir_ready = True
+            try:
+                self.run(["sh", "-c", script, "sh", d])
+            except NodeError:
+                self._dir_ready = False
+                raise
         return d
 
     @property
@@ -143,6 +152,10 @@ class SshNode(Node):
     def _connect(self):
         import paramiko
 
+        # paramiko's transport thread logs a failed handshake as a traceback, line by line, on
+        # "paramiko.transport"; the NodeError below names the failure once, as one line
+        logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
+
         s = self.ssh
         c = paramiko.SSHClient()
         known = KnownHosts(os.path.expanduser(s.known_hosts or "~/.ssh/known_hosts"))
@@ -161,10 +174,21 @@ class SshNode(Node):
                       timeout=s.connect_timeout, banner_timeout=s.connect_timeout,
                       auth_timeout=s.connect_timeout, sock=sock,
                       allow_agent=s.key is None, look_for_keys=s.key is None)
+        except paramiko.BadHostKeyException as e:
+            if sock:
+                sock.close()
+            host = s.host if s.port == 22 else f"[{s.host}]:{s.port}"
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): "
+                            f"{known.changed_key(host, e.key, e.expected_key)}") from None
         except paramiko.SSHException as e:
             if sock:
                 sock.close()
-            raise NodeError(f"Failed to connect to node {self.name} ({where}): {e}") from None
+            why = str(e)
+            if why in ("No existing session", "Error reading SSH protocol banner") or "banner" in why:
+                # the transport ended before authentication: nothing answered as an sshd
+                why = (f"its sshd did not answer (no SSH banner within {s.connect_timeout:g} s: "
+                       f"paramiko: {e})")
+            raise NodeError(f"Failed to connect to node {self.name} ({where}): {why}") from None
         except OSError as e:
             if sock:
                 sock.close()
@@ -178,16 +202,33 @@ class SshNode(Node):
                             f"{known.path} line {n}")
         return c
 
+    def home(self) -> str:
+        """The login's working directory (ssh.workdir, else its home), absolute; asked once."""
+        if self._home is None:
+            self._home = self.run(["pwd"]).stdout.strip()
+        return self._home
+
+    def deployed_path(self) -> str:
+        """The deployed artefact (`current`), as an absolute path."""
+        return f"{self.home()}/{self.deploy_dir}/current"
+
     def python_env(self) -> dict[str, str]:
-        """The environment that makes the deployed agents importable: the artefact first on
-        PYTHONPATH (Python makes the relative entry absolute against the working directory,
-        which is ssh.workdir or the home for every command); before a deploy the path does not
-        exist and a xenobench installed on the node is used instead."""
-        return {"PYTHONPATH": f"{self.deploy_dir}/current"}
+        """The environment that makes the deployed agents importable by a plain interpreter: the
+        artefact, by its absolute path, on PYTHONPATH. python_argv does not use it: its
+        interpreter is isolated and is given the path itself."""
+        return {"PYTHONPATH": self.deployed_path()}
+
+    #: the isolated interpreter's start: sys.argv[1] is the artefact's absolute path, put first on
+    #: sys.path; sys.argv[2] the module, run as __main__ with the rest as its arguments
+    BOOT = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); m = sys.argv[2]; sys.argv = [m] + sys.argv[3:]; "
+            "runpy.run_module(m, run_name='__main__', alter_sys=True)")
 
     def python_argv(self, module, *args):
-        env = [f"{k}={v}" for k, v in self.python_env().items()]
-        return ["env", *env, self.ssh.python, "-m", module, *map(str, args)]
+        """An isolated interpreter (`-I`: no current directory, no PYTHON* variables, no user
+        site on sys.path, so a module planted in the working directory or the home never runs)
+        given the deployed artefact by its absolute path; before a deploy the path does not exist
+        and a xenobench installed on the node is imported instead."""
+        return [self.ssh.python, "-I", "-c", self.BOOT, self.deployed_path(), module, *map(str, args)]
 
     def remove_deployed(self) -> bool:
         """Remove what `xenobench deploy` placed (DEPLOY_DIR); False if there was nothing."""
@@ -206,8 +247,47 @@ class SshNode(Node):
         setsid, never after it)."""
         return f"cd {shlex.quote(self.ssh.workdir)} && " if self.ssh.workdir else ""
 
-    def run(self, argv, *, timeout=60, check=True, input=None, env=None, own_sysfs=False):
+    #: prints the mode of a directory another user could write into (group or world writable)
+    WORKDIR_CHECK = ('[ -d "$1" ] || { echo "missing"; exit 0; }; '
+                     'find "$1" -maxdepth 0 -perm /022 -printf "mode %m\n"')
+
+    def _check_workdir(self) -> None:
+        """Refuse an ssh.workdir that another user can write into: commands run there, and a file
+        planted there (a Python module, a program by a relative name) would run as the login."""
+        if self._workdir_ok or not self.ssh.workdir:
+            return
+        self._workdir_ok = True
+        try:
+            out = self.run(["sh", "-c", self.WORKDIR_CHECK, "sh", self.ssh.workdir], _checked=True).stdout.strip()
+        except NodeError:
+            self._workdir_ok = False
+            raise
+        if out == "missing":
+            self._workdir_ok = False
+            raise NodeError(f"Failed to use ssh.workdir {self.ssh.workdir!r} on node {self.name}: no such directory "
+                            f"(create it, mode 0700, or fix nodes.{self.name}.ssh.workdir in {self.cfg.path})")
+        if out:
+            self._workdir_ok = False
+            shared = out.startswith("mode 1")  # sticky: a shared directory such as /tmp, keep it so
+            fix = ("" if shared else f"`chmod go-w {shlex.quote(self.ssh.workdir)}` on {self.name}, or ")
+            raise NodeError(f"Failed to use ssh.workdir {self.ssh.workdir!r} on node {self.name}: it is group- or "
+                            f"world-writable ({out}), so another user could plant a module or program that would run "
+                            f"as {self.ssh.user}; {fix}set nodes.{self.name}.ssh.workdir in {self.cfg.path} to a "
+                            f"directory only the login can write (or remove it: the login's home)")
+
+    def _mentions_work_dir(self, argv: list[str]) -> bool:
+        """Whether a command names a path under the private directory (which must then exist, 0700)."""
+        if not self._dir_record.exists():
+            return False
+        d = self.remote_dir + "/"
+        return any(d in a for a in argv)
+
+    def run(self, argv, *, timeout=60, check=True, input=None, env=None, own_sysfs=False, _checked=False):
         argv = list(map(str, argv))
+        if not _checked:
+            self._check_workdir()
+            if not self._dir_ready and self._mentions_work_dir(argv):
+                self._ensure_dir()
         cmd = self._cd() + self._command(argv, env)
         try:
             chan = self._open_session()
@@ -257,6 +337,7 @@ class SshNode(Node):
     def session(self, argv):
         argv = list(map(str, argv))
         try:
+            self._check_workdir()
             chan = self._open_session()
             chan.exec_command(self._cd() + self._command(argv, None))
         except NodeError:
@@ -297,13 +378,21 @@ class SshNode(Node):
         return remote
 
     def signal(self, h, sig, *, sudo=False):
-        if not sudo:
+        """`sudo`: the process runs as root. One started through sudo as `PROGRAM start ...` (a
+        root-owned helper, xenobench.dpu) is signalled through `sudo -n PROGRAM signal NAME`, which
+        signals only the pid the helper recorded, `sudo` or not (so that stop() and a teardown's
+        stop_all() reach it too); any other through `sudo -n kill`."""
+        helper = h.argv[:2] == ["sudo", "-n"] and len(h.argv) > 3 and h.argv[3] == "start"
+        if not sudo and not helper:  # started through the helper it runs as root: only the helper may signal it
             return super().signal(h, sig)
         if not self._same_process(h) and not self.orphans(h):
             logger.warning("%s: not signalling %s: pid %d is no longer the process started as %s",
                            self.name, h.tag, h.pid, shlex.join(h.argv))
             return False
-        self.run(sudo_argv(["kill", f"-{int(sig)}", "--", f"-{h.pid}"]), check=False)
+        if helper:
+            self.run(sudo_argv([h.argv[2], "signal", signals.Signals(sig).name[3:]]), check=False)
+        else:
+            self.run(sudo_argv(["kill", f"-{int(sig)}", "--", f"-{h.pid}"]), check=False)
         return True
 
     def _starttime(self, pid):
@@ -328,7 +417,8 @@ class SshNode(Node):
         rec = self._dir_record
         if rec.exists():
             d = self.remote_dir
-            self.run(["sh", "-c", '[ ! -d "$1" ] || [ -L "$1" ] || [ ! -O "$1" ] || rm -rf -- "$1"', "sh", d])
+            self.run(["sh", "-c", '[ ! -d "$1" ] || [ -L "$1" ] || [ ! -O "$1" ] || rm -rf -- "$1"', "sh", d],
+                     _checked=True)
             rec.unlink(missing_ok=True)
             self._dir_ready = False
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import Config, NodeConfig
 from ..errors import NodeError, TestbedError, XenobenchError
 from ..nodes import Node, make_node
+from ..shipping import purge as purge_deployed
 from .bpffs import BPFFS
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,6 @@ class Testbed:
         self.remove_pins()  # an agent killed -9 (or cut off by a lost connection) left its pins
         purged = []
         if purge:
-            from ..deploy import purge as purge_deployed
             purged = purge_deployed(self)
             self.stop_processes()  # closes the connections purge opened
             shutil.rmtree(self.cfg.state_dir, ignore_errors=True)

@@ -496,10 +496,20 @@ def _daemon_section(tcfg: dict) -> dict:
     return d
 
 
+#: what TRex's own daemon always adds to t-rex-64's line (trex-core v3.04
+#: scripts/automation/trex_control_plane/server/trex_server.py, generate_run_cmd: `--iom 0 ...
+#: --no-key`): no periodic stats screen, and no keyboard reader, so that the stdin it inherits
+#: (here /dev/null, whose EOF a keyboard reader may take for a key) is never read
+DAEMON_FLAGS = (("--iom", "0"), ("--no-key",))
+
+
 def server_argv(tcfg: dict) -> list[str]:
     d = _daemon_section(tcfg)
     path = d["path"]
     args = [str(a) for a in d["args"]]
+    for flag in DAEMON_FLAGS:
+        if flag[0] not in args:
+            args += flag
     # t-rex-64 must run from its install directory (it finds its libraries relative to it)
     return ["sh", "-c", 'cd "$1" && shift && exec ./t-rex-64 "$@"', "t-rex", str(path), *args]
 
