@@ -1,6 +1,6 @@
 """`xenobench deploy`: ship to each node of an SSH testbed what its role needs, from the
 controller (lab hosts are often offline: nothing is installed from the internet on the nodes),
-and check what the operator must provide. DESIGN.md §4.7.
+and check what the operator must provide.
 
 What is shipped, per node, as ONE artefact: the node-side agents (xenobench/agents, which import
 only xenobench.errors and xenobench.backends of the harness: tests/test_layout.py) and the BPF
@@ -18,32 +18,19 @@ command that fixes a missing one."""
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import re
 import shlex
-import tarfile
 import textwrap
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import REPO_ROOT, dpu
-from .dpu import content_hash
+from .shipping import AGENT_MODULES, ROLE_OBJECTS, artefact_files, build_artefact, deployed_mismatch  # noqa: F401
 from .errors import NodeError, XenobenchError
 from .lb.xenoflow import IMPLEMENTED_PORT_MODELS, XenoFlowLB
 from .nodes import Node
 from .nodes.base import sudo_argv, sudo_refused
 from .testbed.base import uses_lb
-
-#: the harness modules the agents import (tests/test_layout.py: agents import no other harness code)
-AGENT_MODULES = ("xenobench/__init__.py", "xenobench/errors.py", "xenobench/backends.py", "xenobench/agents")
-
-#: BPF objects each role's agents load (globs under REPO_ROOT; scripts/build.sh builds them)
-ROLE_OBJECTS: dict[str, tuple[str, ...]] = {
-    "lb": ("ebpf_baseline/build/*.bpf.o",),
-    "dns_backend": ("dns_server/build/*.bpf.o",),
-}
 
 #: tools each role's steps run (agents: bpftool; counters: ethtool; RTT captures: tcpdump)
 ROLE_TOOLS: dict[str, tuple[str, ...]] = {
@@ -81,42 +68,6 @@ class Row:
     caution: bool = False
 
 
-# --- the artefact ---------------------------------------------------------------------------
-def artefact_files(role: str) -> list[str]:
-    """Paths (relative to REPO_ROOT) of what a node with this role gets, sorted."""
-    out: set[str] = set()
-    for m in AGENT_MODULES:
-        p = REPO_ROOT / m
-        out |= {str(f.relative_to(REPO_ROOT)) for f in p.rglob("*.py")} if p.is_dir() else {m}
-    for pattern in ROLE_OBJECTS.get(role, ()):
-        found = sorted(REPO_ROOT.glob(pattern))
-        if not found:
-            raise NodeError(f"Failed to build the deploy artefact for role {role}: no {pattern} under "
-                            f"{REPO_ROOT} (run `scripts/build.sh`)")
-        out |= {str(f.relative_to(REPO_ROOT)) for f in found}
-    return sorted(out)
-
-
-def build_artefact(role: str, out_dir: Path) -> tuple[str, Path]:
-    """(hash, path of <hash>.tar.gz) for a role; byte-identical for identical content."""
-    files = artefact_files(role)
-    digest = content_hash(REPO_ROOT, files)
-    out = out_dir / f"{digest}.tar.gz"
-    if not out.exists():
-        out_dir.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()
-        with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tf:
-            for f in files:
-                data = (REPO_ROOT / f).read_bytes()
-                ti = tarfile.TarInfo(f)
-                ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
-                tf.addfile(ti, io.BytesIO(data))
-        tmp = out.with_suffix(".part")
-        tmp.write_bytes(buf.getvalue())
-        tmp.replace(out)
-    return digest, out
-
-
 def deploy_node(cfg, node: Node) -> dict:
     """Ship the role's artefact to an SSH node (content-addressed: nothing is copied when the
     node holds it already) and link `current` to it. {"node", "hash", "copied"}."""
@@ -135,21 +86,6 @@ def deploy_node(cfg, node: Node) -> dict:
         node.run(["sh", "-c", script, "sh", base, d])
     node.run(["ln", "-sfn", digest, f"{base}/current"])
     return {"node": node.name, "hash": digest, "copied": not have}
-
-
-def deployed_mismatch(cfg, node: Node) -> str | None:
-    """Why `node` does not run this checkout's agents (nothing deployed, or another artefact than
-    this checkout's), or None when it does or shares this machine's tree. One command on the node."""
-    if node.deploy_dir is None:
-        return None
-    want, _ = build_artefact(node.ncfg.role, cfg.state_dir / "deploy")
-    r = node.run(["sh", "-c", 'cd -- "$1" 2>/dev/null && [ -f current/.complete ] && readlink current',
-                  "sh", node.deploy_dir], check=False)
-    have = r.stdout.strip() if r.ok else ""
-    if have == want:
-        return None
-    return ("nothing of xenobench is deployed there" if not have else
-            f"it holds artefact {have}, this checkout's is {want}")
 
 
 # --- the checks -----------------------------------------------------------------------------

@@ -1,16 +1,86 @@
-"""What `xenobench deploy` leaves on the nodes, and its removal (`testbed down --purge`): below
-both deploy and the testbed, so that `testbed down` needs nothing of deploy (xenobench.deploy
-ships, xenobench.testbed tears down; both import this)."""
+"""What `xenobench deploy` leaves on the nodes (the role's content-addressed artefact), whether a node
+holds this checkout's, and its removal (`testbed down --purge`): below both deploy and the testbed,
+so that the testbed needs nothing of deploy (xenobench.deploy ships, xenobench.testbed checks and
+tears down; both import this)."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import logging
+import tarfile
+from pathlib import Path
 
-from . import dpu
+from . import REPO_ROOT, dpu
+from .dpu import content_hash
 from .errors import NodeError
+from .lb import LBS
 from .nodes.base import sudo_argv
 
 log = logging.getLogger(__name__)
+
+#: the harness modules the agents import (tests/test_layout.py: agents import no other harness code)
+AGENT_MODULES = ("xenobench/__init__.py", "xenobench/errors.py", "xenobench/backends.py", "xenobench/agents")
+
+#: BPF objects each role's agents load (globs under REPO_ROOT; scripts/build.sh builds them): the LB
+#: node's are every LB kind's own (xenobench.lb.LBS bpf_objects)
+ROLE_OBJECTS: dict[str, tuple[str, ...]] = {
+    "lb": tuple(p for k in LBS.values() for p in k.bpf_objects),
+    "dns_backend": ("dns_server/build/*.bpf.o",),
+}
+
+
+# --- the artefact ---------------------------------------------------------------------------
+def artefact_files(role: str) -> list[str]:
+    """Paths (relative to REPO_ROOT) of what a node with this role gets, sorted."""
+    out: set[str] = set()
+    for m in AGENT_MODULES:
+        p = REPO_ROOT / m
+        out |= {str(f.relative_to(REPO_ROOT)) for f in p.rglob("*.py")} if p.is_dir() else {m}
+    for pattern in ROLE_OBJECTS.get(role, ()):
+        found = sorted(REPO_ROOT.glob(pattern))
+        if not found:
+            raise NodeError(f"Failed to build the deploy artefact for role {role}: no {pattern} under "
+                            f"{REPO_ROOT} (run `scripts/build.sh`)")
+        out |= {str(f.relative_to(REPO_ROOT)) for f in found}
+    return sorted(out)
+
+
+def build_artefact(role: str, out_dir: Path) -> tuple[str, Path]:
+    """(hash, path of <hash>.tar.gz) for a role; byte-identical for identical content."""
+    files = artefact_files(role)
+    digest = content_hash(REPO_ROOT, files)
+    out = out_dir / f"{digest}.tar.gz"
+    if not out.exists():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
+        with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tf:
+            for f in files:
+                data = (REPO_ROOT / f).read_bytes()
+                ti = tarfile.TarInfo(f)
+                ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
+                tf.addfile(ti, io.BytesIO(data))
+        tmp = out.with_suffix(".part")
+        tmp.write_bytes(buf.getvalue())
+        tmp.replace(out)
+    return digest, out
+
+
+def deployed_mismatch(cfg, node) -> str | None:
+    """Why `node` does not run this checkout's agents (nothing deployed, or another artefact than
+    this checkout's), or None when it does or shares this machine's tree. One command on the node."""
+    if node.deploy_dir is None:
+        return None
+    want, _ = build_artefact(node.ncfg.role, cfg.state_dir / "deploy")
+    r = node.run(["sh", "-c", 'cd -- "$1" 2>/dev/null && [ -f current/.complete ] && readlink current',
+                  "sh", node.deploy_dir], check=False)
+    have = r.stdout.strip() if r.ok else ""
+    if have == want:
+        return None
+    return ("nothing of xenobench is deployed there" if not have else
+            f"it holds artefact {have}, this checkout's is {want}")
+
+
 
 
 def remove_xenoflow_rules(cfg, node) -> list[str]:

@@ -35,13 +35,17 @@ class LBKind:
     #: folder; an SSH LB node gets its BPF objects from <bpf_dir>/build); None: built elsewhere
     #: (Katran: from a Katran checkout, xenobench.katran)
     bpf_dir: str | None = None
+    #: the BPF objects its agent loads on the LB node (globs under the repository: what `deploy`
+    #: ships to an SSH LB node); () for a data plane built on the node (XenoFlow) or elsewhere
+    bpf_objects: tuple[str, ...] = ()
 
 
 LBS: dict[str, LBKind] = {k.name: k for k in (
     LBKind("xenoflow", "XenoFlow", "xenoflow", bpf_dir="lb"),
-    LBKind("ebpf", "eBPF/XDP LB", "ebpf", bpf_dir="ebpf_baseline"),
+    LBKind("ebpf", "eBPF/XDP LB", "ebpf", bpf_dir="ebpf_baseline", bpf_objects=("ebpf_baseline/build/lb.bpf.o",)),
     LBKind("katran", "Katran", "katran", split_by="flow hash", out_of_ingress=True),
-    LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True, bpf_dir="switch"),
+    LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True, bpf_dir="switch",
+           bpf_objects=("switch/build/wire.bpf.o",)),
 )}
 KINDS: tuple[str, ...] = tuple(LBS)
 #: labels of the kinds that are not measured here but appear in published numbers or as RTT paths

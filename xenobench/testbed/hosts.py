@@ -8,6 +8,7 @@ import json
 import time
 
 from ..errors import TestbedError
+from ..shipping import deployed_mismatch
 from .base import Testbed
 
 
@@ -46,7 +47,6 @@ class HostsTestbed(Testbed):
                                    f"(nodes.{n.name}.interfaces in {self.cfg.path})")
             # agents run from what `deploy` placed: a node rebuilt or purged since says so here, not
             # as a Python ModuleNotFoundError of the first agent started there
-            from ..deploy import deployed_mismatch
             why = deployed_mismatch(self.cfg, n)
             if why:
                 raise TestbedError(f"Failed to find this checkout's agents on node {n.name}: {why} (run `xenobench "
