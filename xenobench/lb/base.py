@@ -10,6 +10,7 @@ import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from ..backends import CLASSES, WeightRule
 from ..errors import NodeError
 
 CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within this long
@@ -24,6 +25,8 @@ class LoadBalancer(ABC):
     #: withdrawn after it stops (e.g. an encapsulating LB: routing by the outer destination in the
     #: switch, decapsulation on the backends); a testbed that cannot provide one refuses by name
     needs: tuple[str, ...] = ()
+    #: how it reads the backends' weights (xenobench.backends): a class split by default, Katran's ring
+    weights: WeightRule = CLASSES
 
     def __init__(self, testbed):
         self.testbed = testbed
@@ -105,7 +108,7 @@ class LoadBalancer(ABC):
         from ..backends import write_canonical
         tmp = Path(tempfile.mkdtemp(prefix="xb-update-"))
         try:
-            canon = write_canonical(backends, tmp)  # the strict reader: a bad file stops here
+            canon = write_canonical(backends, tmp, self.weights)  # the strict reader: a bad file stops here
             return self._signal_update(node, handle, running_path, canon, backends, sudo, timeout)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
