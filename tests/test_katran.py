@@ -125,10 +125,139 @@ def test_rings_match_their_recorded_vectors(desc, reals, digest):
     assert hashlib.sha256(struct.pack(f"<{len(r)}i", *r)).hexdigest()[:16] == digest, desc
 
 
+# Weighted reals as Katran takes them (any positive uint32 weight, no power-of-two total), each
+# set's ring as sha256 of little-endian i32, first 16 hex digits (as RING_VECTORS). The digests were
+# made by Katran's own MaglevHash (katran/lib/MaglevHash.cpp, MaglevBase.cpp, MurmurHash3.cpp,
+# CHHelpers.cpp at 19f08fec, compiled unmodified by test_ring_equals_katrans_own_maglevhash below)
+# and equal xenobench.agents.maglev's ring on every set.
+WEIGHTED_SETS = [
+    ("three reals of weight 1", [("10.0.0.1", 1), ("10.0.0.2", 1), ("10.0.0.3", 1)], "2790e8c3fe9ecc1f"),
+    ("three reals 1, 2, 3", [("10.0.0.1", 1), ("10.0.0.2", 2), ("10.0.0.3", 3)], "71d03bf6d146b976"),
+    # 7:5 gives the 3:1 ring of RING_VECTORS: MaglevHash counts weights in its first turn only
+    ("two reals 7, 5", [("198.18.0.2", 7), ("198.18.0.3", 5)], "aea1adab61b40ead"),
+    ("two reals 100, 1", [("198.18.0.2", 100), ("198.18.0.3", 1)], "a4879bfd25c51720"),
+    ("a weight above the ring's 65537 slots", [("198.18.0.2", 1), ("198.18.0.3", 65538), ("198.18.0.4", 1)], "00e618d3d38484c0"),
+    ("uint32's largest weight", [("198.18.0.2", 4294967295), ("198.18.0.3", 1)], "c47845649407089a"),
+    ("ten reals 1..10", [(f"10.1.0.{i}", i) for i in range(1, 11)], "7c8c427e6ff09ed8"),
+    ("forty reals, weights 1..1000", [(f"10.2.{i // 250}.{i % 250 + 1}", (i * 7919) % 1000 + 1) for i in range(40)], "f986276539c4ea2c"),
+]
+
+
+def _digest(r: list[int]) -> str:
+    import hashlib
+    import struct
+    return hashlib.sha256(struct.pack(f"<{len(r)}i", *r)).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("desc,reals,digest", WEIGHTED_SETS, ids=[v[0] for v in WEIGHTED_SETS])
+def test_weighted_rings_match_katrans_recorded_rings(desc, reals, digest):
+    _, r = maglev.reals_ring(reals)
+    assert _digest(r) == digest, desc
+
+
+# Katran's ring code (C++, no folly) beside a driver of our own that feeds it endpoints as
+# Vip::getEndpoints does (weight 0 left out, sorted by hash) and prints the ring.
+ORACLE_SOURCES = ("MaglevHash.cpp", "MaglevBase.cpp", "MaglevHashV2.cpp", "CHHelpers.cpp", "MurmurHash3.cpp")
+ORACLE_DRIVER = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include "katran/lib/CHHelpers.h"
+int main(int argc, char **argv) {
+  unsigned long size = argc > 1 ? strtoul(argv[1], nullptr, 10) : katran::kDefaultChRingSize;
+  std::vector<katran::Endpoint> eps;
+  unsigned long num, weight;
+  unsigned long long hash;
+  while (scanf("%lu %lu %llu", &num, &weight, &hash) == 3)
+    eps.push_back({(uint32_t)num, (uint32_t)weight, (uint64_t)hash});
+  auto ring = katran::CHFactory::make(katran::HashFunction::Maglev)->generateHashRing(eps, size);
+  for (int v : ring) printf("%d\n", v);
+}
+"""
+
+
+def _ring_sources() -> Path | None:
+    try:
+        root = katran.locate()
+    except katran.KatranError:
+        return None
+    return root if all((root / "katran/lib" / f).is_file() for f in ORACLE_SOURCES) else None
+
+
+@pytest.fixture(scope="module")
+def maglevhash(tmp_path_factory):
+    """Katran's MaglevHash compiled unmodified from the located checkout, in a temporary directory
+    outside the repository: endpoints [(num, weight, hash)] -> its ring."""
+    root = _ring_sources()
+    if root is None:
+        pytest.skip("the located Katran checkout has no katran/lib ring sources (MaglevHash.cpp ...): point "
+                    "XENOBENCH_KATRAN_DIR at a full clone of facebookincubator/katran")
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ to compile Katran's MaglevHash")
+    d = tmp_path_factory.mktemp("maglevhash")
+    (d / "driver.cpp").write_text(ORACLE_DRIVER)
+    exe = d / "maglevhash"
+    subprocess.run(["g++", "-std=c++17", "-O2", f"-I{root}", str(d / "driver.cpp"),
+                    *[str(root / "katran/lib" / f) for f in ORACLE_SOURCES], "-o", str(exe)], check=True,
+                   capture_output=True)
+
+    def ring(endpoints, ring_size=maglev.RING_SIZE):
+        eps = sorted((e for e in endpoints if e[1] > 0), key=lambda e: e[2])
+        out = subprocess.run([str(exe), str(ring_size)], input="".join(f"{n} {w} {h}\n" for n, w, h in eps),
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+        return [int(x) for x in out.split()]
+    return ring
+
+
+@pytest.mark.parametrize("desc,reals,digest", WEIGHTED_SETS, ids=[v[0] for v in WEIGHTED_SETS])
+def test_ring_equals_katrans_own_maglevhash(maglevhash, desc, reals, digest):
+    eps = [(n, w, maglev.address_hash(a)) for n, (a, w) in enumerate(reals, 1)]
+    want = maglevhash(eps)
+    assert maglev.ring(eps) == want, desc
+    assert _digest(want) == digest, desc
+
+
+def test_ring_equals_katrans_own_maglevhash_on_small_rings(maglevhash):
+    """Small prime rings, where the first round's weights and the ring's end meet often."""
+    import random
+    rnd = random.Random(2307)
+    for size in (7, 11, 13, 101, 1009):
+        for _ in range(20):
+            eps = [(n, rnd.randint(1, 2 * size), rnd.getrandbits(64)) for n in range(1, rnd.randint(2, 9))]
+            assert maglev.ring(eps, size) == maglevhash(eps, size), (size, eps)
+
+
 def test_real_numbers_start_at_1_and_shares_sum_to_1():
     rs, r = plan(_write(BACKENDS), REALS)
     assert [(x["name"], x["num"], x["address"]) for x in rs] == [("fips2", 1, "198.18.0.2"), ("fips3", 2, "198.18.0.3")]
     assert set(r) == {1, 2} and sum(x["share"] for x in rs) == pytest.approx(1.0)
+
+
+# (description, weights of fips2, fips3, fips4): accepted as Katran takes them, no power-of-two total
+KATRAN_WEIGHTS = [("three reals of weight 1 (Katran's tester)", [1, 1, 1]), ("1, 2, 3", [1, 2, 3]),
+                  ("7, 5, 1", [7, 5, 1]), ("uint32's largest, 1, 1", [4294967295, 1, 1])]
+
+
+@pytest.mark.parametrize("desc,weights", KATRAN_WEIGHTS, ids=[k[0] for k in KATRAN_WEIGHTS])
+def test_katran_takes_any_positive_weights(desc, weights):
+    names = ["fips2", "fips3", "fips4"]
+    doc = {"backends": [{"name": n, "mac_address": f"02:00:00:00:0{i + 2}:00", "weight": w}
+                        for i, (n, w) in enumerate(zip(names, weights))]}
+    reals = {n: f"198.18.0.{i + 2}" for i, n in enumerate(names)}
+    rs, r = plan(_write(doc), reals)
+    assert [x["weight"] for x in rs] == weights, desc
+    _, want = maglev.reals_ring([(reals[n], w) for n, w in zip(names, weights)])
+    assert r == want and len(r) == maglev.RING_SIZE and -1 not in r
+    assert sum(x["share"] for x in rs) == pytest.approx(1.0)
+    assert sum(round(x["share"] * maglev.RING_SIZE) for x in rs) == maglev.RING_SIZE
+
+
+def test_katran_refuses_a_weight_katran_cannot_hold():
+    doc = {"backends": [{"name": "fips2", "mac_address": "02:00:00:00:02:00", "weight": 4294967296}]}
+    f = _write(doc)
+    with pytest.raises(Exception, match=rf"^Failed to load backends {f}: backends\[0\].weight: 4294967296 is not an "
+                                         r"integer in 1..4294967295$"):
+        plan(f, REALS)
 
 
 def test_a_backend_without_address_is_refused_by_name():
@@ -330,6 +459,39 @@ def test_every_flow_goes_to_the_real_its_ring_slot_names(balancer, tmp_path):
                             "data_in", str(tmp_path / "in")], capture_output=True, text=True)
         assert "Return value: 3" in p.stdout + p.stderr
     assert read_stats(pindir, bfile, "test")["lru_miss"] == st1["lru_miss"] + 1
+
+
+def test_three_equal_reals_in_katrans_balancer_get_the_flows_their_ring_names(balancer, tmp_path):
+    """Katran's tester's shape, three reals of weight 1 (a total no class split takes), filled into
+    the real balancer by the agent's fill_maps: 96 flows each go to the real the ring names, and all
+    three get flows."""
+    from xenobench.testbed import ensure_bpffs
+    ensure_bpffs()
+    b = balancer[4]
+    reals = {"fips2": "198.18.0.2", "fips3": "198.18.0.3", "fips4": "198.18.0.4"}
+    bfile = tmp_path / "three.json"
+    bfile.write_text(json.dumps({"backends": [{"name": n, "mac_address": f"02:00:00:00:0{i + 2}:00", "weight": 1}
+                                              for i, n in enumerate(reals)]}))
+    pindir = Path(f"{balancer[2]}-three")
+    load_pinned(b.balancer, pindir, "katran.build")
+    try:
+        info = fill_maps(pindir, bfile, vip=VIP, port=53, proto="udp", gateway_mac=GW, reals=reals)
+        assert [(r["name"], r["weight"]) for r in info["reals"]] == [(n, 1) for n in reals]
+        _, ring = plan(bfile, reals)
+        got = Counter()
+        for k in range(96):
+            src, sport = f"198.20.{k // 16}.{k * 53 % 256}", 2000 + k * 613 % 60000
+            frame = udp(src=src, sport=sport)
+            (tmp_path / "in").write_bytes(frame)
+            p = bpftool("prog", "run", "pinned", str(pindir / "progs" / "balancer_ingress"), "data_in",
+                        str(tmp_path / "in"), "data_out", str(tmp_path / "out"))
+            assert "Return value: 3" in p.stdout + p.stderr, (src, sport)
+            real = list(reals.values())[ring[maglev.flow_slot(src, sport, 53)] - 1]
+            assert (tmp_path / "out").read_bytes().hex() == encapsulated(frame, real).hex(), (src, sport)
+            got[real] += 1
+        assert set(got) == set(reals.values()) and sum(got.values()) == 96
+    finally:
+        shutil.rmtree(pindir, ignore_errors=True)
 
 
 def test_katran_decap_in_front_restores_the_inner_frame(balancer, tmp_path):

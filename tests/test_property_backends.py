@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from xenobench.backends import canonical_json, load_backends
+from xenobench.backends import CLASSES, RING, BackendSet, canonical_json, load_backends
 from xenobench.errors import BackendsError
 
 from .strategies import PROPERTY, c_load, json_files, needs_check, valid_backends_doc, write_json, yaml_files
@@ -90,3 +90,42 @@ def test_c_refuses_any_float_weight_as_python_does(workdir, x, as_list):
     f.write_text('{"backends":[{"name":"a","mac_address":"02:00:00:00:00:01","weight":%s}]}' % value)
     assert py_load(f)[1].endswith(f"weight: {value} is not an integer in 1..256")
     assert c_load(f) == (2, f"Failed to load backends {f}: backends[0].weight: expected an integer in 1..256")
+
+
+def _rule_verdict(f, rule):
+    try:
+        return load_backends(f, rule)
+    except BackendsError as e:
+        return str(e)
+
+
+@PROPERTY
+@given(data=json_files())
+def test_katrans_rule_refuses_no_more_than_the_class_rule(workdir, data):
+    """On any file: what the class rule accepts Katran's accepts as the same set; what Katran's
+    refuses the class rule refuses with the same message but for the weight's range (the rules
+    differ in weights only)."""
+    f = workdir / "r.json"
+    f.write_bytes(data)
+    cls, ring = _rule_verdict(f, CLASSES), _rule_verdict(f, RING)
+    if isinstance(cls, BackendSet):
+        assert isinstance(ring, BackendSet) and (ring.backends, ring.class_bits, ring.slots) == \
+            (cls.backends, cls.class_bits, cls.slots)
+    if isinstance(ring, str):
+        assert cls == ring.replace(f"1..{RING.max_weight}", f"1..{CLASSES.max_weight}")
+
+
+@PROPERTY
+@given(weights=st.lists(st.integers(1, (1 << 32) - 1) | st.integers(1, 9), min_size=1, max_size=12))
+def test_katran_takes_any_positive_weights_and_the_class_rule_only_exact_splits(workdir, weights):
+    f = workdir / "w.json"
+    f.write_text(json.dumps({"backends": [{"name": f"b{i}", "mac_address": f"02:00:00:00:00:{i:02x}", "weight": w}
+                                          for i, w in enumerate(weights)]}))
+    ring = _rule_verdict(f, RING)
+    assert isinstance(ring, BackendSet) and [b.weight for b in ring.backends] == weights
+    total = sum(weights)
+    exact = max(weights) <= 256 and total <= 256 and total & (total - 1) == 0
+    cls = _rule_verdict(f, CLASSES)
+    assert isinstance(cls, BackendSet) == exact, cls
+    if not exact and max(weights) <= 256:
+        assert cls.endswith("; or run Katran, which takes any positive weights"), cls

@@ -5,11 +5,19 @@ Format (the thesis's backends.json, §6.1.3, extended; YAML with the same keys i
     {"class_bits": 1,                       # optional: k, the table has 2^k classes (slots)
      "backends": [{"name": "fips2", "mac_address": "02:00:00:00:02:00", "weight": 1}, ...]}
 
-Classification: class = ntohl(ipv4.saddr) & (2^k - 1). The slot table is the sequence
-"backend i repeated weight_i times", in file order, repeated until 2^k slots are filled; so
-unweighted backends get class i mod n (the thesis: entry i matches src_ip & mask == i), and
-weights 3:1 with k = 2 give [b0, b0, b0, b1]. The sum of weights must divide 2^k so every split
-is exact. Default k: the smallest k with sum(weights) dividing 2^k (and 2^k >= sum).
+What a weight means belongs to the LB kind that reads the file (a WeightRule):
+
+- CLASSES (XenoFlow, the eBPF baseline and every LB that splits by source-address class): class =
+  ntohl(ipv4.saddr) & (2^k - 1). The slot table is the sequence "backend i repeated weight_i
+  times", in file order, repeated until 2^k slots are filled; so unweighted backends get class
+  i mod n (the thesis: entry i matches src_ip & mask == i), and weights 3:1 with k = 2 give
+  [b0, b0, b0, b1]. The sum of weights must divide 2^k so every split is exact; a weight is at
+  most 256. Default k: the smallest k with sum(weights) dividing 2^k (and 2^k >= sum).
+- RING (Katran): any positive weight up to 2^32 - 1 (a real's weight is a uint32_t in Katran's
+  katran/lib/CHHelpers.h struct Endpoint and KatranLbStructs.h struct NewReal); Katran turns them
+  into its Maglev ring of 65537 slots (xenobench.agents.maglev). The slot table is still built
+  when the weights allow one (so one file serves every LB of a comparison), else class_bits is
+  None and there are no slots.
 
 The harness validates a JSON or YAML file here and hands XenoFlow and the eBPF controller
 canonical_json() of it. XenoFlow (lb/src/backends.c) reads JSON only: that canonical form, or a
@@ -52,6 +60,20 @@ _UNSAFE = re.compile("[\x00\ud800-\udfff]")  # what a C string (and UTF-8) canno
 
 
 @dataclass(frozen=True)
+class WeightRule:
+    """How an LB kind reads the backends' weights (module docstring)."""
+    name: str
+    lbs: str              # who follows it, as messages name them
+    max_weight: int
+    classes: bool         # the class → backend slot table is required
+
+
+CLASSES = WeightRule("classes", "XenoFlow and the eBPF baseline", MAX_SLOTS, True)
+RING = WeightRule("ring", "Katran", (1 << 32) - 1, False)
+SHOW_WEIGHTS = 8  # backends a weight message lists by name before "..."
+
+
+@dataclass(frozen=True)
 class Backend:
     name: str
     mac: str  # lower-case colon form
@@ -61,13 +83,20 @@ class Backend:
 @dataclass(frozen=True)
 class BackendSet:
     backends: tuple[Backend, ...]
-    class_bits: int
-    slots: tuple[int, ...]  # slot (class) → index into backends
+    class_bits: int | None  # None: the weights make no class table (read by RING only)
+    slots: tuple[int, ...]  # slot (class) → index into backends; () without a class table
     source: str = ""
+    #: why there is no class table (RING read a file CLASSES refuses), else ""
+    no_classes: str = ""
+
+    def _classes(self) -> int:
+        if self.class_bits is None:
+            raise BackendsError(f"Failed to split {self.source} by class: {self.no_classes}")
+        return self.class_bits
 
     @property
     def mask(self) -> int:
-        return (1 << self.class_bits) - 1
+        return (1 << self._classes()) - 1
 
     def backend_for_class(self, cls: int) -> Backend:
         return self.backends[self.slots[cls & self.mask]]
@@ -82,6 +111,7 @@ class BackendSet:
         if not idx:
             raise BackendsError(f"Failed to find backend {name!r} in {self.source}: "
                                 f"have {', '.join(b.name for b in self.backends)}")
+        self._classes()
         return [c for c, s in enumerate(self.slots) if s == idx[0]]
 
     def index(self, name: str) -> int:
@@ -233,8 +263,64 @@ def _plain(v):
     return v
 
 
-def parse_backends(doc, source: str = "<backends>") -> BackendSet:
-    """Validate a decoded backends document and build the slot table."""
+def _suggest(backends: list[Backend], total: int) -> list[int]:
+    """Weights summing to `total` in the proportions of the given ones, each at least 1 (largest
+    remainder)."""
+    have = sum(b.weight for b in backends)
+    exact = [b.weight * total / have for b in backends]
+    out = [max(1, int(x)) for x in exact]
+    order = sorted(range(len(out)), key=lambda i: out[i] - exact[i])  # furthest below first
+    i = 0
+    while sum(out) < total:
+        out[order[i % len(out)]] += 1
+        i += 1
+    for j in sorted(range(len(out)), key=lambda i: exact[i] - out[i]):  # furthest above first
+        while sum(out) > total and out[j] > 1:
+            out[j] -= 1
+    return out
+
+
+def _weights(backends: list[Backend], weights=None) -> str:
+    """`a 1, b 1, c 1` (the first SHOW_WEIGHTS backends, then how many more)."""
+    ws = [b.weight for b in backends] if weights is None else weights
+    shown = [f"{show(b.name) if not _PLAIN_KEY.fullmatch(b.name) else b.name} {w}"
+             for b, w in zip(backends[:SHOW_WEIGHTS], ws)]
+    more = len(backends) - SHOW_WEIGHTS
+    return ", ".join(shown) + (f", ... ({more} more)" if more > 0 else "")
+
+
+def _class_table(backends: list[Backend], k_given: int | None, rule: WeightRule) -> tuple[int, str]:
+    """(k, "") for the class table of these weights, or (-1, why not: the fix included)."""
+    total, n = sum(b.weight for b in backends), len(backends)
+    other = "; or run Katran, which takes any positive weights" if rule.classes else ""
+    if k_given is not None:
+        if (1 << k_given) % total == 0:
+            return k_given, ""
+        if n <= (1 << k_given):
+            target, k_fix = 1 << k_given, None
+        else:
+            k_fix = (n - 1).bit_length()
+            target = 1 << k_fix
+        fix = (f"raise class_bits to {k_fix} and " if k_fix is not None else "") + \
+              f"give weights summing to {target} (e.g. {_weights(backends, _suggest(backends, target))})"
+        how = (f"do not fit in {1 << k_given} slots (the classes of class_bits {k_given})" if total > (1 << k_given)
+               else f"do not divide the {1 << k_given} classes of class_bits {k_given}")
+        return -1, (f"weights {_weights(backends)} sum to {total} and {how}: {CLASSES.lbs} give each backend "
+                    "weight/total of the "
+                    f"2^class_bits source-address classes, so the split would not be exact; {fix}{other}")
+    for k in range(MAX_CLASS_BITS + 1):
+        if (1 << k) % total == 0:
+            return k, ""
+    target = min(MAX_SLOTS, 1 << (total - 1).bit_length())
+    return -1, (f"weights {_weights(backends)} sum to {total}, not a power of two up to {MAX_SLOTS}: "
+                f"{CLASSES.lbs} give each backend weight/total of 2^k source-address classes (k at most "
+                f"{MAX_CLASS_BITS}), so the split would not be exact; give weights summing to {target} "
+                f"(e.g. {_weights(backends, _suggest(backends, target))}){other}")
+
+
+def parse_backends(doc, source: str = "<backends>", rule: WeightRule = CLASSES) -> BackendSet:
+    """Validate a decoded backends document and build the slot table; the weights are read by
+    `rule`, the LB kind's (module docstring)."""
     def fail(key: str, msg: str):
         raise BackendsError(f"Failed to load backends {source}: {key}: {msg}")
 
@@ -274,8 +360,8 @@ def parse_backends(doc, source: str = "<backends>") -> BackendSet:
             fail(f"{key}.mac_address", f"{show(mac_raw)} is not a MAC address")
         mac = mac_raw.lower()
         weight = b.get("weight", 1)
-        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_SLOTS:
-            fail(f"{key}.weight", f"{show(weight)} is not an integer in 1..{MAX_SLOTS}")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= rule.max_weight:
+            fail(f"{key}.weight", f"{show(weight)} is not an integer in 1..{rule.max_weight}")
         if name in names:
             fail(f"{key}.name", f"duplicate name {show(name)} (also backends[{names[name]}])")
         if mac in macs:
@@ -284,24 +370,17 @@ def parse_backends(doc, source: str = "<backends>") -> BackendSet:
         macs[mac] = i
         backends.append(Backend(name, mac, weight))
 
-    total = sum(b.weight for b in backends)
+    k_given = None
     if "class_bits" in doc:
-        k = doc["class_bits"]
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_CLASS_BITS:
-            fail("class_bits", f"{show(k)} is not an integer in 0..{MAX_CLASS_BITS}")
-        if total > (1 << k):
-            fail("backends", f"{len(backends)} backends with total weight {total} do not fit "
-                             f"in {1 << k} slots (class_bits {k})")
-    else:
-        k = 0
-        while (1 << k) < total or (1 << k) % total:
-            k += 1
-            if k > MAX_CLASS_BITS:
-                fail("backends", f"total weight {total} divides no table of up to "
-                                 f"{1 << MAX_CLASS_BITS} slots; give weights summing to a power of two")
-    if (1 << k) % total:
-        fail("backends", f"total weight {total} does not divide {1 << k} slots (class_bits {k}); "
-                         "splits would not be exact")
+        k_given = doc["class_bits"]
+        if isinstance(k_given, bool) or not isinstance(k_given, int) or not 0 <= k_given <= MAX_CLASS_BITS:
+            fail("class_bits", f"{show(k_given)} is not an integer in 0..{MAX_CLASS_BITS}")
+    k, why = _class_table(backends, k_given, rule)
+    if why:
+        if rule.classes:
+            fail("backends", why)
+        return BackendSet(tuple(backends), None, (), source, why)
+    total = sum(b.weight for b in backends)
     seq = [i for i, b in enumerate(backends) for _ in range(b.weight)]
     slots = tuple(seq[s % total] for s in range(1 << k))
     return BackendSet(tuple(backends), k, slots, source)
@@ -349,23 +428,26 @@ def read_document(path):
         refuse(str(e))
 
 
-def load_backends(path) -> BackendSet:
-    """Read a backends file (JSON, or YAML for .yaml/.yml) and validate it."""
-    return parse_backends(read_document(path), str(Path(path)))
+def load_backends(path, rule: WeightRule = CLASSES) -> BackendSet:
+    """Read a backends file (JSON, or YAML for .yaml/.yml) and validate it, its weights by the
+    reading LB kind's rule."""
+    return parse_backends(read_document(path), str(Path(path)), rule)
 
 
 def canonical_json(bs: BackendSet) -> str:
     """The one form handed to XenoFlow and the eBPF controller: JSON, every key explicit
-    (class_bits, weight), keys in a fixed order; lb/src/backends.c reads it back to the same set."""
-    doc = {"class_bits": bs.class_bits,
+    (class_bits, weight), keys in a fixed order; lb/src/backends.c reads it back to the same set.
+    A set without a class table (RING) has no class_bits."""
+    doc = {**({"class_bits": bs.class_bits} if bs.class_bits is not None else {}),
            "backends": [{"name": b.name, "mac_address": b.mac, "weight": b.weight} for b in bs.backends]}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_canonical(src, dest_dir) -> Path:
-    """Validate `src` (JSON or YAML) and write canonical_json() of it to dest_dir/<stem>.json;
-    the path written. Rewritten in place on every call, so nothing accumulates."""
-    bs = load_backends(src)
+def write_canonical(src, dest_dir, rule: WeightRule = CLASSES) -> Path:
+    """Validate `src` (JSON or YAML; weights by `rule`) and write canonical_json() of it to
+    dest_dir/<stem>.json; the path written. Rewritten in place on every call, so nothing
+    accumulates."""
+    bs = load_backends(src, rule)
     text = canonical_json(bs).encode("utf-8")
     if len(text) > MAX_BYTES:  # long names with many escapes; XenoFlow would refuse the result
         raise BackendsError(f"Failed to write backends {src} as JSON: {len(text)} bytes, more than "

@@ -106,7 +106,9 @@ def snapshot(node: Node, iface: str) -> dict:
                         f"{(drv.stderr or drv.stdout).strip() or 'no such interface'}")
     driver = next((l.split(":", 1)[1].strip() for l in drv.stdout.splitlines()
                    if l.startswith("driver:")), "unknown")
-    t = time.time()
+    # the duration between two snapshots comes from the monotonic clock (an NTP step moves
+    # time.time() by whole seconds between them); the wall clock is kept as the snapshot's stamp
+    t, mono = time.time(), time.monotonic()
     eth = node.run(["ethtool", "-S", iface], check=False)
     # argv only, no interpolation: the interface name is $1 of a fixed script
     sysfs = node.run(["sh", "-c", 'cd "/sys/class/net/$1/statistics" && grep -H . *', "sh", iface],
@@ -117,7 +119,7 @@ def snapshot(node: Node, iface: str) -> dict:
         raise NodeError(f"Failed to read /sys/class/net/{iface}/statistics on {node.name}: "
                         f"{sysfs.stderr.strip() or 'empty'}")
     return {
-        "node": node.name, "iface": iface, "driver": driver, "time": t,
+        "node": node.name, "iface": iface, "driver": driver, "time": t, "monotonic": mono,
         "raw": {"ethtool_S": eth.stdout, "ethtool_i": drv.stdout, "sysfs": sysfs.stdout},
         "ethtool": ethtool, "sysfs": sysv, "view": driver_view(driver, ethtool, sysv),
     }
@@ -128,11 +130,14 @@ def snapshot_many(node: Node, ifaces: list[str]) -> dict[str, dict]:
 
 
 def diff(before: dict, after: dict) -> dict:
-    """after − before for the driver view and every parsed counter of one interface."""
+    """after − before for the driver view and every parsed counter of one interface; `seconds`
+    between them on the harness's monotonic clock (both snapshots are the harness's; a snapshot
+    written before they carried "monotonic" falls back to their wall-clock stamps)."""
     def d(a, b):
         return {k: b[k] - a.get(k, 0) for k in b}
+    clock = "monotonic" if "monotonic" in before and "monotonic" in after else "time"
     return {"node": after["node"], "iface": after["iface"], "driver": after["driver"],
-            "seconds": after["time"] - before["time"],
+            "seconds": after[clock] - before[clock],
             "view": d(before["view"], after["view"]),
             "ethtool": d(before["ethtool"], after["ethtool"]),
             "sysfs": d(before["sysfs"], after["sysfs"])}

@@ -18,8 +18,11 @@ IPIP-encapsulated to the real by XDP_TX out of the port it came in on (--ingress
 refused: Katran has no second port) and passes everything else to the kernel.
 
 The backends file gives the reals: their names, MACs (for the stats' shape only: Katran sends to
-the gateway, not to a real's MAC) and weights (Katran's Maglev weights); --real NAME=ADDRESS gives
-each one's IPv4 address (the harness takes it from the testbed node of that name).
+the gateway, not to a real's MAC) and weights, read as Katran reads a real's weight (the backends
+file's RING rule: any integer 1..2^32-1, no power-of-two total; MaglevHash gives each real its
+weight in slots in its first turn and one slot a turn after, xenobench.agents.maglev);
+--real NAME=ADDRESS gives each one's IPv4 address (the harness takes it from the testbed node of
+that name).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ..backends import load_backends
+from ..backends import RING, load_backends
 from ..errors import XenobenchError
 from . import maglev
 from .bpf import bpftool, bpftool_stdout, map_update, map_update_batch, percpu_sum
@@ -88,7 +91,7 @@ def parse_reals(items: list[str]) -> dict[str, str]:
 
 def plan(backends_file, reals: dict[str, str]) -> tuple[list[dict], list[int]]:
     """The reals in file order with their number, address and weight, and Katran's ring."""
-    bs = load_backends(backends_file)
+    bs = load_backends(backends_file, RING)
     missing = [b.name for b in bs.backends if b.name not in reals]
     if missing:
         raise XenobenchError(f"Failed to configure Katran: no address for {', '.join(missing)} "
@@ -224,7 +227,7 @@ def update_reals(pindir: Path, current, new, a) -> dict:
     either. The new file is read by the strict reader first; a backend without an address is
     refused before any map is written."""
     reals = parse_reals(a.real)
-    bs = load_backends(new)
+    bs = load_backends(new, RING)
     missing = [b.name for b in bs.backends if b.name not in reals]
     if missing:
         raise XenobenchError(f"Failed to update Katran from {new}: no address for {', '.join(missing)} "
@@ -268,7 +271,7 @@ def read_stats(pindir: Path, backends_file, mode: str, run: Callable[..., str] =
     miss: VIP frames the ring had no real for (CH_DROP_STATS v1 + v2); non_service: frames passed
     to the kernel (XDP_PASS_CNTR); tx_error: failed encapsulations (ENCAP_FAIL_CNTR); Katran does
     not count non-IPv4 or malformed frames apart (they are in xdp_pass / xdp_drop): None."""
-    bs = load_backends(backends_file)
+    bs = load_backends(backends_file, RING)
     m = pindir / "maps"
     per_real = percpu_sum(m / "reals_stats", "<QQ", run)
     st = percpu_sum(m / "stats", "<QQ", run)
@@ -301,7 +304,7 @@ def _add_args(r) -> None:
                    help="a backend's address (one per backend of --backends)")
 
 
-AGENT = XdpLbAgent(name="Katran", prog_name="xenobench.agents.katran_lb", obj=None, prog=PROG,
+AGENT = XdpLbAgent(name="Katran", prog_name="xenobench.agents.katran_lb", obj=None, prog=PROG, weights=RING,
                    build_hint="xenobench.katran.build (a Katran checkout: katran.checkout)",
                    configure=_configure, read_stats=read_stats, add_args=_add_args, update=update_reals,
                    description="Katran (facebookincubator/katran) controller: its balancer, configured through its maps")

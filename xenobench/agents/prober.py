@@ -8,9 +8,21 @@ queue tagged with the send's sequence number. TX is stamped in the driver (skb_t
 veth and mlx5 do), RX when the frame enters the stack. Hardware timestamps are requested too and
 used when both sides of a query have one (the NIC must have timestamping enabled, --enable-hw
 does that with SIOCSHWTSTAMP). Each record says which it used: "hardware", "kernel", or "user"
-(a side without a kernel timestamp falls back to CLOCK_REALTIME read around sendto/recvmsg).
-The user-space clock is recorded for every query as well, so the prober's own overhead is
-user RTT − kernel RTT.
+(CLOCK_MONOTONIC read around sendto/recvmsg: a side without a kernel timestamp, or a query whose
+send and answer straddle a step of the realtime clock). The user-space clock is recorded for every
+query as well, so the prober's own overhead is user RTT − kernel RTT.
+
+Clocks: an RTT is a difference on one clock that does not step. The kernel's software stamps are
+CLOCK_REALTIME (as a capture's are), which an NTP step moves by whole seconds; CLOCK_MONOTONIC
+is slewed with it but never stepped, so realtime − monotonic changes only at a step. The prober
+samples that offset before every send, after every receive and at every wake-up; a change beyond
+STEP_NS starts a new clock epoch. A query whose send and answer fall in one epoch takes its RTT
+from its kernel stamps (their difference is the monotonic one); one whose send and answer straddle
+a step takes it from its CLOCK_MONOTONIC user stamps (`clock_step` true), and the summary counts
+them. Deadlines, lateness and pacing are monotonic. Hardware stamps are the NIC's clock (PHC) on
+both sides and are used as they come. Every record keeps wall-clock stamps (send_ns, recv_ns,
+user_send_ns, user_recv_ns: CLOCK_REALTIME, for comparison with a capture) beside its monotonic
+ones (mono_send_ns, mono_recv_ns).
 
 Matching: a reply is a query's when it comes from vip:port to the query's socket (5-tuple), has
 QR set, the query's id and the same question; anything else is counted as mismatched. A reply
@@ -46,6 +58,20 @@ SO_EE_ORIGIN_TIMESTAMPING = 4
 SIOCSHWTSTAMP = 0x89B0
 HWTSTAMP_TX_ON, HWTSTAMP_FILTER_ALL = 1, 1
 STATUSES = ("ok", "timeout", "late", "bad_answer")
+#: a change of CLOCK_REALTIME − CLOCK_MONOTONIC beyond this (ns) is a step of the realtime clock
+#: (a slew moves both clocks alike; the offset is read to within OFFSET_READ_NS)
+STEP_NS = 20_000
+OFFSET_READ_NS = 5_000
+
+
+class Clocks:
+    """The two system clocks the prober reads (a test passes its own, e.g. one that steps)."""
+
+    def mono_ns(self) -> int:
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    def real_ns(self) -> int:
+        return time.clock_gettime_ns(time.CLOCK_REALTIME)
 
 
 def _timespecs(data: bytes) -> tuple[int, int]:
@@ -67,10 +93,14 @@ def enable_hw_timestamps(sock: socket.socket, iface: str) -> str | None:
 
 class Prober:
     def __init__(self, *, src: str, dst: str, port: int, qname: str, expect: str | None, count: int,
-                 rate: float, timeout: float, iface: str | None = None, enable_hw: bool = False, sport: int = 0):
+                 rate: float, timeout: float, iface: str | None = None, enable_hw: bool = False, sport: int = 0,
+                 clocks: Clocks | None = None):
         import dns.message
         import dns.name
         self.src, self.dst, self.port, self.count, self.rate, self.timeout = src, dst, port, count, rate, timeout
+        self.clocks = clocks or Clocks()
+        self.offset: int | None = None   # CLOCK_REALTIME − CLOCK_MONOTONIC of the current epoch
+        self.epoch = 0                   # realtime steps seen so far
         self.qname = dns.name.from_text(qname)
         self.expect = expect or None
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -94,10 +124,31 @@ class Prober:
             self.wires.append(q.to_wire())
             self.records.append({"i": i, "id": q.id, "send_ns": None, "recv_ns": None, "rtt_ns": None,
                                  "status": "timeout", "ts": None, "user_send_ns": None, "user_recv_ns": None,
-                                 "user_rtt_ns": None, "rcode": None, "_tx": (0, 0), "_rx": (0, 0)})
+                                 "user_rtt_ns": None, "mono_send_ns": None, "mono_recv_ns": None,
+                                 "clock_step": False, "rcode": None, "_tx": (0, 0), "_rx": (0, 0),
+                                 "_epochs": (None, None)})
         self.by_id: dict[int, int] = {}
         self.mismatched = 0
         self.send_errors = 0
+
+    # --- the clocks -------------------------------------------------------------------------
+    def _now(self) -> int:
+        """CLOCK_MONOTONIC now, with the realtime offset sampled beside it: a change beyond
+        STEP_NS starts a new epoch. The offset is realtime read before monotonic, so a wall stamp
+        (monotonic + offset) never comes after the kernel's stamp of the same moment."""
+        c = self.clocks
+        for _ in range(3):  # a read pair held apart (preempted) is read again
+            m0 = c.mono_ns()
+            r = c.real_ns()
+            m1 = c.mono_ns()
+            if m1 - m0 <= OFFSET_READ_NS:
+                break
+        off = r - m1
+        if self.offset is None:
+            self.offset = off
+        elif abs(off - self.offset) > STEP_NS:
+            self.offset, self.epoch = off, self.epoch + 1
+        return m1
 
     # --- receive paths ---------------------------------------------------------------------
     def _drain_errqueue(self) -> None:
@@ -121,7 +172,7 @@ class Prober:
                 sw, hw = self.records[key]["_tx"]
                 self.records[key]["_tx"] = (ts[0] or sw, ts[1] or hw)
 
-    def _drain_replies(self, now_user) -> None:
+    def _drain_replies(self) -> None:
         import dns.exception
         import dns.message
         while True:
@@ -132,7 +183,7 @@ class Prober:
             except OSError:
                 self.mismatched += 1
                 continue
-            t_user = time.clock_gettime_ns(time.CLOCK_REALTIME)
+            t_mono = self._now()
             rx = (0, 0)
             for level, typ, data in anc:
                 if level == socket.SOL_SOCKET and typ == SCM_TIMESTAMPING and len(data) >= 48:
@@ -149,8 +200,9 @@ class Prober:
                 continue
             r = self.records[idx]
             del self.by_id[m.id]
-            r["_rx"], r["user_recv_ns"], r["rcode"] = rx, t_user, m.rcode()
-            late = t_user - r["user_send_ns"] > self.timeout * 1e9
+            r["_rx"], r["mono_recv_ns"], r["user_recv_ns"], r["rcode"] = rx, t_mono, t_mono + self.offset, m.rcode()
+            r["_epochs"] = (r["_epochs"][0], self.epoch)
+            late = t_mono - r["mono_send_ns"] > self.timeout * 1e9
             if late:
                 r["status"] = "late"
             elif self.expect is not None and not self._has_answer(m):
@@ -167,21 +219,22 @@ class Prober:
     # --- the run -------------------------------------------------------------------------------
     def run(self) -> list[dict]:
         period_ns = int(1e9 / self.rate)
-        t0 = time.monotonic_ns() + 5_000_000
+        t0 = self._now() + 5_000_000
         sent, last_deadline = 0, 0
         while True:
-            now = time.monotonic_ns()
+            now = self._now()
             if sent < self.count and now >= t0 + sent * period_ns:
                 r = self.records[sent]
                 self.by_id[r["id"]] = sent
-                r["user_send_ns"] = time.clock_gettime_ns(time.CLOCK_REALTIME)
+                r["mono_send_ns"] = self._now()
+                r["user_send_ns"], r["_epochs"] = r["mono_send_ns"] + self.offset, (self.epoch, None)
                 try:
                     self.sock.sendto(self.wires[sent], (self.dst, self.port))
                 except OSError as e:
                     self.send_errors += 1
                     r["status"] = f"send_error: {e.strerror}"
                 sent += 1
-                last_deadline = time.monotonic_ns() + int(self.timeout * 1e9)
+                last_deadline = self._now() + int(self.timeout * 1e9)
                 continue
             if sent >= self.count and (not self.by_id or now >= last_deadline):
                 break
@@ -190,8 +243,9 @@ class Prober:
                 select.select([self.sock], [], [], max(0, wait_ns) / 1e9)
             except InterruptedError:
                 pass
+            self._now()  # a step while waiting is seen here, not only at the next send
             self._drain_errqueue()
-            self._drain_replies(now)
+            self._drain_replies()
         time.sleep(0.01)
         self._drain_errqueue()
         self.sock.close()
@@ -201,17 +255,20 @@ class Prober:
         out = []
         for r in self.records:
             (tx_sw, tx_hw), (rx_sw, rx_hw) = r.pop("_tx"), r.pop("_rx")
-            if r["user_recv_ns"] is not None:
-                r["user_rtt_ns"] = r["user_recv_ns"] - r["user_send_ns"]
+            ep_send, ep_recv = r.pop("_epochs")
+            if r["mono_recv_ns"] is not None:
+                r["user_rtt_ns"] = r["mono_recv_ns"] - r["mono_send_ns"]
+                r["clock_step"] = ep_send != ep_recv
                 if tx_hw and rx_hw:
                     r["send_ns"], r["recv_ns"], r["ts"] = tx_hw, rx_hw, "hardware"
-                elif tx_sw and rx_sw:
+                    r["rtt_ns"] = rx_hw - tx_hw
+                elif tx_sw and rx_sw and not r["clock_step"]:
+                    # one epoch: the realtime stamps' difference is the monotonic one
                     r["send_ns"], r["recv_ns"], r["ts"] = tx_sw, rx_sw, "kernel"
+                    r["rtt_ns"] = rx_sw - tx_sw
                 else:
-                    r["send_ns"] = tx_sw or r["user_send_ns"]
-                    r["recv_ns"] = rx_sw or r["user_recv_ns"]
-                    r["ts"] = "user"
-                r["rtt_ns"] = r["recv_ns"] - r["send_ns"]
+                    r["send_ns"], r["recv_ns"], r["ts"] = r["user_send_ns"], r["user_recv_ns"], "user"
+                    r["rtt_ns"] = r["user_rtt_ns"]
             else:
                 r["send_ns"] = tx_hw or tx_sw or r["user_send_ns"]
                 r["ts"] = "hardware" if tx_hw else "kernel" if tx_sw else "user"
@@ -228,6 +285,7 @@ def summarize(records: list[dict], *, mismatched: int = 0, send_errors: int = 0)
     s = {"n": len(ok), "lost": sum(r["status"] in ("timeout", "late") for r in records),
          "mismatched": mismatched, "bad_answer": sum(r["status"] == "bad_answer" for r in records),
          "send_errors": send_errors, "sent": len(records),
+         "clock_steps": sum(bool(r.get("clock_step")) for r in records),
          "timestamps": max(set(sources), key=sources.count) if sources else "user"}
     if len(ok):
         s |= {"median_us": round(float(np.median(rtt)), 3), "mean_us": round(float(rtt.mean()), 3),

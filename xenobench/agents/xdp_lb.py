@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..backends import load_backends
+from ..backends import CLASSES, WeightRule, load_backends
 from ..errors import XenobenchError
 from .bpf import controller_parser, ip_link, keep_lb_state, load_pinned, run_controller
 
@@ -45,6 +45,8 @@ class XdpLbAgent:
     #: the new one, parsed args) -> what the "updated" line reports; it validates the new file
     #: before it writes a map and raises on what it refuses. None: the LB has no update path.
     update: Callable[[Path, Path, Path, argparse.Namespace], dict] | None = None
+    #: how it reads the backends' weights (xenobench.backends: CLASSES, or RING for Katran)
+    weights: WeightRule = CLASSES
 
     def parser(self) -> argparse.ArgumentParser:
         ap, r = controller_parser(f"python -m {self.prog_name}", self.description or f"{self.name} controller", 1.0)
@@ -77,7 +79,7 @@ class XdpLbAgent:
                     raise XenobenchError(f"Failed to find egress interface {a.egress}: no such device "
                                          f"(give an interface of this node to --egress)")
                 ifindex = link["ifindex"]
-            load_backends(a.backends)  # validate before anything is loaded
+            load_backends(a.backends, self.weights)  # validate before anything is loaded
             load_pinned(Path(a.obj) if self.obj is None else self.obj, pindir, self.build_hint)
             info = self.configure(pindir, Path(a.backends), a, ifindex)
             return {"ingress": a.ingress, **({"egress": a.egress} if a.egress else {}), "mode": mode, **info}

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from ..actors import tagged
-from ..backends import write_canonical
+from ..backends import CLASSES, WeightRule, write_canonical
 from ..errors import ConfigError, NodeError
 
 CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within this long
@@ -26,6 +26,8 @@ class LoadBalancer(ABC):
     #: withdrawn after it stops (e.g. an encapsulating LB: routing by the outer destination in the
     #: switch, decapsulation on the backends); a testbed that cannot provide one refuses by name
     needs: tuple[str, ...] = ()
+    #: how it reads the backends' weights (xenobench.backends): a class split by default, Katran's ring
+    weights: WeightRule = CLASSES
 
     def __init__(self, testbed):
         self.testbed = testbed
@@ -104,7 +106,7 @@ class LoadBalancer(ABC):
         what runs now."""
         tmp = Path(tempfile.mkdtemp(prefix="xb-update-"))
         try:
-            canon = write_canonical(backends, tmp)  # the strict reader: a bad file stops here
+            canon = write_canonical(backends, tmp, self.weights)  # the strict reader: a bad file stops here
             return self._signal_update(node, handle, running_path, canon, backends, sudo, timeout)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

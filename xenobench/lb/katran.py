@@ -5,12 +5,15 @@ the L3 gateway (katran.gateway_mac).
 
 It needs the testbed to route like a fabric and the backends to decapsulate (`needs`; the
 namespace testbed provides both, xenobench.fabric). Its object is built from the located Katran
-checkout (xenobench.katran) and staged on the LB node; every backend's address is its node's.
+checkout (xenobench.katran) and staged on the LB node; every backend's address is its node's. Its
+backends file's weights are read by the RING rule (xenobench.backends): any positive integers, which
+its agent turns into Katran's Maglev ring.
 """
 
 from __future__ import annotations
 
 from .. import katran
+from ..backends import RING
 from ..errors import ConfigError
 from ..fabric import gateway_mac
 from .xdp import XdpControllerLB
@@ -34,12 +37,12 @@ def ring_plan(cfg, backends_file=None) -> tuple[list[dict], list[int]] | None:
     backends file (default service.backends), as its agent fills them (xenobench.agents.katran_lb.plan);
     None when a backend has no node address (Katran could not run with that file)."""
     from ..agents.katran_lb import plan
-    from ..backends import load_backends
+    from ..backends import RING, load_backends
     f = backends_file or cfg.service.backends
     if f is None:
         return None
     reals = _addresses(cfg)
-    if any(b.name not in reals for b in load_backends(f).backends):
+    if any(b.name not in reals for b in load_backends(f, RING).backends):
         return None
     return plan(f, reals)
 
@@ -56,6 +59,8 @@ def flow_real(plan: tuple[list[dict], list[int]], src: str, sport: int, dport: i
 class KatranLB(XdpControllerLB):
     kind = "katran"
     agent = "xenobench.agents.katran_lb"
+    #: any positive weights, as Katran takes them (xenobench.backends RING)
+    weights = RING
     needs = ("l3_gateway", "ipip_decap")
     _obj: str = ""
     #: a change rewrites the ring slots whose real changed (katran_lb.update_reals)

@@ -79,7 +79,8 @@ class XdpControllerLB(LoadBalancer):
         `prog_pin` (returned) and its maps filled, for a switcher to attach (xenobench.xdpswitch)."""
         # the agent gets the canonical JSON of the file (validated here; JSON or YAML), as XenoFlow does
         # (a bad file fails here, before anything runs on the node)
-        bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / self.kind)
+        bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / self.kind,
+                                self.weights)
         node = self.node
         name = f"{self.kind}-backends{Path(bfile).suffix}"
         argv = self.argv(node.stage(bfile, name, copy=False), generic, attach)
