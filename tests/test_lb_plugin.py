@@ -123,7 +123,7 @@ DECLARED = {"label": "mylb, declared in a config", "agent": "xenobench_mylb.agen
             "bpf_object": str(OBJ.relative_to(REPO_ROOT))}
 
 
-def test_a_config_declares_an_lb_that_joins_the_list_until_that_file_no_longer_declares_it(tmp_path):
+def test_a_config_declares_an_lb_that_joins_the_list_until_another_config_is_loaded(tmp_path):
     p = cfg_file(tmp_path, lbs={"cfglb": DECLARED}, experiments={"pps": {"lbs": ["cfglb", "ebpf"]}})
     cfg = load_config(p)
     assert kinds()[-1] == "cfglb" and cfg.section("experiments")["pps"]["lbs"] == ["cfglb", "ebpf"]
@@ -133,9 +133,33 @@ def test_a_config_declares_an_lb_that_joins_the_list_until_that_file_no_longer_d
     drv = get_lb("cfglb", Testbed(cfg))
     assert (type(drv).__name__, drv.kind, drv.agent, drv.needs_egress) == (
         "DeclaredXdpLB", "cfglb", "xenobench_mylb.agent", True)
-    p.write_text(yaml.safe_dump({"extends": str(LOCAL)}))
-    load_config(p)
+    load_config(cfg_file(tmp_path, "other.yaml"))
     assert "cfglb" not in kinds()
+    assert get_lb("cfglb", Testbed(cfg)).kind == "cfglb"  # a driver of cfg's testbed: cfg's kinds again
+
+
+DECLARED_BAD = [  # description, lbs.cfglb entry (or the section), expected error after "Failed to ..."
+    ("its agent module is not importable", dict(DECLARED, agent="no_such_agent_xh"),
+     "load load balancer 'cfglb' (lbs.cfglb.agent in {p}): No module named 'no_such_agent_xh' (install the package "
+     "that has it, or fix the module name)"),
+    ("its object is not built", dict(DECLARED, bpf_object="nope/x.bpf.o"),
+     "start cfglb: lbs.cfglb.bpf_object 'nope/x.bpf.o' in {p}: no such file " + str(REPO_ROOT / "nope/x.bpf.o")
+     + " (build it first)"),
+    ("no object for an agent without one", {k: v for k, v in DECLARED.items() if k != "bpf_object"},
+     "start cfglb: its agent xenobench_mylb.agent loads no object of its own; give lbs.cfglb.bpf_object in {p}"),
+    ("no label", {k: v for k, v in DECLARED.items() if k != "label"},
+     "load config {p}: lbs.cfglb: 'label' is a required property"),
+    ("a name a point directory cannot carry", {"My LB": DECLARED},
+     "load config {p}: lbs: 'My LB' does not match '^[a-z][a-z0-9_-]{{0,31}}$'"),
+]
+
+
+@pytest.mark.parametrize("desc,entry,error", DECLARED_BAD, ids=[r[0] for r in DECLARED_BAD])
+def test_a_declared_lb_that_cannot_run_is_refused_naming_its_key(mylb, tmp_path, desc, entry, error):
+    p = cfg_file(tmp_path, lbs=entry if "My LB" in entry else {"cfglb": entry})
+    with pytest.raises(ConfigError) as e:
+        get_lb("cfglb", Testbed(load_config(p))).start(dry_run=True)
+    assert str(e.value) == "Failed to " + error.format(p=p)
 
 
 CLASHES = [  # description, fake distributions (name, entry points, modules), config lbs, expected error
@@ -220,6 +244,16 @@ def test_an_experiment_refuses_by_name_an_lb_lacking_what_it_needs(mylb, plugins
 def test_dry_run_names_the_agent_and_the_object(mylb):
     cmd = get_lb("mylb", Testbed(load_config())).start(dry_run=True)["commands"][0]
     assert "-m xenobench_mylb.agent run" in cmd and f"--obj {OBJ}" in cmd and "--egress p1" in cmd
+
+
+def test_the_cli_takes_a_config_declared_lb_and_refuses_an_unknown_one_with_the_list(mylb, tmp_path):
+    p = cfg_file(tmp_path, lbs={"cfglb": DECLARED})
+    r = xb("--config", str(p), "lb", "start", "--lb", "cfglb", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "-m xenobench_mylb.agent run" in r.stdout and f"--obj {OBJ}" in r.stdout
+    r = xb("--config", str(p), "lb", "stats", "--lb", "cfglbx")
+    assert (r.returncode, r.stderr.strip()) == (2, "xenobench: Failed to select load balancer: unknown kind 'cfglbx' "
+                                                   f"(known: {', '.join([*kinds(), 'cfglb'])})")
 
 
 # --- on the namespace testbed -----------------------------------------------------------------------

@@ -382,8 +382,8 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
 
 def _declare_lbs(raw: dict, path: Path) -> None:
     """The config's own LB kinds (`lbs:`, config/schema/lbs.schema.yaml), validated and registered
-    in xenobench.lb.LBS (a config without the section takes back what an earlier load of the same
-    file declared)."""
+    in xenobench.lb.LBS in place of those of the config loaded before (a config without the section
+    declares none)."""
     if raw.get("lbs") is not None:
         schema = copy.deepcopy(_schema(SCHEMA_DIR / "lbs.schema.yaml", (SCHEMA_DIR / "lbs.schema.yaml").stat().st_mtime_ns))
         validate_section(raw, "lbs", schema, path)

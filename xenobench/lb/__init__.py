@@ -14,7 +14,8 @@ how it splits, where its data plane is built); what running it needs is its driv
 3. the kinds a loaded config declares in its `lbs:` section (`declare`): an XDP program and the
    agent module that fills its maps, driven by xenobench.lb.xdp's DeclaredXdpLB.
 A name given by two of them (a package reusing a built-in's name, two packages, a package and a
-config) is refused naming both, when the list is first read.
+config) is refused naming both, when the list is first read. The declared kinds are the last loaded
+config's; get_lb declares again those of the config of the testbed it is given.
 
 Adding a load balancer: docs/extending.md.
 """
@@ -25,7 +26,7 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import metadata
 
 from ..errors import ConfigError
@@ -176,28 +177,22 @@ class _Kinds(Mapping):
 
     # -- config-declared kinds ---------------------------------------------------------------
     def declare(self, section: dict, source: str) -> None:
-        """The kinds of a config's `lbs:` section (validated, with its schema's defaults); a
-        config loaded later replaces what an earlier one of the same file declared."""
+        """The kinds of a config's `lbs:` section (validated, with its schema's defaults); they
+        replace what a config loaded before declared (one config at a time: the last loaded)."""
         self._scan()
         new = {}
         for name, e in (section or {}).items():
-            origin = f"config {source}"
             if name in self._builtin or name in RESERVED:
                 raise ConfigError(f"Failed to load config {source}: lbs.{name}: {name!r} is a built-in kind's "
                                   "name; give your LB another name")
             if name in self._eps:
                 raise ConfigError(f"Failed to load config {source}: lbs.{name}: an installed package registers "
                                   f"{name!r} ({_entry_point_origin(self._eps[name])}); give your LB another name")
-            old = self._declared.get(name)
-            k = LBKind(name=name, label=e.get("label") or name, module="xdp", reference=bool(e.get("reference")),
-                       split_by=e.get("split_by", "class"), out_of_ingress=not e.get("egress", True),
-                       origin=origin, declared=tuple(sorted(e.items())))
-            if old is not None and old.origin != origin and replace(old, origin=origin) != k:
-                raise ConfigError(f"Failed to load config {source}: lbs.{name}: {old.origin} declares {name!r} "
-                                  "otherwise; give one of them another name")
-            new[name] = k
-        self._declared = {n: k for n, k in self._declared.items() if k.origin != f"config {source}"}
-        self._declared.update(new)
+            new[name] = LBKind(name=name, label=e.get("label") or name, module="xdp",
+                               reference=bool(e.get("reference")), split_by=e.get("split_by", "class"),
+                               out_of_ingress=not e.get("egress", True), origin=f"config {source}",
+                               declared=tuple(sorted(e.items())))
+        self._declared = new
 
 
 LBS: _Kinds = _Kinds()
@@ -216,7 +211,8 @@ def __getattr__(name: str):
 
 
 def declare(section: dict, source: str) -> None:
-    """Register the LB kinds a config's `lbs:` section declares (xenobench.config.load_config)."""
+    """Register the LB kinds a config's `lbs:` section declares (xenobench.config.load_config),
+    in place of those of the config loaded before."""
     LBS.declare(section, source)
 
 
@@ -234,6 +230,9 @@ def by_hash(kind: str) -> bool:
 
 def get_lb(kind: str, testbed):
     """The driver of an LB kind on a testbed (a xenobench.lb.base.LoadBalancer)."""
+    cfg = getattr(testbed, "cfg", None)
+    if cfg is not None and cfg.raw.get("lbs"):  # the testbed's config's own kinds, whichever was loaded last
+        LBS.declare(cfg.raw["lbs"], str(cfg.path))
     if kind not in LBS:
         raise ConfigError(f"Failed to select load balancer: unknown kind {kind!r} (known: {', '.join(kinds())})")
     k = LBS[kind]
