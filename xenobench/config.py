@@ -27,7 +27,7 @@ from . import REPO_ROOT
 from .agents.net import normalize_mac
 from .dns import KINDS as DNS_SERVERS
 from .errors import ConfigError
-from .lb import KINDS, NONE
+from .lb import NONE, declare as declare_lbs, kinds as lb_kinds
 
 DEFAULT_CONFIG = REPO_ROOT / "config" / "local.yaml"
 SCHEMA_DIR = REPO_ROOT / "config" / "schema"
@@ -218,7 +218,8 @@ def _key_path(parts) -> str:
 
 def _enums() -> dict[str, list[str]]:
     """Lists a schema names by `x-enum` instead of repeating them: each has one owner in code."""
-    return {"lb_kinds": list(KINDS), "lb_kinds_or_none": [NONE, *KINDS], "dns_servers": list(DNS_SERVERS)}
+    kinds = list(lb_kinds())  # the built-in kinds, the installed packages' and the loaded config's `lbs:`
+    return {"lb_kinds": kinds, "lb_kinds_or_none": [NONE, *kinds], "dns_servers": list(DNS_SERVERS)}
 
 
 def _fill_enums(node: Any, enums: dict[str, list[str]]) -> None:
@@ -365,6 +366,7 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     check_values(raw, path)
     raw = _resolve_extends(raw, path)
     check_values(raw, path)
+    _declare_lbs(raw, path)  # before the schemas: the experiments' LB lists take the declared kinds
     schemas = _load_schemas()
     main = schemas.pop("main")
     _check_sections(raw, [*main.get("properties", {}), *schemas], path)
@@ -376,6 +378,17 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
             raw.setdefault(section, {})
             apply_defaults(raw[section], schema)
     return _build(raw, path)
+
+
+def _declare_lbs(raw: dict, path: Path) -> None:
+    """The config's own LB kinds (`lbs:`, config/schema/lbs.schema.yaml), validated and registered
+    in xenobench.lb.LBS in place of those of the config loaded before (a config without the section
+    declares none)."""
+    if raw.get("lbs") is not None:
+        schema = copy.deepcopy(_schema(SCHEMA_DIR / "lbs.schema.yaml", (SCHEMA_DIR / "lbs.schema.yaml").stat().st_mtime_ns))
+        validate_section(raw, "lbs", schema, path)
+        apply_defaults(raw["lbs"], schema)
+    declare_lbs(raw.get("lbs") or {}, str(path))
 
 
 def section_with_defaults(section: str, doc: dict, where: str = "(built in code)") -> dict:

@@ -17,7 +17,7 @@ from . import REPO_ROOT, definitions as _data
 from .definitions import EXPERIMENTS_DIR, Experiment
 from .errors import ConfigError
 from .layout import ResultsTree, TrialDir
-from .lb import NONE
+from .lb import NONE, get_lb
 from .measure import KINDS as MEASURE_KINDS
 from .definitions import CAPACITY, NO_SPLIT, is_capacity_point
 from .traffic import generator_of
@@ -201,12 +201,45 @@ def capacity_points(cfg, experiment: str = "rtt_load", point: dict | None = None
     return out
 
 
-def plan(cfg, only: list[str] | None = None) -> list[PlannedTrial]:
+#: what a measurement kind needs of every LB its experiments list, as (what the LB must do, the
+#: driver's attribute that says why it cannot, the driver -> that reason or None); a kind not here
+#: needs nothing of its LBs beyond the contract (xenobench.lb.base.LoadBalancer)
+LB_NEEDS = {
+    "rank": ("be started loaded and not attached", "no_pin", lambda lb: lb.no_pin),
+    "update": ("change its backend set at runtime", "no_update", lambda lb: None if lb.can_update else lb.no_update),
+}
+
+
+def check_lbs(cfg, experiment: str, testbed=None) -> None:
+    """Refuse by name an LB of an experiment's lists (experiments.<id>.lbs, .lb) that lacks what
+    the experiment's kind needs of it (LB_NEEDS), built-in or not; nothing is started. `testbed`:
+    the one the drivers are asked about (default: the config's)."""
+    need = LB_NEEDS.get(definition(experiment).kind)
+    sec = section(cfg, experiment)
+    if need is None or not sec:
+        return
+    what, attr, why = need
+    listed = [(k, "lbs") for k in sec.get("lbs") or ()] + ([(sec["lb"], "lb")] if sec.get("lb") else [])
+    if testbed is None:
+        from .testbed import get_testbed
+        testbed = get_testbed(cfg)
+    for kind, key in listed:
+        if kind == NONE:
+            continue
+        reason = why(get_lb(kind, testbed))
+        if reason:
+            raise ConfigError(f"Failed to plan experiment {experiment}: LB {kind!r} cannot {what} (its driver's "
+                              f"{attr}: {reason}): leave it out of experiments.{experiment}.{key} in {cfg.path}")
+
+
+def plan(cfg, only: list[str] | None = None, testbed=None) -> list[PlannedTrial]:
     """Every trial of the study (or of `only`'s experiments), in plan order; a generator the traffic
-    layer does not have is refused here, before anything runs."""
+    layer does not have and an LB lacking what its experiment needs (check_lbs) are refused here,
+    before anything runs."""
     generator_of(cfg)
     out = []
     for e in only or order():
+        check_lbs(cfg, e, testbed)
         reps = repetitions(cfg, e)
         for pt in points(cfg, e):
             out += [PlannedTrial(e, pt, r) for r in range(1, reps + 1)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from . import REPO_ROOT, dpu
 from .dpu import content_hash
 from .errors import NodeError
-from .lb import LBS
+from .lb import BUILTIN
 from .nodes.base import sudo_argv
 
 log = logging.getLogger(__name__)
@@ -23,9 +23,10 @@ log = logging.getLogger(__name__)
 AGENT_MODULES = ("xenobench/__init__.py", "xenobench/errors.py", "xenobench/backends.py", "xenobench/agents")
 
 #: BPF objects each role's agents load (globs under REPO_ROOT; scripts/build.sh builds them): the LB
-#: node's are every LB kind's own (xenobench.lb.LBS bpf_objects)
+#: node's are every built-in LB kind's own (xenobench.lb.BUILTIN bpf_objects; an out-of-tree LB's
+#: package is installed on the node by its operator)
 ROLE_OBJECTS: dict[str, tuple[str, ...]] = {
-    "lb": tuple(p for k in LBS.values() for p in k.bpf_objects),
+    "lb": tuple(p for k in BUILTIN for p in k.bpf_objects),
     "dns_backend": ("dns_server/build/*.bpf.o",),
 }
 

@@ -4,10 +4,12 @@ import json
 
 import click
 
-from ..lb import KINDS
+from ..lb import kinds
 
-lb_option = click.option("--lb", "kind", type=click.Choice(KINDS), required=True,
-                         help="Which load balancer.")
+# not a click.Choice: the kinds a config declares (lbs:) are known only once it is loaded; an
+# unknown name is refused by xenobench.lb.get_lb with the whole list
+lb_option = click.option("--lb", "kind", required=True, metavar="KIND",
+                         help=f"Which load balancer ({', '.join(kinds())}, or one the config's lbs: declares).")
 
 
 @click.group("lb")

@@ -145,3 +145,48 @@ class XdpControllerLB(LoadBalancer):
             return spec.read_stats(self.pindir, local, mode, run=lambda *a: node.run(["bpftool", *a]).stdout)
         finally:
             shutil.rmtree(local.parent, ignore_errors=True)
+
+
+class DeclaredXdpLB(XdpControllerLB):
+    """An LB a config declares (`lbs.<name>`, config/schema/lbs.schema.yaml; xenobench.lb.LBS):
+    its agent module (an XdpLbAgent named AGENT: how its maps are filled and read) and, for an
+    agent built without an object of its own, the BPF object passed to it as --obj."""
+
+    def __init__(self, testbed, kind):
+        super().__init__(testbed)
+        self.kind = kind.name
+        self.entry = dict(kind.declared)
+        self.agent = self.entry["agent"]
+        self.needs_egress = bool(self.entry.get("egress", True))
+        self.no_update = (f"its agent {self.agent} has no update path (XdpLbAgent.update is None)")
+
+    def _spec(self):
+        where = f"Failed to load load balancer {self.kind!r} (lbs.{self.kind}.agent in {self.cfg.path})"
+        try:
+            spec = getattr(importlib.import_module(self.agent), "AGENT", None)
+        except ImportError as e:
+            raise ConfigError(f"{where}: {e} (install the package that has it, or fix the module name)") from None
+        if spec is None:
+            raise ConfigError(f"{where}: module {self.agent} defines no AGENT (an "
+                              "xenobench.agents.xdp_lb.XdpLbAgent)")
+        return spec
+
+    def extra_args(self, ingress, egress) -> list[str]:
+        obj = self.entry.get("bpf_object")
+        if self._spec().obj is not None:
+            return []
+        if not obj:
+            raise ConfigError(f"Failed to start {self.kind}: its agent {self.agent} loads no object of its own; "
+                              f"give lbs.{self.kind}.bpf_object in {self.cfg.path}")
+        path = self.cfg.resolve(obj)
+        if not path.is_file():
+            raise ConfigError(f"Failed to start {self.kind}: lbs.{self.kind}.bpf_object {obj!r} in {self.cfg.path}: "
+                              f"no such file {path} (build it first)")
+        return ["--obj", self.node.stage(path, f"{self.kind}.bpf.o", copy=False)]
+
+    def start(self, backends=None, *, dry_run=False, **opts) -> dict:
+        self._spec()
+        obj = self.entry.get("bpf_object")
+        if obj and not dry_run:
+            self.node.stage(self.cfg.resolve(obj), f"{self.kind}.bpf.o")
+        return super().start(backends, dry_run=dry_run, **opts)

@@ -1,0 +1,354 @@
+"""A load balancer defined outside this repository (docs/extending.md, "Your own load balancer, out
+of tree"): the example package examples/xenobench-mylb registered through its entry point, and an
+LB a config declares (`lbs:`), join the one list of kinds (xenobench.lb.LBS); their drivers load
+only when driven; a name given twice is refused naming both; an experiment refuses by name an LB
+lacking what it needs; and on the namespace testbed the example forwards frames counted at the
+backends, and runs a pps point through `experiment run`, `aggregate` and `plot` like a built-in.
+
+The example is made importable the way an installed distribution is: a `.dist-info` whose
+entry_points.txt is written from the example's pyproject.toml, on sys.path and on PYTHONPATH (the
+agent runs as `python -m xenobench_mylb.agent` in the LB node's namespace) for the tests of this
+module, and taken away after them (no pip install into the environment that runs the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from xenobench import REPO_ROOT, lb as lbmod
+from xenobench.config import load_config
+from xenobench.counters import diff, snapshot
+from xenobench.errors import ConfigError
+from xenobench.experiments import LB_NEEDS, check_lbs, plan
+from xenobench.layout import point_id
+from xenobench.lb import ENTRY_POINT_GROUP, LBS, get_lb, kinds, label
+from xenobench.testbed import Testbed
+
+from .conftest import needs_root, send_udp
+
+EXAMPLE = REPO_ROOT / "examples" / "xenobench-mylb"
+OBJ = EXAMPLE / "xenobench_mylb" / "mylb.bpf.o"
+LOCAL = REPO_ROOT / "config" / "local.yaml"
+
+
+def fake_dist(site: Path, dist: str, entry_points: dict[str, str]) -> None:
+    """An installed distribution as importlib.metadata finds it: <dist>-<version>.dist-info with
+    METADATA and entry_points.txt (the file `pip install` writes from [project.entry-points])."""
+    info = site / f"{dist.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n"
+                                           + "".join(f"{k} = {v}\n" for k, v in entry_points.items()))
+
+
+@pytest.fixture
+def mylb(tmp_path, monkeypatch):
+    """examples/xenobench-mylb built and installed for one test: its pyproject's entry points in a
+    dist-info on sys.path and PYTHONPATH (agents on the namespace nodes inherit it)."""
+    r = subprocess.run(["make", "-s", "-C", str(EXAMPLE)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"examples/xenobench-mylb does not build here: {r.stderr.strip()[-300:]}")
+    project = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())
+    site = tmp_path / "mylb-site"
+    fake_dist(site, project["project"]["name"], project["project"]["entry-points"][ENTRY_POINT_GROUP])
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(EXAMPLE), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    yield site
+    for m in [m for m in sys.modules if m.startswith("xenobench_mylb")]:
+        del sys.modules[m]
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    """Make fake distributions (name -> entry points) visible for one test."""
+    def add(dist: str, eps: dict[str, str], modules: dict[str, str] | None = None) -> None:
+        fake_dist(tmp_path / "site", dist, eps)
+        for name, text in (modules or {}).items():
+            (tmp_path / "site" / f"{name}.py").write_text(text)
+    (tmp_path / "site").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    yield add
+
+
+def cfg_file(tmp_path, name="c.yaml", **top) -> Path:
+    """A config extending config/local.yaml with `top`'s sections merged over it."""
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump({"extends": str(LOCAL), **top}))
+    return p
+
+
+# --- one list ------------------------------------------------------------------------------------
+
+def test_the_example_joins_the_list_after_the_builtins_and_its_driver_loads_only_when_driven(mylb):
+    sys.modules.pop("xenobench_mylb.driver", None)
+    builtin = [k.name for k in lbmod.BUILTIN]
+    assert kinds() == (*builtin, "mylb") and list(LBS) == list(kinds()) and lbmod.KINDS == kinds()
+    k = LBS["mylb"]
+    assert (k.label, k.module, k.bpf_dir, k.split_by, k.reference) == (
+        "mylb (out-of-tree example)", "xenobench_mylb.driver", None, "class", False)
+    assert k.origin == "entry point mylb = xenobench_mylb:KIND of xenobench-mylb"
+    assert label("mylb") == "mylb (out-of-tree example)"
+    assert "xenobench_mylb.driver" not in sys.modules  # listed and labelled: the driver is not loaded
+    drv = get_lb("mylb", Testbed(load_config()))
+    assert "xenobench_mylb.driver" in sys.modules and (drv.kind, drv.agent, drv.no_pin) == (
+        "mylb", "xenobench_mylb.agent", None)
+    assert drv.can_update is False
+
+
+def test_the_config_schema_takes_the_example_in_every_lb_list(mylb, tmp_path):
+    cfg = load_config(cfg_file(tmp_path, experiments={"pps": {"lbs": ["wire", "mylb"]},
+                                                      "rtt": {"lbs": ["none", "mylb"]}}))
+    ex = cfg.section("experiments")
+    assert (ex["pps"]["lbs"], ex["rtt"]["lbs"]) == (["wire", "mylb"], ["none", "mylb"])
+
+
+def test_a_config_without_the_package_refuses_the_name_with_the_list(tmp_path):
+    assert "mylb" not in kinds()
+    with pytest.raises(ConfigError) as e:
+        load_config(cfg_file(tmp_path, experiments={"pps": {"lbs": ["mylb"]}}))
+    assert f"experiments.pps.lbs[0]: 'mylb' is not one of {list(kinds())}" in str(e.value)
+
+
+DECLARED = {"label": "mylb, declared in a config", "agent": "xenobench_mylb.agent",
+            "bpf_object": str(OBJ.relative_to(REPO_ROOT))}
+
+
+def test_a_config_declares_an_lb_that_joins_the_list_until_another_config_is_loaded(tmp_path):
+    p = cfg_file(tmp_path, lbs={"cfglb": DECLARED}, experiments={"pps": {"lbs": ["cfglb", "ebpf"]}})
+    cfg = load_config(p)
+    assert kinds()[-1] == "cfglb" and cfg.section("experiments")["pps"]["lbs"] == ["cfglb", "ebpf"]
+    k = LBS["cfglb"]
+    assert (k.label, k.origin, k.out_of_ingress, dict(k.declared)["egress"]) == (
+        "mylb, declared in a config", f"config {p}", False, True)
+    drv = get_lb("cfglb", Testbed(cfg))
+    assert (type(drv).__name__, drv.kind, drv.agent, drv.needs_egress) == (
+        "DeclaredXdpLB", "cfglb", "xenobench_mylb.agent", True)
+    load_config(cfg_file(tmp_path, "other.yaml"))
+    assert "cfglb" not in kinds()
+    assert get_lb("cfglb", Testbed(cfg)).kind == "cfglb"  # a driver of cfg's testbed: cfg's kinds again
+
+
+DECLARED_BAD = [  # description, lbs.cfglb entry (or the section), expected error after "Failed to ..."
+    ("its agent module is not importable", dict(DECLARED, agent="no_such_agent_xh"),
+     "load load balancer 'cfglb' (lbs.cfglb.agent in {p}): No module named 'no_such_agent_xh' (install the package "
+     "that has it, or fix the module name)"),
+    ("its object is not built", dict(DECLARED, bpf_object="nope/x.bpf.o"),
+     "start cfglb: lbs.cfglb.bpf_object 'nope/x.bpf.o' in {p}: no such file " + str(REPO_ROOT / "nope/x.bpf.o")
+     + " (build it first)"),
+    ("no object for an agent without one", {k: v for k, v in DECLARED.items() if k != "bpf_object"},
+     "start cfglb: its agent xenobench_mylb.agent loads no object of its own; give lbs.cfglb.bpf_object in {p}"),
+    ("no label", {k: v for k, v in DECLARED.items() if k != "label"},
+     "load config {p}: lbs.cfglb: 'label' is a required property"),
+    ("a name a point directory cannot carry", {"My LB": DECLARED},
+     "load config {p}: lbs: 'My LB' does not match '^[a-z][a-z0-9_-]{{0,31}}$'"),
+]
+
+
+@pytest.mark.parametrize("desc,entry,error", DECLARED_BAD, ids=[r[0] for r in DECLARED_BAD])
+def test_a_declared_lb_that_cannot_run_is_refused_naming_its_key(mylb, tmp_path, desc, entry, error):
+    p = cfg_file(tmp_path, lbs=entry if "My LB" in entry else {"cfglb": entry})
+    with pytest.raises(ConfigError) as e:
+        get_lb("cfglb", Testbed(load_config(p))).start(dry_run=True)
+    assert str(e.value) == "Failed to " + error.format(p=p)
+
+
+CLASHES = [  # description, fake distributions (name, entry points, modules), config lbs, expected error
+    ("an entry point takes a built-in's name",
+     [("evil-lb", {"ebpf": "evil_kind:KIND"}, {})], None,
+     "Failed to register load balancer 'ebpf' from entry point ebpf = evil_kind:KIND of evil-lb: 'ebpf' is a "
+     "built-in kind's name; rename the entry point"),
+    ("two packages name one kind",
+     [("lb-one", {"twin": "one_kind:KIND"}, {}), ("lb-two", {"twin": "two_kind:KIND"}, {})], None,
+     "Failed to register load balancer 'twin': two installed packages name it"),
+    ("a config takes a built-in's name", [], {"wire": DECLARED},
+     "lbs.wire: 'wire' is a built-in kind's name; give your LB another name"),
+    ("a config takes an installed package's name",
+     [("lb-one", {"taken": "one_kind:KIND"}, {})], {"taken": DECLARED},
+     "lbs.taken: an installed package registers 'taken' (entry point taken = one_kind:KIND of lb-one); give your "
+     "LB another name"),
+    ("a descriptor without a label",
+     [("lb-bad", {"nolabel": "bad_kind:KIND"}, {"bad_kind": "KIND = object()\n"})], None,
+     "Failed to load load balancer 'nolabel' (entry point nolabel = bad_kind:KIND of lb-bad): its object "),
+    ("a descriptor naming a module of xenobench.lb",
+     [("lb-bad", {"short": "short_kind:KIND"},
+       {"short_kind": "from xenobench.lb import LBKind\nKIND = LBKind('short', 'Short', 'ebpf')\n"})], None,
+     "module 'ebpf' is not a full dotted module path"),
+    ("a package that does not import",
+     [("lb-bad", {"broken": "broken_kind:KIND"}, {"broken_kind": "import no_such_module_xh\n"})], None,
+     "Failed to load load balancer 'broken' (entry point broken = broken_kind:KIND of lb-bad): "
+     "ModuleNotFoundError: No module named 'no_such_module_xh'"),
+]
+
+
+@pytest.mark.parametrize("desc,dists,lbs,error", CLASHES, ids=[c[0] for c in CLASHES])
+def test_a_name_given_twice_or_a_broken_descriptor_is_refused_by_name(plugins, tmp_path, desc, dists, lbs, error):
+    for dist, eps, mods in dists:
+        plugins(dist, eps, mods)
+    with pytest.raises(ConfigError) as e:
+        if lbs is not None:
+            load_config(cfg_file(tmp_path, lbs=lbs))
+        else:
+            for name in kinds():
+                LBS[name]
+    assert error in str(e.value)
+
+
+# --- what an experiment needs ----------------------------------------------------------------------
+
+NO_PIN_DRIVER = """from xenobench.lb.xdp import XdpControllerLB
+class Pinless(XdpControllerLB):
+    kind = "pinless"
+    agent = "xenobench_mylb.agent"
+    no_pin = "it runs in a NIC's own pipeline"
+def make(testbed):
+    return Pinless(testbed)
+"""
+
+
+def test_an_experiment_refuses_by_name_an_lb_lacking_what_it_needs(mylb, plugins, tmp_path):
+    # an out-of-tree driver whose LB cannot be started loaded and not attached
+    plugins("lb-pinless", {"pinless": "pinless_kind:KIND"},
+            {"pinless_kind": "from xenobench.lb import LBKind\nKIND = LBKind('pinless', 'Pinless', 'pinless_drv.x')\n"})
+    (tmp_path / "site" / "pinless_drv").mkdir()
+    (tmp_path / "site" / "pinless_drv" / "__init__.py").write_text("")
+    (tmp_path / "site" / "pinless_drv" / "x.py").write_text(NO_PIN_DRIVER)
+    p = cfg_file(tmp_path, experiments={"rank": {"lbs": ["wire", "pinless"]}, "update": {"lbs": ["ebpf", "mylb"]}})
+    cfg = load_config(p)
+    with pytest.raises(ConfigError) as e:
+        check_lbs(cfg, "rank")
+    assert str(e.value) == (f"Failed to plan experiment rank: LB 'pinless' cannot be started loaded and not attached "
+                            f"(its driver's no_pin: it runs in a NIC's own pipeline): leave it out of "
+                            f"experiments.rank.lbs in {p}")
+    with pytest.raises(ConfigError) as e:
+        plan(cfg, ["update"])
+    assert str(e.value) == (f"Failed to plan experiment update: LB 'mylb' cannot change its backend set at runtime "
+                            f"(its driver's no_update: mylb's agent has no runtime update path (its XdpLbAgent has "
+                            f"update=None)): leave it out of experiments.update.lbs in {p}")
+    assert set(LB_NEEDS) == {"rank", "update"}
+    ok = load_config(cfg_file(tmp_path, "ok.yaml", experiments={"rank": {"lbs": ["wire", "mylb"]},
+                                                                "pps": {"lbs": ["mylb"], "payloads": [22]}}))
+    check_lbs(ok, "rank")  # an XDP program: it can be started loaded and not attached
+    assert [t.point for t in plan(ok, ["pps"])][:1] == [{"lb": "mylb", "payload": 22}]
+
+
+def test_dry_run_names_the_agent_and_the_object(mylb):
+    cmd = get_lb("mylb", Testbed(load_config())).start(dry_run=True)["commands"][0]
+    assert "-m xenobench_mylb.agent run" in cmd and f"--obj {OBJ}" in cmd and "--egress p1" in cmd
+
+
+def test_the_cli_takes_a_config_declared_lb_and_refuses_an_unknown_one_with_the_list(mylb, tmp_path):
+    p = cfg_file(tmp_path, lbs={"cfglb": DECLARED})
+    r = xb("--config", str(p), "lb", "start", "--lb", "cfglb", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "-m xenobench_mylb.agent run" in r.stdout and f"--obj {OBJ}" in r.stdout
+    r = xb("--config", str(p), "lb", "stats", "--lb", "cfglbx")
+    assert (r.returncode, r.stderr.strip()) == (2, "xenobench: Failed to select load balancer: unknown kind 'cfglbx' "
+                                                   f"(known: {', '.join([*kinds(), 'cfglb'])})")
+
+
+# --- on the namespace testbed -----------------------------------------------------------------------
+
+def xb(*args, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xenobench", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _frames_through(testbed, start, stop, stats) -> tuple[dict, dict, dict]:
+    """Start the LB, send 200 frames from an even source (class 0: fips2) and 100 from an odd one
+    (class 1: fips3; config/backends.json), stop it; the backends' and the LB's counts."""
+    ifs = [("fips2", "eth0"), ("fips3", "eth0"), ("fips5", "p0")]
+    start()
+    try:
+        before = {k: snapshot(testbed.node(k[0]), k[1]) for k in ifs}
+        st0 = stats()
+        for src, n in (("198.19.0.8", 200), ("198.19.0.9", 100)):
+            send_udp(testbed, "loadgen", src_ip=src, dst_mac=testbed.cfg.lb_mac, dst_ip=testbed.cfg.service.vip,
+                     port=53, payload="m" * 22, count=n)
+        time.sleep(0.3)
+        got = {k: diff(before[k], snapshot(testbed.node(k[0]), k[1]))["view"] for k in ifs}
+        st1 = stats()
+    finally:
+        stop()
+    return got, st0, st1
+
+
+@needs_root
+def test_live_lb_start_mylb_forwards_every_frame_to_its_class_backend(mylb, testbed):
+    """`xenobench lb start|stats|stop --lb mylb` as a user types them."""
+    def start():
+        r = xb("lb", "start", "--lb", "mylb")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["lb"] == "mylb"
+
+    def stats():
+        r = xb("lb", "stats", "--lb", "mylb", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def stop():
+        assert xb("lb", "stop", "--lb", "mylb").stdout.strip() == "mylb: stopped"
+
+    got, st0, st1 = _frames_through(testbed, start, stop, stats)
+    assert got[("fips5", "p0")]["xdp_redirect"] == 300
+    assert (got[("fips2", "eth0")]["rx_packets"], got[("fips3", "eth0")]["rx_packets"]) == (200, 100)
+    assert [(b["name"], b1["packets"] - b["packets"]) for b, b1 in zip(st0["backends"], st1["backends"])] == [
+        ("fips2", 200), ("fips3", 100)]
+    assert [b1["bytes"] - b["bytes"] for b, b1 in zip(st0["backends"], st1["backends"])] == [200 * 64, 100 * 64]
+    assert st1["mode"] == "native" and not get_lb("mylb", testbed).pindir.exists()
+
+
+@needs_root
+def test_live_a_config_declared_lb_forwards_like_the_package(mylb, testbed, tmp_path):
+    cfg = load_config(cfg_file(tmp_path, lbs={"cfglb": DECLARED}))
+    from xenobench.testbed import get_testbed
+    lb = get_lb("cfglb", get_testbed(cfg))
+    got, st0, st1 = _frames_through(testbed, lb.start, lb.stop, lb.stats)
+    assert (got[("fips2", "eth0")]["rx_packets"], got[("fips3", "eth0")]["rx_packets"]) == (200, 100)
+    assert [b1["packets"] - b["packets"] for b, b1 in zip(st0["backends"], st1["backends"])] == [200, 100]
+
+
+@needs_root
+def test_live_a_pps_point_of_mylb_is_run_aggregated_and_drawn_with_its_label(mylb, testbed, tmp_path, monkeypatch):
+    p = cfg_file(tmp_path, experiments={"pps": {"repetitions": 1, "lbs": ["mylb"], "payloads": [22],
+                                                "rate_pps": 0, "duration_s": 1}})
+    cfg = load_config(p)
+    pid = point_id({"lb": "mylb", "payload": 22})
+    r = xb("--config", str(p), "experiment", "run", "pps", pid, "--results", str(tmp_path / "results"), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    assert (summary["valid"], summary["invalid"]) == (1, 0), summary
+    resdir = tmp_path / "results" / cfg.name
+    r = xb("experiment", "aggregate", str(resdir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    from xenobench.results import read_tidy
+    pps = read_tidy(resdir, "pps")
+    rx = pps[pps.metric == "rx_pps"]
+    assert (list(rx.lb), list(rx.experiment), list(rx.payload_bytes)) == (["mylb"], ["pps"], [22])
+    assert float(rx.value.iloc[0]) > 1000
+    print(rx.to_string(index=False))
+
+    from xenobench import plots
+    legends = {}
+    real_save = plots._save
+
+    def save(fig, outdir, name):
+        legends[name] = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        real_save(fig, outdir, name)
+
+    monkeypatch.setattr(plots, "_save", save)
+    series = plots.FIGURES["pps_vs_payload"](resdir, tmp_path / "figures", cfg.name)
+    assert list(series["mylb"].index) == [22] and series["mylb"].iloc[0] == pytest.approx(rx.value.iloc[0] / 1e6)
+    assert "mylb (out-of-tree example), measured (median of 1 runs)" in legends["pps_vs_payload"]
+    assert (tmp_path / "figures" / "pps_vs_payload.png").stat().st_size > 10_000
+    print(legends["pps_vs_payload"])
+
