@@ -28,7 +28,8 @@ from xenobench import REPO_ROOT, lb as lbmod
 from xenobench.config import load_config
 from xenobench.counters import diff, snapshot
 from xenobench.errors import ConfigError
-from xenobench.experiments import LB_NEEDS, check_lbs, plan
+from xenobench.experiments import check_lbs, plan
+from xenobench.measure import KINDS as MEASURE_KINDS
 from xenobench.layout import point_id
 from xenobench.lb import ENTRY_POINT_GROUP, LBS, get_lb, kinds, label
 from xenobench.testbed import Testbed
@@ -234,7 +235,7 @@ def test_an_experiment_refuses_by_name_an_lb_lacking_what_it_needs(mylb, plugins
     assert str(e.value) == (f"Failed to plan experiment update: LB 'mylb' cannot change its backend set at runtime "
                             f"(its driver's no_update: mylb's agent has no runtime update path (its XdpLbAgent has "
                             f"update=None)): leave it out of experiments.update.lbs in {p}")
-    assert set(LB_NEEDS) == {"rank", "update"}
+    assert {k for k, m in MEASURE_KINDS.items() if hasattr(m, "LB_NEED")} == {"rank", "update"}
     ok = load_config(cfg_file(tmp_path, "ok.yaml", experiments={"rank": {"lbs": ["wire", "mylb"]},
                                                                 "pps": {"lbs": ["mylb"], "payloads": [22]}}))
     check_lbs(ok, "rank")  # an XDP program: it can be started loaded and not attached

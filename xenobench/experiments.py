@@ -20,6 +20,7 @@ from .layout import ResultsTree, TrialDir
 from .lb import NONE, get_lb
 from .measure import KINDS as MEASURE_KINDS
 from .definitions import CAPACITY, NO_SPLIT, is_capacity_point
+from .testbed import get_testbed
 from .traffic import generator_of
 from .traffic.profiles import PROFILE_DIR
 
@@ -201,27 +202,19 @@ def capacity_points(cfg, experiment: str = "rtt_load", point: dict | None = None
     return out
 
 
-#: what a measurement kind needs of every LB its experiments list, as (what the LB must do, the
-#: driver's attribute that says why it cannot, the driver -> that reason or None); a kind not here
-#: needs nothing of its LBs beyond the contract (xenobench.lb.base.LoadBalancer)
-LB_NEEDS = {
-    "rank": ("be started loaded and not attached", "no_pin", lambda lb: lb.no_pin),
-    "update": ("change its backend set at runtime", "no_update", lambda lb: None if lb.can_update else lb.no_update),
-}
-
-
 def check_lbs(cfg, experiment: str, testbed=None) -> None:
     """Refuse by name an LB of an experiment's lists (experiments.<id>.lbs, .lb) that lacks what
-    the experiment's kind needs of it (LB_NEEDS), built-in or not; nothing is started. `testbed`:
-    the one the drivers are asked about (default: the config's)."""
-    need = LB_NEEDS.get(definition(experiment).kind)
+    the experiment's kind needs of it (its module's LB_NEED: what the LB must do, the driver's
+    attribute that says why it cannot, the driver -> that reason or None; a kind without one needs
+    nothing beyond the contract of xenobench.lb.base.LoadBalancer), built-in or not; nothing is
+    started. `testbed`: the one the drivers are asked about (default: the config's)."""
+    need = getattr(MEASURE_KINDS[definition(experiment).kind], "LB_NEED", None)
     sec = section(cfg, experiment)
     if need is None or not sec:
         return
     what, attr, why = need
     listed = [(k, "lbs") for k in sec.get("lbs") or ()] + ([(sec["lb"], "lb")] if sec.get("lb") else [])
     if testbed is None:
-        from .testbed import get_testbed
         testbed = get_testbed(cfg)
     for kind, key in listed:
         if kind == NONE:

@@ -19,7 +19,7 @@ from . import measure
 from .aggregate import check_trial
 from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, XenobenchError
-from .experiments import capacity_points, definition, is_capacity_point, paired, points, repetitions, section
+from .experiments import capacity_points, check_lbs, definition, is_capacity_point, paired, points, repetitions, section
 from .layout import ResultsTree, check_results_root, point_id, write_json_atomic
 from .lb import NONE, get_lb, stop_all
 from .measure.common import measured_ifaces, watch_lb
@@ -164,6 +164,7 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
     results = []
     if todo:
         check_results_root(Path(results_root), ex_all["min_free_mb"])  # room for the trials, before anything starts
+        check_lbs(cfg, experiment, testbed)  # what the kind needs of its LBs (a single point's run skips plan())
         precheck = getattr(measure.KINDS[d.kind], "precheck", None)
         if precheck is not None:  # what the kind checks of the testbed before a point's set-up
             precheck(testbed, experiment, plan.section)

@@ -85,6 +85,8 @@ from .common import DRAIN_S, backend_ifaces, payload_tunables, watch_generator, 
 
 KIND = "rank"
 TABLES = ()  # its definitions' own (tidy.tables)
+#: what this kind needs of every LB of its list (xenobench.experiments.check_lbs)
+LB_NEED = ("be started loaded and not attached", "no_pin", lambda lb: lb.no_pin)
 
 
 

@@ -80,6 +80,8 @@ from .rate import offered_load
 
 KIND = "update"
 TABLES = ()  # its definitions' own (tidy.tables)
+#: what this kind needs of every LB of its list (xenobench.experiments.check_lbs)
+LB_NEED = ("change its backend set at runtime", "no_update", lambda lb: None if lb.can_update else lb.no_update)
 
 PROFILE = "udp_payload"
 
