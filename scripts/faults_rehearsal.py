@@ -88,7 +88,7 @@ SCENARIOS = [
     ("DNS server dies: fips2 (XDP responder's controller)", "rtt", {"server": "xdp"},
      lambda lab, tb: _kill(lab, "fips2", _dns(tb))),
     ("LB dies: XenoFlow on fips5-dpu", "pps", {"lb": "xenoflow", "payload": 22},
-     lambda lab, tb: _kill_program(lab, "fips5-dpu", "build/xenoflow")),
+     lambda lab, tb: _kill_program(lab, "fips5-dpu", "libexec/xenobench/xenoflow")),
     ("LB dies: eBPF controller on fips5", "pps", {"lb": "ebpf", "payload": 22},
      lambda lab, tb: _kill(lab, "fips5", _lb(tb, "ebpf"))),
 ]
@@ -218,6 +218,7 @@ def main(argv=None) -> int:
         lab.up()
         tb = get_testbed(load_config(config))
         deploy(tb)
+        lab.install_xenoflow()  # the operator's root-owned install of the build (xenobench.dpu)
         tb.down()
         baseline = set(lab.leftovers())  # the deployed artefact (removed by `testbed down --purge` at the end)
         for name, exp, point, fault in todo:
