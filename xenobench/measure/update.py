@@ -68,7 +68,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..backends import MAX_CLASS_BITS, load_backends
+from ..backends import CLASSES, MAX_CLASS_BITS, WeightRule, load_backends
 from ..errors import BackendsError, NodeError, XenobenchError
 from ..lb.base import UpdateRefused
 from ..results import metric, row
@@ -154,10 +154,10 @@ def addition_metrics(samples, t_sent: float) -> dict:
     return {"add_first_frame_s": samples[k][0] - t_sent, "add_resolution_s": samples[k][0] - samples[k - 1][0]}
 
 
-def write_sets(backends_file, out_dir: Path) -> tuple[Path, Path]:
+def write_sets(backends_file, out_dir: Path, rule: WeightRule = CLASSES) -> tuple[Path, Path]:
     """The running file and the same without its last backend (same class_bits: an LB keeps its
-    class mask), as JSON files in out_dir."""
-    bs = load_backends(backends_file)
+    class mask), as JSON files in out_dir; read by the LB's weight rule (LoadBalancer.weights)."""
+    bs = load_backends(backends_file, rule)
     if len(bs.backends) < 2:
         raise XenobenchError(f"Failed to plan a backend change from {backends_file}: it needs two backends or more")
     full = {"class_bits": bs.class_bits,
@@ -391,12 +391,13 @@ def _doc(class_bits: int | None, backends) -> dict:
     return d
 
 
-def install_sets(backends_file, unit: str, max_k: int) -> dict:
+def install_sets(backends_file, unit: str, max_k: int, rule: WeightRule = CLASSES) -> dict:
     """The base set and one change per size for an LB whose entries are `unit` (module doc): {"base":
     doc, "targets": [{"k", "planned" (entries the change makes; None: the LB's count), "doc"}],
     "over": doc of a change above the LB's limit (refused) or None}. Sizes k = 1..max_k, capped at
-    the largest the LB accepts. A and B: the backends file's first and last backend."""
-    bs = load_backends(backends_file)
+    the largest the LB accepts. A and B: the backends file's first and last backend (read by the
+    LB's weight rule)."""
+    bs = load_backends(backends_file, rule)
     if len(bs.backends) < 2:
         raise XenobenchError(f"Failed to plan the installation sizes from {backends_file}: it needs two backends or "
                              "more (the set's first and last)")
@@ -509,7 +510,7 @@ def backend_update(ctx, lb=None):
         why = lb.no_update if lb is not None else "no LB runs for this point"
         raise XenobenchError(f"Failed to measure backend changes of {ctx.point.get('lb')!r}: {why} (remove it from "
                              f"experiments.{ctx.experiment}.lbs in {cfg.path})")
-    full, less = write_sets(cfg.service.backends, ctx.attempt.path / "backends")
+    full, less = write_sets(cfg.service.backends, ctx.attempt.path / "backends", lb.weights)
     bg = background_pps(ctx)
     kw = dict(load_pps=bg["background_pps"], payload=int(ex["payload"]), flows=int(ex["flows"]),
               settle_s=float(ex["settle_s"]), bucket_ns=int(round(float(ex["bucket_ms"]) * 1e6)))
@@ -531,7 +532,7 @@ def backend_update(ctx, lb=None):
     install = None
     max_k = int(ex["install_max_k"])
     if max_k > 0:
-        sets = install_sets(cfg.service.backends, lb.install_unit, max_k)
+        sets = install_sets(cfg.service.backends, lb.install_unit, max_k, lb.weights)
         d = ctx.attempt.path / "backends" / "install"
         d.mkdir(parents=True, exist_ok=True)
         (d / "base.json").write_text(json.dumps(sets["base"]))
