@@ -85,7 +85,7 @@ def testbed_down():
 
 
 # rtt_load's capacity levels are shares of maxima measured in the same run: each level point waits
-# for the points measuring them (xenobench.procedures.capacity_points: capacity_from self, its own
+# for the points measuring them (xenobench.experiments.capacity_points: capacity_from self, its own
 # capacity points of its split; one the config does not plan is refused here)
 CAPACITY_INPUTS = {(e, point_id(p)): [str(TREE.point_summary(src, point_id(pt))) for src, pt in capacity_points(CFG, e, p)]
                    for e in order() for p in points(CFG, e)}

@@ -1,4 +1,4 @@
-"""loadgen/cpu_rtt, the kept cache-line round-trip agent (xenobench.rank), driven through its pipes as
+"""loadgen/cpu_rtt, the kept cache-line round-trip agent (xenobench.measure.rank), driven through its pipes as
 the harness's Session does: every request line gets exactly one answer (a framed JSON reply or one
 `E ...` line), no request hangs it, EOF on stdin ends it, and each way it ends has its own exit code.
 Its request line is fuzzed with Hypothesis against a model of the grammar its header states.

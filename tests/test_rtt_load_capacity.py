@@ -1,5 +1,5 @@
 """rtt_load's background levels as shares of each LB's maximum from the same run
-(xenobench.procedures.capacity_points, measured_maximum, background_level; capacity_from self:
+(xenobench.experiments.capacity_points, measure.common.measured_maximum, measure.latency.background_level; capacity_from self:
 xenobench.experiments.self_capacity_points): which points the workflow runs first and which
 point waits for which, the rate a level becomes, the capacity trials' rows (never RTT rows), the
 refusals when a maximum is missing, and on the namespace testbed a 0.9 level that the background

@@ -2,7 +2,7 @@
 
 An actor is a process the trial relies on besides the harness: the load balancer, the DNS server,
 the prober, the generator (xdpgen; the TRex server the harness started: TrafficHandle.actor, watched
-while it sends by xenobench.procedures.watch_generator; a generator that dies also prints no result,
+while it sends by xenobench.measure.common.watch_generator; a generator that dies also prints no result,
 which fails its TrialResult's `fault` check, xenobench.traffic.trial.judge). Each is watched
 through its driver's liveness method, a callable returning the actor's live ProcessHandle of the
 Node process API or None (LoadBalancer.process, xenobench.dns.server_process, the prober's in
