@@ -2,7 +2,6 @@
 are listed once and every consumer reads that list; XDP-controller LBs share one agent command line;
 a testbed refuses by name an LB that needs something it cannot provide."""
 
-import re
 import subprocess
 import sys
 
@@ -13,7 +12,7 @@ from xenobench.agents import ebpf_lb, katran_lb, wire_lb
 from xenobench.config import load_config
 from xenobench.errors import ConfigError, TestbedError
 from xenobench import REPO_ROOT
-from xenobench.lb import KINDS, LBS, get_lb, label
+from xenobench.lb import LBS, get_lb, kinds, label
 from xenobench.lb.base import LoadBalancer
 from xenobench.testbed import Testbed
 
@@ -32,13 +31,14 @@ def test_schema_lb_lists_are_the_registry(tmp_path, section, key):
     sec = dict(raw["experiments"][section], **{key: ["katrn"]})
     with pytest.raises(ConfigError) as e:
         load_config(_cfg_with(tmp_path, **{section: sec}))
-    assert f"experiments.{section}.{key}[0]: 'katrn' is not one of {list(KINDS)}" in str(e.value)
+    assert f"experiments.{section}.{key}[0]: 'katrn' is not one of {list(kinds())}" in str(e.value)
 
 
 def test_rtt_lists_accept_none_and_every_kind(tmp_path):
     raw = yaml.safe_load(open("config/local.yaml"))
-    cfg = load_config(_cfg_with(tmp_path, rtt=dict(raw["experiments"]["rtt"], lbs=["none", *KINDS])))
-    assert cfg.section("experiments")["rtt"]["lbs"] == ["none", *KINDS]
+    load_config(_cfg_with(tmp_path))  # the kinds the config declares (lbs:) join the list
+    cfg = load_config(_cfg_with(tmp_path, rtt=dict(raw["experiments"]["rtt"], lbs=["none", *kinds()])))
+    assert cfg.section("experiments")["rtt"]["lbs"] == ["none", *kinds()]
 
 
 def test_labels_come_from_the_registry():
@@ -49,8 +49,9 @@ def test_labels_come_from_the_registry():
 
 
 def test_unknown_kind_is_refused_with_the_list(local_cfg):
-    with pytest.raises(ConfigError, match=re.escape(f"unknown kind 'katrn' (known: {', '.join(KINDS)})")):
+    with pytest.raises(ConfigError) as e:
         get_lb("katrn", Testbed(local_cfg))
+    assert f"unknown kind 'katrn' (known: {', '.join(kinds())})" in str(e.value)
 
 
 def test_every_kind_with_a_data_plane_folder_is_built():
