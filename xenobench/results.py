@@ -358,7 +358,9 @@ def source_commit() -> str | None:
 def _command_line() -> str:
     """This process's command line with the program's directory left out (no machine paths)."""
     argv = list(sys.argv) or ["python"]
-    argv[0] = Path(argv[0]).name
+    prog = Path(argv[0])
+    # `python -m xenobench ...` is the `xenobench` command
+    argv[0] = "xenobench" if prog.name == "__main__.py" and "xenobench" in prog.parts else prog.name
     return shlex.join(argv)
 
 
