@@ -472,9 +472,9 @@ def ingest_thesis(datadir: str | Path, outdir: str | Path, progress=print, label
     if not any(out.values()):
         raise DataError(f"Failed to ingest thesis data {datadir}: no file could be used "
                         f"({'; '.join(f'{e.path}: {e.reason}' for e in inv.entries.values())[:600]})")
-    how = (f"xenobench ingest thesis {datadir.resolve().name} --out {outdir.name}: raw data laid out like the "
-           f"thesis's, labels {', '.join(f'{k}={v}' for k, v in asdict(lab).items() if v is not None)}; "
-           "every raw file's fate in provenance.json")
+    how = (f"raw data laid out like the thesis's ({datadir.resolve().name}) through xenobench.ingest; labels "
+           f"{', '.join(f'{k}={v}' for k, v in asdict(lab).items() if v not in (None, {}))}; every raw "
+           "file's fate in provenance.json")
     for kind, rows in out.items():
         write_tidy(kind, rows, outdir, how=how)
         written[kind] = len(rows)
