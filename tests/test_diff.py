@@ -177,15 +177,18 @@ def test_json_csv_and_figure_record_the_seed_and_every_key(tmp_path):
     assert again["comparisons"] == j["comparisons"]  # seeded: the same intervals
 
 
-def test_one_value_a_side_is_shown_not_judged(tmp_path):
+def test_fewer_than_four_values_a_side_are_shown_not_judged(tmp_path):
+    """Three repetitions a side, B at half of A: the sides do not overlap, but two runs of one
+    distribution do not overlap 1 time in 10: no interval, no verdict, no failure."""
     a, b = tmp_path / "a", tmp_path / "b"
-    one = [r for r in _pps_rows(1) if r["repetition"] == 1]
+    one = [r for r in _pps_rows(1) if r["repetition"] <= 3]
     write_tidy("pps", one, a, how="test")
     write_tidy("pps", [{**r, "value": r["value"] * 0.5, "measured_pps": r["measured_pps"] * 0.5} for r in one], b,
                how="test")
     res = d.diff(a, b)
     assert {c.verdict for c in res.comparisons} == {d.NO_INTERVAL} and res.worse(5) == []
-    assert "Measured once on a side (4: shown, not judged):" in "\n".join(d.table_lines(res))
+    assert [(c.n_a, c.n_b) for c in res.comparisons] == [(3, 3)] * 4
+    assert "Fewer than 4 values on a side (4: no interval; shown, not judged):" in "\n".join(d.table_lines(res))
 
 
 def test_bad_trees_are_named():

@@ -14,8 +14,12 @@ Per matched key and metric (only metrics with a better direction, xenobench.resu
   replacement and then the values inside each drawn repetition (the run-to-run spread counts, not only
   the sample-to-sample one), `resamples` draws from numpy's default_rng(seed) (both recorded);
 - the verdict: `better` or `worse` where the interval excludes no change (1 for a ratio, 0 for a
-  difference), in the metric's better direction; `not distinguishable` otherwise. A side with one
-  value has no interval: such keys are shown (`no interval`), never judged.
+  difference), in the metric's better direction; `not distinguishable` otherwise. A side with fewer
+  than MIN_VALUES values gets no interval (`no interval`: shown, never judged): with 3 values a side
+  the percentile interval of the medians excludes no change whenever the two sides do not overlap,
+  which two runs of one distribution do by chance 1 time in 10 (2 / C(6, 3)); with 2, 1 time in 3.
+  With one repetition a side the interval is the samples' alone: a change of the machine between
+  the runs shows as a difference.
 
 `change` puts a comparison on one scale for `--fail-worse`: the relative change of the medians in %
 (B/A - 1, or (B - A) / |A|), for percentages the difference in percentage points (a loss from 0.1 %
@@ -46,6 +50,7 @@ DIFFERENCE_UNITS = ("us", "%")  # compared as B - A: round trips, percentages
 BETTER, WORSE = "better", "worse"
 NOT_DISTINGUISHABLE = "not distinguishable"
 NO_INTERVAL = "no interval"
+MIN_VALUES = 4  # per side for an interval (module docstring)
 MAX_DRAW_CELLS = 4_000_000  # values drawn per numpy call in a plain bootstrap (bounds memory to ~32 MB)
 
 
@@ -193,7 +198,7 @@ def compare_values(a: pd.DataFrame, b: pd.DataFrame, unit: str, better: str, res
     est = mb / ma if ratio else mb - ma
     lo = hi = None
     verdict = NO_INTERVAL
-    if len(va) >= 2 and len(vb) >= 2:
+    if len(va) >= MIN_VALUES and len(vb) >= MIN_VALUES:
         rng = np.random.default_rng(seed)
         ba, bb = _boot_medians(ga, resamples, rng), _boot_medians(gb, resamples, rng)
         stat = bb / ba if ratio else bb - ba
@@ -295,8 +300,8 @@ def _label(c) -> tuple[str, str]:
 
 
 def table_lines(d: Diff) -> list[str]:
-    """The terminal table: one line per comparison, the ones measured once apart, then the keys only
-    one side measured, then the counts."""
+    """The terminal table: one line per comparison, the ones without an interval apart, then the
+    keys only one side measured, then the counts."""
     rows = []
     for c in d.comparisons:
         point, lb = _label(c)
@@ -310,9 +315,9 @@ def table_lines(d: Diff) -> list[str]:
     decided = [r for r in rows if r[0] != NO_INTERVAL]
     once = [r for r in rows if r[0] == NO_INTERVAL]
     L = header_lines(d) + [""]
-    L += _fixed(head, decided) if decided else ["(no key with at least two values on each side)"]
+    L += _fixed(head, decided) if decided else [f"(no key with at least {MIN_VALUES} values on each side)"]
     if once:
-        L += ["", f"Measured once on a side ({len(once)}: shown, not judged):"]
+        L += ["", f"Fewer than {MIN_VALUES} values on a side ({len(once)}: no interval; shown, not judged):"]
         L += _fixed(head[1:], [r[1:] for r in once])
     if d.only:
         L += ["", f"Measured by one side only ({len(d.only)}: never compared):"]
@@ -404,7 +409,7 @@ def write_figure(d: Diff, out: str | Path) -> Path:
     handles = [plt.Line2D([], [], color=col, marker="o", ls="", label=v) for v, col in VERDICT_COLOURS.items()]
     ax.legend(handles=handles, fontsize=7, loc="best")
     if not pts:
-        ax.text(0.5, 0.5, "no key with an interval on both sides", ha="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, f"no key with {MIN_VALUES} values on both sides", ha="center", transform=ax.transAxes)
     fig.tight_layout()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
