@@ -326,9 +326,13 @@ def table_lines(d: Diff) -> list[str]:
     if d.undirected:
         L += ["", "Not compared (no better direction: set, counted or the machine's): " + ", ".join(d.undirected)]
     n = d.counts()
+    judged = len(d.comparisons) - n[NO_INTERVAL]
     L += ["", f"{len(d.comparisons)} compared: {n[BETTER]} better, {n[WORSE]} worse, "
               f"{n[NOT_DISTINGUISHABLE]} not distinguishable, {n[NO_INTERVAL]} without interval; "
               f"{sum(1 for o in d.only if o.side == 'A')} only in A, {sum(1 for o in d.only if o.side == 'B')} only in B"]
+    if judged:  # each interval is a key's own: over many keys some exclude no change by chance
+        L.append(f"Each interval is one key's {100 * d.level:g} %: of {judged} keys of two runs of one distribution, "
+                 f"about {(1 - d.level) * judged:.1f} come out better or worse by chance (--fail-worse gates on size)")
     return L
 
 
