@@ -399,7 +399,7 @@ def write_figure(d: Diff, out: str | Path) -> Path:
     import matplotlib.pyplot as plt
     pts = [(c, r) for c in d.comparisons if (r := _as_ratio(c)) is not None]
     out = Path(out)
-    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.28 * max(1, len(pts))))
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.28 * max(1, len(pts))))
     for i, (c, (est, lo, hi)) in enumerate(pts):
         ax.errorbar([est], [i], xerr=[[est - lo], [hi - est]], fmt="o", ms=4, capsize=3,
                     color=VERDICT_COLOURS[c.verdict])
@@ -407,9 +407,10 @@ def write_figure(d: Diff, out: str | Path) -> Path:
     ax.set_yticks(range(len(pts)))
     ax.set_yticklabels([f"{_label(c)[0]} {c.where['lb']} {c.where['metric']}" for c, _ in pts], fontsize=7)
     ax.set_ylim(len(pts) - 0.5, -0.5)
-    ax.set_xlabel(f"B / A of the medians, {100 * d.level:g} % bootstrap interval "
-                  "(us and %: 1 + (B - A) / |median A|)")
-    ax.set_title(f"B {d.b.path} ({', '.join(d.b.testbeds)}) vs A {d.a.path} ({', '.join(d.a.testbeds)})", fontsize=9)
+    ax.set_xlabel(f"B / A of the medians, {100 * d.level:g} % bootstrap interval\n"
+                  "(us and % metrics: 1 + (B - A) / |median A|)", fontsize=8)
+    ax.set_title(f"B {Path(d.b.path).name} ({', '.join(d.b.testbeds)}) vs A {Path(d.a.path).name} "
+                 f"({', '.join(d.a.testbeds)})", fontsize=9)
     handles = [plt.Line2D([], [], color=col, marker="o", ls="", label=v) for v, col in VERDICT_COLOURS.items()]
     ax.legend(handles=handles, fontsize=7, loc="best")
     if not pts:
