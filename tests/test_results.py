@@ -1,13 +1,16 @@
-"""The tidy results schema: round trip, path forms, fixture headers, and errors naming file, line,
-column and value for malformed tables."""
+"""The tidy results schema: round trip, path forms, plain CSVs with their sidecars, files written
+before the sidecars, and errors naming file, line, column and value for malformed tables."""
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from xenobench.errors import DataError
-from xenobench.results import COLUMNS, KINDS, l1_gbps, l2_gbps, line_rate_pps, read_all, read_tidy, row, write_tidy
+from xenobench import REPO_ROOT
+from xenobench.results import (COLUMNS, KINDS, SIDECAR_FIELDS, l1_gbps, l2_gbps, line_rate_pps, read_all,
+                               read_sidecar, read_tidy, remove_tidy, row, write_tidy)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results" / "small"
 
@@ -30,9 +33,15 @@ def test_line_rate_and_bandwidth_formulas():
 def test_write_read_round_trip_dir_and_file_forms(tmp_path):
     rows = [row(testbed="t", experiment="rtt", point="server-bind9", lb="none", server="bind9", repetition=r,
                 metric="rtt_us", value=v, unit="us", source=f"cap.pcap:{r}") for r, v in ((1, 101.5), (2, 99.0))]
-    p = write_tidy("rtt_samples", rows, tmp_path / "res", header="made by test_results.py")
+    p = write_tidy("rtt_samples", rows, tmp_path / "res", how="made by test_results.py")
     assert p == tmp_path / "res" / "rtt_samples.csv"
-    assert p.read_text().startswith("# made by test_results.py\ntestbed,experiment,point,lb,server,")
+    assert p.read_text().startswith("testbed,experiment,point,lb,server,generator,")  # plain: the header first
+    meta = json.loads((tmp_path / "res" / "rtt_samples.csv.json").read_text())
+    assert tuple(meta) == SIDECAR_FIELDS and meta["how"] == "made by test_results.py"
+    assert (meta["table"], meta["rows"], meta["columns"]) == ("rtt_samples", 2, COLUMNS)
+    assert meta["written_utc"].endswith("+00:00") and read_sidecar(tmp_path / "res", "rtt_samples") == meta
+    plain = pd.read_csv(p)  # no reader of ours needed
+    assert list(plain.columns) == COLUMNS and list(plain.value) == [101.5, 99.0]
     df = read_tidy(tmp_path / "res", "rtt_samples")
     assert list(df.columns) == COLUMNS and list(df.value) == [101.5, 99.0]
     assert list(df.lb) == ["none", "none"]  # 'none' is a load balancer name, not a missing value
@@ -47,6 +56,43 @@ def test_fixture_directory_reads_every_kind():
     got = read_all(FIXTURES)
     assert set(got) == set(KINDS)
     assert len(got["pps"]) == 13 and got["rtt_summary"].split.dropna().unique().tolist() == ["single", "worst"]
+
+
+def test_every_table_of_the_fixtures_and_the_thesis_data_is_a_plain_csv_with_its_sidecar():
+    """pandas.read_csv, nothing else, gives every committed table with exactly COLUMNS, the same
+    values as read_tidy, and each has a sidecar saying how it was made."""
+    dirs = [FIXTURES, REPO_ROOT / "results" / "thesis"]
+    seen = 0
+    for d in dirs:
+        for kind in KINDS:
+            f = d / f"{kind}.csv"
+            if not f.exists():
+                continue
+            plain = pd.read_csv(f)
+            assert list(plain.columns) == COLUMNS, f
+            ours = read_tidy(d, kind)
+            assert len(plain) == len(ours) and (plain.value.to_numpy() == ours.value.to_numpy()).all(), f
+            meta = read_sidecar(d, kind)
+            assert meta is not None and meta["table"] == kind and meta["rows"] == len(plain) and meta["how"], f
+            seen += 1
+    assert seen == len(KINDS) + 4  # every kind in the fixtures; pps, loss, rtt_samples, rtt_summary of the thesis
+
+
+def test_files_written_before_the_sidecars_still_read_their_comment_lines_skipped(tmp_path):
+    lines = (FIXTURES / "pps.csv").read_text().splitlines()
+    (tmp_path / "pps.csv").write_text("# made by hand\n# before the sidecars\n" + "\n".join(lines) + "\n")
+    old = read_tidy(tmp_path, "pps")
+    assert old.equals(read_tidy(FIXTURES, "pps")) and read_sidecar(tmp_path, "pps") is None
+
+
+def test_a_broken_sidecar_is_named_and_remove_tidy_takes_both(tmp_path):
+    write_tidy("pps", read_tidy(FIXTURES, "pps"), tmp_path, how="copy")
+    (tmp_path / "pps.csv.json").write_text("[1, 2]")
+    with pytest.raises(DataError, match=f"Failed to read the sidecar {tmp_path / 'pps.csv.json'}: expected a JSON "
+                                        "object, got list"):
+        read_sidecar(tmp_path, "pps")
+    remove_tidy("pps", tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_files_without_the_server_and_generator_columns_still_read(tmp_path):

@@ -18,7 +18,7 @@ from .errors import ConfigError, DataError
 from .experiments import definition
 from .layout import TrialDir, point_id, trial_results
 from .measure import TrialRecord
-from .results import COLUMNS, KINDS, validate, write_tidy
+from .results import COLUMNS, KINDS, remove_tidy, validate, write_tidy
 
 
 def trial_record(testbed: str, trial: TrialDir, res: dict, resdir: Path) -> TrialRecord:
@@ -118,11 +118,12 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
     written = {}
     for k, rs in rows.items():
         if rs:
-            write_tidy(k, rs, resdir, header=f"xenobench experiment aggregate {resdir} (valid trials only)")
+            write_tidy(k, rs, resdir, how=f"xenobench experiment aggregate {resdir}: the valid trials of "
+                                          f"{resdir}/trials (invalid ones in invalid.csv)")
             written[k] = len(rs)
             progress(f"{k}.csv: {len(rs)} rows")
-        elif (resdir / f"{k}.csv").exists():  # this directory's CSVs are ours: none stale
-            (resdir / f"{k}.csv").unlink()
+        else:  # this directory's CSVs are ours: none stale
+            remove_tidy(k, resdir)
     try:
         with open(resdir / "invalid.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=["trial", "experiment", "point", "attempts", "reasons"])

@@ -472,8 +472,11 @@ def ingest_thesis(datadir: str | Path, outdir: str | Path, progress=print, label
     if not any(out.values()):
         raise DataError(f"Failed to ingest thesis data {datadir}: no file could be used "
                         f"({'; '.join(f'{e.path}: {e.reason}' for e in inv.entries.values())[:600]})")
+    how = (f"raw data laid out like the thesis's ({datadir.resolve().name}) through xenobench.ingest; labels "
+           f"{', '.join(f'{k}={v}' for k, v in asdict(lab).items() if v not in (None, {}))}; every raw "
+           "file's fate in provenance.json")
     for kind, rows in out.items():
-        write_tidy(kind, rows, outdir)
+        write_tidy(kind, rows, outdir, how=how)
         written[kind] = len(rows)
     prov = {"datadir": datadir.resolve().name, "labels": asdict(lab),  # no machine paths in results
             "rules": {"steady_state": "xenobench.steady.steady_state",

@@ -2,7 +2,8 @@
 
 It lists every figure, every invalid trial with its reasons, the wall time per experiment, the
 headline numbers of this testbed, and the published-vs-reproduced table (from the thesis's raw
-data, and from this testbed where the comparison is meaningful).
+data, and from this testbed where the comparison is meaningful). Beside it report.tex: the
+headline and published-vs-reproduced tables in LaTeX (booktabs, xenobench.latex).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import latex
 from .errors import DataError, XenobenchError
 from .layout import read_json, trial_results
 from .lb import LBS
@@ -433,12 +435,17 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
                      "in the LB", "after the LB", "received by the backends", "most lost at"], drops)
         L.append("")
 
+    tex = [latex.headline_table(hl, f"Headline numbers of testbed {testbed} (medians over valid repetitions)",
+                                f"tab:headline-{testbed}")] if hl else []
     L += ["## Published vs reproduced", ""]
     if thesis_compare:
         L += ["From the thesis's raw measurements (`results/thesis`):", ""]
+        thesis_rows = read_compare_rows(thesis_compare)
         L += _table(["metric", "published", "reproduced", "unit", "deviation", "ok", "source"],
-                    _compare_rows(read_compare_rows(thesis_compare)))
+                    _compare_rows(thesis_rows))
         L.append("")
+        tex.append(latex.compare_table(thesis_rows, "Published vs reproduced from the thesis's raw measurements",
+                                       "tab:published-vs-reproduced-thesis"))
     try:
         rows = compare(resdir)
         note = ("" if testbed in HARDWARE_TESTBEDS else
@@ -447,6 +454,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
         L += [f"From this testbed (`{resdir}`){note}:", ""]
         L += _table(["metric", "published", "measured", "unit", "deviation", "within 5 % (or CI)", "source"],
                     _compare_rows(rows))
+        tex.append(latex.compare_table(rows, f"Published vs measured on testbed {testbed}{note}",
+                                       f"tab:published-vs-reproduced-{testbed}"))
     except DataError as e:
         L.append(f"This testbed: {e}")
     L.append("")
@@ -454,6 +463,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
         out.write_text("\n".join(L))
     except OSError as e:
         raise DataError(f"Failed to write the report {out}: {e.strerror or e}") from None
+    latex.write(out.with_suffix(".tex"), tex, f"xenobench run report, testbed {testbed}: the tables of {out.name}")
     return out
 
 

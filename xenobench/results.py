@@ -6,24 +6,34 @@ API (what the trial runner, the ingest, the plots and `xenobench compare` use):
 
     row(**columns) -> dict                       one row; unknown columns are an error
     validate(kind, df, where) -> DataFrame       checks columns, types, units; returns df[COLUMNS]
-    write_tidy(kind, rows_or_df, path) -> Path   path is a results directory (→ <path>/<kind>.csv)
-                                                 or a .csv file; validated, written atomically
-    read_tidy(path, kind) -> DataFrame           the same path forms; leading '#' lines (how a
-                                                 fixture was made) are skipped; validated
+    write_tidy(kind, rows_or_df, path, how) -> Path   path is a results directory (→ <path>/<kind>.csv)
+                                                 or a .csv file; validated, written atomically as a
+                                                 plain CSV (header first: pandas.read_csv reads it as
+                                                 it is) with its sidecar <kind>.csv.json beside it
+    read_tidy(path, kind) -> DataFrame           the same path forms; validated; leading '#' lines
+                                                 (files written before the sidecar) are skipped
+    read_sidecar(path, kind) -> dict | None      how a table was made (SIDECAR_FIELDS)
+    remove_tidy(kind, resdir)                    a table and its sidecar
     read_all(resdir) -> {kind: DataFrame}        every kind present
 """
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
 import re
+import shlex
 import stat
-from dataclasses import dataclass
+import subprocess
+import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from . import REPO_ROOT, __version__
 from .errors import DataError
 
 KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity", "update", "update_burst",
@@ -77,10 +87,15 @@ MAX_RTT_US = 60e6  # an RTT is below the probe timeout; no prober waits longer t
 MAX_UPDATE_MS = 600e3  # a backend change the harness waits for: LoadBalancer.update's timeout is far below
 
 
+HIGHER, LOWER = "higher", "lower"  # which way a metric is better (Metric.better)
+
+
 @dataclass(frozen=True)
 class Metric:
     """A metric's unit and range: low/high bounds (open or closed), a received rate at most the
-    offered one (RATE_SKEW), or one of a few values."""
+    offered one (RATE_SKEW), or one of a few values; and which way it is better (`xenobench diff`'s
+    verdicts): HIGHER for what a load balancer delivers (rates), LOWER for what it costs (RTT,
+    loss, latency of a change), None for what is set, counted or describes the machine."""
     unit: str
     low: float | None = None
     high: float | None = None
@@ -88,6 +103,7 @@ class Metric:
     high_open: bool = False
     received: bool = False  # a received rate: <= offered_pps x (1 + RATE_SKEW) + 10 where offered is known
     values: tuple | None = None
+    better: str | None = None  # HIGHER | LOWER | None
 
     def rule(self) -> str:
         if self.values is not None:
@@ -116,47 +132,52 @@ class Metric:
             return bad
 
 
-_RATE = Metric("packets/s", 0, MAX_PPS)
-_RECEIVED = Metric("packets/s", 0, MAX_PPS, received=True)
+_RATE = Metric("packets/s", 0, MAX_PPS)                  # a rate that was set (offered)
+_THROUGHPUT = replace(_RATE, better=HIGHER)              # a rate the LB reached (search results)
+_RECEIVED = Metric("packets/s", 0, MAX_PPS, received=True, better=HIGHER)
 _COUNT = Metric("count", 0)
-_RTT = Metric("us", 0, MAX_RTT_US, low_open=True, high_open=True)     # a measured round trip
-_RTT_SPREAD = Metric("us", 0, MAX_RTT_US, high_open=True)               # a standard deviation
+_FEWER = replace(_COUNT, better=LOWER)                   # frames or probes that should not be there
+_RTT = Metric("us", 0, MAX_RTT_US, low_open=True, high_open=True, better=LOWER)     # a measured round trip
+_RTT_SPREAD = Metric("us", 0, MAX_RTT_US, high_open=True, better=LOWER)               # a standard deviation
 _RTT_DIFF = Metric("us", -MAX_RTT_US, MAX_RTT_US, low_open=True, high_open=True)  # a difference of RTTs
-_CHANGE_MS = Metric("ms", 0, MAX_UPDATE_MS, low_open=True)  # command -> the LB's report: after the command
-_CHANGE_OFFSET_MS = Metric("ms", -MAX_UPDATE_MS, MAX_UPDATE_MS)  # a frame's time from a command or a report
+_CHANGE_MS = Metric("ms", 0, MAX_UPDATE_MS, low_open=True, better=LOWER)  # command -> the LB's report: after the command
+_APPLY_MS = Metric("ms", 0, MAX_UPDATE_MS, better=LOWER)   # the LB's own apply time; command -> first frame
+_CHANGE_OFFSET_MS = Metric("ms", -MAX_UPDATE_MS, MAX_UPDATE_MS, better=LOWER)  # a frame's time from a command or a report
 METRICS = {
     "rx_pps": _RECEIVED, "max_pps": _RECEIVED, "tx_pps": _RATE, "nominal_offered_pps": _RATE,
-    "lb_prog_ns_per_frame": Metric("ns", 0, 1e9),  # xenobench.progcost
-    "loss_pct": Metric("%", LOSS_MIN_PCT, 100), "cv_pct": Metric("%", 0),
-    "rtt_us": _RTT, "n": _COUNT, "lost": _COUNT,
+    "lb_prog_ns_per_frame": Metric("ns", 0, 1e9, better=LOWER),  # xenobench.progcost
+    "loss_pct": Metric("%", LOSS_MIN_PCT, 100, better=LOWER), "cv_pct": Metric("%", 0, better=LOWER),
+    "rtt_us": _RTT, "n": _COUNT, "lost": _FEWER,
     # ndr_pdr (xenobench.search): per goal <goal>_pps, _upper_bound_pps, _conditional_throughput_pps
-    "ndr_pps": _RATE, "pdr_pps": _RATE, "ndr_upper_bound_pps": _RATE, "pdr_upper_bound_pps": _RATE,
+    "ndr_pps": _THROUGHPUT, "pdr_pps": _THROUGHPUT, "ndr_upper_bound_pps": _THROUGHPUT, "pdr_upper_bound_pps": _THROUGHPUT,
     "ndr_conditional_throughput_pps": _RECEIVED, "pdr_conditional_throughput_pps": _RECEIVED,
     "ndr_relative_width": Metric("ratio", 0), "pdr_relative_width": Metric("ratio", 0),
     "search_trials": _COUNT, "search_trial_seconds": Metric("s", 0), "search_wall_s": Metric("s", 0),
     # update (xenobench.measure.update): one change's times on the harness clock; the LB's own apply time
     "remove_control_ms": _CHANGE_MS, "add_control_ms": _CHANGE_MS,
-    "remove_apply_ms": Metric("ms", 0, MAX_UPDATE_MS), "add_apply_ms": Metric("ms", 0, MAX_UPDATE_MS),
+    "remove_apply_ms": _APPLY_MS, "add_apply_ms": _APPLY_MS,
     "remove_last_frame_ms": _CHANGE_OFFSET_MS, "done_to_last_frame_ms": _CHANGE_OFFSET_MS,
-    "add_first_frame_ms": Metric("ms", 0, MAX_UPDATE_MS),  # the first frame after the command
-    "after_done_frames": _COUNT, "after_done_frames_max": _COUNT,
-    "drained": Metric("flag", values=(0, 1)),  # the removed backend stopped receiving before the add-back
+    "add_first_frame_ms": _APPLY_MS,  # the first frame after the command
+    "after_done_frames": _FEWER, "after_done_frames_max": _FEWER,
+    # the removed backend stopped receiving before the add-back
+    "drained": Metric("flag", values=(0, 1), better=HIGHER),
     # update_burst: the changes a burst made, per second of its window
-    "changes": _COUNT, "achieved_changes_per_s": Metric("changes/s", 0),
+    "changes": _COUNT, "achieved_changes_per_s": Metric("changes/s", 0, better=HIGHER),
     # update_install: one change of `entries` entries (the LB's own count: lb_entries), command ->
     # the LB's report and its own apply time, and entries per second of each; a change above the
     # LB's limit: refused (1) or not, and the frames its old set forwarded after it
     "entries": _COUNT, "lb_entries": _COUNT, "install_control_ms": _CHANGE_MS,
-    "install_apply_ms": Metric("ms", 0, MAX_UPDATE_MS),
-    "entries_per_s": Metric("entries/s", 0, low_open=True), "apply_entries_per_s": Metric("entries/s", 0, low_open=True),
-    "over_limit_refused": Metric("flag", values=(0, 1)), "frames_after_refusal": _COUNT,
+    "install_apply_ms": _APPLY_MS,
+    "entries_per_s": Metric("entries/s", 0, low_open=True, better=HIGHER),
+    "apply_entries_per_s": Metric("entries/s", 0, low_open=True, better=HIGHER),
+    "over_limit_refused": Metric("flag", values=(0, 1)), "frames_after_refusal": _FEWER,
     # rank (xenobench.measure.rank): one block's rate, the backends' rx over its window
-    "block_rx_pps": _RATE,
+    "block_rx_pps": _THROUGHPUT,
     # ... and its rx per second of the DUT NAPI thread's CPU time (xenobench.measure.rank.dut_cpu_reader)
-    "block_rx_per_dut_cpu_s": Metric("packets/cpu-s", 0, MAX_PPS),
+    "block_rx_per_dut_cpu_s": Metric("packets/cpu-s", 0, MAX_PPS, better=HIGHER),
     # ... what the round it is in was judged by (xenobench.measure.rank.ROUND_RULES; a round over a limit is in
     # no ranking, block_round_kept 0): the page allocations on the generator's node per frame received
-    # and the cache-line round trip between the generator's and the DUT's CPU
+    # and the cache-line round trip between the generator's and the DUT's CPU (the machine, not the LB)
     "block_page_allocs_per_frame": Metric("pages/frame", 0),
     "block_cpu_pair_rtt_ns": Metric("ns", 0, 1e9, low_open=True),
     "block_round_kept": Metric("flag", values=(0, 1)),
@@ -165,13 +186,15 @@ METRICS = {
 _RTT_PATTERNS = [
     (re.compile(r"rtt_(median|mean|min|max|p\d+(\.\d+)?|pcap_median)_us"), _RTT),
     (re.compile(r"rtt_std_us"), _RTT_SPREAD),
-    (re.compile(r"rtt_pcap_diff_us|rtt_vs_.+_(median|ci_low|ci_high)_us"), _RTT_DIFF),
+    (re.compile(r"rtt_vs_.+_(median|ci_low|ci_high)_us"), replace(_RTT_DIFF, better=LOWER)),  # added RTT
+    (re.compile(r"rtt_pcap_diff_us"), _RTT_DIFF),  # prober - capture: agreement of two clocks
     (re.compile(r"rtt_vs_.+_(pairs|bootstrap_resamples)"), _COUNT),
     (re.compile(r"rtt_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
     (re.compile(r"rtt_vs_.+_bootstrap_seed"), Metric("seed", 0)),
+    (re.compile(r"rtt_median_raw_us"), Metric("us", better=LOWER)),
     (re.compile(r"rtt_.+_us"), Metric("us")),  # any other RTT statistic: the unit only
     # rank's rows (rate[_per_cpu]_vs_<ref>_...: xenobench.rateblocks' ratio of an LB's rate to ref's)
-    (re.compile(r"rate(_per_cpu)?_vs_.+_(median|ci_low|ci_high)"), Metric("ratio", 0, low_open=True)),
+    (re.compile(r"rate(_per_cpu)?_vs_.+_(median|ci_low|ci_high)"), Metric("ratio", 0, low_open=True, better=HIGHER)),
     (re.compile(r"rate(_per_cpu)?_vs_.+_(rounds|repetitions|bootstrap_resamples)"), _COUNT),
     (re.compile(r"rate(_per_cpu)?_vs_.+_half_width_pct"), Metric("%", 0)),
     (re.compile(r"rate(_per_cpu)?_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
@@ -304,32 +327,112 @@ def validate(kind: str, df: pd.DataFrame, where: str = "rows", skipped_lines: in
     return df
 
 
-def write_tidy(kind: str, rows, path: str | Path, header: str | None = None) -> Path:
+SIDECAR = ".json"  # <kind>.csv → <kind>.csv.json: how the table was made, beside it (the CSV stays plain)
+#: what a sidecar holds: the table, its rows and columns, the caller's words on how it was made, the
+#: command line of the process that wrote it, when (UTC), the xenobench checkout's commit (None
+#: outside a git checkout; "-dirty" with uncommitted changes) and the package version
+SIDECAR_FIELDS = ("table", "rows", "columns", "how", "command", "written_utc", "commit", "xenobench")
+MAX_SIDECAR_BYTES = 1 << 20
+
+
+def sidecar_path(path: str | Path, kind: str) -> Path:
+    """The sidecar of <path>/<kind>.csv (or of path itself if it ends in .csv)."""
+    f = _csv_path(path, kind)
+    return f.with_name(f.name + SIDECAR)
+
+
+def source_commit() -> str | None:
+    """The commit of the xenobench checkout ("-dirty" with uncommitted changes), None outside git."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def _command_line() -> str:
+    """This process's command line with the program's directory left out (no machine paths)."""
+    argv = list(sys.argv) or ["python"]
+    prog = Path(argv[0])
+    # `python -m xenobench ...` is the `xenobench` command
+    argv[0] = "xenobench" if prog.name == "__main__.py" and "xenobench" in prog.parts else prog.name
+    return shlex.join(argv)
+
+
+def _write_atomic(out: Path, write) -> None:
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", newline="") as f:
+            write(f)
+        os.replace(tmp, out)  # readers never see a half-written file
+    except OSError as e:
+        if tmp.parent.is_dir():
+            tmp.unlink(missing_ok=True)
+        raise DataError(f"Failed to write tidy results {out}: {e.strerror or e}") from None
+
+
+def write_tidy(kind: str, rows, path: str | Path, how: str | None = None) -> Path:
     """Write rows (dicts from row() or a DataFrame) as <path>/<kind>.csv (or to path if it ends in
-    .csv). `header`: comment lines written first with '# ' (how the file was made)."""
+    .csv): a plain CSV, header first, that pandas.read_csv reads as it is. Beside it
+    <kind>.csv.json (SIDECAR_FIELDS): `how` (the caller's words: what the rows are, how to make them
+    again), the command, the time and the commit."""
     _kind_ok(kind)
     df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=COLUMNS)
     out = _csv_path(path, kind)
     df = validate(kind, df, str(out))
     for c in ("payload_bytes", "frame_bytes", "repetition"):  # integers stay integers in the file
         df[c] = df[c].astype("Int64")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", newline="") as f:
-            for line in (header or "").splitlines():
-                f.write(f"# {line}\n")
-            df.to_csv(f, index=False)
-        os.replace(tmp, out)  # readers never see a half-written file
-    except OSError as e:
-        if tmp.parent.is_dir():
-            tmp.unlink(missing_ok=True)
-        raise DataError(f"Failed to write tidy results {out}: {e.strerror or e}") from None
+    meta = {"table": kind, "rows": len(df), "columns": COLUMNS, "how": how, "command": _command_line(),
+            "written_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": source_commit(), "xenobench": __version__}
+    _write_atomic(out, lambda f: df.to_csv(f, index=False))
+    _write_atomic(sidecar_path(out, kind), lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False) + "\n"))
     return out
 
 
+def read_sidecar(path: str | Path, kind: str) -> dict | None:
+    """How <path>/<kind>.csv was made (its sidecar, SIDECAR_FIELDS); None where it has none (files
+    written before sidecars say it in leading '#' lines)."""
+    _kind_ok(kind)
+    f = sidecar_path(path, kind)
+    try:
+        with open(f, "rb") as fh:
+            data = fh.read(MAX_SIDECAR_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise DataError(f"Failed to read the sidecar {f}: {e.strerror or e}") from None
+    if len(data) > MAX_SIDECAR_BYTES:
+        raise DataError(f"Failed to read the sidecar {f}: larger than {MAX_SIDECAR_BYTES} bytes")
+    try:
+        meta = json.loads(data)
+    except ValueError as e:  # not UTF-8, not JSON
+        raise DataError(f"Failed to read the sidecar {f}: {e} (delete it, or write the table again "
+                        "with xenobench.results.write_tidy)") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"Failed to read the sidecar {f}: expected a JSON object, got {type(meta).__name__}")
+    return meta
+
+
+def remove_tidy(kind: str, resdir: str | Path) -> None:
+    """Delete <resdir>/<kind>.csv and its sidecar (where present)."""
+    _kind_ok(kind)
+    for f in (_csv_path(resdir, kind), sidecar_path(resdir, kind)):
+        try:
+            f.unlink(missing_ok=True)
+        except OSError as e:
+            raise DataError(f"Failed to remove tidy results {f}: {e.strerror or e}") from None
+
+
 def read_tidy(path: str | Path, kind: str) -> pd.DataFrame:
-    """Read and validate <path>/<kind>.csv (or path itself if it ends in .csv)."""
+    """Read and validate <path>/<kind>.csv (or path itself if it ends in .csv). Leading '#' lines
+    (how a file written before sidecars was made) are skipped."""
     _kind_ok(kind)
     f = _csv_path(path, kind)
     try:

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "traffic_cmd",   # traffic compile|run
     "dns_cmd",       # dns start|stop, rtt probe|pcap
     "results_cmd",   # ingest, compare, plot
+    "diff_cmd",      # diff A B (two results trees)
     "experiment_cmd",  # experiment plan|run|aggregate|report
 )
 

@@ -36,10 +36,20 @@ def ingest_thesis_cmd(datadir, outdir, lb, server, testbed, split_map, timeout_s
 @click.option("--tolerance", "tolerance", type=float, default=5.0, show_default=True,
               help="Largest relative deviation (%) that still counts as reproduced.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable list.")
-def compare_cmd(resdir, tolerance, as_json):
+@click.option("--latex", "latex_out", type=click.Path(dir_okay=False), metavar="OUT.tex",
+              help="Also write the table as LaTeX (booktabs; \\input it, \\usepackage{booktabs}).")
+def compare_cmd(resdir, tolerance, as_json, latex_out):
     """Each published number next to the reproduced one; exit 1 if any is beyond tolerance."""
     from ..compare import compare, failed
     rows = compare(resdir, tolerance)  # ConfigError (exit 2) unless the tolerance is finite and >= 0
+    if latex_out:
+        from .. import latex
+        from pathlib import Path
+        name = Path(resdir).name
+        out = latex.write(latex_out, [latex.compare_table(rows, f"Published vs reproduced ({name}, tolerance "
+                                                                f"{tolerance:g} %)", f"tab:published-vs-reproduced-{name}")],
+                          f"xenobench compare {resdir} --tolerance {tolerance:g}")
+        click.echo(f"LaTeX: {out}", err=True)
     if as_json:
         click.echo(json.dumps(rows, indent=1))
     else:
