@@ -19,7 +19,7 @@ from xenobench import REPO_ROOT
 PKG = REPO_ROOT / "xenobench"
 
 #: analysis: reads tidy CSVs and trial directories only
-ANALYSIS = ("xenobench.plots", "xenobench.report", "xenobench.compare")
+ANALYSIS = ("xenobench.plots", "xenobench.report", "xenobench.compare", "xenobench.diff", "xenobench.latex")
 #: measurement: drives a testbed
 MEASURING = ("xenobench.measure", "xenobench.procedures", "xenobench.trials", "xenobench.traffic",
              "xenobench.testbed", "xenobench.lb.base", "xenobench.rtt")

@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import REPO_ROOT, machine
+from . import machine
 from .actors import Watch
 from .counters import diff, snapshot
 from .errors import ConfigError, DataError, NodeError, XenobenchError
+from .results import source_commit
 from .layout import POINT_SUMMARY, AttemptDir, ResultsTree, TrialDir, read_json, write_failed, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -210,19 +211,10 @@ def retry_invalid(tree: ResultsTree, only: tuple[str, ...] = (), dry_run: bool =
     return out
 
 
-def git_commit() -> str | None:
-    p = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-    if p.returncode != 0:
-        return None
-    dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return p.stdout.strip() + ("-dirty" if dirty else "")
-
-
 def host_metadata(testbed, ifaces: list[tuple[str, str]]) -> dict:
     """Kernel, drivers and firmware of the measured interfaces, tool versions where present."""
     meta = {"harness_host": platform.node(), "harness_kernel": platform.release(),
-            "git_commit": git_commit(), "config": str(testbed.cfg.path),
+            "git_commit": source_commit(), "config": str(testbed.cfg.path),
             "config_hash": config_hash(testbed.cfg), "time": time.time(), "nodes": {}}
     for node_name, iface in ifaces:
         node = testbed.node(node_name)
