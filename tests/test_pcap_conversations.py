@@ -51,6 +51,9 @@ CONVERSATION_TABLE = [
      (3, 1, 4), NSM, C),
     ("eth_ipv6_fragments.pcap", "id 3's answer in three IPv6 fragments, the last first", (4, 0, 4), 23.4565, C),
     ("eth_retransmitted.pcap", "id 5 sent twice 200 ms apart, answered 30 µs after the second", (2, 1, 3), 20.1005, C),
+    ("eth_retransmitted_6s.pcap", "the same 6 s apart", (1, 1, 2), 30.0, C),
+    ("eth_same_id_two_questions.pcap", "id 6 asks a. and b. from one port; answers 21 and 21 µs later", (2, 0, 2),
+     21.0, C),
     # taken by tcpdump on a real lo (tcpdump_lo.sh): dig against BIND, microsecond stamps
     ("tcpdump_lo_eth.pcap", "tcpdump -i lo: 5 x dig @127.0.0.1", (5, 0, 5), 252.0, "127.0.0.1"),
     ("tcpdump_lo_starts_with_answer.pcap", "the same, its first query cut", (4, 0, 4), 226.5, "127.0.0.1"),
@@ -109,13 +112,22 @@ def test_client_keeps_one_clients_queries(name, client, n, median):
     assert (r.n, r.median_us) == (n, pytest.approx(median, abs=0.0005))
 
 
+def test_an_answer_past_the_timeout_is_lost_unless_the_timeout_is_longer():
+    f = CAPTURES / "eth_late_answer_3s.pcap"
+    with pytest.raises(DataError, match=r"answers that paired with no query awaited within the 1 s timeout, to: "
+                                        rf"{C} \(1\)\)$"):
+        analyze_pcap(f)
+    assert analyze_pcap(f, timeout_s=5).rtts_ns.tolist() == [3 * 10 ** 9]
+
+
 def test_empty_pairings_name_what_the_capture_holds():
     f = CAPTURES / "eth_answers_only.pcap"
     with pytest.raises(DataError) as e:
         analyze_pcap(f)
     assert str(e.value) == (
         f"Failed to analyze capture {f}: no probe from any client was answered (3 DNS frames: 0 queries, 3 answers; "
-        f"answers with no query seen, to: {C} (3); the capture starts after the queries, or holds only answers)")
+        f"answers that paired with no query awaited within the 1 s timeout, to: {C} (3); the capture starts after "
+        "the queries, or holds only answers)")
     f = CAPTURES / "eth_three_clients.pcap"
     with pytest.raises(DataError) as e:
         analyze_pcap(f, "198.18.0.99")
@@ -236,6 +248,8 @@ def test_a_loopback_copy_is_dropped_only_after_its_outgoing_twin():
 # the captures where the verdict is not "agree", and why
 TSHARK_EXCEPTIONS = {
     "eth_retransmitted.pcap": ("differ", "a repeated query within 5 s: Wireshark measures from the first copy"),
+    "eth_same_id_two_questions.pcap": ("differ", "Wireshark takes the second question for a retransmission"),
+    "eth_late_answer_3s.pcap": ("we refuse", "3 s is past the 1 s timeout; Wireshark has none"),
     "eth_zero_rtt.pcap": ("we refuse", "an RTT of 0 cannot exist; tshark gives dns.time 0"),
     "truncated.pcap.gz": ("we refuse", "a cut gzip stream is refused; tshark reads up to the cut"),
     "tsresol_10e-127.pcapng": ("we refuse", "if_tsresol 10^-127 s: no 64-bit count of such units"),

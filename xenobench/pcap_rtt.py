@@ -1,5 +1,5 @@
-"""RTT from a client-side capture: pair every DNS probe the client sent with the frame that came
-back, and summarise the round-trip times. One reader and one pairing rule for every source: the
+"""RTT from a capture: pair every DNS query with the frame that answered it, and summarise the
+round-trip times. One reader and one pairing rule for every source: the
 live prober's tcpdump capture, the thesis's pcaps, pcapng, and `tcpdump -e` text output (the
 thesis's RTT-under-load figure, Fig. 7.7, was made from such text). The format is detected by
 content, not by the file name.
@@ -12,7 +12,8 @@ resolver in the middle (server to its clients, client to its upstream) all pair,
 its own conversation. The one exception is the thesis's reflector, which returns the probe itself
 (QR=0, same addresses and ports, only the MACs rewritten): a query whose link-layer sender is not
 the sender of the identical query before it, and whose receiver is that sender, is that query
-coming back, i.e. its answer. This needs stations that tell sender from receiver (distinct,
+coming back, i.e. its answer (and such a frame stamped before the probe itself is counted as an
+answer that paired with nothing, not as a query). This needs stations that tell sender from receiver (distinct,
 non-zero MACs, or a cooked capture's packet type); on a loopback it cannot be told from a
 retransmission and is a query. A client is named by its station where the stations tell (a MAC,
 "this host" of a cooked capture) and by its address otherwise; `client` (--client, a MAC or an
@@ -52,12 +53,14 @@ Pairing rule (the one rule; docs/results.md repeats it):
 Timestamps are integer nanoseconds from the file to the RTT (pcapng resolutions are converted with
 integer arithmetic); `rtts_us` is the same data divided by 1000.
 
-Where this differs from Wireshark's pairing (tshark's dns.response_to and dns.time, Wireshark
-4.0 epan/dissectors/packet-dns.c): Wireshark takes a repeated identical query within its
-retransmission timer (5 s) for a retransmission and measures the answer from the first copy, where
-the rule above measures it from the last; Wireshark has no timeout; it pairs an answer with the
-latest query of its id in the conversation whatever the question; and it takes the reflector's
-returned probe for a retransmission, not an answer, so it pairs none of the thesis captures.
+Where this differs from Wireshark's pairing (tshark 4.0's dns.response_to and dns.time, as
+observed): a second query of the same id in a conversation whose first is still unanswered, within
+Wireshark's dns.retransmission_timer (default 5 s), is to Wireshark a retransmission of the first,
+whatever its question: the answer is measured from the first copy (here from the last identical
+one), and an answer to a second question of that id is not paired (here it is); Wireshark has no
+timeout (an answer 3 s late pairs there, not here with the 1 s default); it gives an answer at its
+query's instant dns.time 0 (not paired here); and it takes the reflector's returned probe for a
+retransmission, not an answer, so it pairs none of the thesis captures.
 
 Median: a microsecond capture quantises every RTT to whole microseconds, and the sample median of
 such data jumps in 1 µs steps (the thesis captures give exactly 23 and 18 µs). `median_us` is
@@ -893,7 +896,7 @@ def analyze_pcap(path: str | Path, client: str | None = None, port: int = 53, *,
     who = pairer.client_name() if pairer.clients or given else "any client"
     if not len(p["rtts_ns"]):
         raise DataError(f"Failed to analyze capture {path}: no probe from {who} was answered "
-                        f"({_held(counts['dns_frames'], p, dnsf, given)})")
+                        f"({_held(counts['dns_frames'], p | {'timeout_s': timeout_s}, dnsf, given)})")
     return RttResult(str(path), who, p["rtts_ns"] / 1000.0, p["lost"], p["pairs"], dnsf.found.skipped,
                      dnsf.resolution_us, counts["dns_frames"], rtts_ns=p["rtts_ns"], queries=p["queries"],
                      unmatched=p["unmatched"], superseded=p["superseded"], out_of_order=counts["out_of_order"],
@@ -921,7 +924,8 @@ def _held(dns_frames: int, p: dict, dnsf: DnsFrames, given: str | None) -> str:
                      (f", {len(top) - 3} more" if len(top) > 3 else ""))
     dests = p["answer_dests"].most_common()
     if dests:
-        parts.append("answers with no query seen, to: " + ", ".join(f"{k} ({n})" for k, n in dests[:3]) +
+        parts.append(f"answers that paired with no query awaited within the {p['timeout_s']:g} s timeout, to: " +
+                     ", ".join(f"{k} ({n})" for k, n in dests[:3]) +
                      (f", {len(dests) - 3} more" if len(dests) > 3 else ""))
     if given is None and not p["queries"]:
         parts.append("the capture starts after the queries, or holds only answers")
