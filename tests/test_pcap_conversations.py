@@ -271,3 +271,23 @@ def test_every_fixture_capture_pairs_as_tshark_does(name):
     verdict, detail = compare(CAPTURES / name)
     want = TSHARK_EXCEPTIONS.get(name, ("agree", ""))[0]
     assert verdict == want, (name, detail)
+
+
+def test_many_clients_are_summed_beyond_the_twenty_shown(tmp_path):
+    # 50 raw-IP clients (named by address), one query each, answered after i+1 µs
+    recs = []
+    for i in range(50):
+        c, t = f"10.1.0.{i + 1}", 10 ** 12 + i * 10 ** 6
+        recs += [(t, bytes(IP(src=c, dst="10.0.0.53") / UDP(sport=5000, dport=53) / DNS(id=1, qd=DNSQR(qname="a.")))),
+                 (t + 1000 * (i + 1), bytes(IP(src="10.0.0.53", dst=c) / UDP(sport=53, dport=5000) /
+                                            DNS(id=1, qr=1, qd=DNSQR(qname="a."))))]
+    out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 101)]
+    out += [struct.pack("<IIII", ts // 10 ** 9, ts % 10 ** 9, len(b), len(b)) + b for ts, b in recs]
+    f = tmp_path / "many.pcap"
+    f.write_bytes(b"".join(out))
+    s = analyze_pcap(f).summary()
+    # RTTs 1..50 µs: the grouped median of an even count sits at the lower middle value
+    assert (s["n"], s["median_us"], s["median_raw_us"]) == (50, 25.0, 25.5)
+    assert s["client_mac"] == "50 clients: 10.1.0.1, 10.1.0.2, 10.1.0.3, 47 more"
+    assert len(s["clients"]) == 21 and s["clients"]["30 others"] == {"queries": 30, "answered": 30}
+    assert s["clients"]["10.1.0.20"] == {"queries": 1, "answered": 1}

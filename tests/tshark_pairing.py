@@ -77,7 +77,7 @@ def compare(path: Path, port: int = 53, timeout_s: float | None = None) -> tuple
         except DataError as e:
             return "not a pcap", str(e)
         if plain is None:
-            return "not a pcap", "tcpdump text (tshark does not read it)"
+            return "not a pcap", "neither pcap nor pcapng (tshark does not read it)"
         theirs = tshark_pairs(plain, port)
     ours = our_pairs(path, port, timeout_s)
     if isinstance(ours, str):

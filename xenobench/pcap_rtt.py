@@ -259,6 +259,18 @@ class RttResult:
                     "(give every probe its own DNS id)")
         return None
 
+    CLIENTS_SHOWN = 20
+
+    def clients_summary(self) -> dict:
+        """Queries and answered queries per client, the CLIENTS_SHOWN with most queries by name and
+        the rest summed as "N others"."""
+        top = sorted(self.clients.items(), key=lambda kv: -kv[1][0])
+        out = {k: {"queries": q, "answered": a} for k, (q, a) in top[:self.CLIENTS_SHOWN]}
+        rest = top[self.CLIENTS_SHOWN:]
+        if rest:
+            out[f"{len(rest)} others"] = {"queries": sum(v[0] for _, v in rest), "answered": sum(v[1] for _, v in rest)}
+        return out
+
     def summary(self) -> dict:
         """Flat dict for JSON and the tidy rtt_summary rows (keys ending in _us are µs)."""
         out = {"n": self.n, "lost": self.lost, "median_us": round(self.median_us, 3),
@@ -276,7 +288,7 @@ class RttResult:
                 "simultaneous_answers": self.simultaneous, "late_frames": self.late,
                 "compression": self.compression, "link_types": self.link_types,
                 "ip_fragments": self.ip_fragments, "ip_reassembled": self.reassembled, "skipped": self.skipped_kinds,
-                "clients": {k: {"queries": q, "answered": a} for k, (q, a) in self.clients.items()},
+                "clients": self.clients_summary(),
                 "answers": self.answers, "dns_refused": self.dns_refused,
                 "flags": self.flags(), "refused": self.refusal()}
         return out
