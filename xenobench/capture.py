@@ -369,10 +369,11 @@ class _Reader:
 
 
 def _link(linktype: int, b: bytes):
-    """(src station, dst station, ethertype, offset of the layer-3 header) of a frame, or a text
-    naming what it is (SHORT, NOT_IP). Stations: MAC bytes, HOST / LOOPBACK_STATION / another
-    text (cooked), or None (raw IP and BSD loopback: the addresses are the stations). The
-    loopback flag of a cooked frame is returned as a fifth element: (ptype) or None."""
+    """(src station, dst station, ethertype, offset of the layer-3 header, loopback packet type)
+    of a frame, or a text naming what it is (SHORT, NOT_IP). Stations: MAC bytes, HOST /
+    LOOPBACK_STATION / another text (cooked), or None (raw IP and BSD loopback: the addresses are
+    the stations). The loopback packet type is a cooked frame's on lo (0 to us, 4 outgoing), else
+    None."""
     n = len(b)
     if linktype == LINKTYPE_ETHERNET:
         if n < 14:
