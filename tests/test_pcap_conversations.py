@@ -291,3 +291,14 @@ def test_many_clients_are_summed_beyond_the_twenty_shown(tmp_path):
     assert s["client_mac"] == "50 clients: 10.1.0.1, 10.1.0.2, 10.1.0.3, 47 more"
     assert len(s["clients"]) == 21 and s["clients"]["30 others"] == {"queries": 30, "answered": 30}
     assert s["clients"]["10.1.0.20"] == {"queries": 1, "answered": 1}
+
+
+@pytest.mark.parametrize("payload", [b"x" * 40, b"\0" * 40, b"\x12\x34\x01"])
+def test_filler_on_port_53_is_not_dns(tmp_path, payload):
+    # a load generator's filler (TRex's 'xxxx...', zeros, a short datagram) has no DNS header to pair by
+    b = bytes(Ether(src=C, dst="02:00:00:00:05:00") / IP(src="198.18.0.16", dst="198.18.0.100") /
+              UDP(sport=53, dport=53) / payload)
+    f = _pcap_ns(tmp_path / "filler.pcap", [(10 ** 12, b), (10 ** 12 + 1000, b)])
+    with pytest.raises(DataError, match=r"no DNS frames on UDP port 53; found: 2 UDP frames on port 53 that are not "
+                                        r"DNS$"):
+        analyze_pcap(f)

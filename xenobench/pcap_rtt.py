@@ -18,8 +18,9 @@ non-zero MACs, or a cooked capture's packet type); on a loopback it cannot be to
 retransmission and is a query. A client is named by its station where the stations tell (a MAC,
 "this host" of a cooked capture) and by its address otherwise; `client` (--client, a MAC or an
 address) keeps only that client's queries. A DNS message dnspython refuses (a forward compression
-pointer, say) still has its 12-byte header: it is paired by its id and QR with any question, and
-counted by the reason (summary: dns_refused). Frames that are not UDP DNS (IPv4 or IPv6) to or
+pointer, say) whose header is plausible (opcode QUERY, NOTIFY or UPDATE, one question) is paired by
+its id and QR with any question, and counted by the reason (summary: dns_refused); other bytes on
+the port are not DNS. Frames that are not UDP DNS (IPv4 or IPv6) to or
 from the service port (STP, LLDP, ARP, DHCP, TCP, the second copy of a loopback packet in a
 cooked capture, ...) are skipped and counted by kind; IP fragments are reassembled
 (xenobench.capture.Datagrams) and the datagram is taken at the frame that completes it. When no
@@ -344,7 +345,20 @@ def _dns_fields(payload: bytes) -> tuple[int, bool, str] | None:
         msg = dns.message.from_wire(payload, question_only=True)
     except (dns.exception.DNSException, ValueError, IndexError):
         return None
-    return msg.id, bool(msg.flags & 0x8000), msg.question[0].name.to_text().lower() if msg.question else ""
+    qr = bool(msg.flags & 0x8000)
+    if not msg.question and not qr:
+        return None  # a query without a question asks nothing (and zeros, a generator's filler, parse as one)
+    return msg.id, qr, msg.question[0].name.to_text().lower() if msg.question else ""
+
+
+def _plausible_header(payload: bytes) -> bool:
+    """Whether bytes dnspython refuses still start with a DNS header worth pairing by: 12 bytes,
+    opcode QUERY, NOTIFY or UPDATE, the reserved Z bit clear, exactly one question (RFC 1035 4.1.1,
+    RFC 9619). Load generators' filler on port 53 (TRex's 'xxxx...', zeros) is not."""
+    if len(payload) < 12:
+        return False
+    opcode, z, qdcount = payload[2] >> 3 & 0x0F, payload[3] & 0x40, payload[4] << 8 | payload[5]
+    return opcode in (0, 4, 5) and not z and qdcount == 1
 
 
 @functools.lru_cache(maxsize=256)
@@ -430,11 +444,12 @@ def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53, linktype: in
         return None
     fields = _dns_fields(payload)
     if fields is None:
-        if len(payload) < 12:
+        if not _plausible_header(payload):
             if found is not None:
-                found.kinds[f"UDP frames on port {port} too short for a DNS header"] += 1
+                found.kinds[f"UDP frames on port {port} that are not DNS"] += 1
             return None
-        # the header is there: id and QR pair it (with any question), and the reason is counted
+        # a DNS header with one question whose rest dnspython refuses: id and QR pair it (with any
+        # question), and the reason is counted
         fields = (payload[0] << 8 | payload[1], bool(payload[2] & 0x80), "")
         if found is not None:
             found.refused[_dns_refusal(payload)] += 1
