@@ -11,9 +11,15 @@ pairing.
   byte order) or pcapng; anything else is handed back with its first TEXT_PROBE bytes for the
   caller's text check and refused there, so /dev/zero is refused after 4 kB, not read to the end.
 - Link types: Ethernet (any stack of 802.1Q / 802.1ad / 0x9100 VLAN tags), Linux cooked v1 and v2
-  (`tcpdump -i any`: SLL 113, SLL2 276), raw IP (101, and 228/229 for IPv4/IPv6 only). datagram()
-  returns the UDP or TCP datagram of a frame with the stations that sent and received it, or a
-  short text naming what the frame is instead (counted for the summary).
+  (`tcpdump -i any`: SLL 113, SLL2 276), raw IP (101, and 228/229 for IPv4/IPv6 only), BSD
+  loopback (NULL 0: a 4-byte address family in the capturing host's byte order; LOOP 108: the same
+  in network byte order; tcpdump.org's LINKTYPE_NULL/LINKTYPE_LOOP). datagram() returns the UDP or
+  TCP datagram of a frame with the stations that sent and received it, or a short text naming what
+  the frame is instead (counted for the summary).
+- Datagrams is datagram() with the state a capture needs across frames: IPv4 and IPv6 fragments
+  are reassembled (RFC 791, RFC 8200 section 4.5) and the datagram is handed on with the frame
+  that completes it (as Wireshark does); of a loopback packet that a Linux cooked capture holds
+  twice (outgoing and to us), the second copy is dropped.
 - Every field is checked for whether it can exist: a record longer than MAX_PACKET, a block longer
   than MAX_BLOCK, a sub-second field of a second or more, an if_tsresol whose units per second do
   not fit 64 bits (10^-v with v > 19, 2^-v with v > 63, the limits rusticata's pcap-parser
@@ -50,11 +56,17 @@ PCAP_MAGIC = {b"\xd4\xc3\xb2\xa1": ("<", 1000), b"\xa1\xb2\xc3\xd4": (">", 1000)
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 
 LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_SLL2 = 1, 101, 113, 228, 229, 276
+LINKTYPE_NULL, LINKTYPE_LOOP = 0, 108
 LINK_TYPES = {LINKTYPE_ETHERNET: "Ethernet", LINKTYPE_RAW: "raw IP", LINKTYPE_SLL: "Linux cooked v1",
-              LINKTYPE_IPV4: "raw IPv4", LINKTYPE_IPV6: "raw IPv6", LINKTYPE_SLL2: "Linux cooked v2"}
+              LINKTYPE_IPV4: "raw IPv4", LINKTYPE_IPV6: "raw IPv6", LINKTYPE_SLL2: "Linux cooked v2",
+              LINKTYPE_NULL: "BSD loopback", LINKTYPE_LOOP: "OpenBSD loopback"}
 SUPPORTED = ", ".join(f"{v} ({k})" for k, v in LINK_TYPES.items())
 
 HOST = "this host"  # the station of a Linux cooked capture that took it (packet type: to us / outgoing)
+LOOPBACK_STATION = "loopback"  # sender and receiver of a packet on a Linux cooked capture's lo
+# address family values of the BSD loopback header: AF_INET, and AF_INET6 as the BSDs, Linux and
+# Darwin number it (24 NetBSD/OpenBSD/..., 28 FreeBSD, 30 Darwin, 10 Linux)
+_AF_ETYPE = {2: 0x0800, 24: 0x86DD, 28: 0x86DD, 30: 0x86DD, 10: 0x86DD}
 _SLL_TO = {1: "broadcast", 2: "multicast", 3: "another host"}
 ARPHRD_LOOPBACK = 772
 VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
@@ -356,18 +368,18 @@ class _Reader:
         self.read = cap._read
 
 
-def datagram(linktype: int, b: bytes):
-    """(proto, sport, dport, src station, dst station, IP version, saddr, daddr, UDP payload) of
-    a UDP (17) or TCP (6) packet in frame b; stations are MAC bytes (Ethernet, and the sender of
-    a cooked frame), HOST or another text (cooked), or None (raw IP: the addresses are the
-    stations); addresses are packed bytes; the payload is b"" for TCP. Anything else: a text
-    naming what the frame is (NOT_IP, FRAGMENT, OTHER_PROTO, SHORT, LOOPBACK)."""
+def _link(linktype: int, b: bytes):
+    """(src station, dst station, ethertype, offset of the layer-3 header, loopback packet type)
+    of a frame, or a text naming what it is (SHORT, NOT_IP). Stations: MAC bytes, HOST /
+    LOOPBACK_STATION / another text (cooked), or None (raw IP and BSD loopback: the addresses are
+    the stations). The loopback packet type is a cooked frame's on lo (0 to us, 4 outgoing), else
+    None."""
     n = len(b)
     if linktype == LINKTYPE_ETHERNET:
         if n < 14:
             return SHORT
-        src, dst, etype, l3 = b[6:12], b[0:6], b[12] << 8 | b[13], 14
-    elif linktype == LINKTYPE_SLL or linktype == LINKTYPE_SLL2:
+        return b[6:12], b[0:6], b[12] << 8 | b[13], 14, None
+    if linktype == LINKTYPE_SLL or linktype == LINKTYPE_SLL2:
         if linktype == LINKTYPE_SLL:  # packet type, ARPHRD type, address length, 8 address bytes, protocol
             if n < 16:
                 return SHORT
@@ -378,60 +390,182 @@ def datagram(linktype: int, b: bytes):
                 return SHORT
             etype, hatype, ptype, alen, l3 = b[0] << 8 | b[1], b[8] << 8 | b[9], b[10], b[11], 20
             addr = b[12:12 + min(alen, 8)]
-        if hatype == ARPHRD_LOOPBACK:
-            return LOOPBACK  # every packet on lo is there twice, outgoing and to us
+        if hatype == ARPHRD_LOOPBACK:  # lo: one host both ways; the packet type tells the two copies apart
+            return LOOPBACK_STATION, LOOPBACK_STATION, etype, l3, ptype
         if ptype == 4:      # outgoing: sent by the capturing host
-            src, dst = HOST, ""
-        elif ptype == 0:    # to us
-            src, dst = addr, HOST
-        else:
-            src, dst = addr, _SLL_TO.get(ptype, f"packet type {ptype}")
-    elif linktype in (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6):
+            return HOST, "", etype, l3, None
+        if ptype == 0:      # to us
+            return addr, HOST, etype, l3, None
+        return addr, _SLL_TO.get(ptype, f"packet type {ptype}"), etype, l3, None
+    if linktype in (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6):
         if not n:
             return SHORT
-        src = dst = None
-        etype, l3 = {4: 0x0800, 6: 0x86DD}.get(b[0] >> 4, 0), 0
+        etype = {4: 0x0800, 6: 0x86DD}.get(b[0] >> 4, 0)
         if linktype != LINKTYPE_RAW and etype != (0x0800 if linktype == LINKTYPE_IPV4 else 0x86DD):
             return NOT_IP
-    else:
-        return NOT_IP
+        return None, None, etype, 0, None
+    if linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
+        if n < 4:
+            return SHORT
+        be = b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]
+        # NULL: the capturing host's byte order, unknown here; an address family is below 256, so
+        # the order whose value is small is the one (LOOP: network order always)
+        af = be if linktype == LINKTYPE_LOOP or be < 256 else b[3] << 24 | b[2] << 16 | b[1] << 8 | b[0]
+        etype = _AF_ETYPE.get(af, 0)
+        if not etype:
+            return NOT_IP
+        return None, None, etype, 4, None
+    return NOT_IP
+
+
+def datagram(linktype: int, b: bytes, state: Datagrams | None = None):
+    """(proto, sport, dport, src station, dst station, IP version, saddr, daddr, UDP payload) of
+    a UDP (17) or TCP (6) packet in frame b; stations are MAC bytes (Ethernet, and the sender of
+    a cooked frame), HOST, LOOPBACK_STATION or another text (cooked), or None (raw IP, BSD
+    loopback: the addresses are the stations); addresses are packed bytes; the payload is b"" for
+    TCP. Anything else: a text naming what the frame is (NOT_IP, FRAGMENT, OTHER_PROTO, SHORT,
+    LOOPBACK). Without `state` a fragment is FRAGMENT; with it (Datagrams) fragments are
+    reassembled and the datagram comes with the fragment that completes it."""
+    link = _link(linktype, b)
+    if isinstance(link, str):
+        return link
+    src, dst, etype, l3, lo_ptype = link
+    n = len(b)
     for _ in range(8):  # VLAN tags (QinQ and deeper)
         if etype not in VLAN_TPIDS:
             break
         if n < l3 + 4:
             return SHORT
         etype, l3 = b[l3 + 2] << 8 | b[l3 + 3], l3 + 4
+    if lo_ptype is not None and state is not None and state.loopback_copy(lo_ptype, b[l3:]):
+        return LOOPBACK
+    buf = b
     if etype == 0x0800:
         if n < l3 + 20:
             return SHORT
         ihl = (b[l3] & 0x0F) * 4
         if b[l3] >> 4 != 4 or ihl < 20 or n < l3 + ihl:
             return SHORT
-        if (b[l3 + 6] << 8 | b[l3 + 7]) & 0x3FFF:  # more fragments, or an offset
-            return FRAGMENT
         proto, ver, saddr, daddr, l4 = b[l3 + 9], 4, b[l3 + 12:l3 + 16], b[l3 + 16:l3 + 20], l3 + ihl
+        frag = b[l3 + 6] << 8 | b[l3 + 7]
+        if frag & 0x3FFF:  # more fragments, or an offset
+            if state is None:
+                return FRAGMENT
+            total = b[l3 + 2] << 8 | b[l3 + 3]
+            end = l3 + total if ihl <= total <= n - l3 else n  # without the link layer's padding
+            whole = state.fragment((4, saddr, daddr, proto, b[l3 + 4:l3 + 6]), (frag & 0x1FFF) * 8,
+                                   bool(frag & 0x2000), b[l4:end], proto)
+            if whole is None:
+                return FRAGMENT
+            buf, l4, n = whole[1], 0, len(whole[1])
     elif etype == 0x86DD:
         if n < l3 + 40 or b[l3] >> 4 != 6:
             return SHORT
         proto, ver, saddr, daddr, l4 = b[l3 + 6], 6, b[l3 + 8:l3 + 24], b[l3 + 24:l3 + 40], l3 + 40
-        while proto in (0, 43, 44, 60, 51):  # hop-by-hop, routing, fragment, destination options, AH
+        plen = b[l3 + 4] << 8 | b[l3 + 5]
+        end = l3 + 40 + plen if 0 < plen <= n - l3 - 40 else n
+        for _ in range(16):  # hop-by-hop, routing, fragment, destination options, AH
+            if proto not in (0, 43, 44, 60, 51):
+                break
             if n < l4 + 8:
                 return SHORT
             if proto == 44:
-                if (b[l4 + 2] << 8 | b[l4 + 3]) & 0xFFF9:  # an offset or more fragments (RFC 8200 4.5)
-                    return FRAGMENT
-                proto, l4 = b[l4], l4 + 8
+                off_m = buf[l4 + 2] << 8 | buf[l4 + 3]
+                if off_m & 0xFFF9 and buf is b:  # an offset or more fragments (RFC 8200 4.5)
+                    if state is None:
+                        return FRAGMENT
+                    whole = state.fragment((6, saddr, daddr, buf[l4 + 4:l4 + 8]), off_m & 0xFFF8, bool(off_m & 1),
+                                           buf[l4 + 8:end], buf[l4])
+                    if whole is None:
+                        return FRAGMENT
+                    proto, buf, l4 = whole[0], whole[1], 0
+                    n = len(buf)
+                    continue
+                proto, l4 = buf[l4], l4 + 8
             else:
-                proto, l4 = b[l4], l4 + ((b[l4 + 1] + 2) * 4 if proto == 51 else (b[l4 + 1] + 1) * 8)
+                proto, l4 = buf[l4], l4 + ((buf[l4 + 1] + 2) * 4 if proto == 51 else (buf[l4 + 1] + 1) * 8)
     else:
         return NOT_IP
     if proto != 17 and proto != 6:
         return OTHER_PROTO
     if n < l4 + (8 if proto == 17 else 20):
         return SHORT
-    sport, dport = b[l4] << 8 | b[l4 + 1], b[l4 + 2] << 8 | b[l4 + 3]
+    sport, dport = buf[l4] << 8 | buf[l4 + 1], buf[l4 + 2] << 8 | buf[l4 + 3]
     payload = b""
     if proto == 17:
-        ulen = b[l4 + 4] << 8 | b[l4 + 5]
-        payload = b[l4 + 8:l4 + max(ulen, 8)]
+        ulen = buf[l4 + 4] << 8 | buf[l4 + 5]
+        payload = buf[l4 + 8:l4 + max(ulen, 8)]
     return proto, sport, dport, src, dst, ver, saddr, daddr, payload
+
+
+class Datagrams:
+    """datagram() with state across the frames of one capture (module docstring). Memory is
+    bounded: at most MAX_PENDING datagrams wait for fragments (the oldest is given up first) and
+    LOOPBACK_MEMORY outgoing loopback packets are remembered."""
+
+    MAX_PENDING = 4096
+    LOOPBACK_MEMORY = 256
+
+    def __init__(self):
+        self.pending: dict[tuple, dict] = {}   # fragment key -> {offset: data}, "end", "proto"
+        self.reassembled = 0                   # datagrams made whole
+        self.given_up = 0                      # fragments of datagrams dropped unfinished (MAX_PENDING)
+        self._lo_out: dict[bytes, int] = {}    # layer-3 bytes of outgoing loopback packets -> copies
+
+    def __call__(self, linktype: int, b: bytes):
+        return datagram(linktype, b, self)
+
+    @property
+    def incomplete(self) -> int:
+        """Fragments of datagrams still unfinished (never completed, or dropped at MAX_PENDING)."""
+        return self.given_up + sum(len(p["parts"]) for p in self.pending.values())
+
+    def loopback_copy(self, ptype: int, l3: bytes) -> bool:
+        """Whether a packet on a cooked capture's lo is the second copy of one already seen: the
+        kernel may hand a capture on any both the outgoing copy (packet type 4) and the one
+        received (0) of the same packet."""
+        if ptype == 4:
+            self._lo_out[l3] = self._lo_out.get(l3, 0) + 1
+            if len(self._lo_out) > self.LOOPBACK_MEMORY:
+                del self._lo_out[next(iter(self._lo_out))]
+            return False
+        left = self._lo_out.get(l3)
+        if not left:
+            return False
+        if left == 1:
+            del self._lo_out[l3]
+        else:
+            self._lo_out[l3] = left - 1
+        return True
+
+    def fragment(self, key: tuple, offset: int, more: bool, data: bytes, proto: int):
+        """Add a fragment; (protocol, payload) of the whole datagram when this one completes it.
+        Overlapping bytes are taken from the fragment with the lower offset."""
+        p = self.pending.get(key)
+        if p is None:
+            if len(self.pending) >= self.MAX_PENDING:
+                old = self.pending.pop(next(iter(self.pending)))
+                self.given_up += len(old["parts"])
+            p = self.pending[key] = {"parts": {}, "end": None, "proto": None}
+        p["parts"].setdefault(offset, data)
+        if offset == 0:
+            p["proto"] = proto
+        if not more:
+            p["end"] = offset + len(data)
+        end = p["end"]
+        if end is None or p["proto"] is None:
+            return None
+        pos = 0
+        for off in sorted(p["parts"]):
+            if off > pos:
+                return None
+            pos = max(pos, off + len(p["parts"][off]))
+        if pos < end:
+            return None
+        whole = bytearray(end)
+        for off in sorted(p["parts"], reverse=True):
+            chunk = p["parts"][off][:max(0, end - off)]
+            whole[off:off + len(chunk)] = chunk
+        del self.pending[key]
+        self.reassembled += 1
+        return p["proto"], bytes(whole)

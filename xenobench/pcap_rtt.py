@@ -1,17 +1,31 @@
-"""RTT from a client-side capture: pair every DNS probe the client sent with the frame that came
-back, and summarise the round-trip times. One reader and one pairing rule for every source: the
+"""RTT from a capture: pair every DNS query with the frame that answered it, and summarise the
+round-trip times. One reader and one pairing rule for every source: the
 live prober's tcpdump capture, the thesis's pcaps, pcapng, and `tcpdump -e` text output (the
 thesis's RTT-under-load figure, Fig. 7.7, was made from such text). The format is detected by
 content, not by the file name.
 
-Direction comes from the client: frames it sends are queries, frames sent to it are answers (a
-real reply, QR=1, or the thesis reflector's unchanged query, QR=0). The client is a MAC on
-Ethernet; in a Linux cooked capture (`tcpdump -i any`) it is the capturing host, named "this host",
-and the packet type says which frames it sent (outgoing) and which came to it; in a raw-IP capture
-it is an IP address. The client is the station in most of the first CLIENT_SAMPLE DNS frames (or
-is given). Frames that are not UDP DNS (IPv4 or IPv6) to or from the service port (STP, LLDP, ARP,
-DHCP, TCP, IP fragments, loopback copies of a cooked capture, ...) are skipped and counted by kind;
-when no DNS frame is left, the refusal says what was found and how to ask for it (--port).
+Direction comes from the DNS header and the addresses, never from the link layer: a message with
+QR=0 is a query, sent by the client from its address and port to the server's; QR=1 is an answer,
+from the server endpoint to the client endpoint. So a capture on Linux `lo` (both MACs zero), a
+cooked capture, a BSD loopback capture, one that starts with an answer, several clients, and a
+resolver in the middle (server to its clients, client to its upstream) all pair, each query in
+its own conversation. The one exception is the thesis's reflector, which returns the probe itself
+(QR=0, same addresses and ports, only the MACs rewritten): a query whose link-layer sender is not
+the sender of the identical query before it, and whose receiver is that sender, is that query
+coming back, i.e. its answer (and such a frame stamped before the probe itself is counted as an
+answer that paired with nothing, not as a query). This needs stations that tell sender from receiver (distinct,
+non-zero MACs, or a cooked capture's packet type); on a loopback it cannot be told from a
+retransmission and is a query. A client is named by its station where the stations tell (a MAC,
+"this host" of a cooked capture) and by its address otherwise; `client` (--client, a MAC or an
+address) keeps only that client's queries. A DNS message dnspython refuses (a forward compression
+pointer, say) whose header is plausible (opcode QUERY, NOTIFY or UPDATE, one question) is paired by
+its id and QR with any question, and counted by the reason (summary: dns_refused); other bytes on
+the port are not DNS. Frames that are not UDP DNS (IPv4 or IPv6) to or
+from the service port (STP, LLDP, ARP, DHCP, TCP, the second copy of a loopback packet in a
+cooked capture, ...) are skipped and counted by kind; IP fragments are reassembled
+(xenobench.capture.Datagrams) and the datagram is taken at the frame that completes it. When no
+DNS frame is left, the refusal says what was found and how to ask for it (--port); when nothing
+pairs, it names the clients and the answers seen.
 
 Pairing rule (the one rule; docs/results.md repeats it):
 - Frames are taken in timestamp order (file order among equal timestamps), so an RTT is never
@@ -21,10 +35,12 @@ Pairing rule (the one rule; docs/results.md repeats it):
   comes and counted ("late").
 - The flow key of a query is its DNS id, its question and the server endpoint it was sent to
   (address and port). An answer has the flow key of the query it answers: same id, the question
-  where the answer shows one (tcpdump prints an answer's question only with -vv), and the server
-  endpoint it comes from (a reflected query: goes to). The client endpoint is not part of the key,
-  because with direct server return the answer may go to another client address or port; where
-  the answer does go back to a query's source (the mirrored 5-tuple), such queries are preferred.
+  where the answer shows one (tcpdump prints an answer's question only with -vv; compared without
+  regard to case), and the server endpoint it comes from (a reflected query: goes to). An answer
+  pairs with a query whose client endpoint it goes back to (the mirrored 5-tuple, the conversation
+  Wireshark's DNS dissector pairs in); failing that, with direct server return, with a query of
+  the station it is sent to (another client address or port of the same host), where the stations
+  tell sender from receiver.
 - An answer pairs with the earliest still-awaited query of its flow key sent within the timeout
   before it (config dns.prober.timeout_s, default 1 s). A query is awaited from when it is sent
   until it is answered, its timeout passes, or an identical query (same key and same client
@@ -38,12 +54,22 @@ Pairing rule (the one rule; docs/results.md repeats it):
 Timestamps are integer nanoseconds from the file to the RTT (pcapng resolutions are converted with
 integer arithmetic); `rtts_us` is the same data divided by 1000.
 
+Where this differs from Wireshark's pairing (tshark 4.0's dns.response_to and dns.time, as
+observed): a second query of the same id in a conversation whose first is still unanswered, within
+Wireshark's dns.retransmission_timer (default 5 s), is to Wireshark a retransmission of the first,
+whatever its question: the answer is measured from the first copy (here from the last identical
+one), and an answer to a second question of that id is not paired (here it is); Wireshark has no
+timeout (an answer 3 s late pairs there, not here with the 1 s default); it gives an answer at its
+query's instant dns.time 0 (not paired here); and it takes the reflector's returned probe for a
+retransmission, not an answer, so it pairs none of the thesis captures.
+
 Median: a microsecond capture quantises every RTT to whole microseconds, and the sample median of
 such data jumps in 1 µs steps (the thesis captures give exactly 23 and 18 µs). `median_us` is
 therefore the interpolated (grouped) median, which treats each value v as the bin
 [v − r/2, v + r/2) of the timestamp resolution r and interpolates inside the median's bin; for
-nanosecond captures it equals the sample median to within 1 ns. `median_raw_us` is the sample
-median. On the thesis captures: 23.15 − 18.01 = 5.14 µs (sample medians: 23 − 18 = 5 µs; the
+nanosecond captures it is within 1 ns of the sample median when the count is odd (an even count:
+of the lower of the two middle values, where the sample median takes their mean). `median_raw_us`
+is the sample median. On the thesis captures: 23.15 − 18.01 = 5.14 µs (sample medians: 23 − 18 = 5 µs; the
 paper states 23.1 − 17.9 = 5.2 µs).
 
 Reader: xenobench.capture reads the file as a stream (compressed or not, a FIFO or a growing
@@ -56,7 +82,6 @@ from __future__ import annotations
 import datetime
 import functools
 import heapq
-import itertools
 import re
 import socket
 from array import array
@@ -68,10 +93,11 @@ import dns.exception
 import dns.message
 import numpy as np
 
-from .capture import LINK_TYPES, LINKTYPE_ETHERNET, NS, TS_LIMIT, Capture, datagram
+from .capture import HOST, LINK_TYPES, LINKTYPE_ETHERNET, NS, TS_LIMIT, Capture, Datagrams, datagram
 from .errors import DataError
 
-CLIENT_SAMPLE = 10_000            # DNS frames the client is detected from (the station in most of them)
+NAMES_KEPT = 10_000               # distinct clients and answer destinations counted by name (then "others")
+ZERO_MAC = "00:00:00:00:00:00"
 REORDER_WINDOW_NS = 100_000_000   # frames are put in time order within 0.1 s of capture time
 
 # plausibility gates (flags, not refusals: the numbers are kept and the flag says why to doubt them)
@@ -132,6 +158,10 @@ class RttResult:
     simultaneous: int = 0       # answers stamped at their query's instant (an RTT of 0 cannot exist)
     late: int = 0               # frames stamped more than REORDER_WINDOW_NS before one already paired
     ranges: tuple | None = None  # first and last query index, first and last answer index of the pairs
+    clients: dict = field(default_factory=dict)  # client (station or address) -> [queries, answered]
+    answers: int = 0            # answers seen (QR=1, and returned probes)
+    dns_refused: dict = field(default_factory=dict)  # DNS messages dnspython refuses, by reason (paired by header)
+    reassembled: int = 0        # IP datagrams reassembled from fragments
 
     def __post_init__(self):
         if self.rtts_ns is None:
@@ -230,6 +260,18 @@ class RttResult:
                     "(give every probe its own DNS id)")
         return None
 
+    CLIENTS_SHOWN = 20
+
+    def clients_summary(self) -> dict:
+        """Queries and answered queries per client, the CLIENTS_SHOWN with most queries by name and
+        the rest summed as "N others"."""
+        top = sorted(self.clients.items(), key=lambda kv: -kv[1][0])
+        out = {k: {"queries": q, "answered": a} for k, (q, a) in top[:self.CLIENTS_SHOWN]}
+        rest = top[self.CLIENTS_SHOWN:]
+        if rest:
+            out[f"{len(rest)} others"] = {"queries": sum(v[0] for _, v in rest), "answered": sum(v[1] for _, v in rest)}
+        return out
+
     def summary(self) -> dict:
         """Flat dict for JSON and the tidy rtt_summary rows (keys ending in _us are µs)."""
         out = {"n": self.n, "lost": self.lost, "median_us": round(self.median_us, 3),
@@ -246,7 +288,9 @@ class RttResult:
                 "superseded": self.superseded, "out_of_order": self.out_of_order,
                 "simultaneous_answers": self.simultaneous, "late_frames": self.late,
                 "compression": self.compression, "link_types": self.link_types,
-                "ip_fragments": self.ip_fragments, "skipped": self.skipped_kinds,
+                "ip_fragments": self.ip_fragments, "ip_reassembled": self.reassembled, "skipped": self.skipped_kinds,
+                "clients": self.clients_summary(),
+                "answers": self.answers, "dns_refused": self.dns_refused,
                 "flags": self.flags(), "refused": self.refusal()}
         return out
 
@@ -301,7 +345,32 @@ def _dns_fields(payload: bytes) -> tuple[int, bool, str] | None:
         msg = dns.message.from_wire(payload, question_only=True)
     except (dns.exception.DNSException, ValueError, IndexError):
         return None
-    return msg.id, bool(msg.flags & 0x8000), msg.question[0].name.to_text() if msg.question else ""
+    qr = bool(msg.flags & 0x8000)
+    if not msg.question and not qr:
+        return None  # a query without a question asks nothing (and zeros, a generator's filler, parse as one)
+    return msg.id, qr, msg.question[0].name.to_text().lower() if msg.question else ""
+
+
+def _plausible_header(payload: bytes) -> bool:
+    """Whether bytes dnspython refuses still start with a DNS header worth pairing by: 12 bytes,
+    opcode QUERY, NOTIFY or UPDATE, the reserved Z bit clear, exactly one question (RFC 1035 4.1.1,
+    RFC 9619). Load generators' filler on port 53 (TRex's 'xxxx...', zeros) is not."""
+    if len(payload) < 12:
+        return False
+    opcode, z, qdcount = payload[2] >> 3 & 0x0F, payload[3] & 0x40, payload[4] << 8 | payload[5]
+    return opcode in (0, 4, 5) and not z and qdcount == 1
+
+
+@functools.lru_cache(maxsize=256)
+def _dns_refusal(payload: bytes) -> str:
+    """Why dnspython refuses a message, in its own words (e.g. "BadPointer: A DNS compression
+    pointer points forward instead of backward")."""
+    try:
+        dns.message.from_wire(payload, question_only=True)
+    except (dns.exception.DNSException, ValueError, IndexError) as e:
+        text = str(e).rstrip(".")
+        return f"{type(e).__name__}: {text}" if text and text != type(e).__name__ else type(e).__name__
+    return "accepted"
 
 
 class Found:
@@ -314,6 +383,7 @@ class Found:
         self.dns_ports: Counter = Counter()   # ... of the first DNS_SAMPLE of them, those that parse as DNS
         self.tcp_service = 0                  # TCP frames to or from the service port (DNS over TCP)
         self.other = 0                        # UDP frames not on the service port
+        self.refused: Counter = Counter()     # DNS messages dnspython refuses, by reason (paired by header)
 
     DNS_SAMPLE = 1000
 
@@ -354,10 +424,11 @@ class Found:
 
 
 def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53, linktype: int = LINKTYPE_ETHERNET,
-                    found: Found | None = None) -> Frame | None:
+                    found: Found | None = None, state: Datagrams | None = None) -> Frame | None:
     """The DNS fields of a UDP frame (IPv4 or IPv6) to or from `port`; None for anything else
-    (counted in `found` by kind)."""
-    d = datagram(linktype, b)
+    (counted in `found` by kind). state: fragments reassembled and loopback copies dropped across
+    the frames of one capture (xenobench.capture.Datagrams)."""
+    d = datagram(linktype, b, state)
     if isinstance(d, str):
         if found is not None:
             found.kinds[d] += 1
@@ -373,9 +444,15 @@ def parse_dns_frame(idx: int, ts_ns: int, b: bytes, port: int = 53, linktype: in
         return None
     fields = _dns_fields(payload)
     if fields is None:
+        if not _plausible_header(payload):
+            if found is not None:
+                found.kinds[f"UDP frames on port {port} that are not DNS"] += 1
+            return None
+        # a DNS header with one question whose rest dnspython refuses: id and QR pair it (with any
+        # question), and the reason is counted
+        fields = (payload[0] << 8 | payload[1], bool(payload[2] & 0x80), "")
         if found is not None:
-            found.kinds[f"UDP frames on port {port} that are not DNS"] += 1
-        return None
+            found.refused[_dns_refusal(payload)] += 1
     sa, da = _addr(saddr), _addr(daddr)
     return Frame(idx, ts_ns, _station(src, sa), _station(dst, da), sa, da, sport, dport, *fields)
 
@@ -502,25 +579,39 @@ class _TextReader:
         if int(qid[1]) > 0xFFFF:
             self._fail(idx, f"DNS id {qid[1]} is above 65535 (16 bits)")
         return Frame(idx, ts, m["src"].lower(), m["dst"].lower(), saddr, daddr, sport, dport, int(qid[1]), qr,
-                     q[1] if q else "")
+                     q[1].lower() if q else "")
 
     @property
     def resolution_us(self) -> float:
         return 0.001 if self.digits == {9} else 1.0
 
 
-def detect_client(frames: list[Frame]) -> str:
-    """The station in most DNS frames (as sender or receiver); ties go to the first sender."""
-    c = Counter()
-    for f in frames:
-        c[f.src_mac] += 1
-        c[f.dst_mac] += 1
-    c.pop("", None)
-    best = max(c.values())
-    for f in frames:
-        if c[f.src_mac] == best:
-            return f.src_mac
-    return next(m for m, v in c.items() if v == best)
+def stations_tell(f: Frame) -> bool:
+    """Whether a frame's link layer tells its sender from its receiver: not on a loopback (both
+    MACs zero, one station both ways, or raw IP from an address to itself)."""
+    return f.src_mac != f.dst_mac and f.src_mac != ZERO_MAC
+
+
+def client_of(f: Frame) -> str:
+    """The name of a query's client: its station where the stations tell, else its address."""
+    return f.src_mac if stations_tell(f) else f.saddr
+
+
+def normalize_client(client: str) -> str:
+    """A --client value as the frames name it: a MAC in lower case with colons, an IP address in
+    its compressed text, or a station name of a cooked capture ("this host"); ValueError otherwise."""
+    import ipaddress
+    c = client.strip()
+    if re.fullmatch(r"[0-9a-fA-F]{2}([:-][0-9a-fA-F]{2}){5}|[0-9a-fA-F]{12}", c):
+        hexd = re.sub(r"[:-]", "", c).lower()
+        return ":".join(hexd[i:i + 2] for i in range(0, 12, 2))
+    if c.lower() == HOST:
+        return HOST
+    try:
+        return str(ipaddress.ip_address(c))
+    except ValueError:
+        raise ValueError(f"{client!r} is neither a MAC (02:00:00:00:01:00) nor an IP address (198.18.0.16, "
+                         f"2001:db8::16) nor {HOST!r}") from None
 
 
 class DnsFrames:
@@ -530,6 +621,7 @@ class DnsFrames:
 
     def __init__(self, path: str | Path, port: int = 53):
         self.path, self.port, self.found = Path(path), port, Found()
+        self.datagrams = Datagrams()
         self.cap = Capture(self.path)
         self._text = None
         self._per_s: set[int] = set()
@@ -546,7 +638,7 @@ class DnsFrames:
         if self._text is not None:
             yield from self._text.frames()
             return
-        port, found, cap, per_s = self.port, self.found, self.cap, self._per_s
+        port, found, cap, per_s, state = self.port, self.found, self.cap, self._per_s, self.datagrams
         udp_ports = found.udp_ports
         for idx, ts, link, b in cap.frames():
             # fast path for the bulk of a capture under load: an untagged Ethernet IPv4 UDP frame
@@ -558,12 +650,17 @@ class DnsFrames:
                     found.other += 1
                     udp_ports[sport if sport < dport else dport] += 1
                     continue
-            f = parse_dns_frame(idx, ts, b, port, link, found)
+            f = parse_dns_frame(idx, ts, b, port, link, found, state)
             if f is not None:
                 per_s.add(cap.per_s)
                 yield f
         for link, n in self.cap.unsupported.items():
             found.kinds[f"packets on link type {link}"] += n
+        if state.incomplete:
+            found.kinds["IP fragments of datagrams never completed"] += state.incomplete
+            found.kinds["IP fragment"] -= state.incomplete
+            if not found.kinds["IP fragment"]:
+                del found.kinds["IP fragment"]
 
     @property
     def resolution_us(self) -> float:
@@ -609,11 +706,12 @@ def _drop_settled(queue: list[_Query], now: int, timeout_ns: int):
 class Pairer:
     """The pairing rule (module docstring), fed frames in timestamp order one at a time; memory
     holds the queries still awaited (swept when more than SWEEP_AT are kept) and the results.
+    client: keep only this client's queries (a name as client_of gives it, or an address).
     keep_pairs=False keeps only the RTTs and the first and last packet of the pairs."""
 
     SWEEP_AT = 8192  # awaited and identical-query records kept before a sweep (a few MB)
 
-    def __init__(self, client: str, timeout_ns: int, keep_pairs: bool = True):
+    def __init__(self, client: str | None, timeout_ns: int, keep_pairs: bool = True):
         self.client, self.timeout_ns, self.keep_pairs = client, timeout_ns, keep_pairs
         # (id, server addr, server port) -> awaited queries, oldest first (lists: most hold one query,
         # and a deque costs 600 bytes even empty)
@@ -623,55 +721,98 @@ class Pairer:
         self.pairs, self.stamps = array("q"), array("q")
         self.rtts = array("q")
         self.ranges = [None, None, None, None]  # first and last query index, first and last answer index
-        self.queries = self.superseded = self.unmatched = self.simultaneous = 0
+        self.queries = self.superseded = self.unmatched = self.simultaneous = self.answers = 0
+        self.clients: dict[str, list[int]] = {}     # client -> [queries, answered]
+        self.answer_dests: Counter = Counter()      # where the answers that paired with nothing went
+        self.other_clients: Counter = Counter()     # queries of clients other than the one given
         self._next_sweep = self.SWEEP_AT
 
+    def _mine(self, name: str, addr: str) -> bool:
+        return self.client is None or self.client == name or self.client == addr
+
     def add(self, f: Frame):
-        if f.src_mac == self.client:
-            self.queries += 1
-            full = (f.dns_id, f.qname, f.saddr, f.sport, f.daddr, f.dport)
-            prev = self.last_identical.get(full)
-            if prev is not None:
-                gap = f.ts_ns - prev.frame.ts_ns
-                self.spacing = gap if self.spacing is None else min(self.spacing, gap)
-                if not prev.done:
-                    prev.done = True  # given up by the client: an identical query replaces it
-                    self.superseded += 1
-            q = _Query(f)
-            self.last_identical[full] = q
-            self.by_flow[(f.dns_id, f.daddr, f.dport)].append(q)
-            if len(self.last_identical) > self._next_sweep:
-                self._sweep(f.ts_ns)
-        elif f.dst_mac == self.client:
-            # a reply comes from the server endpoint; a reflected query still goes to it
-            server, client_ep = ((f.saddr, f.sport), (f.daddr, f.dport)) if f.qr else \
-                ((f.daddr, f.dport), (f.saddr, f.sport))
-            awaiting = self.by_flow.get((f.dns_id, *server))
-            if awaiting:
-                _drop_settled(awaiting, f.ts_ns, self.timeout_ns)
-            cands = [q for q in awaiting or () if not q.done
-                     and (not f.qname or not q.frame.qname or q.frame.qname == f.qname)]
-            if cands and all(q.frame.ts_ns >= f.ts_ns for q in cands):
-                self.simultaneous += 1  # stamped with its query: an RTT of 0 cannot exist
+        full = (f.dns_id, f.qname, f.saddr, f.sport, f.daddr, f.dport)
+        prev = self.last_identical.get(full) if not f.qr else None
+        if prev is not None and stations_tell(prev.frame) and f.dst_mac == prev.frame.src_mac != f.src_mac:
+            # the probe itself coming back to its sender (the thesis's reflector): its answer
+            self._answer(f, (f.daddr, f.dport), (f.saddr, f.sport))
+        elif not f.qr:
+            self._query(f, full, prev)
+        else:
+            self._answer(f, (f.saddr, f.sport), (f.daddr, f.dport))
+
+    def _query(self, f: Frame, full: tuple, prev: _Query | None):
+        if prev is not None and not prev.done and stations_tell(f) and prev.frame.dst_mac == f.src_mac != prev.frame.src_mac:
+            # the identical frame before was this probe coming back, stamped before the probe
+            # itself: an answer with no query after all
+            c = self.clients.get(client_of(prev.frame))
+            if c is not None:
+                c[0] -= 1
+                if c == [0, 0]:
+                    del self.clients[client_of(prev.frame)]
+                self.queries -= 1
+            prev.done = True
+            self.answers += 1
+            self.unmatched += 1
+            prev = None
+        name = client_of(f)
+        if not self._mine(name, f.saddr):
+            if len(self.other_clients) < NAMES_KEPT or name in self.other_clients:
+                self.other_clients[name] += 1
+            return
+        self.queries += 1
+        c = self.clients.get(name)
+        if c is None:
+            c = self.clients.setdefault(name if len(self.clients) < NAMES_KEPT else "others", [0, 0])
+        c[0] += 1
+        if prev is not None:
+            gap = f.ts_ns - prev.frame.ts_ns
+            self.spacing = gap if self.spacing is None else min(self.spacing, gap)
+            if not prev.done:
+                prev.done = True  # given up by the client: an identical query replaces it
+                self.superseded += 1
+        q = _Query(f)
+        self.last_identical[full] = q
+        self.by_flow[(f.dns_id, f.daddr, f.dport)].append(q)
+        if len(self.last_identical) > self._next_sweep:
+            self._sweep(f.ts_ns)
+
+    def _answer(self, f: Frame, server: tuple, client_ep: tuple):
+        to = f.dst_mac if stations_tell(f) else f.daddr
+        self.answers += 1
+        awaiting = self.by_flow.get((f.dns_id, *server))
+        if awaiting:
+            _drop_settled(awaiting, f.ts_ns, self.timeout_ns)
+        cands = [q for q in awaiting or () if not q.done and (not f.qname or not q.frame.qname or q.frame.qname == f.qname)
+                 and ((q.frame.saddr, q.frame.sport) == client_ep
+                      or stations_tell(q.frame) and q.frame.src_mac == f.dst_mac)]
+        if cands and all(q.frame.ts_ns >= f.ts_ns for q in cands):
+            self.simultaneous += 1  # stamped with its query: an RTT of 0 cannot exist
+            self.unmatched += 1
+            return
+        cands = [q for q in cands if q.frame.ts_ns < f.ts_ns]
+        if not cands:
+            if self._mine(to, f.daddr):
                 self.unmatched += 1
-                return
-            cands = [q for q in cands if q.frame.ts_ns < f.ts_ns]
-            if not cands:
-                self.unmatched += 1
-                return
-            mirrored = [q for q in cands if (q.frame.saddr, q.frame.sport) == client_ep]
-            q = (mirrored or cands)[0]
-            q.done = True
-            qf = q.frame
-            self.rtts.append(f.ts_ns - qf.ts_ns)
-            if self.keep_pairs:
-                self.pairs.extend((qf.index, f.index))
-                self.stamps.extend((qf.dns_id, qf.sport, qf.ts_ns, f.ts_ns))
-            r = self.ranges
-            if r[0] is None:
-                r[:] = [qf.index, qf.index, f.index, f.index]
-            else:
-                r[:] = [min(r[0], qf.index), max(r[1], qf.index), min(r[2], f.index), max(r[3], f.index)]
+                if len(self.answer_dests) < NAMES_KEPT or to in self.answer_dests:
+                    self.answer_dests[to] += 1
+            return
+        # the conversation's own query first (the mirrored 5-tuple), then direct server return
+        mirrored = [q for q in cands if (q.frame.saddr, q.frame.sport) == client_ep]
+        q = (mirrored or cands)[0]
+        q.done = True
+        qf = q.frame
+        self.rtts.append(f.ts_ns - qf.ts_ns)
+        c = self.clients.get(client_of(qf)) or self.clients.get("others")
+        c[1] += 1
+        if self.keep_pairs:
+            self.pairs.extend((qf.index, f.index))
+            self.stamps.extend((qf.dns_id, qf.sport, qf.ts_ns, f.ts_ns))
+        r = self.ranges
+        if r[0] is None:
+            r[:] = [qf.index, qf.index, f.index, f.index]
+        else:
+            r[:] = [min(r[0], qf.index), max(r[1], qf.index), min(r[2], f.index), max(r[3], f.index)]
 
     def _sweep(self, now: int):
         """Forget queries that can no longer be answered (answered, given up or timed out) and
@@ -694,10 +835,22 @@ class Pairer:
                 "queries": self.queries, "lost": self.queries - len(self.rtts), "superseded": self.superseded,
                 "unmatched": self.unmatched, "simultaneous": self.simultaneous,
                 "min_identical_spacing_ns": self.spacing,
-                "ranges": tuple(self.ranges) if self.ranges[0] is not None else None}
+                "ranges": tuple(self.ranges) if self.ranges[0] is not None else None,
+                "clients": dict(self.clients), "answers": self.answers, "answer_dests": self.answer_dests,
+                "other_clients": self.other_clients}
+
+    def client_name(self) -> str:
+        """The client given, the one client seen, or the clients seen (most queries first)."""
+        if self.client is not None:
+            return self.client
+        if len(self.clients) == 1:
+            return next(iter(self.clients))
+        top = sorted(self.clients.items(), key=lambda kv: -kv[1][0])
+        more = f", {len(top) - 3} more" if len(top) > 3 else ""
+        return f"{len(top)} clients: " + ", ".join(k for k, _ in top[:3]) + more
 
 
-def pair(frames: list[Frame], client: str, timeout_ns: int) -> dict:
+def pair(frames: list[Frame], client: str | None, timeout_ns: int) -> dict:
     """The pairing rule (module docstring) on DNS frames in file order. Returns pairs (query index,
     answer index), pair_stamps, rtts_ns, queries, lost, superseded, unmatched, simultaneous,
     out_of_order, min_identical_spacing_ns."""
@@ -731,27 +884,29 @@ def _in_time_order(frames, window_ns: int, counts: dict):
         yield heapq.heappop(heap)[2]
 
 
-def analyze_pcap(path: str | Path, client_mac: str | None = None, port: int = 53, *,
-                 timeout_s: float | None = None, keep_pairs: bool = True) -> RttResult:
-    """Pair probes with answers in a client-side capture (pcap, pcapng or tcpdump -e text, plain
-    or compressed) read as a stream, and return the RTTs. timeout_s: how long a query waits for
-    its answer (default: the prober's, dns.prober.timeout_s). keep_pairs=False: no per-pair
-    packet indexes and stamps (pairs, pair_stamps), for captures with millions of probes."""
+def analyze_pcap(path: str | Path, client: str | None = None, port: int = 53, *,
+                 timeout_s: float | None = None, keep_pairs: bool = True, client_mac: str | None = None) -> RttResult:
+    """Pair queries with answers in a capture (pcap, pcapng or tcpdump -e text, plain or
+    compressed) read as a stream, and return the RTTs. client: keep only this client's queries (a
+    MAC, an IP address or "this host"; default: every client's); client_mac is the same, by its
+    older name. timeout_s: how long a query waits for its answer (default: the prober's,
+    dns.prober.timeout_s). keep_pairs=False: no per-pair packet indexes and stamps (pairs,
+    pair_stamps), for captures with millions of probes."""
     timeout_s = default_timeout_s() if timeout_s is None else float(timeout_s)
     if not timeout_s > 0 or timeout_s == float("inf"):
         raise DataError(f"Failed to analyze capture {path}: timeout {timeout_s} s, expected a finite "
                         "number > 0")
     if not 1 <= port <= 65535:
         raise DataError(f"Failed to analyze capture {path}: port {port} is not a port (1-65535)")
+    given = client if client is not None else client_mac
+    if given is not None:
+        try:
+            given = normalize_client(given)
+        except ValueError as e:
+            raise DataError(f"Failed to analyze capture {path}: client {e}") from None
     timeout_ns = round(timeout_s * NS)
     dnsf = DnsFrames(path, port)
-    frames = iter(dnsf)
-    first = list(itertools.islice(frames, CLIENT_SAMPLE))
-    if not first:
-        raise DataError(f"Failed to analyze capture {path}: no DNS frames on UDP port {port}; found: "
-                        f"{dnsf.found.describe(port)}")
-    client = client_mac.lower() if client_mac else detect_client(first)
-    pairer = Pairer(client, timeout_ns, keep_pairs)
+    pairer = Pairer(given, timeout_ns, keep_pairs)
     counts = {"out_of_order": 0, "late": 0, "dns_frames": 0}
 
     def counted(it):
@@ -759,20 +914,50 @@ def analyze_pcap(path: str | Path, client_mac: str | None = None, port: int = 53
             counts["dns_frames"] += 1
             yield f
 
-    stream = counted(itertools.chain(first, frames))
-    del first  # freed as the stream moves past it
-    for f in _in_time_order(stream, REORDER_WINDOW_NS, counts):
+    for f in _in_time_order(counted(dnsf), REORDER_WINDOW_NS, counts):
         pairer.add(f)
+    if not counts["dns_frames"]:
+        raise DataError(f"Failed to analyze capture {path}: no DNS frames on UDP port {port}; found: "
+                        f"{dnsf.found.describe(port)}")
     p = pairer.result()
+    who = pairer.client_name() if pairer.clients or given else "any client"
     if not len(p["rtts_ns"]):
-        why = f"; {p['simultaneous']} answers carry their query's timestamp (resolution " \
-              f"{dnsf.resolution_us:g} µs)" if p["simultaneous"] else ""
-        raise DataError(f"Failed to analyze capture {path}: no probe from {client} was answered "
-                        f"({counts['dns_frames']} DNS frames{why})")
-    return RttResult(str(path), client, p["rtts_ns"] / 1000.0, p["lost"], p["pairs"], dnsf.found.skipped,
+        raise DataError(f"Failed to analyze capture {path}: no probe from {who} was answered "
+                        f"({_held(counts['dns_frames'], p | {'timeout_s': timeout_s}, dnsf, given)})")
+    return RttResult(str(path), who, p["rtts_ns"] / 1000.0, p["lost"], p["pairs"], dnsf.found.skipped,
                      dnsf.resolution_us, counts["dns_frames"], rtts_ns=p["rtts_ns"], queries=p["queries"],
                      unmatched=p["unmatched"], superseded=p["superseded"], out_of_order=counts["out_of_order"],
                      timeout_ns=timeout_ns, fmt=dnsf.fmt, min_identical_spacing_ns=p["min_identical_spacing_ns"],
                      pair_stamps=p["pair_stamps"], compression=dnsf.compression, link_types=dnsf.link_types,
                      skipped_kinds=dnsf.found.by_kind, simultaneous=p["simultaneous"], late=counts["late"],
-                     ranges=p["ranges"])
+                     ranges=p["ranges"], clients=p["clients"], answers=p["answers"],
+                     dns_refused=dict(dnsf.found.refused), reassembled=dnsf.datagrams.reassembled)
+
+
+def _n(k: int, one: str, many: str | None = None) -> str:
+    return f"{k} {one if k == 1 else many or one + 's'}"
+
+
+def _held(dns_frames: int, p: dict, dnsf: DnsFrames, given: str | None) -> str:
+    """What a capture that paired nothing holds: its DNS frames, the clients and the answers seen."""
+    parts = [f"{dns_frames} DNS frames: {_n(p['queries'], 'query', 'queries')}{f' from {given}' if given else ''}, "
+             f"{_n(p['answers'], 'answer')}"]
+    if p["simultaneous"]:
+        parts.append(f"{p['simultaneous']} answers carry their query's timestamp (resolution {dnsf.resolution_us:g} µs)")
+    top = sorted([(k, q) for k, (q, _) in p["clients"].items()] + list(p["other_clients"].items()),
+                 key=lambda kv: -kv[1])
+    if top:
+        parts.append("clients seen: " + ", ".join(f"{k} ({_n(q, 'query', 'queries')})" for k, q in top[:3]) +
+                     (f", {len(top) - 3} more" if len(top) > 3 else ""))
+    dests = p["answer_dests"].most_common()
+    if dests:
+        parts.append(f"answers that paired with no query awaited within the {p['timeout_s']:g} s timeout, to: " +
+                     ", ".join(f"{k} ({n})" for k, n in dests[:3]) +
+                     (f", {len(dests) - 3} more" if len(dests) > 3 else ""))
+    if given is None and not p["queries"]:
+        parts.append("the capture starts after the queries, or holds only answers")
+    elif given is not None and not p["queries"] and top:
+        parts.append("name one of the clients seen with --client (a MAC or an address)")
+    if dnsf.found.refused:
+        parts.append("DNS messages dnspython refuses: " + ", ".join(f"{n} {r}" for r, n in dnsf.found.refused.items()))
+    return "; ".join(parts)

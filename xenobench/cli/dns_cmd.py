@@ -82,24 +82,24 @@ def probe_cmd(obj, count, rate, out, via, no_capture, enable_hw, as_json):
 
 @rtt_group.command("pcap")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=False))
-@click.option("--client-mac", help="The probing station (default: detected from the capture).")
+@click.option("--client", "--client-mac", "client",
+              help="Keep only this client's queries: a MAC, an IP address or 'this host' (default: every client's).")
 @click.option("--port", type=int, default=53, show_default=True, help="UDP port of the service.")
 @click.option("--timeout", "timeout_s", type=float,
               help="Seconds a probe waits for its answer before it counts as lost (default: dns.prober.timeout_s).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
-def pcap(file, client_mac, port, timeout_s, as_json):
-    """Pair probes with answers in a client-side capture (pcap, pcapng or tcpdump -e text; plain,
+def pcap(file, client, port, timeout_s, as_json):
+    """Pair DNS queries with their answers in a capture (pcap, pcapng or tcpdump -e text; plain,
     gzip, xz, bzip2, zstd or lz4; a file or a FIFO, read as a stream) and summarise the RTTs;
     plausibility flags follow the summary."""
-    from ..agents.net import normalize_mac
     from ..errors import ConfigError
-    from ..pcap_rtt import analyze_pcap
-    if client_mac:
+    from ..pcap_rtt import analyze_pcap, normalize_client
+    if client:
         try:
-            client_mac = normalize_mac(client_mac)
+            client = normalize_client(client)
         except ValueError as e:
-            raise ConfigError(f"Failed to use --client-mac: {e}") from None
-    s = analyze_pcap(file, client_mac, port, timeout_s=timeout_s, keep_pairs=False).summary()
+            raise ConfigError(f"Failed to use --client: {e}") from None
+    s = analyze_pcap(file, client, port, timeout_s=timeout_s, keep_pairs=False).summary()
     if as_json:
         click.echo(json.dumps(s))
     else:
