@@ -25,10 +25,12 @@ code here is this project's own:
 - The port fills what the profile leaves: source and destination MAC unless the stream's flags say
   the packet's own (STLStream sets them when the scapy packet names its MACs), as update_mac_addr
   does before the field engine runs.
-- Flow statistics (trex_stl_fs.cpp): a "stats" stream's IPv4 id becomes the reserved id of its
-  hardware counter; a "latency" stream's id becomes 0xffff and a 16-byte trailer (magic 0xAB, flow
-  sequence, hardware id, sequence number, timestamp) is appended, the IP and UDP lengths grown to
-  cover it.
+- Flow statistics (trex_stl_fs.cpp, flow_stat_parser.cpp): a "stats" stream's IPv4 id (IPv6:
+  flow label) becomes the reserved id of its hardware counter, and the TOS (traffic class) gets
+  bit 0x01; a "latency" stream's id becomes 0xffff, the same bit, and its last 16 bytes the latency
+  header (magic 0xAB, flow sequence, hardware id, sequence number, timestamp), written over the end
+  of the packet as TRex's driver writes it (the frame keeps its length). A stream without flow
+  statistics whose IPv4 id falls in the reserved range has it moved out (id & 0xefff).
 """
 
 from __future__ import annotations
@@ -631,16 +633,48 @@ def stream_pps(stream: dict, expected_len: float, port: Port | None, where: str)
 
 
 # --- flow statistics -------------------------------------------------------------------------
-def _ipv4_at(frame: bytes) -> int | None:
-    """Offset of the IPv4 header (after Ethernet and any 802.1Q/QinQ tags), or None."""
-    off, et = 12, None
+def _l3_at(frame: bytes) -> tuple[int, int] | None:
+    """(offset, 4 or 6) of the IP header after Ethernet and any 802.1Q/QinQ tags, or None."""
+    off = 12
     while off + 2 <= len(frame):
         et = struct.unpack_from("!H", frame, off)[0]
         if et in (0x8100, 0x88A8, 0x9100):
             off += 4
             continue
-        break
-    return off + 2 if et == 0x0800 and off + 2 + 20 <= len(frame) else None
+        if et == 0x0800 and off + 2 + 20 <= len(frame):
+            return off + 2, 4
+        if et == 0x86DD and off + 2 + 40 <= len(frame):
+            return off + 2, 6
+        return None
+    return None
+
+
+def _update16(buf: bytearray, csum_at: int, old: int, new: int) -> None:
+    """RFC 1624 incremental checksum update for one 16-bit word (a bad checksum stays bad, as
+    TRex's flow-stat parser updates it)."""
+    c = ~struct.unpack_from("!H", buf, csum_at)[0] & 0xFFFF
+    c += (~old & 0xFFFF) + new
+    while c >> 16:
+        c = (c & 0xFFFF) + (c >> 16)
+    struct.pack_into("!H", buf, csum_at, ~c & 0xFFFF)
+
+
+def _mark(buf: bytearray, l3: tuple[int, int], ip_id: int) -> None:
+    """TRex's flow-stat marks (CFlowStatParser set_ip_id, set_tos_to_cpu): the IPv4 id or the IPv6
+    flow label, and the TOS / traffic class bit 0x01 ("to CPU")."""
+    off, ver = l3
+    if ver == 4:
+        old_id = struct.unpack_from("!H", buf, off + 4)[0]
+        _update16(buf, off + 10, old_id, ip_id & 0xFFFF)
+        struct.pack_into("!H", buf, off + 4, ip_id & 0xFFFF)
+        first = struct.unpack_from("!H", buf, off)[0]
+        _update16(buf, off + 10, first, first | 0x01)
+        buf[off + 1] |= 0x01
+    else:
+        w = struct.unpack_from("!I", buf, off)[0]
+        w = (w & 0xFFF00000) | (ip_id & 0xFFFFF)
+        w |= 0x01 << 20   # traffic class bit 0x01
+        struct.pack_into("!I", buf, off, w)
 
 
 @dataclass
@@ -653,28 +687,26 @@ class FlowStats:
     ip_id_base: int = IP_ID_RESERVE_BASE
 
     def apply(self, frame: bytes) -> bytes:
-        ip = _ipv4_at(frame)
+        l3 = _l3_at(frame)
         if self.rule is None:
-            if ip is not None:   # an id in TRex's reserved range is moved out of it
-                ip_id = struct.unpack_from("!H", frame, ip + 4)[0]
-                if ip_id >= IP_ID_RESERVE_BASE:
+            if l3 is not None and l3[1] == 4:   # an id in TRex's reserved range is moved out of it
+                ip_id = struct.unpack_from("!H", frame, l3[0] + 4)[0]
+                if ip_id >= self.ip_id_base:
                     b = bytearray(frame)
-                    struct.pack_into("!H", b, ip + 4, ip_id & 0xEFFF)
-                    fix_ipv4(b, ip)
+                    _update16(b, l3[0] + 10, ip_id, ip_id & 0xEFFF)
+                    struct.pack_into("!H", b, l3[0] + 4, ip_id & 0xEFFF)
                     return bytes(b)
             return frame
         b = bytearray(frame)
         if self.rule == "stats":
-            if ip is not None:
-                struct.pack_into("!H", b, ip + 4, self.ip_id_base + self.hw_id)
-                fix_ipv4(b, ip)
+            if l3 is not None:
+                _mark(b, l3, self.ip_id_base + self.hw_id)
             return bytes(b)
-        # latency (a payload rule): IP id 0xffff, and the frame's last 16 bytes become the latency
+        # latency (a payload rule): id 0xffff, and the frame's last 16 bytes become the latency
         # header (magic, flow sequence, hardware id, sequence number, the sender's timestamp: 0 here)
         # as TRex's driver writes it over the end of the packet (alloc_flow_stat_mbuf)
-        if ip is not None:
-            struct.pack_into("!H", b, ip + 4, LATENCY_IP_ID)
-            fix_ipv4(b, ip)
+        if l3 is not None:
+            _mark(b, l3, LATENCY_IP_ID)
         b[-LATENCY_TRAILER:] = struct.pack("<BBHIQ", LATENCY_MAGIC, 1, self.hw_id, self.seq & 0xFFFFFFFF, 0)
         self.seq += 1
         return bytes(b)
