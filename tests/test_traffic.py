@@ -46,7 +46,7 @@ def check_frame(f, payload, vip="198.18.0.100", dst_mac="02:00:00:00:05:00"):
     e = Ether(f)
     want = max(60, payload + 42)  # TRex pads a frame under 60 bytes (the Ethernet minimum without FCS)
     assert len(f) == want, f"frame {len(f)} B, payload {payload}: expected {want} (+4 FCS on the wire)"
-    assert e.dst == dst_mac and e[IP].dst == vip and e[UDP].dport == 53 and len(e[UDP].payload) == payload
+    assert e.dst == dst_mac and e[IP].dst == vip and e[UDP].dport == 53 and e[UDP].len - 8 == payload
     # recompute both checksums with scapy and compare with what the compiler wrote
     ip_c, udp_c = e[IP].chksum, e[UDP].chksum
     e[IP].chksum = None
@@ -662,3 +662,69 @@ def test_flow_variable_trex_refuses_is_refused(edit, msg):
     with pytest.raises(TrafficError) as e:
         compile_stream(s, "stream 0")
     assert str(e.value) == f"Failed to compile stream 0: {msg}"
+
+
+# --- TRex's port fills, and what a local generator cannot do (no testbed needed) ----------------
+def _stream(pkt: bytes, mode: dict, **kw) -> dict:
+    import base64
+    return {"flags": 0, "enabled": True, "self_start": True, "isg": 0.0, "core_id": -1, "action_count": 0,
+            "mode": mode, "packet": {"binary": base64.b64encode(pkt).decode(), "meta": ""},
+            "vm": {"instructions": []}, "flow_stats": {"enabled": False}, **kw}
+
+
+def test_testbed_port_fills_scapys_default_macs_and_pads(local_cfg):
+    """A profile that sets no Ether src/dst gets the loadgen's MAC and the LB's (TRex:
+    update_mac_addr), one that names them keeps its own; frames under 60 bytes are padded to 60."""
+    from xenobench.traffic.profiles import compile_streams, port_for
+    port = port_for(local_cfg)
+    bare = bytes(12) + bytes.fromhex("0800") + bytes(IP(src="10.0.0.1", dst="198.18.0.100") / UDP(dport=53))
+    own = bytes.fromhex("020000000099020000000098") + bare[12:]
+    cont = {"type": "continuous", "rate": {"type": "pps", "value": 10}}
+    frames = compile_streams([_stream(bare, cont), _stream(own, cont, flags=3)], "t", port)
+    assert [(f[:6].hex(":"), f[6:12].hex(":"), len(f)) for f in frames] == [
+        ("02:00:00:00:05:00", local_cfg.role("loadgen").iface().mac, 60),
+        ("02:00:00:00:00:99", "02:00:00:00:00:98", 60)]
+    assert frames[0][12:42] == bare[12:] and frames[0][42:] == bytes(18)
+
+
+@pytest.mark.parametrize("mode,spec,msg", [
+    ({"type": "single_burst", "total_pkts": 5, "rate": {"type": "pps", "value": 100}}, {"count": 5}, None),
+    ({"type": "single_burst", "total_pkts": 5, "rate": {"type": "pps", "value": 100}}, {"count": 6},
+     "Failed to start xdpgen: profile t.py is bursts of 5 frames in all, which TRex sends once; the trial asks "
+     "for 6 frames (give count=5 or fewer)"),
+    ({"type": "single_burst", "total_pkts": 5, "rate": {"type": "pps", "value": 100}}, {"duration_s": 1},
+     "Failed to start xdpgen: profile t.py is bursts of 5 frames in all, which TRex sends once; the trial asks "
+     "for 1000 frames (give count=5 or fewer)"),
+    ({"type": "multi_burst", "pkts_per_burst": 2, "count": 3, "ibg": 1e6, "rate": {"type": "pps", "value": 1000}},
+     {"count": 6}, "Failed to start xdpgen: profile t.py's bursts are not evenly spaced (frames 1000 µs to "
+                   "1e+06 µs apart at TRex's rates); xdpgen sends at one rate, so run it with TRex "
+                   "(traffic.generator: trex)"),
+])
+def test_local_generator_refuses_what_it_cannot_send_as_trex(mode, spec, msg):
+    from pathlib import Path
+
+    from xenobench.traffic.profiles import SIM_PORT, Compiled, check_local
+    from xenobench.traffic.stl_sim import compile_cycle
+    pkt = bytes(12) + bytes.fromhex("0800") + bytes(IP() / UDP()) + bytes(18)
+    cyc = compile_cycle([_stream(pkt, mode)], "t.py", SIM_PORT, 1000, 1 << 20)
+    c = Compiled(Path("t.py"), {}, [], cyc.frames, [], cyc.times, cyc.period_s, cyc.finite)
+    s = TrialSpec.of(1000, **spec)
+    if msg is None:
+        check_local("xdpgen", c, s)
+        assert c.finite and c.cycle == 5 and c.times == pytest.approx([0, 0.01, 0.02, 0.03, 0.04])
+        return
+    with pytest.raises(TrafficError) as e:
+        check_local("xdpgen", c, s)
+    assert str(e.value) == msg
+
+
+@pytest.mark.parametrize("rate,pps", [
+    ({"type": "pps", "value": 1000}, 1000),
+    ({"type": "bps_L2", "value": 8 * 64 * 1000}, 1000),               # 60-byte frame + FCS = 64 B
+    ({"type": "bps_L1", "value": 8 * 84 * 1000}, 1000),               # + 20 B preamble and gap
+    ({"type": "percentage", "value": 100}, 10e9 / (8 * 84)),          # 10 Gb/s line: 14.88 Mpps
+])
+def test_rates_as_trex_computes_them(rate, pps):
+    from xenobench.traffic.profiles import SIM_PORT
+    from xenobench.traffic.stl_sim import stream_pps
+    assert stream_pps({"mode": {"rate": rate}}, 60, SIM_PORT, "s") == pytest.approx(pps)

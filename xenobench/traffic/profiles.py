@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import math
 import struct
 import subprocess
 import sys
@@ -212,9 +213,32 @@ def compile_frames(profile: str | Path, tunables: dict | None = None, port: Port
     return c
 
 
-def frames_plan(generator: str, profile, tunables: dict | None, spec) -> dict:
+def check_local(generator: str, c: Compiled, spec) -> None:
+    """What a local generator (xdpgen, trafgen: one rate, the cycle repeated) cannot do as TRex
+    does it, refused naming the numbers: a profile of bursts is sent once by TRex, so a trial of
+    more frames than its bursts hold; bursts whose frames are not evenly spaced (an isg or ibg gap
+    beside the streams' own frame gaps, or several streams' bursts at once), which one rate cannot
+    repeat. Continuous profiles are sent in TRex's order at the trial's rate."""
+    if not c.finite:
+        return
+    n = len(c.frames)
+    want = spec.count if spec.count is not None else (
+        math.ceil(spec.rate_pps * spec.duration_s) if spec.duration_s is not None and spec.rate_pps > 0 else None)
+    if want is None or want > n:
+        asked = f"{want} frames" if want is not None else "frames until stopped"
+        raise TrafficError(f"Failed to start {generator}: profile {c.profile.name} is bursts of {n} frames in all, "
+                           f"which TRex sends once; the trial asks for {asked} (give count={n} or fewer)")
+    gaps = sorted({round(b - a, 9) for a, b in zip(c.times, c.times[1:])})
+    if len(gaps) > 1:
+        raise TrafficError(f"Failed to start {generator}: profile {c.profile.name}'s bursts are not evenly spaced "
+                           f"(frames {gaps[0] * 1e6:g} µs to {gaps[-1] * 1e6:g} µs apart at TRex's rates); "
+                           f"{generator} sends at one rate, so run it with TRex (traffic.generator: trex)")
+
+
+def frames_plan(generator: str, profile, tunables: dict | None, spec, port: Port | None = None) -> dict:
     """The dry run of a generator that sends the compiled frames (trafgen, xdpgen)."""
-    c = compile_frames(profile, tunables)
+    c = compile_frames(profile, tunables, port)
+    check_local(generator, c, spec)
     return {"generator": generator, "requested_pps": spec.rate_pps, "duration_s": spec.duration_s,
             "count": spec.count, "spec": spec.to_dict(), "profile": str(c.profile), "tunables": c.argv,
             "frames_per_cycle": c.cycle, "frame_len": len(c.frames[0])}

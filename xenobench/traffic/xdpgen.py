@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import REPO_ROOT
 from ..steady import Steady, steady_state_of_counter
-from .profiles import FCS, Compiled, TrafficError, compile_frames, frames_plan, write_pcap
+from .profiles import FCS, Compiled, TrafficError, check_local, compile_frames, frames_plan, port_for, write_pcap
 from .trial import Generator, TrialResult, TrialSpec, _number
 
 logger = logging.getLogger(__name__)
@@ -226,16 +226,19 @@ class XdpgenRun:
 
 def start(testbed, profile, tunables: dict, spec: TrialSpec, cpu: int | None = None, iface: str | None = None,
           bucket_ms: float | None = None) -> XdpgenRun:
-    """The contract's start: the profile compiled with the filled tunables, sent by xdpgen with the
+    """The contract's start: the profile compiled with the filled tunables for the testbed's port
+    (its MACs where the profile leaves scapy's, as TRex fills them), sent by xdpgen with the
     config's traffic.xdpgen settings (cpu, bucket_ms), overridable here."""
     xc = testbed.cfg.section("traffic").get("xdpgen") or {}
-    return XdpgenRun(testbed, compile_frames(profile, tunables), spec,
+    c = compile_frames(profile, tunables, port_for(testbed.cfg))
+    check_local("xdpgen", c, spec)
+    return XdpgenRun(testbed, c, spec,
                      cpu=xc.get("cpu") if cpu is None else cpu, iface=iface,
                      bucket_ms=xc.get("bucket_ms") if bucket_ms is None else bucket_ms).start()
 
 
 def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
-    return frames_plan("xdpgen", profile, tunables, spec)
+    return frames_plan("xdpgen", profile, tunables, spec, port_for(cfg))
 
 
 GENERATOR = Generator("xdpgen", start, plan, counts=True)
