@@ -925,8 +925,10 @@ def _frac(x: float) -> Fraction:
 
 def stream_cycle(eng: FieldEngine, max_frames: int, where: str) -> list[bytes]:
     """One stream's frames until its field engine's state repeats (a cache: the cached frames)."""
-    if eng.cache:
-        return [eng.next() for _ in range(eng.cache)]
+    if eng.cache:   # the cached frames, replayed; the shortest repeat of them is the cycle
+        fr = [eng.next() for _ in range(eng.cache)]
+        n = len(fr)
+        return next(fr[:p] for p in range(1, n + 1) if n % p == 0 and fr == fr[:p] * (n // p))
     if not eng.varies():
         return [eng.next()]
     if eng.random():
