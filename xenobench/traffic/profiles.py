@@ -1,24 +1,23 @@
-"""TRex STL profiles → frames → trafgen configuration.
+"""TRex STL profiles → frames → what a local generator sends (trafgen configuration, xdpgen pcap).
 
-A profile (trex_profiles/*.py) is loaded by the TRex client library in a child process
-(stl_loader.py) and comes back as STLStream JSON: packet bytes plus field-engine instructions.
-compile_frames() runs the field engine in Python over one full stream cycle and returns the exact
-frames, in the order the generator sends them; to_trafgen() writes them as a trafgen
-configuration (one packet per frame, round robin: the cycle repeats exactly).
+A profile (trex_profiles/*.py, or any TRex STL profile) is loaded by the TRex client library in a
+child process (stl_loader.py) and comes back as STLStream JSON: packet bytes, mode and rate, field
+engine, flow statistics. compile_frames() runs TRex's data plane over it (stl_sim.py: the
+semantics of the TRex server, trex-core v3.04 src/stx/stl/) for a port (its MACs where the profile
+leaves scapy's defaults, its line rate for % rates) and returns one cycle in TRex's send order:
+continuous streams over the least common period of their rates and field engines (each stream's
+share of the cycle is its share of TRex's rates), a profile of bursts whole, with each frame's
+send time at the profile's own rates. to_trafgen() writes the cycle as a trafgen configuration
+(one packet per frame, round robin: the cycle repeats exactly).
 
-Field-engine semantics implemented (TRex STLVmFlowVar docs): op inc/dec over [min, max] with step,
-first value init_value, wrapping to min (inc) / max (dec); value_list stepping through the list
-(dec: backwards from the end); write_flow_var (big/little endian, add_value);
-write_mask_flow_var; fix_checksum_ipv4; fix_checksum_hw (IPv4 header + UDP/TCP checksum); the
-field-engine cache (vm "cache": N frames computed once and replayed).
-Random variables and next_var chains are refused (no exact cycle to compile).
-
-What the TRex server refuses, the compiler refuses too, naming the stream and the field (the
-server's checks, trex-core src/stx/stl/: trex_stl_stream.h TrexStreamRate::set_rate "Rate value
-should be positive."; trex_stl_rpc_cmds.cpp check_value_list, step > list size; trex_stl_port.cpp
+What TRex refuses, the compiler refuses too, naming the stream and the field (the server's checks,
+trex-core src/stx/stl/: trex_stl_stream.h TrexStreamRate::set_rate "Rate value should be
+positive."; trex_stl_rpc_cmds.cpp check_value_list, handle_range_padding; trex_stl_port.cpp
 calculate_effective_factor, a profile whose rate sums to 0; trex_stl_stream_vm.cpp, every write
 and checksum fix that reaches past the packet). NaN and infinite rates cannot even be sent: the
 client writes them as NaN/Infinity, which is not JSON (RFC 8259) and the server's parser refuses.
+What one local generator cannot do as TRex does it is refused with the numbers (check_local), and
+a cycle larger than MAX_CYCLE_FRAMES frames or MAX_CYCLE_BYTES bytes is refused with its size.
 """
 
 from __future__ import annotations

@@ -21,7 +21,14 @@ code here is this project's own:
   restarted every `limit` values); tuple_flow_var (IP inner, port outer, limit_flows restarting
   both); next_var (a variable steps only when the one pointing to it wraps, or for repeatable
   random restarts); write_flow_var, write_mask_flow_var, trim_pkt_size, fix_checksum_ipv4,
-  fix_checksum_hw, fix_checksum_icmpv6; the vm cache (N frames computed once, replayed).
+  fix_checksum_hw (the checksums as the NIC's offload puts them on the wire: IPv4 header and
+  UDP/TCP in full), fix_checksum_icmpv6; the vm cache (N frames computed once, replayed).
+- Split to cores (trex_stl_streams_compiler.cpp, trex_stl_vm_splitter.cpp): on N DP cores a
+  stream runs at pps / N on each, core i starting i frame gaps later; a burst's frames shared out
+  (the remainder to the first cores, the others waiting it out); each variable with split_to_cores
+  starts i steps further and steps N times as far, a repeatable random's seed and limit split as
+  TRex splits them, a tuple's IP as the outer variable; each core's random generator seeded by its
+  index; latency streams and streams pinned to a core stay on one core.
 - The port fills what the profile leaves: source and destination MAC unless the stream's flags say
   the packet's own (STLStream sets them when the scapy packet names its MACs), as update_mac_addr
   does before the field engine runs.
@@ -904,7 +911,10 @@ def simulate(streams: list[dict], where: str, port: Port | None, limit: int | No
 
 
 # --- one cycle, for a generator that repeats what it is given -------------------------------
-RANDOM_SAMPLE = 16384        # frames drawn for a stream with a random variable (TRex's are not periodic)
+# A stream with a random variable has no cycle (TRex draws forever); this many frames drawn from
+# TRex's generator with the stream's seed stand for it, so its values keep TRex's distribution
+# and the streams' shares stay exact.
+RANDOM_SAMPLE = 16384
 
 
 @dataclass
