@@ -224,9 +224,11 @@ STOCK_REFUSED = {
     "tpg_tags_conf.json": "from_json: missing field 'packet' from JSON",
     "tpg_tags_conf.py": "AttributeError: 'TPGTagConf' object has no attribute 'get_streams'",
     "tpg_1tag_stream.py": "Failed to compile stream vlan_1 of tpg_1tag_stream.py: its flow_stats are a tagged packet "
-                          "group (tpg), which TRex runs only with tagged-packet-group mode enabled on the port",
+                          "group (tpg), which TRex adds only to a port with TPG enabled (\"Trying to add a TPG "
+                          "stream but TPG isn't enabled in this port.\"); the local generators have no TPG",
     "tpg_dot1q_vm.py": "Failed to compile stream dot1q_tpg of tpg_dot1q_vm.py: its flow_stats are a tagged packet "
-                       "group (tpg), which TRex runs only with tagged-packet-group mode enabled on the port",
+                          "group (tpg), which TRex adds only to a port with TPG enabled (\"Trying to add a TPG "
+                          "stream but TPG isn't enabled in this port.\"); the local generators have no TPG",
     "tests/multi_core_test.py": "Failed to compile stream 0 of tests/multi_core_test.py: its field engine repeats "
                                 "after {big} frames, more than 4194304 (the most one compiled cycle holds)",
 }

@@ -824,8 +824,9 @@ def build_nodes(streams: list[dict], where: str, port: Port | None, seed: int = 
             n.next = names[nxt]
         n.actions = int(s.get("action_count", 0))
         if rule == "tpg":
-            raise TrafficError(f"Failed to compile {w}: its flow_stats are a tagged packet group (tpg), "
-                               "which TRex runs only with tagged-packet-group mode enabled on the port")
+            raise TrafficError(f"Failed to compile {w}: its flow_stats are a tagged packet group (tpg), which "
+                               "TRex adds only to a port with TPG enabled (\"Trying to add a TPG stream but TPG "
+                               "isn't enabled in this port.\"); the local generators have no TPG")
         if rule is not None:
             n.stats = FlowStats(rule, hw_id, ip_id_base=port.ip_id_base if port else IP_ID_RESERVE_BASE)
         n.null = bool(s.get("flags", 0) & 8)
