@@ -49,6 +49,27 @@ STARTUP_S = 15.0            # from start to "xdpgen: sending" (BPF load, templat
 READY_LINE = "xdpgen: sending"
 
 
+MAX_FRAMES = 4194304        # loadgen/xdpgen_common.h XG_MAX_FRAMES: frames in one cycle
+MAX_FRAME_LEN = 3000        # XG_MAX_FRAME_LEN: bytes of a live frame (a page minus XDP's own)
+
+
+def check_frames(c: Compiled) -> None:
+    """What xdpgen cannot send, refused before it starts, naming the numbers: one frame length
+    per cycle (its live frames are templates over frame 0), at most MAX_FRAME_LEN bytes, at most
+    MAX_FRAMES frames."""
+    lens = sorted({len(f) for f in c.frames})
+    if len(lens) > 1:
+        raise TrafficError(f"Failed to start xdpgen: profile {c.profile.name}'s cycle has frames of {len(lens)} "
+                           f"lengths ({lens[0]}..{lens[-1]} B); xdpgen sends one length per cycle "
+                           "(send it with trafgen: traffic.generator: trafgen)")
+    if lens[0] > MAX_FRAME_LEN:
+        raise TrafficError(f"Failed to start xdpgen: profile {c.profile.name}'s frames are {lens[0]} B; xdpgen "
+                           f"sends at most {MAX_FRAME_LEN} B (send it with trafgen: traffic.generator: trafgen)")
+    if c.cycle > MAX_FRAMES:
+        raise TrafficError(f"Failed to start xdpgen: profile {c.profile.name}'s cycle is {c.cycle} frames; "
+                           f"xdpgen holds at most {MAX_FRAMES}")
+
+
 def write_frames(testbed, c: Compiled) -> Path:
     """The compiled cycle as a pcap in the state directory (content-addressed)."""
     h = hashlib.sha256(b"".join(len(f).to_bytes(4, "big") + f for f in c.frames)).hexdigest()[:16]
@@ -232,6 +253,7 @@ def start(testbed, profile, tunables: dict, spec: TrialSpec, cpu: int | None = N
     xc = testbed.cfg.section("traffic").get("xdpgen") or {}
     c = compile_frames(profile, tunables, port_for(testbed.cfg))
     check_local("xdpgen", c, spec)
+    check_frames(c)
     return XdpgenRun(testbed, c, spec,
                      cpu=xc.get("cpu") if cpu is None else cpu, iface=iface,
                      bucket_ms=xc.get("bucket_ms") if bucket_ms is None else bucket_ms).start()
