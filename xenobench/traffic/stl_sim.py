@@ -776,16 +776,17 @@ def build_nodes(streams: list[dict], where: str, port: Port | None, seed: int = 
     """The streams as DP core `core` of `cores` runs them (None: the stream runs on another core)."""
     names = _ids(streams)
     nodes: list[_Node | None] = []
-    hw = {"stats": 0, "latency": 0}
+    hw = ("stats", "latency")
+    pg: dict[str, dict] = {}
     for i, s in enumerate(streams):
         w = f"stream {s.get('name', i)} of {where}"
         split = cores > 1 and _splittable(s, cores)
         fs = s.get("flow_stats") or {}
         rule = fs.get("rule_type", "stats") if fs.get("enabled") else None
         hw_id = 0
-        if rule in hw:
-            hw_id = hw[rule]
-            hw[rule] += 1
+        if rule in hw:   # one hardware counter per packet group id, handed out in order (trex_stl_fs.cpp)
+            ids = pg.setdefault(rule, {})
+            hw_id = ids.setdefault(fs.get("stream_id"), len(ids))
         home = (s.get("core_id", -1) % cores) if s.get("core_id", -1) >= 0 else 0
         eng = FieldEngine(s, w, port, seed, core if split else home, cores, split)
         if not split and core != home:
