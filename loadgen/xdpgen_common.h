@@ -4,8 +4,9 @@
 #ifndef XDPGEN_COMMON_H
 #define XDPGEN_COMMON_H
 
-/* frames in one compiled stream cycle (xenobench.traffic.profiles.MAX_CYCLE_FRAMES) */
-#define XG_MAX_FRAMES 65536
+/* frames in one compiled stream cycle (xenobench.traffic.profiles.MAX_CYCLE_FRAMES); the
+ * templates map is sized to the cycle's own count at load time */
+#define XG_MAX_FRAMES 4194304
 
 /* bytes of a frame: live-frame pages hold at most PAGE_SIZE minus XDP headroom, the page head
  * and skb_shared_info (net/bpf/test_run.c); 3000 B stays inside that on 4 KiB pages, and a veth

@@ -44,8 +44,9 @@ def cls_hist(frames, k):
 
 def check_frame(f, payload, vip="198.18.0.100", dst_mac="02:00:00:00:05:00"):
     e = Ether(f)
-    assert len(f) == payload + 42, f"frame {len(f)} B, payload {payload}: expected {payload + 42} (+4 FCS on the wire)"
-    assert e.dst == dst_mac and e[IP].dst == vip and e[UDP].dport == 53 and len(e[UDP].payload) == payload
+    want = max(60, payload + 42)  # TRex pads a frame under 60 bytes (the Ethernet minimum without FCS)
+    assert len(f) == want, f"frame {len(f)} B, payload {payload}: expected {want} (+4 FCS on the wire)"
+    assert e.dst == dst_mac and e[IP].dst == vip and e[UDP].dport == 53 and e[UDP].len - 8 == payload
     # recompute both checksums with scapy and compare with what the compiler wrote
     ip_c, udp_c = e[IP].chksum, e[UDP].chksum
     e[IP].chksum = None
@@ -380,13 +381,18 @@ def test_trafgen_config_matches_golden_fixture(local_cfg):
     assert text.count("fill(0x78, 22)") == 20
 
 
-def test_streams_interleaved_by_rate_and_random_refused():
+def test_streams_interleaved_by_rate_and_random_sampled():
+    """TRex's time order (both streams start at t = 0, 200 and 100 pps); a random variable has no
+    cycle, so a sample of stl_sim.RANDOM_SAMPLE frames from TRex's generator stands for it, the
+    streams' shares exact."""
+    from xenobench.traffic.stl_sim import RANDOM_SAMPLE
     c = compile_frames("tests/fixtures/traffic/two_streams.py", {})
     assert [Ether(f)[IP].src for f in c.frames] == ["10.0.0.1", "10.9.0.1", "10.0.0.2"]
-    with pytest.raises(TrafficError) as e:
-        compile_frames("tests/fixtures/traffic/two_streams.py", {"random": 1})
-    assert str(e.value).endswith("two_streams.py: flow variable 's' has op 'random'; "
-                                 "only inc and dec have an exact cycle to compile")
+    assert c.times == [0.0, 0.0, 0.005] and c.period_s == 0.01 and not c.finite
+    r = compile_frames("tests/fixtures/traffic/two_streams.py", {"random": 1})
+    srcs = Counter(Ether(f)[IP].src for f in r.frames)
+    assert r.cycle == RANDOM_SAMPLE * 3 // 2 and srcs["10.9.0.1"] == RANDOM_SAMPLE // 2
+    assert srcs["10.0.0.1"] + srcs["10.0.0.2"] == RANDOM_SAMPLE and 0.45 < srcs["10.0.0.1"] / RANDOM_SAMPLE < 0.55
 
 
 def test_steady_rate_leaves_out_start_burst_and_drain():
@@ -643,8 +649,8 @@ def test_proc_net_dev_reader_names_every_column(tmp_path):
                         "has 167772161 <= 1 <= 167772162"),
     ({"size": 1}, "flow variable 'src' has min_value 167772161, not a whole number in 0..255 (1 bytes)"),
     ({"value_list": [1, 256], "size": 1}, "flow variable 'src' lists value 256, not a whole number in 0..255 (1 bytes)"),
-    ({"value_list": [1, 2], "step": 2}, "flow variable 'src' steps its value_list by 2; the trafgen compiler "
-                                        "takes step 1 only"),
+    ({"value_list": [1, 2], "step": 3}, "flow variable 'src' steps 3 through a value_list of 2; TRex takes a "
+                                        "step no larger than the list"),
 ])
 def test_flow_variable_trex_refuses_is_refused(edit, msg):
     """The flow variable checks of the TRex server (trex_stl_rpc_cmds.cpp check_min_max,
@@ -656,3 +662,69 @@ def test_flow_variable_trex_refuses_is_refused(edit, msg):
     with pytest.raises(TrafficError) as e:
         compile_stream(s, "stream 0")
     assert str(e.value) == f"Failed to compile stream 0: {msg}"
+
+
+# --- TRex's port fills, and what a local generator cannot do (no testbed needed) ----------------
+def _stream(pkt: bytes, mode: dict, **kw) -> dict:
+    import base64
+    return {"flags": 0, "enabled": True, "self_start": True, "isg": 0.0, "core_id": -1, "action_count": 0,
+            "mode": mode, "packet": {"binary": base64.b64encode(pkt).decode(), "meta": ""},
+            "vm": {"instructions": []}, "flow_stats": {"enabled": False}, **kw}
+
+
+def test_testbed_port_fills_scapys_default_macs_and_pads(local_cfg):
+    """A profile that sets no Ether src/dst gets the loadgen's MAC and the LB's (TRex:
+    update_mac_addr), one that names them keeps its own; frames under 60 bytes are padded to 60."""
+    from xenobench.traffic.profiles import compile_streams, port_for
+    port = port_for(local_cfg)
+    bare = bytes(12) + bytes.fromhex("0800") + bytes(IP(src="10.0.0.1", dst="198.18.0.100") / UDP(dport=53))
+    own = bytes.fromhex("020000000099020000000098") + bare[12:]
+    cont = {"type": "continuous", "rate": {"type": "pps", "value": 10}}
+    frames = compile_streams([_stream(bare, cont), _stream(own, cont, flags=3)], "t", port)
+    assert [(f[:6].hex(":"), f[6:12].hex(":"), len(f)) for f in frames] == [
+        ("02:00:00:00:05:00", local_cfg.role("loadgen").iface().mac, 60),
+        ("02:00:00:00:00:99", "02:00:00:00:00:98", 60)]
+    assert frames[0][12:42] == bare[12:] and frames[0][42:] == bytes(18)
+
+
+@pytest.mark.parametrize("mode,spec,msg", [
+    ({"type": "single_burst", "total_pkts": 5, "rate": {"type": "pps", "value": 100}}, {"count": 5}, None),
+    ({"type": "single_burst", "total_pkts": 5, "rate": {"type": "pps", "value": 100}}, {"count": 6},
+     "Failed to start xdpgen: profile t.py is bursts of 5 frames in all, which TRex sends once; the trial asks "
+     "for 6 frames (give count=5 or fewer)"),
+    ({"type": "single_burst", "total_pkts": 5, "rate": {"type": "pps", "value": 100}}, {"duration_s": 1},
+     "Failed to start xdpgen: profile t.py is bursts of 5 frames in all, which TRex sends once; the trial asks "
+     "for 1000 frames (give count=5 or fewer)"),
+    ({"type": "multi_burst", "pkts_per_burst": 2, "count": 3, "ibg": 1e6, "rate": {"type": "pps", "value": 1000}},
+     {"count": 6}, "Failed to start xdpgen: profile t.py's bursts are not evenly spaced (frames 1000 µs to "
+                   "1e+06 µs apart at TRex's rates); xdpgen sends at one rate, so run it with TRex "
+                   "(traffic.generator: trex)"),
+])
+def test_local_generator_refuses_what_it_cannot_send_as_trex(mode, spec, msg):
+    from pathlib import Path
+
+    from xenobench.traffic.profiles import SIM_PORT, Compiled, check_local
+    from xenobench.traffic.stl_sim import compile_cycle
+    pkt = bytes(12) + bytes.fromhex("0800") + bytes(IP() / UDP()) + bytes(18)
+    cyc = compile_cycle([_stream(pkt, mode)], "t.py", SIM_PORT, 1000, 1 << 20)
+    c = Compiled(Path("t.py"), {}, [], cyc.frames, [], cyc.times, cyc.period_s, cyc.finite)
+    s = TrialSpec.of(1000, **spec)
+    if msg is None:
+        check_local("xdpgen", c, s)
+        assert c.finite and c.cycle == 5 and c.times == pytest.approx([0, 0.01, 0.02, 0.03, 0.04])
+        return
+    with pytest.raises(TrafficError) as e:
+        check_local("xdpgen", c, s)
+    assert str(e.value) == msg
+
+
+@pytest.mark.parametrize("rate,pps", [
+    ({"type": "pps", "value": 1000}, 1000),
+    ({"type": "bps_L2", "value": 8 * 64 * 1000}, 1000),               # 60-byte frame + FCS = 64 B
+    ({"type": "bps_L1", "value": 8 * 84 * 1000}, 1000),               # + 20 B preamble and gap
+    ({"type": "percentage", "value": 100}, 10e9 / (8 * 84)),          # 10 Gb/s line: 14.88 Mpps
+])
+def test_rates_as_trex_computes_them(rate, pps):
+    from xenobench.traffic.profiles import SIM_PORT
+    from xenobench.traffic.stl_sim import stream_pps
+    assert stream_pps({"mode": {"rate": rate}}, 60, SIM_PORT, "s") == pytest.approx(pps)

@@ -14,7 +14,6 @@ to every profile) → the frames, or the exact message.
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -25,6 +24,7 @@ from xenobench import REPO_ROOT
 from xenobench.cli import main as cli
 from xenobench.traffic.profiles import read_pcap
 
+from .test_trex_stock import TREX
 from .trex_server_double import TrexServerDouble
 
 STL = REPO_ROOT / "tests" / "fixtures" / "traffic" / "stl"
@@ -149,20 +149,18 @@ def test_traffic_run_on_a_users_profile_with_trex(tmp_path):
         f"tunables=['--size', '100', '--fast']).get_streams(), ports=[{p}])" for p in (0, 1)]
 
 
-# TRex's own stock profiles (trex-core scripts/stl), where a checkout is at hand: each compiles on
-# the namespace testbed's config exactly as it compiles with no tunables (the testbed's tunables no
-# longer reach them). Cycles measured with trex-core v3.04 (imix: 3 streams at 28:16:4 pps).
+# TRex's own stock profiles (trex-core scripts/stl, located as test_trex_stock.py locates them):
+# each compiles on the namespace testbed's config exactly as it compiles with no tunables (the
+# testbed's tunables do not reach them), one cycle in TRex's send order (imix: 3 streams at
+# 28:16:4 pps over 254 periods of its field engine; range_clients: 30000 flows).
 STOCK = {"udp_1pkt_simple.py": 1, "bench.py": 1, "imix.py": 3048, "udp_1pkt_src_ip_split.py": 255,
          "simple_3st.py": 6, "udp_1pkt_range_clients.py": 30000}
-TREX_CORE = os.environ.get("XENOBENCH_TREX_CORE")
 
 
-@pytest.mark.skipif(not TREX_CORE, reason="set XENOBENCH_TREX_CORE to a trex-core checkout (v3.04) to compile "
-                                          "its scripts/stl profiles; test_traffic_compile_runs_any_stl_profile_as_trex "
-                                          "covers the same paths with profiles written in their style")
+@pytest.mark.skipif(TREX is None, reason="trex-core's scripts/stl not found (set XENOBENCH_TREX_CORE)")
 @pytest.mark.parametrize("name", list(STOCK))
 def test_trex_stock_profiles_compile_on_the_testbed_config(tmp_path, name):
-    path = Path(TREX_CORE) / "scripts" / "stl" / name
+    path = TREX / "stl" / name
     out = tmp_path / "out.pcap"
     res = CliRunner().invoke(cli, ["traffic", "compile", str(path), "--out", str(out)])
     assert res.exit_code == 0, res.output

@@ -300,3 +300,45 @@ def test_dry_run_names_the_configured_local_generator():
     assert r.exit_code == 0, r.output
     plan = json.loads(r.output)
     assert plan["generator"] == "xdpgen" and plan["frames_per_cycle"] == 256 and plan["frame_len"] == 64
+
+
+def test_a_cycle_beyond_65536_frames_is_sent_whole(sink, tmp_path):
+    """TRex's field engines cycle over more than 65,536 frames (a tuple of 100,000 flows): xdpgen
+    takes the whole cycle as its templates and wraps after its last frame."""
+    base = bytearray(60)
+    base[12:14] = b"\x88\xb5"
+    frames = []
+    for i in range(100_000):
+        f = bytearray(base)
+        f[14:18] = i.to_bytes(4, "big")
+        frames.append(bytes(f))
+    pcap = tmp_path / "big.pcap"
+    write_pcap(frames, pcap)
+    n = 100_003
+    p = subprocess.run(["ip", "netns", "exec", sink, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
+                        "--count", str(n)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["cycle"] == 100_000 and r["frames"] == n and r["stopped_by"] == "count", r
+    assert r["span_bytes"] == 42 and r["no_template"] == 0 and r["store_failed"] == 0, r
+
+
+@pytest.mark.parametrize("lens,n,msg", [
+    ([60, 590, 1514], 3, "Failed to start xdpgen: profile p.py's cycle has frames of 3 lengths (60..1514 B); xdpgen "
+                         "sends one length per cycle (send it with trafgen: traffic.generator: trafgen)"),
+    ([9230], 1, "Failed to start xdpgen: profile p.py's frames are 9230 B; xdpgen sends at most 3000 B (send it "
+                "with trafgen: traffic.generator: trafgen)"),
+    ([60], 1, None),
+])
+def test_what_xdpgen_cannot_send_is_refused_by_name(lens, n, msg):
+    from pathlib import Path
+
+    from xenobench.traffic.profiles import Compiled
+    from xenobench.traffic.xdpgen import check_frames
+    c = Compiled(Path("p.py"), {}, [], [bytes(k) for k in lens][:n])
+    if msg is None:
+        check_frames(c)
+        return
+    with pytest.raises(TrafficError) as e:
+        check_frames(c)
+    assert str(e.value) == msg

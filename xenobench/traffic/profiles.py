@@ -1,45 +1,47 @@
-"""TRex STL profiles → frames → trafgen configuration.
+"""TRex STL profiles → frames → what a local generator sends (trafgen configuration, xdpgen pcap).
 
-A profile (trex_profiles/*.py) is loaded by the TRex client library in a child process
-(stl_loader.py) and comes back as STLStream JSON: packet bytes plus field-engine instructions.
-compile_frames() runs the field engine in Python over one full stream cycle and returns the exact
-frames, in the order the generator sends them; to_trafgen() writes them as a trafgen
-configuration (one packet per frame, round robin: the cycle repeats exactly).
+A profile (trex_profiles/*.py, or any TRex STL profile) is loaded by the TRex client library in a
+child process (stl_loader.py) and comes back as STLStream JSON: packet bytes, mode and rate, field
+engine, flow statistics. compile_frames() runs TRex's data plane over it (stl_sim.py: the
+semantics of the TRex server, trex-core v3.04 src/stx/stl/) for a port (its MACs where the profile
+leaves scapy's defaults, its line rate for % rates) and returns one cycle in TRex's send order:
+continuous streams over the least common period of their rates and field engines (each stream's
+share of the cycle is its share of TRex's rates), a profile of bursts whole, with each frame's
+send time at the profile's own rates. to_trafgen() writes the cycle as a trafgen configuration
+(one packet per frame, round robin: the cycle repeats exactly).
 
-Field-engine semantics implemented (TRex STLVmFlowVar docs): op inc/dec over [min, max] with step,
-first value init_value, wrapping to min (inc) / max (dec); value_list stepping through the list
-(dec: backwards from the end); write_flow_var (big/little endian, add_value);
-write_mask_flow_var; fix_checksum_ipv4; fix_checksum_hw (IPv4 header + UDP/TCP checksum); the
-field-engine cache (vm "cache": N frames computed once and replayed).
-Random variables and next_var chains are refused (no exact cycle to compile).
-
-What the TRex server refuses, the compiler refuses too, naming the stream and the field (the
-server's checks, trex-core src/stx/stl/: trex_stl_stream.h TrexStreamRate::set_rate "Rate value
-should be positive."; trex_stl_rpc_cmds.cpp check_value_list, step > list size; trex_stl_port.cpp
+What TRex refuses, the compiler refuses too, naming the stream and the field (the server's checks,
+trex-core src/stx/stl/: trex_stl_stream.h TrexStreamRate::set_rate "Rate value should be
+positive."; trex_stl_rpc_cmds.cpp check_value_list, handle_range_padding; trex_stl_port.cpp
 calculate_effective_factor, a profile whose rate sums to 0; trex_stl_stream_vm.cpp, every write
 and checksum fix that reaches past the packet). NaN and infinite rates cannot even be sent: the
 client writes them as NaN/Infinity, which is not JSON (RFC 8259) and the server's parser refuses.
+What one local generator cannot do as TRex does it is refused with the numbers (check_local), and
+a cycle larger than MAX_CYCLE_FRAMES frames or MAX_CYCLE_BYTES bytes is refused with its size.
 """
 
 from __future__ import annotations
 
 import ast
-import base64
 import hashlib
 import json
+import math
 import struct
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from fractions import Fraction
-from math import gcd, isfinite, lcm
 from pathlib import Path
 
 from .. import REPO_ROOT
 from ..errors import TrafficError  # noqa: F401  (profiles raise it; importers may take it from here)
+from .stl_sim import (FieldEngine, Port, compile_cycle, csum16, fix_ipv4, fix_l4, mac_bytes,  # noqa: F401
+                      stream_cycle, stream_pps)
+
+SIM_PORT = Port(bytes.fromhex("181818181818"), bytes.fromhex("101010101010"), 10e9, 0xFF00)
 
 PROFILE_DIR = REPO_ROOT / "trex_profiles"
-MAX_CYCLE_FRAMES = 65536        # frames in one compiled cycle (trafgen keeps each in memory)
+MAX_CYCLE_FRAMES = 1 << 22      # frames in one compiled cycle (the generator keeps each in memory)
+MAX_CYCLE_BYTES = 1 << 30       # and their bytes
 HEADERS = 42                    # Ethernet + IPv4 + UDP without FCS
 FCS = 4
 IPV4_HEADER = 20                # the shortest IPv4 header (trex_stl_stream_vm.cpp IPV4_HDR_LEN)
@@ -54,6 +56,9 @@ class Compiled:
     argv: list[str]
     frames: list[bytes]
     streams: list[dict] = field(repr=False, default_factory=list)
+    times: list[float] = field(repr=False, default_factory=list)   # send offsets at the profile's rates
+    period_s: float = 0.0          # one cycle at the profile's own rates
+    finite: bool = False           # bursts only: TRex sends the cycle once
 
     @property
     def cycle(self) -> int:
@@ -157,278 +162,82 @@ def load_streams(profile: str | Path, tunables: dict | list | None = None) -> tu
     return path, res["streams"]
 
 
-# --- checksums ------------------------------------------------------------------------------
-def csum16(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+# --- compile: TRex's data plane (stl_sim.py) over one cycle ----------------------------------
+def default_port() -> Port:
+    """The port a profile is compiled for without a testbed: TRex's simulator's (its MACs
+    10:10:10:10:10:10 ← 18:18:18:18:18:18, 10 Gb/s, reserved IP ids from 0xff00), so a compiled
+    profile reads as TRex's own simulator writes it."""
+    return SIM_PORT
 
 
-def fix_ipv4(buf: bytearray, off: int) -> None:
-    ihl = (buf[off] & 0x0F) * 4
-    buf[off + 10:off + 12] = b"\0\0"
-    buf[off + 10:off + 12] = struct.pack("!H", csum16(bytes(buf[off:off + ihl])))
+def port_for(cfg) -> Port:
+    """The namespace testbed's port as TRex would fill it: the loadgen interface's MAC as the
+    source, the LB's ingress MAC as the destination (TRex: the resolved next hop), the line rate
+    traffic.line_rate_bps (default 10 Gb/s, TRex's simulator's)."""
+    lg = cfg.role("loadgen").iface()
+    line = (cfg.section("traffic") or {}).get("line_rate_bps") or SIM_PORT.line_bps
+    return Port(mac_bytes(lg.mac) if lg.mac else SIM_PORT.src_mac, mac_bytes(cfg.lb_mac), float(line))
 
 
-def fix_l4(buf: bytearray, l3: int, l4: int, proto_csum_off: int) -> None:
-    total = struct.unpack_from("!H", buf, l3 + 2)[0]
-    ihl = (buf[l3] & 0x0F) * 4
-    l4len = total - ihl
-    seg = bytearray(buf[l4:l4 + l4len])
-    seg[proto_csum_off:proto_csum_off + 2] = b"\0\0"
-    pseudo = bytes(buf[l3 + 12:l3 + 20]) + struct.pack("!BBH", 0, buf[l3 + 9], l4len)
-    c = csum16(pseudo + bytes(seg))
-    if c == 0 and buf[l3 + 9] == 17:
-        c = 0xFFFF  # UDP: 0 means "no checksum"
-    buf[l4 + proto_csum_off:l4 + proto_csum_off + 2] = struct.pack("!H", c)
+def compile_stream(stream: dict, where: str, port: Port | None = None) -> list[bytes]:
+    """One stream's frames over one cycle of its field engine (TRex's order), no flow statistics."""
+    eng = FieldEngine(stream, where, port)
+    stream_pps(stream, eng.expected_len(), port or SIM_PORT, where)
+    return stream_cycle(eng, MAX_CYCLE_FRAMES, where)
 
 
-def _uint(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+def compile_streams(streams: list[dict], where: str, port: Port | None = None) -> list[bytes]:
+    """The frames of one cycle of a profile's streams (STLStream JSON), in TRex's send order
+    (stl_sim.compile_cycle). `where` names the profile in errors."""
+    return compile_cycle(streams, where, port or SIM_PORT, MAX_CYCLE_FRAMES, MAX_CYCLE_BYTES).frames
 
 
-# --- field engine -----------------------------------------------------------------------------
-class _Var:
-    """A flow variable's values over one cycle, checked as the TRex server checks them
-    (trex-core src/stx/stl/trex_stl_rpc_cmds.cpp parse_vm_instr_flow_var, check_min_max,
-    check_value_list: size 1, 2, 4 or 8; step > 0; min <= init <= max; every value within the size)."""
-
-    def __init__(self, ins: dict, where: str):
-        self.name, self.size = ins["name"], ins["size"]
-        if ins.get("next_var"):
-            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} uses next_var, "
-                               "which the trafgen compiler does not support")
-        if ins["op"] not in ("inc", "dec"):
-            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has op {ins['op']!r}; "
-                               "only inc and dec have an exact cycle to compile")
-        if self.size not in (1, 2, 4, 8):
-            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has size {self.size!r}; "
-                               "TRex takes 1, 2, 4 or 8 bytes")
-        self.op, self.step = ins["op"], ins.get("step", 1)
-        if not _uint(self.step) or self.step == 0:
-            raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has step {self.step!r}; "
-                               "TRex takes a whole number > 0")
-        top = (1 << (8 * self.size)) - 1
-        self.values = ins.get("value_list")
-        if self.values is not None:
-            seq = list(self.values)
-            if not seq:  # TRex: check_value_list refuses a step larger than the list
-                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has an empty value_list; "
-                                   "give it at least one value")
-            if self.step != 1:  # TRex steps through a list by `step` (inc_mod_list); this compiler by 1
-                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} steps its value_list "
-                                   f"by {self.step}; the trafgen compiler takes step 1 only")
-            bad = next((x for x in seq if not _uint(x) or x > top), None)
-            if bad is not None:
-                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} lists value {bad!r}, "
-                                   f"not a whole number in 0..{top} ({self.size} bytes)")
-            self.seq = seq if self.op == "inc" else seq[::-1]
-        else:
-            lo, hi, v = ins["min_value"], ins["max_value"], ins["init_value"]
-            for key, x in (("min_value", lo), ("max_value", hi), ("init_value", v)):
-                if not _uint(x) or x > top:
-                    raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} has {key} {x!r}, "
-                                       f"not a whole number in 0..{top} ({self.size} bytes)")
-            if not lo <= v <= hi:
-                raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} needs min_value <= "
-                                   f"init_value <= max_value, has {lo} <= {v} <= {hi}")
-            seq, start = [], v
-            while True:
-                seq.append(v)
-                if len(seq) > MAX_CYCLE_FRAMES:
-                    raise TrafficError(f"Failed to compile {where}: flow variable {self.name!r} cycles over "
-                                       f"more than {MAX_CYCLE_FRAMES} values")
-                if self.op == "inc":
-                    v = v + self.step if v + self.step <= hi else lo
-                else:
-                    v = v - self.step if v - self.step >= lo else hi
-                if v == start:
-                    break
-            self.seq = seq
-
-    def value(self, n: int) -> int:
-        return self.seq[n % len(self.seq)]
-
-
-def _check_reach(ops: list[dict], vars_: dict, size: int, base: bytes, where: str) -> None:
-    """Every write and checksum fix stays inside the packet, as the TRex server checks when it
-    compiles a stream's field engine (trex-core src/stx/stl/trex_stl_stream_vm.cpp,
-    StreamVm::build_program: "packet write with packet_offset ... bigger than packet size", "fix
-    ipv4 command offset ... is too high relative to packet size", "fix hw command offsets ...")."""
-    def past(what: str, first: int, end: int) -> TrafficError:
-        return TrafficError(f"Failed to compile {where}: {what} at pkt_offset {first} reaches byte {end - 1}, "
-                            f"past the {size}-byte packet")
-    for o in ops:
-        t = o["type"]
-        if t in ("write_flow_var", "write_mask_flow_var"):
-            if o["name"] not in vars_:
-                raise TrafficError(f"Failed to compile {where}: {t} names flow variable {o['name']!r}, which the "
-                                   f"stream does not define (it has {', '.join(map(repr, vars_)) or 'none'})")
-            off = o["pkt_offset"]
-            if t == "write_flow_var":
-                width = vars_[o["name"]].size
-            else:
-                width = o["pkt_cast_size"]
-                if width not in (1, 2, 4):
-                    raise TrafficError(f"Failed to compile {where}: write_mask_flow_var of {o['name']!r} has "
-                                       f"pkt_cast_size {width}; TRex takes 1, 2 or 4")
-            if off < 0 or off + width > size:
-                raise past(f"{t} of {o['name']!r} ({width} B)", off, off + width)
-        elif t == "fix_checksum_ipv4":
-            off = o["pkt_offset"]
-            if off < 0 or off + IPV4_HEADER > size:
-                raise past("fix_checksum_ipv4 (a 20-byte IPv4 header)", off, off + IPV4_HEADER)
-            ihl = (base[off] & 0x0F) * 4
-            if off + max(ihl, IPV4_HEADER) > size:
-                raise past(f"fix_checksum_ipv4 (the packet's {ihl}-byte IPv4 header)", off, off + ihl)
-        elif t == "fix_checksum_hw":
-            l2, l3 = o["l2_len"], o["l3_len"]
-            if l2 < 14:
-                raise TrafficError(f"Failed to compile {where}: fix_checksum_hw has l2_len {l2}; TRex takes 14 or more")
-            end = l2 + max(l3, IPV4_HEADER) + L4_HEADER.get(o["l4_type"], 0)
-            if end > size:
-                raise past(f"fix_checksum_hw (l2_len {l2}, l3_len {l3}, l4_type {o['l4_type']})", l2, end)
-
-
-def compile_stream(stream: dict, where: str) -> list[bytes]:
-    """Frames of one full cycle of one stream's field engine."""
-    base = base64.b64decode(stream["packet"]["binary"])
-    ins = (stream.get("vm") or {}).get("instructions", [])
-    vars_: dict[str, _Var] = {}
-    ops = []
-    for i in ins:
-        t = i["type"]
-        if t == "flow_var":
-            vars_[i["name"]] = _Var(i, where)
-        elif t in ("write_flow_var", "write_mask_flow_var", "fix_checksum_ipv4", "fix_checksum_hw"):
-            ops.append(i)
-        else:
-            raise TrafficError(f"Failed to compile {where}: field-engine instruction {t!r} is not "
-                               "supported by the trafgen compiler")
-    _check_reach(ops, vars_, len(base), base, where)
-    cycle = 1
-    for v in vars_.values():
-        cycle = lcm(cycle, len(v.seq))
-    if cycle > MAX_CYCLE_FRAMES:
-        raise TrafficError(f"Failed to compile {where}: a stream cycle of {cycle} frames exceeds {MAX_CYCLE_FRAMES}")
-    frames = []
-    for n in range(cycle):
-        buf = bytearray(base)
-        for o in ops:
-            t = o["type"]
-            if t == "write_flow_var":
-                v = vars_[o["name"]]
-                val = (v.value(n) + o.get("add_value", 0)) % (1 << (8 * v.size))
-                buf[o["pkt_offset"]:o["pkt_offset"] + v.size] = val.to_bytes(
-                    v.size, "big" if o.get("is_big_endian", True) else "little")
-            elif t == "write_mask_flow_var":
-                v = vars_[o["name"]]
-                sz, off = o["pkt_cast_size"], o["pkt_offset"]
-                order = "big" if o.get("is_big_endian", True) else "little"
-                val = v.value(n) + o.get("add_value", 0)
-                sh = o.get("shift", 0)
-                val = val << sh if sh >= 0 else val >> -sh
-                old = int.from_bytes(buf[off:off + sz], order)
-                new = (old & ~o["mask"]) | (val & o["mask"])
-                buf[off:off + sz] = (new % (1 << (8 * sz))).to_bytes(sz, order)
-            elif t == "fix_checksum_ipv4":
-                fix_ipv4(buf, o["pkt_offset"])
-            else:  # fix_checksum_hw
-                l3 = o["l2_len"]
-                l4 = l3 + o["l3_len"]
-                fix_ipv4(buf, l3)
-                if o["l4_type"] == 11:       # UDP
-                    fix_l4(buf, l3, l4, 6)
-                elif o["l4_type"] == 13:     # TCP
-                    fix_l4(buf, l3, l4, 16)
-        frames.append(bytes(buf))
-    cache = (stream.get("vm") or {}).get("cache") or 0
-    if cache and cache % cycle:
-        # TRex computes `cache` frames once and replays them (STLScVmRaw cache_size); a whole
-        # number of cycles replays the cycle itself, anything else is its own, shorter sequence
-        frames = [frames[n % cycle] for n in range(cache)]
-    return frames
-
-
-def stream_rate(stream: dict, where: str) -> Fraction:
-    """A continuous stream's pps as an exact fraction; refused where TRex refuses it."""
-    mode = stream.get("mode", {})
-    rate = mode.get("rate", {})
-    if mode.get("type") != "continuous" or rate.get("type") != "pps":
-        raise TrafficError(f"Failed to compile {where}: mode {mode.get('type')!r} with rate {rate.get('type')!r}; "
-                           "the trafgen compiler takes continuous streams with a pps rate")
-    pps = rate.get("value")
-    # TRex: TrexStreamRate::set_rate refuses a rate <= 0 (trex_stl_stream.h), enabled or not; NaN
-    # and infinity are no JSON numbers, which the server's JSON-RPC parser refuses
-    if isinstance(pps, bool) or not isinstance(pps, (int, float)) or not isfinite(pps) or pps <= 0:
-        raise TrafficError(f"Failed to compile {where}: mode.rate pps {pps!r} is not a finite number > 0 "
-                           "(TRex refuses it, enabled or not: give the stream a positive rate)")
-    exact = Fraction(pps).limit_denominator(1000)
-    if exact == 0:
-        raise TrafficError(f"Failed to compile {where}: mode.rate pps {pps!r} is below the compiler's resolution "
-                           "of 0.001 pps")
-    return exact
-
-
-def compile_streams(streams: list[dict], where: str) -> list[bytes]:
-    """The frames of one full cycle of a profile's streams (STLStream JSON) in send order: the
-    enabled, self-starting continuous streams interleaved by smooth weighted round robin in
-    proportion to their pps. `where` names the profile in errors."""
-    per = []
-    for i, s in enumerate(streams):
-        w = f"stream {i} of {where}"
-        rate = stream_rate(s, w)
-        if s.get("enabled", True) and s.get("self_start", True):
-            per.append((rate, compile_stream(s, w)))
-    if not per:  # TRex: the port's rate sums to 0, calculate_effective_factor refuses (trex_stl_port.cpp)
-        raise TrafficError(f"Failed to compile {where}: none of its {len(streams)} streams is enabled and "
-                           "self-starting, so there is nothing to send (set enabled=True, self_start=True on one)")
-    if len(per) == 1:
-        return per[0][1]
-    den = lcm(*[r.denominator for r, _ in per])
-    w = [int(r * den) for r, _ in per]
-    g = gcd(*w)
-    w = [x // g for x in w]
-    total = sum(w)
-    rounds = 1
-    for (_, fr), wi in zip(per, w):
-        rounds = lcm(rounds, len(fr) // gcd(len(fr), wi))
-    if rounds * total > MAX_CYCLE_FRAMES:
-        raise TrafficError(f"Failed to compile {where}: interleaving {len(per)} streams needs "
-                           f"{rounds * total} frames, more than {MAX_CYCLE_FRAMES}")
-    cur, idx, frames = [0] * len(w), [0] * len(w), []
-    for _ in range(rounds * total):
-        for j, wj in enumerate(w):
-            cur[j] += wj
-        j = max(range(len(w)), key=lambda i: (cur[i], -i))
-        cur[j] -= total
-        frames.append(per[j][1][idx[j] % len(per[j][1])])
-        idx[j] += 1
-    return frames
-
-
-def compile_frames(profile: str | Path, tunables: dict | None = None) -> Compiled:
-    """Load and compile a profile: the frames of one full cycle in send order (compile_streams)."""
+def compile_frames(profile: str | Path, tunables: dict | None = None, port: Port | None = None) -> Compiled:
+    """Load and compile a profile for a port (default_port(): TRex's simulator's; port_for(cfg):
+    the testbed's): the frames of one full cycle in TRex's send order (stl_sim.compile_cycle)."""
     path = resolve_profile(profile)
-    key = _key(path, tunables_argv(tunables))
+    port = port or SIM_PORT
+    key = _key(path, tunables_argv(tunables)) + repr(port)
     if key in _compiled:
         hit = _compiled[key]
-        return Compiled(hit.profile, dict(tunables or {}), list(hit.argv), hit.frames, hit.streams)
+        return Compiled(hit.profile, dict(tunables or {}), list(hit.argv), hit.frames, hit.streams, hit.times,
+                        hit.period_s, hit.finite)
     path, streams = load_streams(profile, tunables)
-    frames = compile_streams(streams, f"profile {path}")
-    c = Compiled(path, dict(tunables or {}), tunables_argv(tunables), frames, streams)
+    cyc = compile_cycle(streams, f"profile {path}", port, MAX_CYCLE_FRAMES, MAX_CYCLE_BYTES)
+    c = Compiled(path, dict(tunables or {}), tunables_argv(tunables), cyc.frames, streams, cyc.times,
+                 cyc.period_s, cyc.finite)
     if len(_compiled) >= 16:
         _compiled.pop(next(iter(_compiled)))
     _compiled[key] = c
     return c
 
 
-def frames_plan(generator: str, profile, tunables: dict | None, spec) -> dict:
+def check_local(generator: str, c: Compiled, spec) -> None:
+    """What a local generator (xdpgen, trafgen: one rate, the cycle repeated) cannot do as TRex
+    does it, refused naming the numbers: a profile of bursts is sent once by TRex, so a trial of
+    more frames than its bursts hold; bursts whose frames are not evenly spaced (an isg or ibg gap
+    beside the streams' own frame gaps, or several streams' bursts at once), which one rate cannot
+    repeat. Continuous profiles are sent in TRex's order at the trial's rate."""
+    if not c.finite:
+        return
+    n = len(c.frames)
+    want = spec.count if spec.count is not None else (
+        math.ceil(spec.rate_pps * spec.duration_s) if spec.duration_s is not None and spec.rate_pps > 0 else None)
+    if want is None or want > n:
+        asked = f"{want} frames" if want is not None else "frames until stopped"
+        raise TrafficError(f"Failed to start {generator}: profile {c.profile.name} is bursts of {n} frames in all, "
+                           f"which TRex sends once; the trial asks for {asked} (give count={n} or fewer)")
+    gaps = sorted({round(b - a, 9) for a, b in zip(c.times, c.times[1:])})
+    if len(gaps) > 1:
+        raise TrafficError(f"Failed to start {generator}: profile {c.profile.name}'s bursts are not evenly spaced "
+                           f"(frames {gaps[0] * 1e6:g} µs to {gaps[-1] * 1e6:g} µs apart at TRex's rates); "
+                           f"{generator} sends at one rate, so run it with TRex (traffic.generator: trex)")
+
+
+def frames_plan(generator: str, profile, tunables: dict | None, spec, port: Port | None = None) -> dict:
     """The dry run of a generator that sends the compiled frames (trafgen, xdpgen)."""
-    c = compile_frames(profile, tunables)
+    c = compile_frames(profile, tunables, port)
+    check_local(generator, c, spec)
     return {"generator": generator, "requested_pps": spec.rate_pps, "duration_s": spec.duration_s,
             "count": spec.count, "spec": spec.to_dict(), "profile": str(c.profile), "tunables": c.argv,
             "frames_per_cycle": c.cycle, "frame_len": len(c.frames[0])}
@@ -459,12 +268,13 @@ def to_trafgen(c: Compiled) -> str:
     return head + "".join(f"{{ {_trafgen_bytes(f)} }}\n" for f in c.frames)
 
 
-def write_pcap(frames, path: str | Path) -> None:
-    """Classic pcap (microsecond timestamps, Ethernet), timestamps 0."""
+def write_pcap(frames, path: str | Path, times=None) -> None:
+    """Classic pcap (microsecond timestamps, Ethernet); timestamps 0 unless `times` (seconds)."""
     with open(path, "wb") as f:
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        for fr in frames:
-            f.write(struct.pack("<IIII", 0, 0, len(fr), len(fr)))
+        for i, fr in enumerate(frames):
+            us = round(times[i] * 1e6) if times else 0
+            f.write(struct.pack("<IIII", us // 1_000_000, us % 1_000_000, len(fr), len(fr)))
             f.write(fr)
 
 

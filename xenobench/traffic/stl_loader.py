@@ -51,15 +51,18 @@ def reason_of(text: str, path: str = "") -> str:
     return last
 
 
-def load(path: str, tunables: list[str], direction: int = 0, port_id: int = 0) -> list:
+def load(path: str, tunables: list[str], direction: int = 0, port_id: int = 0, kwargs: dict | None = None) -> list:
     """STLProfile.load(path, direction, port_id, tunables=...) → its STLStream list; Refused with
-    the loader's reason. Output the profile prints goes to the Refused's help (or nowhere)."""
+    the loader's reason. Output the profile prints goes to the Refused's help (or nowhere).
+    kwargs: keyword arguments for the profile's get_streams besides the argv tunables, as TRex's
+    simulator (trex_stl_sim.py) passes `-t key=value` tunables both ways."""
     import lbr_trex_client  # noqa: F401  (puts trex and trex_stl_lib on sys.path)
     from trex.stl.api import STLProfile
     out = io.StringIO()
     try:
         with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
-            prof = STLProfile.load(path, direction=direction, port_id=port_id, tunables=list(tunables))
+            prof = STLProfile.load(path, direction=direction, port_id=port_id, tunables=list(tunables),
+                                   **(kwargs or {}))
     except SystemExit:  # argparse at the profile's module level: load_py catches it only in get_streams
         prof = None
     except Exception as e:  # noqa: BLE001  TRexError carries the profile's traceback summary
@@ -72,9 +75,26 @@ def load(path: str, tunables: list[str], direction: int = 0, port_id: int = 0) -
     return list(streams) if isinstance(streams, (list, tuple)) else [streams]
 
 
+def batch(jobs: list) -> dict:
+    """Several profiles in one process: [[key, path, argv, kwargs], ...] → {key: result}."""
+    out = {}
+    for key, path, tunables, kwargs in jobs:
+        try:
+            out[key] = {"ok": True, "streams": [s.to_json() for s in load(path, tunables, kwargs=kwargs)]}
+        except Refused as e:
+            out[key] = {"ok": False, "error": str(e)}
+        except Exception as e:  # noqa: BLE001  the profile's own failure, reported as the loader reports it
+            out[key] = {"ok": False, "error": reason_of(f"{type(e).__name__}: {e}")}
+    return out
+
+
 def main(argv: list[str]) -> int:
-    path, tunables = argv[0], argv[1:]
     warnings.simplefilter("ignore")
+    if argv[:1] == ["--batch"]:   # jobs as JSON on stdin, results as one JSON object on stdout
+        res = batch(json.loads(sys.stdin.read()))
+        print(json.dumps(res))
+        return 0
+    path, tunables = argv[0], argv[1:]
     try:
         streams = load(path, tunables)
         res = {"ok": True, "streams": [s.to_json() for s in streams]}

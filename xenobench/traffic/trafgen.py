@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ..counters import read_proc_net_dev, snapshot
 from ..steady import steady_state_of_counter
-from .profiles import FCS, Compiled, compile_frames, frames_plan, to_trafgen
+from .profiles import FCS, Compiled, check_local, compile_frames, frames_plan, port_for, to_trafgen
 from .trial import Generator, TrialResult, TrialSpec
 
 logger = logging.getLogger(__name__)
@@ -247,11 +247,13 @@ def start(testbed, profile, tunables: dict, spec: TrialSpec, cpus: int | None = 
     traffic.trafgen.cpus sending processes (or cpus)."""
     if cpus is None:
         cpus = testbed.cfg.section("traffic")["trafgen"]["cpus"]
-    return TrafgenRun(testbed, compile_frames(profile, tunables), spec, cpus=cpus, iface=iface).start()
+    c = compile_frames(profile, tunables, port_for(testbed.cfg))
+    check_local("trafgen", c, spec)
+    return TrafgenRun(testbed, c, spec, cpus=cpus, iface=iface).start()
 
 
 def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
-    return frames_plan("trafgen", profile, tunables, spec)
+    return frames_plan("trafgen", profile, tunables, spec, port_for(cfg))
 
 
 GENERATOR = Generator("trafgen", start, plan, counts=True)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import REPO_ROOT
 from ..steady import Steady, steady_state_of_counter
-from .profiles import FCS, Compiled, TrafficError, compile_frames, frames_plan, write_pcap
+from .profiles import FCS, Compiled, TrafficError, check_local, compile_frames, frames_plan, port_for, write_pcap
 from .trial import Generator, TrialResult, TrialSpec, _number
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,27 @@ SAMPLE_MS = 10              # xdpgen's frame-counter sampling period
 MIN_STEADY_INTERVALS = 10   # sampled intervals needed for the steady-state rate
 STARTUP_S = 15.0            # from start to "xdpgen: sending" (BPF load, templates, one RCU sync)
 READY_LINE = "xdpgen: sending"
+
+
+MAX_FRAMES = 4194304        # loadgen/xdpgen_common.h XG_MAX_FRAMES: frames in one cycle
+MAX_FRAME_LEN = 3000        # XG_MAX_FRAME_LEN: bytes of a live frame (a page minus XDP's own)
+
+
+def check_frames(c: Compiled) -> None:
+    """What xdpgen cannot send, refused before it starts, naming the numbers: one frame length
+    per cycle (its live frames are templates over frame 0), at most MAX_FRAME_LEN bytes, at most
+    MAX_FRAMES frames."""
+    lens = sorted({len(f) for f in c.frames})
+    if len(lens) > 1:
+        raise TrafficError(f"Failed to start xdpgen: profile {c.profile.name}'s cycle has frames of {len(lens)} "
+                           f"lengths ({lens[0]}..{lens[-1]} B); xdpgen sends one length per cycle "
+                           "(send it with trafgen: traffic.generator: trafgen)")
+    if lens[0] > MAX_FRAME_LEN:
+        raise TrafficError(f"Failed to start xdpgen: profile {c.profile.name}'s frames are {lens[0]} B; xdpgen "
+                           f"sends at most {MAX_FRAME_LEN} B (send it with trafgen: traffic.generator: trafgen)")
+    if c.cycle > MAX_FRAMES:
+        raise TrafficError(f"Failed to start xdpgen: profile {c.profile.name}'s cycle is {c.cycle} frames; "
+                           f"xdpgen holds at most {MAX_FRAMES}")
 
 
 def write_frames(testbed, c: Compiled) -> Path:
@@ -226,16 +247,20 @@ class XdpgenRun:
 
 def start(testbed, profile, tunables: dict, spec: TrialSpec, cpu: int | None = None, iface: str | None = None,
           bucket_ms: float | None = None) -> XdpgenRun:
-    """The contract's start: the profile compiled with the filled tunables, sent by xdpgen with the
+    """The contract's start: the profile compiled with the filled tunables for the testbed's port
+    (its MACs where the profile leaves scapy's, as TRex fills them), sent by xdpgen with the
     config's traffic.xdpgen settings (cpu, bucket_ms), overridable here."""
     xc = testbed.cfg.section("traffic").get("xdpgen") or {}
-    return XdpgenRun(testbed, compile_frames(profile, tunables), spec,
+    c = compile_frames(profile, tunables, port_for(testbed.cfg))
+    check_local("xdpgen", c, spec)
+    check_frames(c)
+    return XdpgenRun(testbed, c, spec,
                      cpu=xc.get("cpu") if cpu is None else cpu, iface=iface,
                      bucket_ms=xc.get("bucket_ms") if bucket_ms is None else bucket_ms).start()
 
 
 def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
-    return frames_plan("xdpgen", profile, tunables, spec)
+    return frames_plan("xdpgen", profile, tunables, spec, port_for(cfg))
 
 
 GENERATOR = Generator("xdpgen", start, plan, counts=True)
