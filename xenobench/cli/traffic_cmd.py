@@ -83,7 +83,8 @@ def compile_cmd(obj, profile, tunables, out, count):
         n = count or c.cycle
         frames = [c.frames[i % c.cycle] for i in range(n)]
         try:
-            write_pcap(frames, out)
+            times = getattr(c, "times", None)  # TRex's send times of one cycle
+            write_pcap(frames, out, times if times is not None and n == c.cycle else None)
         except OSError as e:
             raise XenobenchError(f"Failed to write {out}: {e.strerror}") from None
         click.echo(f"{out}: {n} frames (cycle {c.cycle})", err=True)

@@ -23,7 +23,7 @@ from ..backends import load_backends
 from ..errors import NodeError
 from ..errors import TrafficError  # noqa: F401  (the traffic layer's error type, importable from here)
 from . import trafgen, trex, xdpgen
-from .profiles import (Compiled, compile_frames, declared_tunables, resolve_profile,  # noqa: F401
+from .profiles import (Compiled, compile_frames, port_for, declared_tunables, resolve_profile,  # noqa: F401
                        to_trafgen, tunables_argv, write_pcap)
 from .trial import Generator, TrialResult, TrialSpec, judge  # noqa: F401
 
@@ -81,7 +81,8 @@ def fill_tunables(cfg, profile, tunables: dict | None) -> dict:
 
 def compile_for(testbed_or_cfg, profile, tunables: dict | None) -> Compiled:
     cfg = getattr(testbed_or_cfg, "cfg", testbed_or_cfg)
-    return compile_frames(profile, fill_tunables(cfg, profile, tunables))
+    # for the testbed's port, as TRex fills a profile's default MACs from its port (port_for)
+    return compile_frames(profile, fill_tunables(cfg, profile, tunables), port_for(cfg))
 
 
 class TrafficHandle:
