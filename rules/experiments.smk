@@ -12,8 +12,6 @@ rule build:
         f"{RESULTS}/logs/build.done",
     log:
         f"{RESULTS}/logs/build.log",
-    conda:
-        CONDA_ENV
     shell:
         "scripts/build.sh > {log} 2>&1 && touch {output}"
 
@@ -33,8 +31,6 @@ rule experiment_point:
         str(TREE.point_summary("{experiment}", "{point}")),
     log:
         f"{RESULTS}/logs/{{experiment}}/{{point}}.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
     shell:
@@ -51,8 +47,6 @@ rule aggregate:
         f"{RESULTS}/tidy.json",
     log:
         f"{RESULTS}/logs/aggregate.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
         results=lambda w, output: os.path.dirname(output[0]),
@@ -65,11 +59,13 @@ rule figures:
     input:
         rules.aggregate.output,
     output:
-        [f"{FIGURES}/{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf")],
+        # the PNGs in `snakemake --report` (the PDFs are the same figures), by experiment with a caption
+        [report(f"{FIGURES}/{n}.png", caption=caption("figure", n), category=figure_category(n),
+                subcategory=experiment_title(figure_category(n)), labels={"figure": n, "testbed": TESTBED})
+         if ext == "png" else f"{FIGURES}/{n}.{ext}"
+         for n in FIGURE_NAMES for ext in ("png", "pdf")],
     log:
         f"{RESULTS}/logs/figures.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
         results=lambda w, input: os.path.dirname(input[0]),
@@ -80,21 +76,22 @@ rule figures:
 
 
 rule report:
-    """results/<testbed>/report.md: figures, invalid trials, wall times, published vs reproduced."""
+    """results/<testbed>/report.md and .html: the run's header, figures, invalid trials, wall times,
+    published vs reproduced."""
     input:
         figures=rules.figures.output,
         tidy=rules.aggregate.output,
         thesis=rules.thesis_compare.output,
     output:
-        f"{RESULTS}/report.md",
+        md=f"{RESULTS}/report.md",
+        html=report(f"{RESULTS}/report.html", caption="../report/run_report.rst", category="run report",
+                    labels={"document": "report.md as HTML", "testbed": TESTBED}),
     log:
         f"{RESULTS}/logs/report.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
-        results=lambda w, output: os.path.dirname(output[0]),
+        results=lambda w, output: os.path.dirname(output.md),
         figures=lambda w, input: os.path.dirname(input.figures[0]),
     shell:
         "{params.xb} experiment report {params.results} --figures {params.figures} --thesis-compare {input.thesis} "
-        "--out {output} > /dev/null 2> {log}"
+        "--out {output.md} > /dev/null 2> {log}"

@@ -8,12 +8,12 @@ rule deploy:
         f"{RESULTS}/deploy.txt",
     log:
         f"{RESULTS}/logs/deploy.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
     shell:
-        "{params.xb} deploy > {output}.tmp 2> {log} && mv {output}.tmp {output} || {{ cat {output}.tmp >&2; exit 1; }}"
+        # the readiness table into the log too when a node is not ready (the log Snakemake names)
+        "{params.xb} deploy > {output}.tmp 2> {log} && mv {output}.tmp {output} "
+        "|| {{ cat {output}.tmp | tee -a {log} >&2; rm -f {output}.tmp; exit 1; }}"
 
 
 rule testbed_check:
@@ -25,12 +25,12 @@ rule testbed_check:
         f"{RESULTS}/testbed_check.txt",
     log:
         f"{RESULTS}/logs/testbed_check.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
     shell:
-        "({params.xb} testbed up && {params.xb} testbed check) > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+        # a failed check's rows (FAIL ... with the reason) into the log Snakemake names, and the terminal
+        "({params.xb} testbed up && {params.xb} testbed check) > {output}.tmp 2> {log} && mv {output}.tmp {output} "
+        "|| {{ cat {output}.tmp | tee -a {log} >&2; rm -f {output}.tmp; exit 1; }}"
 
 
 rule trex_server:
@@ -43,8 +43,6 @@ rule trex_server:
         f"{RESULTS}/trex_server.txt",
     log:
         f"{RESULTS}/logs/trex_server_start.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
     shell:

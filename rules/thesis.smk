@@ -14,8 +14,6 @@ rule thesis_ingest:
         provenance="results/thesis/provenance.json",
     log:
         "results/logs/thesis_ingest.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
     shell:
@@ -26,11 +24,12 @@ rule thesis_figures:
     input:
         rules.thesis_ingest.output,
     output:
-        THESIS_FIGURE_FILES,
+        [report(f, caption=caption("thesis_figure", Path(f).stem), category="thesis data",
+                subcategory="the thesis's own raw measurements",
+                labels={"figure": Path(f).stem, "testbed": "thesis"}) if f.endswith(".png") else f
+         for f in THESIS_FIGURE_FILES],
     log:
         "results/logs/thesis_figures.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
     shell:
@@ -45,8 +44,6 @@ rule thesis_compare:
         "results/thesis/compare.json",
     log:
         "results/logs/thesis_compare.log",
-    conda:
-        CONDA_ENV
     params:
         xb=XB,
     shell:
