@@ -51,7 +51,7 @@ def _users_words(message, generated):
     """A config error about the generated file, told about what the user wrote: the --configfile or
     --config layer that sets the key it names (the last that does), else the files it merges."""
     import re, yaml
-    m = re.match(rf"Failed to load config {re.escape(generated)}: ([^ :]+): (.*)", message, re.S)
+    m = re.match(rf"Failed to load config {re.escape(str(generated))}: ([^ :]+): (.*)", message, re.S)
     if m is None or not LAYERS:
         return message
     keys = [int(k) if k.isdigit() else k for k in re.findall(r"[^.\[\]]+", m.group(1))]
