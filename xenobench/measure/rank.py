@@ -464,7 +464,7 @@ PROCEDURES = {"interleaved_rates": interleaved_rates}
 def headline(o: dict) -> str:
     """A valid trial's value on the terminal: each LB's rate over the reference's, median over its rounds."""
     return "; ".join(f"{r['lb']}/{r['vs']} {r['median']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-                     for r in o.get("ranking") or ()) or "no ratio (too few rounds kept)"
+                     for r in o["ranking"]) or "no ratio (too few rounds kept)"
 
 
 # --- rows --------------------------------------------------------------------------------------------

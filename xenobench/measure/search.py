@@ -111,9 +111,9 @@ PROCEDURES = {"ndr_pdr_search": ndr_pdr_search}
 
 def headline(o: dict) -> str:
     """A valid search's value on the terminal: each goal's lower bound (NDR, PDR) and the trial count."""
-    goals = ", ".join(f"{g['name']} {g['lower_bound_pps'] / 1e6:.3f} Mpps" for g in o.get("goals") or ()
+    goals = ", ".join(f"{g['name']} {g['lower_bound_pps'] / 1e6:.3f} Mpps" for g in o["goals"]
                       if g.get("lower_bound_pps") is not None)
-    return f"{goals or 'no bound found'} ({o.get('n_trials')} search trials)"
+    return f"{goals or 'no bound found'} ({o['n_trials']} search trials)"
 
 
 # --- rows --------------------------------------------------------------------------------------------

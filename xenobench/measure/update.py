@@ -559,7 +559,9 @@ PROCEDURES = {"backend_update": backend_update}
 def headline(o: dict) -> str:
     """A valid trial's value on the terminal: the median command-to-report time of the removals and
     additions over its change cycles, and their loss."""
-    cyc = o.get("cycles") or []
+    cyc = o["cycles"]
+    if not cyc:
+        return "no change cycle"
 
     def med(vals):
         vals = [float(v) for v in vals if v is not None]
