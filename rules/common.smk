@@ -3,6 +3,7 @@ import os
 import sys
 from pathlib import Path
 
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
 from xenobench.cli import ROOT_REASON, needs_root
@@ -69,8 +70,8 @@ def _users_words(message, generated):
     for layer, doc in reversed([*first, *LAYERS]):
         if has(doc, keys):
             return f"Failed to load config {layer}: {m.group(1)}: {m.group(2)}"
-    return (f"Failed to load config {' + '.join([FILES[0], *(l for l, _ in LAYERS)])} (merged): "
-            f"{m.group(1)}: {m.group(2)}")
+    merged = ", ".join(str(x) for x in [FILES[0], *(l for l, _ in LAYERS)])
+    return f"Failed to load config {merged} (merged in this order): {m.group(1)}: {m.group(2)}"
 
 
 FILES = list(workflow.overwrite_configfiles) or ["config/local.yaml"]
@@ -86,9 +87,13 @@ validate(config, "../config/schema/main.schema.yaml")
 TESTBED = CFG.name
 # nodes reached over ssh: the workflow deploys to them before the testbed check (rule deploy)
 SSH_NODES = [n.name for n in CFG.nodes.values() if n.transport == "ssh"]
-# every job runs the Python (the venv) that runs Snakemake, so the rules have no `conda:` directive:
-# --use-conda would build an environment no job uses (environment.yml makes that Python instead)
-XB = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"
+# A job runs the Python that runs Snakemake (the venv), or with --use-conda the conda environment of
+# environment.yml (the rules' `conda:`: the same packages from pyproject.toml, this clone editable),
+# whose `python` the job's shell finds first.
+CONDA_ENV = "../environment.yml"
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+XB = f"{'python' if USE_CONDA else sys.executable} -m xenobench --config {CONFIG_PATH}"
+XB_HERE = f"{sys.executable} -m xenobench --config {CONFIG_PATH}"  # outside a job (onsuccess, onerror)
 THESIS_DATA = "../shared/thesis-data"  # the thesis's raw measurements (results/thesis/ is committed)
 TREE = ResultsTree(Path("results"), TESTBED)  # xenobench.layout owns every path below results/<testbed>
 RESULTS = str(TREE.dir)
@@ -122,7 +127,8 @@ def caption(template, figure):
     """report/<template>.rst for one figure: Snakemake renders a caption per output file but tells
     the template only the job, so each figure gets a copy that first names it (generated below
     .xenobench/report/, like the layered config)."""
-    text = "{% set figure = '" + figure + "' %}\n" + (Path(workflow.basedir) / "report" / f"{template}.rst").read_text()
+    body = (Path(workflow.basedir) / "report" / f"{template}.rst").read_text()
+    text = f"{{% set figure = '{figure}' %}}\n{body}"
     out = (Path(".xenobench/report") / f"{template}-{figure}.rst").resolve()
     if not out.exists() or out.read_text() != text:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -147,10 +153,10 @@ def testbed_down():
     """Leave nothing behind, on success and on failure alike (namespace testbed only); stop the
     TRex server the workflow started, its log into the results."""
     if USES_TREX and Path(f"{RESULTS}/trex_server.txt").exists():
-        shell(f"{XB} traffic server stop --collect {RESULTS}/logs/trex_server.log || true")
+        shell(f"{XB_HERE} traffic server stop --collect {RESULTS}/logs/trex_server.log || true")
         Path(f"{RESULTS}/trex_server.txt").unlink()
     if CFG.testbed_kind == "namespaces" and os.geteuid() == 0:  # not root: nothing was brought up
-        shell(f"{XB} testbed down")
+        shell(f"{XB_HERE} testbed down")
 
 
 # rtt_load's capacity levels are shares of maxima measured in the same run: each level point waits

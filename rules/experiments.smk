@@ -12,6 +12,8 @@ rule build:
         f"{RESULTS}/logs/build.done",
     log:
         f"{RESULTS}/logs/build.log",
+    conda:
+        CONDA_ENV
     shell:
         "scripts/build.sh > {log} 2>&1 && touch {output}"
 
@@ -31,6 +33,8 @@ rule experiment_point:
         str(TREE.point_summary("{experiment}", "{point}")),
     log:
         f"{RESULTS}/logs/{{experiment}}/{{point}}.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
     shell:
@@ -47,6 +51,8 @@ rule aggregate:
         f"{RESULTS}/tidy.json",
     log:
         f"{RESULTS}/logs/aggregate.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
         results=lambda w, output: os.path.dirname(output[0]),
@@ -66,6 +72,8 @@ rule figures:
          for n in FIGURE_NAMES for ext in ("png", "pdf")],
     log:
         f"{RESULTS}/logs/figures.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
         results=lambda w, input: os.path.dirname(input[0]),
@@ -88,6 +96,8 @@ rule report:
                     labels={"document": "report.md as HTML", "testbed": TESTBED}),
     log:
         f"{RESULTS}/logs/report.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
         results=lambda w, output: os.path.dirname(output.md),

@@ -8,6 +8,8 @@ rule deploy:
         f"{RESULTS}/deploy.txt",
     log:
         f"{RESULTS}/logs/deploy.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
     shell:
@@ -25,6 +27,8 @@ rule testbed_check:
         f"{RESULTS}/testbed_check.txt",
     log:
         f"{RESULTS}/logs/testbed_check.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
     shell:
@@ -43,6 +47,8 @@ rule trex_server:
         f"{RESULTS}/trex_server.txt",
     log:
         f"{RESULTS}/logs/trex_server_start.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
     shell:

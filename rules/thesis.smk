@@ -14,6 +14,8 @@ rule thesis_ingest:
         provenance="results/thesis/provenance.json",
     log:
         "results/logs/thesis_ingest.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
     shell:
@@ -30,6 +32,8 @@ rule thesis_figures:
          for f in THESIS_FIGURE_FILES],
     log:
         "results/logs/thesis_figures.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
     shell:
@@ -44,6 +48,8 @@ rule thesis_compare:
         "results/thesis/compare.json",
     log:
         "results/logs/thesis_compare.log",
+    conda:
+        CONDA_ENV
     params:
         xb=XB,
     shell:
