@@ -163,7 +163,8 @@ def retry_invalid_cmd(obj, results_root, only, dry_run):
 @experiment_group.command("aggregate")
 @click.argument("resdir", type=click.Path(file_okay=False))
 def aggregate_cmd(resdir):
-    """Tidy CSVs (pps, loss, rtt_samples, rtt_summary, compare) and invalid.csv from the trials."""
+    """Tidy CSVs from the valid trials, one per table the experiments' definitions and the measurement
+    kinds name (docs/results.md), and invalid.csv listing the other trials with their reasons."""
     from ..aggregate import aggregate
     click.echo(json.dumps(aggregate(resdir, progress=lambda m: click.echo(m, err=True))))
 
