@@ -2,9 +2,13 @@
 #   default testbed: config/local.yaml (namespaces on this machine)
 #   thesis testbed:  snakemake --cores 1 all --configfile config/fips.yaml
 #   plan only:       snakemake -n all   (no root, no testbed needed)
+#   HTML report:     snakemake --report report.html   (after a run: figures with captions, report.md)
 from snakemake.utils import min_version
 
 min_version("8.10")
+
+
+report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
@@ -17,6 +21,10 @@ rule all:
     input:
         all_outputs(),
     default_target: True
+
+
+onstart:
+    check_root()
 
 
 onsuccess:

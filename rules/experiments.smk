@@ -65,7 +65,11 @@ rule figures:
     input:
         rules.aggregate.output,
     output:
-        [f"{FIGURES}/{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf")],
+        # the PNGs in `snakemake --report` (the PDFs are the same figures), by experiment with a caption
+        [report(f"{FIGURES}/{n}.png", caption=caption("figure", n), category=figure_category(n),
+                subcategory=experiment_title(figure_category(n)), labels={"figure": n, "testbed": TESTBED})
+         if ext == "png" else f"{FIGURES}/{n}.{ext}"
+         for n in FIGURE_NAMES for ext in ("png", "pdf")],
     log:
         f"{RESULTS}/logs/figures.log",
     conda:
@@ -80,21 +84,25 @@ rule figures:
 
 
 rule report:
-    """results/<testbed>/report.md: figures, invalid trials, wall times, published vs reproduced."""
+    """results/<testbed>/report.md and .html: the run's header, figures, invalid trials, wall times,
+    published vs reproduced."""
     input:
         figures=rules.figures.output,
         tidy=rules.aggregate.output,
         thesis=rules.thesis_compare.output,
     output:
-        f"{RESULTS}/report.md",
+        md=f"{RESULTS}/report.md",
+        tex=f"{RESULTS}/report.tex",  # the headline and published-vs-reproduced tables (booktabs)
+        html=report(f"{RESULTS}/report.html", caption="../report/run_report.rst", category="run report",
+                    labels={"document": "report.md as HTML", "testbed": TESTBED}),
     log:
         f"{RESULTS}/logs/report.log",
     conda:
         CONDA_ENV
     params:
         xb=XB,
-        results=lambda w, output: os.path.dirname(output[0]),
+        results=lambda w, output: os.path.dirname(output.md),
         figures=lambda w, input: os.path.dirname(input.figures[0]),
     shell:
         "{params.xb} experiment report {params.results:q} --figures {params.figures:q} --thesis-compare {input.thesis:q} "
-        "--out {output:q} > /dev/null 2> {log:q}"
+        "--out {output.md:q} > /dev/null 2> {log:q}"

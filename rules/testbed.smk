@@ -13,7 +13,9 @@ rule deploy:
     params:
         xb=XB,
     shell:
-        "{params.xb} deploy > {output}.tmp 2> {log:q} && mv {output}.tmp {output:q} || {{ cat {output}.tmp >&2; exit 1; }}"
+        # the readiness table into the log too when a node is not ready (the log Snakemake names)
+        "{params.xb} deploy > {output}.tmp 2> {log:q} && mv {output}.tmp {output:q} "
+        "|| {{ cat {output}.tmp | tee -a {log:q} >&2; rm -f {output}.tmp; exit 1; }}"
 
 
 rule testbed_check:
@@ -30,7 +32,9 @@ rule testbed_check:
     params:
         xb=XB,
     shell:
-        "({params.xb} testbed up && {params.xb} testbed check) > {output}.tmp 2> {log:q} && mv {output}.tmp {output:q}"
+        # a failed check's rows (FAIL ... with the reason) into the log Snakemake names, and the terminal
+        "({params.xb} testbed up && {params.xb} testbed check) > {output}.tmp 2> {log:q} && mv {output}.tmp {output:q} "
+        "|| {{ cat {output}.tmp | tee -a {log:q} >&2; rm -f {output}.tmp; exit 1; }}"
 
 
 rule trex_server:

@@ -50,7 +50,8 @@ fi
 stamp=.venv/.xenobench-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     .venv/bin/pip install -q --upgrade pip
+    # editable: xenobench runs from this checkout (a wheel, `pip install .`, is refused with the reason)
     .venv/bin/pip install -q -e '.[test]'
     touch "$stamp"
 fi
-echo "install-deps: ok"
+echo "install-deps: ok (. .venv/bin/activate puts snakemake and xenobench on PATH)"

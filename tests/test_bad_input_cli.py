@@ -84,6 +84,16 @@ CONFIG_CASES = [
     ("config-section-typo", _cfg(lambda t: local_with(t, "\nexperiments:", "\nexperimnts:")), 2,
      r"Failed to load config {f}: experimnts: unknown section \(known: testbed, service, nodes, .*experiments.*\); "
      r"did you mean 'experiments'\?"),
+    # a misspelled key below a section: its path, the keys known there and the nearest
+    ("config-nested-typo", _cfg(lambda t: doc_with(t, ["experiments", "pps", "rate_ppz"], 0)), 2,
+     r"Failed to load config {f}: experiments.pps.rate_ppz: unknown key \(known here: [^)]*\brate_pps\b[^)]*\); "
+     r"did you mean 'rate_pps'\?$"),
+    ("config-shared-knob-typo", _cfg(lambda t: doc_with(t, ["experiments", "setle_s"], 1)), 2,
+     r"Failed to load config {f}: experiments.setle_s: unknown key \(known here: [^)]*\); did you mean 'settle_s'\?$"),
+    ("config-node-key-typo", _cfg(lambda t: doc_with(t, ["nodes", "fips1", "rol"], "client")), 2,
+     r"Failed to load config {f}: nodes.fips1.rol: unknown key \(known here: [^)]*\); did you mean 'role'\?$"),
+    ("config-key-unlike-any", _cfg(lambda t: doc_with(t, ["testbed", "colour"], "blue")), 2,
+     r"Failed to load config {f}: testbed.colour: unknown key \(known here: [^)]*\)$"),
     ("config-port-float", _cfg(lambda t: local_with(t, "port: 53", "port: 53.0")), 2,
      r"Failed to load config {f}: service.port: 53.0 is not of type 'integer'"),
     ("config-repetitions-float", _cfg(lambda t: doc_with(t, ["experiments", "repetitions"], 2.0)), 2,
@@ -253,3 +263,28 @@ def test_hugepages_mount_reaches_sh_as_one_word(tmp_path):
     assert r.exit_code == 2
     assert r.stderr.strip() == (f"xenobench: Failed to load config {bad}: xenoflow.hugepages.mount: 'dev/hugepages' "
                                 "does not match '^/'")
+
+
+# every command that changes a namespace testbed, as a user who is not root: (arguments, the command named)
+NOT_ROOT = [(["testbed", "up"], "testbed up"), (["testbed", "down"], "testbed down"),
+            (["testbed", "check"], "testbed check"), (["lb", "start", "--lb", "ebpf"], "lb start"),
+            (["dns", "start"], "dns start"), (["counters", "fips1", "eth0"], "counters"),
+            (["experiment", "run", "pps", "lb-xenoflow_payload-22"], "experiment run")]
+
+
+@pytest.mark.parametrize("argv,command", NOT_ROOT, ids=[c for _, c in NOT_ROOT])
+def test_not_root_is_one_line(argv, command, monkeypatch):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    r = CliRunner().invoke(main, ["--config", str(DEFAULT_CONFIG), *argv])
+    assert r.exit_code == 1 and r.stdout == "", (r.output, r.exception)
+    assert r.stderr.splitlines() == [f"xenobench: Failed to run `xenobench {command}` on testbed local: "
+                                     "needs root (network namespaces, XDP): run as root or with sudo"]
+
+
+def test_not_root_reads_what_it_may(monkeypatch):
+    """Planning needs no root, nor does a testbed reached only over SSH."""
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert CliRunner().invoke(main, ["--config", str(DEFAULT_CONFIG), "experiment", "plan"]).exit_code == 0
+    from xenobench.cli import needs_root
+    from xenobench.config import load_config
+    assert needs_root(load_config(DEFAULT_CONFIG)) and not needs_root(load_config(DEFAULT_CONFIG.parent / "fips.yaml"))

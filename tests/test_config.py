@@ -1,6 +1,7 @@
 """Config validation: each malformed case gives its own error naming file, key path and value."""
 
 import copy
+import re
 import subprocess
 import sys
 
@@ -57,8 +58,6 @@ CASES = [
      "nodes.fips1.interfaces[0].ip: '198.18.0.300/24' is not an IPv4 address with prefix length (like 198.18.0.1/24)"),
     ("schema-type", _set(["service", "port"], "fifty-three"),
      "service.port: 'fifty-three' is not of type 'integer'"),
-    ("schema-unknown-key", _set(["nodes", "fips1", "colour"], "blue"),
-     "nodes.fips1: Additional properties are not allowed ('colour' was unexpected)"),
     ("two-clients", _set(["nodes", "fips3", "role"], "client"),
      "nodes: role 'client' is given to more than one node: fips1, fips3"),
     ("fractional-rate", _set(["experiments", "loss", "rates_pps"], [250000, 1500.5]),
@@ -78,6 +77,30 @@ def test_malformed_config_names_file_path_and_value(tmp_path, name, mutate, expe
     with pytest.raises(ConfigError) as e:
         load_config(f)
     assert str(e.value) == f"Failed to load config {f}: {expect}"
+
+
+# a key no schema knows, below a section: (key path, the nearest known key or None)
+UNKNOWN_KEYS = [
+    (["nodes", "fips1", "colour"], None),
+    (["nodes", "fips1", "rol"], "role"),
+    (["nodes", "fips1", "interfaces", 0, "mak"], "mac"),
+    (["testbed", "nmae"], "name"),
+    (["experiments", "pps", "rate_ppz"], "rate_pps"),
+    (["dns", "prober", "timeout"], "timeout_s"),
+]
+
+
+@pytest.mark.parametrize("keys,near", UNKNOWN_KEYS, ids=[".".join(map(str, k)) for k, _ in UNKNOWN_KEYS])
+def test_unknown_key_names_its_path_and_the_nearest(tmp_path, keys, near):
+    f = _write(tmp_path, _mutated(_set(keys, 1)))
+    with pytest.raises(ConfigError) as e:
+        load_config(f)
+    where = ".".join(str(k) for k in keys).replace(".0.", "[0].")
+    msg = str(e.value)
+    assert msg.startswith(f"Failed to load config {f}: {where}: unknown key (known here: "), msg
+    assert msg.endswith(f"; did you mean {near!r}?" if near else ")"), msg
+    if near:  # the suggestion is among the keys listed
+        assert re.search(rf"\(known here: [^)]*\b{near}\b", msg), msg
 
 
 def test_not_yaml_and_missing_file(tmp_path):

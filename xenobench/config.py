@@ -283,7 +283,22 @@ def validate_section(raw: dict, section: str, schema: dict, path: Path) -> None:
     if errors:
         e = errors[0]
         parts = list(e.absolute_path) if section == "main" else [section, *e.absolute_path]
+        unknown = _unknown_keys(e)
+        if unknown:  # a misspelled key: named with its path, and the nearest known one
+            known = sorted(e.schema.get("properties") or {})
+            near = difflib.get_close_matches(unknown[0], known, n=1)
+            raise ConfigError(f"Failed to load config {path}: {_key_path([*parts, unknown[0]])}: unknown key "
+                              f"(known here: {', '.join(known)})" + (f"; did you mean {near[0]!r}?" if near else ""))
         raise ConfigError(f"Failed to load config {path}: {_key_path(parts)}: {e.message}")
+
+
+def _unknown_keys(e: jsonschema.ValidationError) -> list[str]:
+    """The keys an `additionalProperties: false` error refuses (those neither in `properties` nor
+    matching a `patternProperties` pattern), in the file's order; [] for any other error."""
+    if e.validator != "additionalProperties" or e.validator_value is not False or not isinstance(e.instance, dict):
+        return []
+    props, patterns = e.schema.get("properties") or {}, e.schema.get("patternProperties") or {}
+    return [k for k in e.instance if k not in props and not any(re.search(p, k) for p in patterns)]
 
 
 def _resolve_ref(schema: dict, root: dict) -> dict:

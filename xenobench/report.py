@@ -1,19 +1,33 @@
-"""The run report: results/<testbed>/report.md, written at the end of `snakemake all`.
+"""The run report: results/<testbed>/report.md (and report.html, the same document as HTML),
+written at the end of `snakemake all`.
 
-It lists every figure, every invalid trial with its reasons, the wall time per experiment, the
-headline numbers of this testbed, and the published-vs-reproduced table (from the thesis's raw
-data, and from this testbed where the comparison is meaningful). Beside it report.tex: the
-headline and published-vs-reproduced tables in LaTeX (booktabs, xenobench.latex).
+It starts with the run's header (commit, date, config and its sha256, testbed, machine, validity
+counts), then lists every figure by experiment, every invalid trial with its reasons, the wall time
+per experiment, the headline numbers of this testbed, and the published-vs-reproduced table (from
+the thesis's raw data, and from this testbed where the comparison is meaningful). Beside it
+report.tex: the headline and published-vs-reproduced tables in LaTeX (booktabs, xenobench.latex).
+
+RunSummary is what `snakemake --report` reads for its header and figure captions (report/*.rst
+through Snakemake's caption templating): the same header, and per figure what it shows and the
+trials behind it.
 """
 
 from __future__ import annotations
 
+import datetime
+import functools
+import hashlib
+import html
 import json
+import os
+import platform
+import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from . import latex
+from . import REPO_ROOT, latex
 from .errors import DataError, XenobenchError
 from .layout import read_json, trial_results
 from .lb import LBS
@@ -356,24 +370,256 @@ def _hash_split_rows(trials) -> list[list]:
     return rows
 
 
+# --- the run's header ----------------------------------------------------------------------------------
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def config_chain(path: str | Path) -> list[tuple[str, str]]:
+    """(file, sha256 of its bytes) of a config and every file it `extends:`, the given file first;
+    a file that cannot be read is named with the reason instead of a hash."""
+    import yaml
+    out, seen, p = [], set(), Path(path)
+    while p is not None and p.resolve() not in seen:
+        seen.add(p.resolve())
+        try:
+            out.append((str(p), _sha256(p)))
+            doc = yaml.safe_load(p.read_text())
+        except (OSError, ValueError, yaml.YAMLError) as e:
+            out.append((str(p), f"unreadable: {getattr(e, 'strerror', None) or e}"))
+            break
+        base = doc.get("extends") if isinstance(doc, dict) else None
+        p = (p.parent / base) if isinstance(base, str) else None
+    return out
+
+
+def _git_head() -> str | None:
+    try:
+        p = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.strip() or None
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _utc(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def run_header(resdir: str | Path, config: str | Path | None = None, trials=None) -> list[tuple[str, str]]:
+    """The run's header, as (field, value) rows: testbed, commit, date, config (each file of its
+    `extends:` chain with its sha256), machine, trials and their validity. Commit, machine and dates
+    are those the trials recorded (metadata.json); a run without trials says so."""
+    resdir = Path(resdir)
+    if trials is None:
+        trials = trial_results(resdir) if resdir.is_dir() else []
+    metas = []
+    for t, _ in trials:
+        try:
+            metas.append(json.loads(t.metadata.read_text()))
+        except (OSError, ValueError):
+            continue
+    testbed = resdir.name
+    recorded = sorted({(m.get("config"), m.get("config_hash")) for m in metas if m.get("config")}, key=str)
+    if config is None and len({c for c, _ in recorded}) == 1 and Path(recorded[0][0]).is_file():
+        config = recorded[0][0]  # the one the trials ran under
+    if config is not None:
+        try:
+            from .config import load_config
+            cfg = load_config(config)
+            testbed = f"{cfg.name} ({cfg.testbed_kind}; {', '.join(f'{n.name}: {n.role}' for n in cfg.nodes.values())})"
+        except XenobenchError as e:
+            testbed = f"{testbed} (config unreadable: {e})"
+    commits = sorted({str(m.get("git_commit")) for m in metas if m.get("git_commit")})
+    head = _git_head()
+    commit = ", ".join(commits) if commits else "no trial recorded one"
+    if head and not any(c.startswith(head) for c in commits):
+        commit += f" (report written at {head})"
+    times = [m["time"] for m in metas if isinstance(m.get("time"), (int, float))]
+    now = _utc(datetime.datetime.now(datetime.timezone.utc).timestamp())
+    date = (f"trials {_utc(min(times))} to {_utc(max(times))}; report {now}" if times else f"report {now}")
+    rows = [("testbed", testbed), ("commit", commit), ("date", date)]
+    if config is not None:
+        rows.append(("config", "; ".join(f"{f} (sha256 {h})" for f, h in config_chain(config))))
+    if recorded:
+        rows.append(("config the trials recorded", "; ".join(f"{c} (sha256 {h}...)" for c, h in recorded)))
+    hosts = sorted({f"{m.get('harness_host')} (Linux {m.get('harness_kernel')})" for m in metas if m.get("harness_host")})
+    here = f"{platform.node()} (Linux {platform.release()}, {os.cpu_count()} CPUs, {_cpu_model() or 'CPU model unknown'})"
+    rows.append(("machine", (", ".join(hosts) + f"; report written on {here}") if hosts else here))
+    per: dict[str, list[int]] = {}
+    for _, r in trials:
+        c = per.setdefault(str(r.get("experiment")), [0, 0])
+        c[0 if r.get("valid") else 1] += 1
+    valid = sum(v for v, _ in per.values())
+    rows.append(("trials", f"{len(trials)}: {valid} valid, {len(trials) - valid} invalid"
+                 + ("" if not per else " (" + "; ".join(f"{e} {v} valid, {i} invalid" for e, (v, i) in per.items()) + ")")))
+    return rows
+
+
+def rst_text(text) -> str:
+    """Text as reStructuredText shows it verbatim (markup characters escaped)."""
+    return re.sub(r"([\\`*_|<>\[\]])", r"\\\1", " ".join(str(text).split()))
+
+
+class RunSummary(dict):
+    """What `snakemake --report` reads (report/workflow.rst and report/*figure.rst through Snakemake's
+    caption templating, which hands the workflow's description the config only: the workflow puts
+    this in `config`): the run's header and, per figure, what it shows and the trials of the
+    experiments drawing it. An empty mapping to anything that serialises the config; read from the
+    results tree when first asked, so that parsing the workflow costs nothing."""
+
+    def __init__(self, resdir: str | Path, config: str | Path | None = None):
+        super().__init__()
+        self.resdir = Path(resdir)
+        self.config = config
+
+    @functools.cached_property
+    def trials(self) -> list:
+        try:
+            return trial_results(self.resdir) if self.resdir.is_dir() else []
+        except DataError:
+            return []
+
+    @functools.cached_property
+    def header(self) -> list[tuple[str, str]]:
+        return run_header(self.resdir, self.config, self.trials)
+
+    @property
+    def testbed_is_hardware(self) -> bool:
+        return self.resdir.name in HARDWARE_TESTBEDS
+
+    @property
+    def header_rst(self) -> list[tuple[str, str]]:
+        return [(k, rst_text(v)) for k, v in self.header]
+
+    def figure(self, name: str) -> dict:
+        """A figure's caption data, escaped for reStructuredText: what it draws (its function's
+        docstring's first paragraph) and per experiment drawing it: id, title, thesis section,
+        published value, what is measured, valid and invalid trials of this run."""
+        from .definitions import definitions
+        from .plots import FIGURES, drawn_by
+        doc = (FIGURES[name].__doc__ or name).strip().split("\n\n")[0]
+        exps = []
+        for e in drawn_by().get(name, ()):
+            d = definitions()[e].raw
+            rs = [r for _, r in self.trials if r.get("experiment") == e]
+            exps.append({"id": e, **{k: rst_text(d[k]) if d.get(k) else None
+                                     for k in ("title", "thesis", "published", "measure")},
+                         "valid": sum(1 for r in rs if r.get("valid")),
+                         "invalid": sum(1 for r in rs if not r.get("valid"))})
+        return {"name": name, "what": rst_text(doc), "experiments": exps}
+
+
+def figure_category(name: str) -> str:
+    """The experiment a figure is filed under (report.md, the HTML report): the first, in plan order,
+    that draws it."""
+    from .plots import drawn_by
+    return (drawn_by().get(name) or ("other",))[0]
+
+
+# --- report.md as HTML --------------------------------------------------------------------------------
+_INLINE = re.compile(r"`([^`]*)`|\*\*([^*]+)\*\*")
+
+
+def _inline(text: str) -> str:
+    out, pos = [], 0
+    for m in _INLINE.finditer(text):
+        out.append(html.escape(text[pos:m.start()]))
+        out.append(f"<code>{html.escape(m.group(1))}</code>" if m.group(1) is not None
+                   else f"<strong>{html.escape(m.group(2))}</strong>")
+        pos = m.end()
+    return "".join(out) + html.escape(text[pos:])
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def markdown_html(text: str, title: str) -> str:
+    """report.md as one HTML page: the subset write_report writes (headings, pipe tables, `- ` lists,
+    paragraphs, `code` and **bold**), every text escaped."""
+    body, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+        elif m := re.match(r"(#{1,6}) (.*)", line):
+            n = len(m.group(1))
+            body.append(f"<h{n}>{_inline(m.group(2))}</h{n}>")
+            i += 1
+        elif line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append(lines[i])
+                i += 1
+            rows = [b for b in block if not re.fullmatch(r"\|(-+\|)+", b.strip())]
+            body.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in _cells(rows[0]))
+                        + "</tr></thead><tbody>")
+            body += ["<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _cells(r)) + "</tr>" for r in rows[1:]]
+            body.append("</tbody></table>")
+        elif line.startswith("- "):
+            body.append("<ul>")
+            while i < len(lines) and lines[i].startswith("- "):
+                body.append(f"<li>{_inline(lines[i][2:])}</li>")
+                i += 1
+            body.append("</ul>")
+        else:
+            para = []
+            while i < len(lines) and lines[i].strip() and not re.match(r"#{1,6} |\||- ", lines[i]):
+                para.append(lines[i])
+                i += 1
+            body.append(f"<p>{_inline(' '.join(para))}</p>")
+    style = ("body{font-family:sans-serif;max-width:80em;margin:1em auto;padding:0 1em}"
+             "table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #bbb;padding:.2em .5em;"
+             "text-align:left;vertical-align:top;font-size:90%}th{background:#eee}code{font-size:90%}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def _figure_lines(figdir: Path) -> list[str]:
+    """The figures of figdir by the experiment they are filed under (figure_category), then any other."""
+    from .definitions import definitions
+    figs = sorted(figdir.glob("*.png"))
+    by: dict[str, list[Path]] = {}
+    for f in figs:
+        by.setdefault(figure_category(f.stem), []).append(f)
+    L = []
+    for e in [*definitions(), *(k for k in by if k not in definitions())]:
+        if e in by:
+            title = definitions()[e].raw.get("title", e) if e in definitions() else e
+            L += [f"### {e}: {title}", ""] + [f"- `{f}` (+ `.pdf`)" for f in by[e]] + [""]
+    return L or ["- none", ""]
+
+
 def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | Path | None = None,
-                 out: str | Path | None = None) -> Path:
+                 out: str | Path | None = None, config: str | Path | None = None) -> Path:
+    """report.md (or `out`) and the same document as HTML beside it (.html). `config`: the run's
+    configuration file, named with its sha256 in the header."""
     from .compare import compare
     resdir, figdir = Path(resdir), Path(figdir)
     testbed = resdir.name
     out = Path(out) if out else resdir / "report.md"
     L = [f"# xenobench run report — testbed `{testbed}`", ""]
+    trials = trial_results(resdir)
+    L += _table(["run", ""], [[k, v] for k, v in run_header(resdir, config, trials)])
+    n_valid = sum(1 for _, r in trials if r.get("valid"))
+    L += ["", f"Trials: {len(trials)} ({n_valid} valid, {len(trials) - n_valid} invalid).", ""]
     if testbed not in HARDWARE_TESTBEDS:
         L += ["Numbers from this testbed describe this machine (Linux namespaces, veth, trafgen or xdpgen, XDP; "
               "XenoFlow on the DOCA Flow emulation), never a BlueField-3.", ""]
-    trials = trial_results(resdir)
-    n_valid = sum(1 for _, r in trials if r.get("valid"))
-    L += [f"Trials: {len(trials)} ({n_valid} valid, {len(trials) - n_valid} invalid).", ""]
 
     L += ["## Figures", ""]
-    figs = sorted(figdir.glob("*.png"))
-    L += [f"- `{f}` (+ `.pdf`)" for f in figs] or ["- none"]
-    L.append("")
+    L += _figure_lines(figdir)
 
     L += ["## Invalid trials", ""]
     inv = [(t, r) for t, r in trials if not r.get("valid")]
@@ -459,8 +705,11 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     except DataError as e:
         L.append(f"This testbed: {e}")
     L.append("")
+    text = "\n".join(L)
+    page = out.with_suffix(".html")
     try:
-        out.write_text("\n".join(L))
+        out.write_text(text)
+        page.write_text(markdown_html(text, f"xenobench run report — {testbed}"))
     except OSError as e:
         raise DataError(f"Failed to write the report {out}: {e.strerror or e}") from None
     latex.write(out.with_suffix(".tex"), tex, f"xenobench run report, testbed {testbed}: the tables of {out.name}")

@@ -254,8 +254,10 @@ def counter_diffs(before: dict, after: dict) -> dict:
 def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: TrialDir,
               procedure: Procedure, *, ifaces: list[tuple[str, str]], max_attempts: int,
               settle_s: float, cooldown_s: float, progress=print,
-              check: Callable[[TrialDir, dict], None] | None = None, plan: PointPlan | None = None) -> dict:
+              check: Callable[[TrialDir, dict], None] | None = None, plan: PointPlan | None = None,
+              headline: Callable[[dict], str] | None = None) -> dict:
     """Run one trial (with retries) and write its directory; returns result.json's content.
+    `headline(outputs)`: a valid attempt's measured value for its progress line (the kind's).
     `check(trial, result)`: raises DataError where a valid attempt's outputs cannot exist (the
     experiments pass xenobench.procedures.check_trial): the attempt is invalid as `values_possible`
     and retried, instead of stopping the study's aggregation later."""
@@ -316,7 +318,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         write_json_atomic(att.validity, validity.as_dict(), indent=1)
         attempts.append({"attempt": n, **validity.as_dict()})
         progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}: "
-                 f"{'valid' if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
+                 f"{'valid' + _headline(headline, outputs) if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
         chosen = (n, outputs, validity)
         time.sleep(cooldown_s)
         if validity.valid:
@@ -326,6 +328,16 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
               "outputs": outputs}
     trial.write_result(result)  # atomic: a trial is complete only once result.json exists
     return result
+
+
+def _headline(headline: Callable[[dict], str] | None, outputs: dict) -> str:
+    """': <value>' for the progress line; '' without one, or where the outputs lack what it reads."""
+    if headline is None:
+        return ""
+    try:
+        return f": {headline(outputs)}"
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError):
+        return ""
 
 
 def _point_str(point: dict) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 import click
 
-from ..errors import XenobenchError
+from .. import REPO_ROOT
+from ..errors import ConfigError, TestbedError, XenobenchError
 
 # module name → its click commands/groups are in the module's COMMANDS list
 COMMAND_MODULES = (
@@ -40,9 +42,36 @@ class Context:
             self._config = load_config(self.config_path)
         return self._config
 
-    def testbed(self):
+    def testbed(self, root: bool = True):
+        """The configured testbed; `root`: the command changes it (a namespace testbed then needs root)."""
         from ..testbed import get_testbed
+        if root:
+            require_root(self.config, _command())
         return get_testbed(self.config)
+
+
+ROOT_REASON = "needs root (network namespaces, XDP): run as root or with sudo"
+
+
+def needs_root(cfg) -> bool:
+    """A testbed built on this machine (namespaces, a node reached by netns) is changed only by root;
+    one whose nodes are all reached over SSH is not."""
+    return cfg.testbed_kind == "namespaces" or any(n.transport == "netns" for n in cfg.nodes.values())
+
+
+def require_root(cfg, what: str) -> None:
+    """One line instead of a PermissionError deep in the testbed: `Failed to <what>: needs root ...`."""
+    if needs_root(cfg) and os.geteuid() != 0:
+        raise TestbedError(f"Failed to {what} on testbed {cfg.name}: {ROOT_REASON}")
+
+
+def _command() -> str:
+    """'run `xenobench testbed up`' for the command being invoked."""
+    ctx, names = click.get_current_context(silent=True), []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    return f"run `xenobench {' '.join(names)}`"
 
 
 class _Group(click.Group):
@@ -66,6 +95,10 @@ def main(ctx, config_path, verbose):
     """Reproduce the XenoFlow measurements: testbed, load balancers, traffic, DNS RTT, results."""
     logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s", stream=sys.stderr)
+    if not (REPO_ROOT / "config" / "schema").is_dir():
+        raise ConfigError(f"Failed to start xenobench: {REPO_ROOT / 'config'} is missing: the package runs from its "
+                          "source checkout (configs, schemas, experiments, BPF sources): install it with "
+                          "`pip install -e .` in a clone")
     ctx.obj = Context(config_path)
 
 

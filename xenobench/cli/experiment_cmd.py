@@ -40,6 +40,68 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _duration(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s" if s >= 60 \
+        else f"{s} s"
+
+
+class StudyProgress:
+    """Where the whole study stands, from the results tree: trials done of those planned, and the
+    time left at each experiment's mean trial time so far (a trial's wall time: from its params.json
+    to its result.json, settle, retries and cool-down included; an experiment without a finished
+    trial counts the mean of all)."""
+
+    def __init__(self, cfg, results_root: Path):
+        from ..experiments import plan
+        from ..layout import ResultsTree
+        tree = ResultsTree(Path(results_root), cfg.name)
+        self.trials = [(t.experiment, tree.trial(t.experiment, t.point, t.repetition)) for t in plan(cfg)]
+        self.seconds: dict[Path, float] = {}
+
+    def done(self) -> int:
+        return sum(1 for _, t in self.trials if t.complete)
+
+    def line(self) -> str:
+        per: dict[str, list[float]] = {}
+        left: dict[str, int] = {}
+        for e, t in self.trials:
+            if not t.complete:
+                left[e] = left.get(e, 0) + 1
+                continue
+            if t.path not in self.seconds:
+                try:
+                    self.seconds[t.path] = max(0.0, t.result.stat().st_mtime - t.params.stat().st_mtime)
+                except OSError:
+                    continue
+            per.setdefault(e, []).append(self.seconds[t.path])
+        n, todo = len(self.trials), sum(left.values())
+        head = f"[study] {n - todo}/{n} trials done"
+        if not todo:
+            return head
+        means = {e: sum(v) / len(v) for e, v in per.items()}
+        if not means:
+            return f"{head}, {todo} to go (time left: after the first trial)"
+        overall = sum(sum(v) for v in per.values()) / sum(len(v) for v in per.values())
+        eta = sum(k * means.get(e, overall) for e, k in left.items())
+        return (f"{head}, {todo} to go: about {_duration(eta)} left at the mean trial time so far ("
+                + ", ".join(f"{e} {m:.1f} s" for e, m in means.items()) + ")")
+
+    def watch(self, echo, every_s: float = 1.0):
+        """A daemon thread that echoes line() whenever a trial finishes; stop() ends it."""
+        import threading
+        stop, last = threading.Event(), [self.done()]
+
+        def loop():
+            while not stop.wait(every_s):
+                d = self.done()
+                if d != last[0]:
+                    last[0] = d
+                    echo(self.line())
+        threading.Thread(target=loop, name="study-progress", daemon=True).start()
+        return stop
+
+
 @experiment_group.command("run")
 @click.argument("experiment")
 @click.argument("point")
@@ -55,12 +117,19 @@ def run_cmd(obj, experiment, point, results_root):
         raise ConfigError(f"Failed to run experiment {experiment!r}: unknown (known: {', '.join(order())})")
     pt = find_point(obj.config, experiment, point)
     from ..layout import check_results_root
+    tb = obj.testbed()  # not root: refused first
     # before the testbed goes up, not after
     check_results_root(Path(results_root), obj.config.section("experiments")["min_free_mb"])
-    tb = obj.testbed()
     # SIGTERM (Snakemake stopping a job) unwinds like Ctrl-C: the LB, servers and load are stopped
     signal.signal(signal.SIGTERM, _interrupt)
-    s = run_point(tb, experiment, pt, Path(results_root), progress=lambda m: click.echo(m, err=True))
+    echo = lambda m: click.echo(m, err=True)  # noqa: E731
+    study = StudyProgress(obj.config, Path(results_root))
+    echo(study.line())
+    watching = study.watch(echo)  # after each trial: done / planned and the time left
+    try:
+        s = run_point(tb, experiment, pt, Path(results_root), progress=echo)
+    finally:
+        watching.set()
     click.echo(json.dumps(s))
 
 
@@ -94,7 +163,8 @@ def retry_invalid_cmd(obj, results_root, only, dry_run):
 @experiment_group.command("aggregate")
 @click.argument("resdir", type=click.Path(file_okay=False))
 def aggregate_cmd(resdir):
-    """Tidy CSVs (pps, loss, rtt_samples, rtt_summary, compare) and invalid.csv from the trials."""
+    """Tidy CSVs from the valid trials, one per table the experiments' definitions and the measurement
+    kinds name (docs/results.md), and invalid.csv listing the other trials with their reasons."""
     from ..aggregate import aggregate
     click.echo(json.dumps(aggregate(resdir, progress=lambda m: click.echo(m, err=True))))
 
@@ -104,11 +174,14 @@ def aggregate_cmd(resdir):
 @click.option("--figures", "figdir", required=True, type=click.Path(file_okay=False), help="Figure directory.")
 @click.option("--thesis-compare", type=click.Path(dir_okay=False, exists=True),
               help="compare.json of the thesis data (`xenobench compare results/thesis`).")
-@click.option("--out", type=click.Path(dir_okay=False), help="Default: RESDIR/report.md.")
-def report_cmd(resdir, figdir, thesis_compare, out):
-    """Write the run report (figures, invalid trials, wall times, published vs reproduced)."""
+@click.option("--out", type=click.Path(dir_okay=False), help="Default: RESDIR/report.md (report.html beside it).")
+@click.pass_obj
+def report_cmd(obj, resdir, figdir, thesis_compare, out):
+    """Write the run report, Markdown and HTML: the run's header (commit, date, config and its sha256
+    (--config, else the one the trials recorded), machine, validity), figures by experiment, invalid
+    trials, wall times, headline numbers, published vs reproduced."""
     from ..report import write_report
-    click.echo(str(write_report(resdir, figdir, thesis_compare, out)))
+    click.echo(str(write_report(resdir, figdir, thesis_compare, out, config=obj.config_path)))
 
 
 COMMANDS = [experiment_group]

@@ -70,8 +70,9 @@ def compare_cmd(resdir, tolerance, as_json, latex_out):
 @click.option("--placeholders", is_flag=True,
               help="Write a figure stating the reason where the data is missing (the workflow uses this).")
 def plot_cmd(resdir, outdir, testbed, placeholders):
-    """Write the six figures (PNG and PDF) that the tidy results allow; fails if none could be
-    written (each figure's reason is printed), unless --placeholders."""
+    """Write every figure the experiments' definitions list (PNG and PDF; xenobench.plots.drawn_by) that
+    the tidy results allow; fails if none could be written (each figure's reason is printed), unless
+    --placeholders."""
     from ..errors import DataError
     from ..plots import plot_all
     done = plot_all(resdir, outdir, testbed, progress=lambda s: click.echo(s, err=True),

@@ -21,9 +21,10 @@ def up(obj, results_root):
     from pathlib import Path
 
     from ..layout import check_results_root
+    tb = obj.testbed()  # not root: refused first
     check_results_root(Path(results_root), obj.config.section("experiments")["min_free_mb"])
     t0 = time.monotonic()
-    res = obj.testbed().up()
+    res = tb.up()
     what = "created" if res.get("changed") else "already up"
     click.echo(f"testbed {obj.config.name}: {what} ({time.monotonic() - t0:.2f} s)")
 
@@ -55,7 +56,7 @@ def down(obj, purge):
 @click.pass_obj
 def status(obj, as_json):
     """Show namespaces, interfaces, attached XDP programs and background processes."""
-    st = obj.testbed().status()
+    st = obj.testbed(root=False).status()
     if as_json:
         click.echo(json.dumps(st, indent=1))
         return
@@ -69,11 +70,16 @@ def status(obj, as_json):
 
 
 @testbed_group.command("check")
+@click.option("--json", "as_json", is_flag=True,
+              help="One object per check: check, ok, detail (the exit status as without).")
 @click.pass_obj
-def check(obj):
-    """Prove connectivity: client → each backend, and VIP frames to each backend's MAC."""
+def check(obj, as_json):
+    """Prove connectivity: client → each backend, and VIP frames to each backend's MAC.
+    Exit status 1 if a check failed."""
     rows = obj.testbed().check()
-    for desc, ok, detail in rows:
+    if as_json:
+        click.echo(json.dumps([{"check": desc, "ok": bool(ok), "detail": detail} for desc, ok, detail in rows]))
+    for desc, ok, detail in [] if as_json else rows:
         click.echo(f"{'ok  ' if ok else 'FAIL'} {desc}: {detail}")
     if not all(ok for _, ok, _ in rows):
         raise SystemExit(1)

@@ -255,6 +255,20 @@ def server(ctx: TrialContext) -> str:
 PROCEDURES = {"rtt_probe": rtt_probe, "rtt_under_load": rtt_under_load}
 
 
+def headline(o: dict) -> str:
+    """A valid trial's value on the terminal: the RTT median (per LB over the paired blocks, the
+    median of the blocks' medians), and the background's rate under load."""
+    if o.get("paired"):
+        per: dict[str, list[float]] = {}
+        for b in o.get("blocks") or ():
+            if b["probe"].get("median_us") is not None:
+                per.setdefault(b["lb"], []).append(float(b["probe"]["median_us"]))
+        return "RTT median " + ", ".join(f"{lb} {float(np.median(v)):.1f}" for lb, v in per.items()) + " us"
+    bg = o.get("background_pps")
+    return (f"RTT median {float(o['probe']['median_us']):.1f} us"
+            + (f" under {float(bg) / 1e3:g} kpps" if bg else ""))
+
+
 # --- rows --------------------------------------------------------------------------------------------
 def read_probe_records(path: Path) -> list[float]:
     """RTTs in µs of the answered probes (status ok) in a prober's raw records: JSON lines

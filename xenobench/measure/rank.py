@@ -463,6 +463,12 @@ def ratio_record(r: rateblocks.RateRatio) -> dict:
 PROCEDURES = {"interleaved_rates": interleaved_rates}
 
 
+def headline(o: dict) -> str:
+    """A valid trial's value on the terminal: each LB's rate over the reference's, median over its rounds."""
+    return "; ".join(f"{r['lb']}/{r['vs']} {r['median']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+                     for r in o["ranking"]) or "no ratio (too few rounds kept)"
+
+
 # --- rows --------------------------------------------------------------------------------------------
 def _block_rows(t) -> tuple[list[dict], dict]:
     """rate_blocks rows per block (source: the trial, block and round): its rate

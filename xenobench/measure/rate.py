@@ -104,6 +104,12 @@ def _prog_cost(ctx: TrialContext, profile: str, tun: dict, rate: float, seconds:
 PROCEDURES = {"offered_load": offered_load}
 
 
+def headline(o: dict) -> str:
+    """A valid trial's value on the terminal: the backends' steady rx rate and the loss."""
+    loss = o.get("loss_pct")
+    return f"rx {o['rx_pps'] / 1e6:.3f} Mpps" + ("" if loss is None else f", loss {loss:.2f} %")
+
+
 # --- rows --------------------------------------------------------------------------------------------
 def _output(o: dict, dotted: str):
     """outputs[a][b]... for a definition's metric `from: a.b`; None where absent."""

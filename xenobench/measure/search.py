@@ -9,6 +9,7 @@ goal (NDR, PDR) the lower and upper bound, the conditional throughput and the wi
 
 from __future__ import annotations
 
+import sys
 import time
 
 from ..actors import ActorGone
@@ -61,6 +62,12 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
     return out, v
 
 
+def _terminal(message: str) -> None:
+    """The search's per-trial lines on stderr: the workflow shows a job's stderr on the terminal
+    (its stdout only in the log), and a search runs for minutes."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def ndr_pdr_search(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """ndr_pdr: one MLRsearch per repetition (xenobench.search); its trials are trial directories
     below this one (search/trial-<k>/), its record search/search.json."""
@@ -77,9 +84,9 @@ def ndr_pdr_search(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         watch_lb(c, lb)
         return search_trial(c, lb, d, load)
     run = trial_runner(ctx.testbed, ctx.experiment, p, ctx.repetition, sdir, trial, ifaces=measured_ifaces(cfg),
-                       max_attempts=int(cfg.section("experiments")["max_attempts"]), plan=ctx.plan)
+                       max_attempts=int(cfg.section("experiments")["max_attempts"]), plan=ctx.plan, progress=_terminal)
     try:
-        rec = run_search(settings, run, sdir)
+        rec = run_search(settings, run, sdir, progress=_terminal)
     except ActorGone as e:
         v = Validity()
         v.require("search_completed", False, f"stopped early: {e}")
@@ -100,6 +107,13 @@ def ndr_pdr_search(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
 
 
 PROCEDURES = {"ndr_pdr_search": ndr_pdr_search}
+
+
+def headline(o: dict) -> str:
+    """A valid search's value on the terminal: each goal's lower bound (NDR, PDR) and the trial count."""
+    goals = ", ".join(f"{g['name']} {g['lower_bound_pps'] / 1e6:.3f} Mpps" for g in o["goals"]
+                      if g.get("lower_bound_pps") is not None)
+    return f"{goals or 'no bound found'} ({o['n_trials']} search trials)"
 
 
 # --- rows --------------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ capacity, capacity_from self) measures that capacity instead (xenobench.measure.
 from __future__ import annotations
 
 import json
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -556,6 +557,21 @@ def backend_update(ctx, lb=None):
 
 
 PROCEDURES = {"backend_update": backend_update}
+
+
+def headline(o: dict) -> str:
+    """A valid trial's value on the terminal: the median command-to-report time of the removals and
+    additions over its change cycles, and their loss."""
+    cyc = o["cycles"]
+    if not cyc:
+        return "no change cycle"
+
+    def med(vals):
+        vals = [float(v) for v in vals if v is not None]
+        return statistics.median(vals) if vals else float("nan")
+    return (f"remove {1e3 * med(c['remove'].get('control_s') for c in cyc):.2f} ms, "
+            f"add {1e3 * med(c['add'].get('control_s') for c in cyc):.2f} ms, "
+            f"loss {med(c.get('loss_pct') for c in cyc):.2f} % over {len(cyc)} cycle(s)")
 
 
 # --- rows --------------------------------------------------------------------------------------------
