@@ -18,7 +18,7 @@ from xenobench.config import DEFAULT_CONFIG
 from xenobench.errors import DataError
 
 LOCAL = DEFAULT_CONFIG.read_text()
-TIDY_HEADER = ("testbed,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
+TIDY_HEADER = ("testbed,experiment,point,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
                "background_pps,metric,value,unit,source\n")
 
 
@@ -182,11 +182,11 @@ DATA_CASES = [
     ("ingest-out-under-file", _ingest({"pps/22b_1.txt": SERIES}, out=_file_under), 1,
      r"Failed to write tidy results .*/afile/sub/pps.csv: Not a directory"),
     ("compare-numeric-metric", lambda t: (lambda d: (["compare", str(d)], d))(results_dir(
-        t, "pps", ["fx,xenoflow,,2,44,,1,1,,,5,96900000,packets/s,fixture"])), 1,
+        t, "pps", ["fx,pps,lb-xenoflow_payload-2,xenoflow,,2,44,,1,1,,,5,96900000,packets/s,fixture"])), 1,
      r"Failed to compare {f}: no tidy results that match a published number"),
     ("compare-inf-value", lambda t: (lambda d: (["compare", str(d)], d))(results_dir(
-        t, "pps", ["fx,xenoflow,,2,44,,1,1,,,rx_pps,96900000,packets/s,fixture",
-                   "fx,xenoflow,,2,44,,1,2,,,rx_pps,inf,packets/s,fixture"])), 1,
+        t, "pps", ["fx,pps,lb-xenoflow_payload-2,xenoflow,,2,44,,1,1,,,rx_pps,96900000,packets/s,fixture",
+                   "fx,pps,lb-xenoflow_payload-2,xenoflow,,2,44,,1,2,,,rx_pps,inf,packets/s,fixture"])), 1,
      r"Failed to read tidy results {f}/pps.csv: line 3: column value: 'inf' is not a finite number"),
     ("compare-tidy-not-utf8", lambda t: (lambda d: (["compare", str(d)], d))(
         (lambda d: ((d / "pps.csv").write_bytes(b"\xff\xfe" + TIDY_HEADER.encode()), d)[1])(
@@ -219,7 +219,7 @@ def test_bad_input_gives_one_line_and_exit_code(tmp_path, name, make, code, expe
 def test_plot_names_the_inf_value_per_figure(tmp_path):
     """plot goes on with the other figures; the one that needs pps.csv says why it is skipped.
     With no figure left to draw, plot fails (a green workflow step with no figures would hide it)."""
-    d = results_dir(tmp_path, "pps", ["fx,xenoflow,,2,44,,1,1,,,rx_pps,inf,packets/s,fixture"])
+    d = results_dir(tmp_path, "pps", ["fx,pps,lb-xenoflow_payload-2,xenoflow,,2,44,,1,1,,,rx_pps,inf,packets/s,fixture"])
     r = CliRunner().invoke(main, ["plot", str(d), "--out", str(tmp_path / "fig")])
     assert r.exit_code == DataError.exit_code and isinstance(r.exception, SystemExit), r.output
     err = r.stderr.splitlines()

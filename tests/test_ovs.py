@@ -90,8 +90,9 @@ def test_real_ovs_takes_the_papers_rule_through_the_deploy_step(ovs_dpu):
     node, run = ovs_dpu
     lb = _fips_lb()
     ran = lb.apply_ovs(node)
-    assert ran == ["ovs-vsctl br-exists ovsbr2",
-                   "ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1"]
+    # the programs by the absolute paths the DPU's sudo rule names (xenobench.dpu)
+    assert ran == ["/usr/bin/ovs-vsctl br-exists ovsbr2",
+                   "/usr/bin/ovs-ofctl -O OpenFlow12 add-flow ovsbr2 ip,in_port=pf1hpf,actions=output:p1"]
     dump = run(["ovs-ofctl", "-O", "OpenFlow12", "--names", "dump-flows", "ovsbr2"]).stdout
     assert "ip,in_port=pf1hpf actions=output:p1" in dump, dump
     assert "in_port=pf1hpf" not in run(["ovs-ofctl", "--names", "dump-flows", "ovsbr1"]).stdout
@@ -123,7 +124,7 @@ def test_real_ovs_takes_the_thesis_rule_on_a_br0_by_port_number(ovs_dpu):
          "--", "add-port", "br0", "t2", "--", "set", "interface", "t2", "ofport_request=2"], timeout=30)
     try:
         lb = _fips_lb({"bridge": "br0", "openflow": None, "flows": [{"match": "in_port=1", "actions": "output:2"}]})
-        assert lb.apply_ovs(node)[-1] == "ovs-ofctl add-flow br0 in_port=1,actions=output:2"
+        assert lb.apply_ovs(node)[-1] == "/usr/bin/ovs-ofctl add-flow br0 in_port=1,actions=output:2"
         dump = run(["ovs-ofctl", "dump-flows", "br0"]).stdout
         assert "in_port=1 actions=output:2" in dump, dump
     finally:

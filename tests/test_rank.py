@@ -176,9 +176,11 @@ def test_refused_without_its_reference(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text(f"extends: {load_config('config/ci.yaml').path.resolve()}\n"
                  "experiments: {rank: {lbs: [xenoflow, ebpf], reference: wire}}\n")
+    cfg = load_config(f)
     with pytest.raises(ConfigError, match=r"experiments.rank.reference 'wire' is not in its lbs \['xenoflow', 'ebpf'\]"):
-        cfg = load_config(f)
         precheck(get_testbed(cfg), "rank", cfg.section("experiments")["rank"])
+    with pytest.raises(ConfigError, match=r"Failed to plan experiment rank: experiments.rank.reference 'wire'"):
+        plan(cfg)  # `experiment plan` and `snakemake -n` refuse it before anything runs
 
 
 # --- results tree → tidy → figure → report -------------------------------------------------------------

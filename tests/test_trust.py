@@ -106,14 +106,14 @@ TIDY = ",".join(c for c in COLUMNS if c != "changes_per_s") + "\n"
 
 
 @pytest.mark.parametrize("line,expect", [
-    ("t,xenoflow,,,22,64,1000,1000,1,,,loss_pct,150,%,f", "line 2: metric loss_pct: value 150 is out of range: "
+    ("t,pps,lb-xenoflow_payload-22,xenoflow,,,22,64,1000,1000,1,,,loss_pct,150,%,f", "line 2: metric loss_pct: value 150 is out of range: "
                                                            "must be >= -10 and <= 100"),
-    ("t,xenoflow,,,22,64,1000,3000,1,,,rx_pps,3000,packets/s,f", "line 2: column measured_pps: 3000 is out of range "
+    ("t,pps,lb-xenoflow_payload-22,xenoflow,,,22,64,1000,3000,1,,,rx_pps,3000,packets/s,f", "line 2: column measured_pps: 3000 is out of range "
                                                                  r"\(must be >= 0 and <= 1e\+12 and <= offered_pps"),
-    ("t,xenoflow,,,22,64,1000,,1,,,rx_pps,3000,packets/s,f", "line 2: metric rx_pps: value 3000 is out of range "
+    ("t,pps,lb-xenoflow_payload-22,xenoflow,,,22,64,1000,,1,,,rx_pps,3000,packets/s,f", "line 2: metric rx_pps: value 3000 is out of range "
                                                              r"\(offered_pps 1000\): must be"),
-    ("t,xenoflow,,,22,64,,,1,,,rx_pps,-1,packets/s,f", "line 2: metric rx_pps: value -1 is out of range"),
-    ("t,xenoflow,,,22,64,,,0,,,rx_pps,1,packets/s,f", r"line 2: column repetition: 0 is out of range \(must be >= 1\)"),
+    ("t,pps,lb-xenoflow_payload-22,xenoflow,,,22,64,,,1,,,rx_pps,-1,packets/s,f", "line 2: metric rx_pps: value -1 is out of range"),
+    ("t,pps,lb-xenoflow_payload-22,xenoflow,,,22,64,,,0,,,rx_pps,1,packets/s,f", r"line 2: column repetition: 0 is out of range \(must be >= 1\)"),
 ])
 def test_read_tidy_refuses_impossible_values_plot_and_compare_too(tmp_path, line, expect):
     """read_tidy is what plot, report, compare and the notebooks read through."""
@@ -129,12 +129,13 @@ def test_read_tidy_refuses_impossible_values_plot_and_compare_too(tmp_path, line
 
 
 def test_write_tidy_refuses_an_impossible_value_and_writes_nothing(tmp_path):
-    bad = row(testbed="t", lb="x", metric="rtt_median_us", value=-3.0, unit="us", source="s")
+    bad = row(testbed="t", experiment="rtt", point="server-xdp", lb="x", metric="rtt_median_us", value=-3.0,
+              unit="us", source="s")
     with pytest.raises(DataError, match=r"line 2: metric rtt_median_us: value -3 is out of range: must be > 0"):
         write_tidy("rtt_summary", [bad], tmp_path)
     assert not (tmp_path / "rtt_summary.csv").exists()
-    ok = [row(testbed="t", lb="x", metric="rtt_vs_none_median_us", value=-3.0, unit="us", source="s"),
-          row(testbed="t", lb="x", metric="loss_pct", value=-0.2, unit="%", source="s")]  # a difference; skew
+    ok = [row(testbed="t", experiment="rtt", point="p", lb="x", metric="rtt_vs_none_median_us", value=-3.0, unit="us", source="s"),
+          row(testbed="t", experiment="rtt", point="p", lb="x", metric="loss_pct", value=-0.2, unit="%", source="s")]  # a difference; skew
     write_tidy("rtt_paired", ok, tmp_path)
 
 

@@ -129,6 +129,12 @@ class Config:
             raise ConfigError(f"Failed to find a node with role {role!r} in {self.path}")
         return found[0]
 
+    @property
+    def builds_on_this_machine(self) -> bool:
+        """Whether bringing the testbed up changes this machine (namespaces, a node reached by
+        netns), which only root may; one whose nodes are all reached over SSH does not."""
+        return self.testbed_kind == "namespaces" or any(n.transport == "netns" for n in self.nodes.values())
+
     def backend_nodes(self) -> list[NodeConfig]:
         """dns_backend first, then the other backends, in file order."""
         return self.nodes_with_role("dns_backend") + self.nodes_with_role("backend")

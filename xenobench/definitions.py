@@ -109,8 +109,9 @@ def order() -> tuple[str, ...]:
     return tuple(definitions())
 
 
-def definition(experiment: str) -> Experiment:
-    defs = definitions()
+def definition(experiment: str, defs: dict[str, Experiment] | None = None) -> Experiment:
+    """One definition by id (of `defs`, default every definition), an unknown one refused by name."""
+    defs = definitions() if defs is None else defs
     if experiment not in defs:
         raise ConfigError(f"Failed to find experiment {experiment!r}: unknown (known: {', '.join(defs)})")
     return defs[experiment]

@@ -70,10 +70,8 @@ def order() -> tuple[str, ...]:
 
 
 def definition(experiment: str) -> Experiment:
-    defs = definitions()
-    if experiment not in defs:
-        raise ConfigError(f"Failed to find experiment {experiment!r}: unknown (known: {', '.join(defs)})")
-    return defs[experiment]
+    """One definition, checked as the plan checks them (an unknown id refused by name)."""
+    return _data.definition(experiment, definitions())
 
 
 @dataclass(frozen=True)
@@ -232,6 +230,9 @@ def plan(cfg, only: list[str] | None = None, testbed=None) -> list[PlannedTrial]
     generator_of(cfg)
     out = []
     for e in only or order():
+        kind = MEASURE_KINDS[definition(e).kind]
+        if section(cfg, e) and hasattr(kind, "check_section"):  # what the kind asks of its section
+            kind.check_section(cfg, e, section(cfg, e))
         check_lbs(cfg, e, testbed)
         reps = repetitions(cfg, e)
         for pt in points(cfg, e):

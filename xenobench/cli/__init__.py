@@ -54,9 +54,8 @@ ROOT_REASON = "needs root (network namespaces, XDP): run as root or with sudo"
 
 
 def needs_root(cfg) -> bool:
-    """A testbed built on this machine (namespaces, a node reached by netns) is changed only by root;
-    one whose nodes are all reached over SSH is not."""
-    return cfg.testbed_kind == "namespaces" or any(n.transport == "netns" for n in cfg.nodes.values())
+    """A testbed built on this machine is changed only by root (Config.builds_on_this_machine)."""
+    return cfg.builds_on_this_machine
 
 
 def require_root(cfg, what: str) -> None:

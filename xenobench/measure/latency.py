@@ -326,15 +326,6 @@ def _rtt_stats(v: np.ndarray) -> dict:
     return st
 
 
-def _rtt_stats(v: np.ndarray) -> dict:
-    st = {"median": float(np.median(v)), "mean": float(np.mean(v)),
-          "std": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
-          "min": float(v.min()), "max": float(v.max())}
-    for p in RTT_PERCENTILES:
-        st[f"p{p}"] = float(np.percentile(v, p))
-    return st
-
-
 def _rtt_rows(common: dict, rtts: np.ndarray, s: dict, rel_records: Path, rel_summary: Path,
               out: dict[str, list[dict]], samples: bool = True) -> None:
     for i, v in enumerate(rtts if samples else ()):

@@ -102,14 +102,20 @@ def check_switchable(testbed, lbs: list[str], where: str = "experiments.rank.lbs
     return drivers
 
 
-def precheck(testbed, experiment: str, ex: dict) -> None:
-    """Before a point's set-up (xenobench.procedures.run_point; `ex`: the experiment's config
-    section): the list is switchable and holds its reference."""
+def check_section(cfg, experiment: str, ex: dict) -> None:
+    """When the plan is made (xenobench.experiments.plan; `ex`: the experiment's config section):
+    its reference is one of its LBs."""
     lbs, ref = list(ex["lbs"]), ex["reference"]
     if ref not in lbs:
         raise ConfigError(f"Failed to plan experiment {experiment}: experiments.{experiment}.reference {ref!r} is "
-                          f"not in its lbs {lbs} in {testbed.cfg.path}")
-    check_switchable(testbed, lbs, f"experiments.{experiment}.lbs")
+                          f"not in its lbs {lbs} in {cfg.path} (add it to the list, or name one of the list)")
+
+
+def precheck(testbed, experiment: str, ex: dict) -> None:
+    """Before a point's set-up (xenobench.procedures.run_point; `ex`: the experiment's config
+    section): the list holds its reference and is switchable."""
+    check_section(testbed.cfg, experiment, ex)
+    check_switchable(testbed, list(ex["lbs"]), f"experiments.{experiment}.lbs")
 
 
 def window_rate(samples, t0: float, t1: float) -> tuple[float | None, int]:
