@@ -747,10 +747,10 @@ def test_rtt_under_load_with_katran_says_its_split_is_by_hash(tmp_path):
     assert hash_split_note("ebpf") is None and hash_split_note("xenoflow") is None
     d = tmp_path / "res"
     d.mkdir()
-    head = ("testbed,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
+    head = ("testbed,experiment,point,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
             "background_pps,metric,value,unit,source\n")
     (d / "rtt_summary.csv").write_text(head + "".join(
-        f"fx,katran,xdp,,,,,1,{sp},{bg},rtt_{k}_us,{15 + dv},us,fixture\n"
+        f"fx,rtt_load,level_pps-{bg}_split-{sp},katran,xdp,,,,,1,{sp},{bg},rtt_{k}_us,{15 + dv},us,fixture\n"
         for sp, bg in (("none", 0), ("50/50", 100000)) for k, dv in (("median", 0), ("p25", -1), ("p75", 1))))
     s = rtt_under_load(d, tmp_path / "f", "fx")
     assert set(s) == {"50/50"} and (tmp_path / "f" / "rtt_under_load.png").stat().st_size > 1000

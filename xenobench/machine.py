@@ -175,15 +175,22 @@ def host_load(before: dict, after: dict, cpus: list[int] | None) -> dict:
             "packet_tasks": top["packet_tasks_share"], "other_tasks": top["other_share"]}
 
 
+#: the shortest span whose steal share is judged: over a few ticks (USER_HZ, 100 a second) one tick of
+#: steal is tens of per cent, a share that says nothing of the trial
+MIN_JUDGED_S = 0.5
+
+
 def record(before: dict, after: dict, placement: dict | None, max_steal_share: float) -> dict:
     """metadata.json's `machine` entry of one attempt: per host the load of the trial's CPUs, the
-    largest steal share among them, and whether it exceeds max_steal_share (flagged)."""
+    largest steal share among them, and whether it exceeds max_steal_share (flagged; a span shorter
+    than MIN_JUDGED_S is recorded, not judged)."""
     cpus = trial_cpus(placement)
     per_host = {h: host_load(before.get(h, {"error": "no snapshot before"}), a, cpus) for h, a in after.items()}
     steals = [v["steal_share"] for h in per_host.values() if "cpus" in h for v in h["cpus"].values()]
     worst = max(steals, default=None)
+    judged = any(h.get("seconds", 0) >= MIN_JUDGED_S for h in per_host.values())
     return {"trial_cpus": cpus, "hosts": per_host, "steal_share_max": worst, "max_steal_share": max_steal_share,
-            "flagged": worst is not None and worst > max_steal_share}
+            "judged": judged, "flagged": judged and worst is not None and worst > max_steal_share}
 
 
 def steal_reason(rec: dict) -> str:

@@ -117,9 +117,9 @@ def run_cmd(obj, experiment, point, results_root):
         raise ConfigError(f"Failed to run experiment {experiment!r}: unknown (known: {', '.join(order())})")
     pt = find_point(obj.config, experiment, point)
     from ..layout import check_results_root
-    tb = obj.testbed()  # not root: refused first
-    # before the testbed goes up, not after
+    # the results directory before anything of the testbed (a path under a file, a full disk)
     check_results_root(Path(results_root), obj.config.section("experiments")["min_free_mb"])
+    tb = obj.testbed()  # not root: refused here, before anything is brought up
     # SIGTERM (Snakemake stopping a job) unwinds like Ctrl-C: the LB, servers and load are stopped
     signal.signal(signal.SIGTERM, _interrupt)
     echo = lambda m: click.echo(m, err=True)  # noqa: E731
