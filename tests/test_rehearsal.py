@@ -1,5 +1,5 @@
 """The rehearsal lab (standins/rehearsal) with the harness against it over real SSH: the day-one
-defects of the thesis testbed (issue 24), each as an operator meets it.
+defects of the thesis testbed, each as an operator meets it.
 
 One lab for the module (config/rehearsal-ci.yaml, namespaces of the test prefix), built without
 the DPU's sudoers rule: the tests run in file order, the last one takes the lab down (after a
@@ -149,7 +149,7 @@ def test_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(lab, testbed):
     lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "del-flows", "ovsbr2", "ip,in_port=pf1hpf")
 
 
-# --- faults over SSH mid-trial (issue 26): each named in the trial's record, the next trial runs ---------
+# --- faults over SSH mid-trial: each named in the trial's record, the next trial runs ---------
 def _sleeper_trial(testbed, lab, trial, fault):
     """One trial whose actor is a process the harness started on fips2 (`sleep`, in its own session
     as every started process); `fault` hits 0.3 s in; the attempt then checks its actors until one is
@@ -275,6 +275,13 @@ def test_trex_not_running_is_started_by_the_workflow_rule(lab, testbed, tmp_path
     name = f"rehearsal-test-{testbed.cfg.prefix.rstrip('-')}"
     res = REPO_ROOT / "results" / name
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    # day one as the operator (scripts/rehearsal.sh): the DPU's rule installed, a deploy that builds
+    # XenoFlow as the login, the build installed root-owned as its table says; the workflow's deploy
+    # then finds every row ready
+    from xenobench.deploy import deploy
+    lab.install_sudo_rule()
+    deploy(testbed)
+    lab.install_xenoflow()
     try:
         p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "snakemake"), "--cores", "1", f"results/{name}/trex_server.txt",
                             "--configfile", str(CONFIG), "--config", f"testbed={{name: {name}}}"],

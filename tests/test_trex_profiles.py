@@ -1,4 +1,4 @@
-"""Any TRex STL profile runs as TRex runs it (issue 24, "a TRex user's own STL profile is refused").
+"""Any TRex STL profile runs as TRex runs it.
 
 The user's tunables (`-t key=value`, or TRex's own argv form `-t '--size 64 --fast'`) reach every
 profile as `--key` as given (TRex: parsing_opts.convert_old_tunables_to_new_tunables); the

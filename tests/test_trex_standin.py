@@ -304,7 +304,7 @@ def test_harness_trex_driver_split_on_the_wire(wire, tmp_path, cores, told):
     70/30) against the stand-in at 1, 8 and 14 cores, the frames counted by class where they
     arrive (sink0's rx counter = the capture). The driver asks the server for its cores
     (dp_core_count_per_port) and the profile caches lcm(cycle, cores) frames: 70/30 exactly in every
-    period on every core count (issue 24, defect 5). told=1 is the driver before the fix (the
+    period on every core count. told=1 is the driver before the fix (the
     profile caches one cycle, as if TRex had one core): 70.0 / 75.0 / 71.4 % to the DNS class.
     Frame for frame what TRex sends (trex_wire, derived above). The trial's validity (the achieved
     rate) is not asserted: on this shared machine xdpgen is at times descheduled."""

@@ -1,4 +1,4 @@
-"""Trust in every trial (issue 26): an impossible value, a malformed, duplicated or stale trial
+"""Trust in every trial: an impossible value, a malformed, duplicated or stale trial
 never becomes a number in a figure, and each is refused by name (file, row or key, value, rule)
 through the command line a user runs: `xenobench experiment aggregate`, `experiment report`,
 `plot`, `compare`."""
