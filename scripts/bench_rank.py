@@ -20,7 +20,7 @@ so every LB is started once per run (per repetition), never per block.
 Each run is REPS repetitions of ROUNDS rounds, pooled as the study's aggregation pools them; the CI
 resamples the repetitions, then their rounds (xenobench.rateblocks: the ratios move with the
 machine's state between repetitions, docs/vm-noise.md). The rounds a repetition
-left out (the host running the generator's and the DUT's vCPUs apart, xenobench.measure.rank.ROUND_RULES)
+left out (the host running the generator's and the DUT's vCPUs apart, xenobench.machine.RULES)
 are printed with their figures; an invalid repetition (more than half left out) is not pooled. The
 samples' interval is the config's (experiments.rank.sample_interval_s).
 
@@ -126,7 +126,7 @@ def main(argv):
                                          for r in at["reasons"]))
                 continue
             left = o.get("rounds_left_out") or {}
-            if left:  # xenobench.measure.rank.ROUND_RULES: the figures over their limits, per round
+            if left:  # xenobench.machine.RULES: the figures over their limits, per round
                 print(f"  {len(left)} rounds left out: " + ", ".join(f"{r} {w}" for r, w in left.items()))
             for b in o.get("blocks") or []:
                 if not b.get("round_kept", True):

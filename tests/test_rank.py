@@ -17,7 +17,9 @@ from xenobench.experiments import plan, points
 from xenobench.lb import get_lb, stop_all
 from xenobench.plots import rate_ranking
 from xenobench.measure.common import backend_ifaces
-from xenobench.measure.rank import (CPU_RTT, PageAllocReader, bookkeeping, check_switchable, counter_at, cpu_pair_rtt,
+from xenobench import machine
+from xenobench.machine import CPU_RTT, cpu_pair_rtt
+from xenobench.measure.rank import (PageAllocReader, bookkeeping, check_switchable, counter_at,
                             dut_cpu_reader, forwarded, left_out_reason, precheck, rounds_left_out,
                             window_rate)
 from xenobench.report import write_report
@@ -135,9 +137,9 @@ def test_the_reason_names_each_figure_its_worst_and_its_key():
     left = {2: {"cpu_pair_rtt_ns": 351.5}, 3: {"cpu_pair_rtt_ns": 340.0, "page_allocs_per_frame": 0.28}}
     assert left_out_reason(left, 4, LIMITS) == (
         "2 of 4 rounds left out (2 with the generator's and the DUT's vCPUs on cores without a shared cache "
-        "(cache-line round trip, ns) up to 351.5 > experiments.rank.max_cpu_pair_rtt_ns 200; 1 with the "
+        "(cache-line round trip, ns) up to 351.5 > experiments.max_cpu_pair_rtt_ns 200; 1 with the "
         "generator's frames through the page allocator (page allocations per frame) up to 0.28 > "
-        "experiments.rank.max_page_allocs_per_frame 0.1): the testbed's disturbance, not the LBs' (xenobench.measure.rank); "
+        "experiments.max_page_allocs_per_frame 0.1): the machine's state, not the LBs' (xenobench.machine.RULES); "
         "more than half the rounds are left out")
 
 
@@ -368,8 +370,7 @@ def test_the_cache_line_round_trip_between_the_generators_and_the_duts_cpu(testb
 
 @needs_root
 def test_a_prober_that_cannot_run_says_why_and_judges_nothing(testbed, monkeypatch, tmp_path):
-    import xenobench.measure.rank as rank
-    monkeypatch.setattr(rank, "CPU_RTT", tmp_path / "no-cpu_rtt")
+    monkeypatch.setattr(machine, "CPU_RTT", tmp_path / "no-cpu_rtt")
     pair = cpu_pair_rtt(testbed)
     try:
         assert pair() is None and pair() is None

@@ -3,7 +3,9 @@ the CSVs can be regenerated at any time: `xenobench experiment aggregate results
 
 Only valid trials become rows, made by the measurement kind that measured them
 (xenobench.measure); every row names its experiment and point. Invalid trials are listed in
-invalid.csv (and in the run report) with their reasons, never dropped silently.
+invalid.csv (and in the run report) with their reasons, never dropped silently. Given the config's
+plan, only the points it plans become rows: trials recorded for another plan (an earlier config's
+splits, payloads or LBs) are listed in unplanned.csv, never drawn as if planned.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pandas as pd
 
 from . import measure
 from .errors import ConfigError, DataError
-from .experiments import definition
+from .experiments import definition, order, points
 from .layout import TrialDir, point_id, trial_results
 from .measure import TrialRecord
 from .results import COLUMNS, KINDS, remove_tidy, validate, write_tidy
@@ -94,14 +96,29 @@ def _facts(trial: TrialDir, res: dict) -> dict:
     return f
 
 
-def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) -> dict:
-    """Write <resdir>/<kind>.csv for every kind with rows, and <resdir>/invalid.csv."""
+def planned_points(cfg) -> set[tuple[str, str]]:
+    """(experiment, point id) of every point the config plans (capacity points included)."""
+    return {(e, point_id(pt)) for e in order() for pt in points(cfg, e)}
+
+
+UNPLANNED_FIELDS = ["trial", "experiment", "point", "valid"]
+
+
+def aggregate(resdir: str | Path, testbed: str | None = None, progress=print,
+              planned: set[tuple[str, str]] | None = None) -> dict:
+    """Write <resdir>/<kind>.csv for every kind with rows, <resdir>/invalid.csv, and, given the
+    config's plan (`planned`: planned_points), <resdir>/unplanned.csv listing the trials of points
+    it does not plan (no rows: a figure draws what the config plans)."""
     resdir = Path(resdir)
     testbed = testbed or resdir.name
     rows: dict[str, list[dict]] = {k: [] for k in KINDS}
-    invalid = []
+    invalid, unplanned = [], []
     by_point: dict[tuple[str, str], list[TrialRecord]] = {}
     for trial, res in trial_results(resdir):
+        if planned is not None and (res["experiment"], point_id(res["point"])) not in planned:
+            unplanned.append({"trial": str(trial.path.relative_to(resdir)), "experiment": res["experiment"],
+                              "point": point_id(res["point"]), "valid": bool(res.get("valid"))})
+            continue
         if not res.get("valid"):
             reasons = [r for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]]
             invalid.append({"trial": str(trial.path.relative_to(resdir)), "experiment": res["experiment"],
@@ -124,13 +141,24 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print) ->
             progress(f"{k}.csv: {len(rs)} rows")
         else:  # this directory's CSVs are ours: none stale
             remove_tidy(k, resdir)
-    try:
-        with open(resdir / "invalid.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["trial", "experiment", "point", "attempts", "reasons"])
-            w.writeheader()
-            w.writerows(invalid)
-    except OSError as e:
-        raise DataError(f"Failed to write {resdir / 'invalid.csv'}: {e.strerror or e}") from None
+    _write_csv(resdir / "invalid.csv", ["trial", "experiment", "point", "attempts", "reasons"], invalid)
     written["invalid"] = len(invalid)
     progress(f"invalid.csv: {len(invalid)} invalid trials")
+    if planned is not None:
+        _write_csv(resdir / "unplanned.csv", UNPLANNED_FIELDS, unplanned)
+        written["unplanned"] = len(unplanned)
+        if unplanned:
+            progress(f"unplanned.csv: {len(unplanned)} trials of points this config does not plan (not drawn)")
+    else:
+        (resdir / "unplanned.csv").unlink(missing_ok=True)
     return written
+
+
+def _write_csv(path: Path, fields: list[str], rows: list[dict]) -> None:
+    try:
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+    except OSError as e:
+        raise DataError(f"Failed to write {path}: {e.strerror or e}") from None

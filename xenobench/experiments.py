@@ -96,10 +96,11 @@ def repetitions(cfg, experiment: str) -> int:
 
 
 def paired(cfg, experiment: str) -> bool:
-    """Whether a latency experiment runs the paired design: each repetition measures every LB
-    variant in interleaved blocks (config `paired`, default true; false = the thesis's protocol of
-    one point per LB, Sec. 7.4)."""
-    return definition(experiment).is_latency and bool(section(cfg, experiment).get("paired"))
+    """Whether an experiment runs a paired design: each repetition measures every LB of its list in
+    interleaved blocks against a reference (config `paired`): latency (default true; false = the
+    thesis's protocol of one point per LB, Sec. 7.4) and rate (pps, compare: default false, the
+    thesis's protocol; true = the interleaved rate design of xenobench.measure.rank)."""
+    return definition(experiment).kind in ("latency", "rate") and bool(section(cfg, experiment).get("paired"))
 
 
 def capacity_shares(sec: dict) -> bool:
@@ -152,6 +153,8 @@ def points(cfg, experiment: str) -> list[dict]:
                               f"is not set in {cfg.path} (the variable {v['name']} takes its values from it)")
         vals = sec[v["from"]]
         axes.append((v, list(vals) if isinstance(vals, list) else [vals]))
+    if not axes and is_paired:  # every variable was the LB: one point, named by what the blocks are compared with
+        axes.append(({"name": "reference"}, [sec.get("reference", NONE)]))
     out, seen = self_capacity_points(cfg, experiment), set()
     for combo in itertools.product(*(vals for _, vals in axes)):
         pt = {}
@@ -183,6 +186,10 @@ def capacity_points(cfg, experiment: str = "rtt_load", point: dict | None = None
                 if point is None or all(pt[k] == point[k] for k in ("split", "lb") if k in point)]
     lbs = measured_lbs(cfg, experiment)
     src, payload = ex["capacity_from"], int(ex["payload"])
+    if paired(cfg, src):  # its blocks are rates of a design with switches, not one LB's steady maximum
+        raise ConfigError(f"Failed to plan {experiment}'s capacity levels: experiments.{src} runs the paired design "
+                          f"(paired: true) in {cfg.path}, which measures no LB's maximum alone (set "
+                          f"experiments.{experiment}.capacity_from: self, or experiments.{src}.paired: false)")
     planned = points(cfg, src)
     out = []
     for kind in lbs:

@@ -1,8 +1,12 @@
-"""What the machine did to a trial: CPU steal time, the CPUs' frequency, and the other load on the
-trial's CPUs. The one owner of these facts; xenobench.trials records them per attempt in every
-trial's metadata.json (`machine`) and flags an attempt whose steal exceeds
-`experiments.max_steal_share` (then retried like any invalid attempt); the run report names such
-trials (xenobench.report).
+"""What the machine did to a trial, and the one rule that judges it (RULES): CPU steal time, the
+other load on the trial's CPUs, the placement of the generator's and the DUT's vCPUs (a cache line's
+round trip between them), the generator's page allocations per frame; the CPUs' frequency is
+recorded beside them. xenobench.trials records the figures per attempt in every trial's
+metadata.json (`machine`) and judges every attempt of every kind by RULES once (`machine_undisturbed`:
+an attempt over a limit is retried like any invalid attempt, after waiting for the placement to
+come back: wait_calm); the interleaved designs (xenobench.measure.rank) judge each round's blocks by
+the same RULES and limits. The run report counts and names the trials it judged disturbed
+(xenobench.report). docs/vm-noise.md is the method.
 
 How it is measured: one snapshot before and one after the procedure, of every host that runs the
 trial's CPUs (the load generator's and the LB's node, named by the first node read on it; on the
@@ -28,9 +32,13 @@ switch hops'); a testbed that places nothing (hardware) has every CPU of those h
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import time
+from dataclasses import dataclass
 
+from . import REPO_ROOT
 from .errors import NodeError
 
 # the commands of one snapshot; each part after a '#<name>' line (parse_snapshot)
@@ -175,27 +183,166 @@ def host_load(before: dict, after: dict, cpus: list[int] | None) -> dict:
             "packet_tasks": top["packet_tasks_share"], "other_tasks": top["other_share"]}
 
 
-#: the shortest span whose steal share is judged: over a few ticks (USER_HZ, 100 a second) one tick of
+#: the shortest span whose shares are judged: over a few ticks (USER_HZ, 100 a second) one tick of
 #: steal is tens of per cent, a share that says nothing of the trial
 MIN_JUDGED_S = 0.5
 
 
-def record(before: dict, after: dict, placement: dict | None, max_steal_share: float) -> dict:
+@dataclass(frozen=True)
+class Rule:
+    """One figure of the machine's state, the experiments key of its limit (None: not judged) and
+    what a value over the limit means."""
+    figure: str
+    key: str
+    what: str
+    unit: str
+
+
+#: the one rule: every attempt (xenobench.trials.run_trial) and every round of an interleaved design
+#: (xenobench.measure.rank) is disturbed where one of its figures is over its limit
+RULES = (
+    Rule("steal_share", "max_steal_share",
+         "a trial CPU's time the hypervisor gave to someone else (steal share)", "share"),
+    Rule("other_load_share", "max_other_load_share",
+         "a trial CPU's time taken by tasks other than the packet path's (other load share)", "share"),
+    Rule("cpu_pair_rtt_ns", "max_cpu_pair_rtt_ns",
+         "the generator's and the DUT's vCPUs on cores without a shared cache (cache-line round trip, ns)", "ns"),
+    Rule("page_allocs_per_frame", "max_page_allocs_per_frame",
+         "the generator's frames through the page allocator (page allocations per frame)", "pages/frame"),
+)
+
+
+def limits(cfg) -> dict[str, float | None]:
+    """Every rule's limit from the config (experiments.<key>; None: not judged)."""
+    ex = cfg.section("experiments")
+    return {r.key: (None if ex.get(r.key) is None else float(ex[r.key])) for r in RULES}
+
+
+def over(figures: dict, lim: dict) -> dict[str, float]:
+    """The figures of `figures` (figure -> value) over their limit (`lim`: key -> limit); a figure
+    not measured (None) or not judged (limit None) is never over."""
+    out = {}
+    for r in RULES:
+        v, cap = figures.get(r.figure), lim.get(r.key)
+        if v is not None and cap is not None and float(v) > cap:
+            out[r.figure] = round(float(v), 4)
+    return out
+
+
+def explain(worst: dict[str, float], lim: dict, count: dict[str, int] | None = None) -> str:
+    """'<what> up to <v> > experiments.<key> <limit>' for each figure over its limit (`count`: how
+    many rounds or attempts each was over in, where more than one is summed up)."""
+    parts = []
+    for r in RULES:
+        if r.figure in worst:
+            n = f"{count[r.figure]} with " if count and r.figure in count else ""
+            parts.append(f"{n}{r.what} up to {worst[r.figure]:g} > experiments.{r.key} {lim[r.key]:g}")
+    return "; ".join(parts)
+
+
+def figures(rec: dict) -> dict[str, float | None]:
+    """The judged figures of one attempt's record (record): the largest steal and other-load share
+    of the trial's CPUs (None over a span shorter than MIN_JUDGED_S: not judged), the largest
+    cache-line round trip sampled."""
+    hosts = [h for h in rec["hosts"].values() if "cpus" in h]
+    judged = any(h.get("seconds", 0) >= MIN_JUDGED_S for h in hosts)
+    shares = [v for h in hosts for v in h["cpus"].values()]
+    pair = [x for x in rec.get("cpu_pair_rtt_ns") or () if x is not None]
+    return {"steal_share": max((v["steal_share"] for v in shares), default=None) if judged else None,
+            "other_load_share": max((v["other_share"] for v in shares), default=None) if judged else None,
+            "cpu_pair_rtt_ns": max(pair) if pair else None}
+
+
+def record(before: dict, after: dict, placement: dict | None, lim: dict, pair_rtt_ns: list | None = None) -> dict:
     """metadata.json's `machine` entry of one attempt: per host the load of the trial's CPUs, the
-    largest steal share among them, and whether it exceeds max_steal_share (flagged; a span shorter
-    than MIN_JUDGED_S is recorded, not judged)."""
+    cache-line round trips sampled (pair_rtt_ns), the judged figures (figures) and those over their
+    limits (`over`; `disturbed` where any)."""
     cpus = trial_cpus(placement)
     per_host = {h: host_load(before.get(h, {"error": "no snapshot before"}), a, cpus) for h, a in after.items()}
-    steals = [v["steal_share"] for h in per_host.values() if "cpus" in h for v in h["cpus"].values()]
-    worst = max(steals, default=None)
-    judged = any(h.get("seconds", 0) >= MIN_JUDGED_S for h in per_host.values())
-    return {"trial_cpus": cpus, "hosts": per_host, "steal_share_max": worst, "max_steal_share": max_steal_share,
-            "judged": judged, "flagged": judged and worst is not None and worst > max_steal_share}
+    rec = {"trial_cpus": cpus, "hosts": per_host, "cpu_pair_rtt_ns": list(pair_rtt_ns or []), "limits": lim}
+    rec["figures"] = figures(rec)
+    rec["over"] = over(rec["figures"], lim)
+    rec["disturbed"] = bool(rec["over"])
+    return rec
 
 
-def steal_reason(rec: dict) -> str:
-    """The validity reason of a flagged attempt, naming the CPU and the configured share."""
-    host, cpu, share = max(((h, c, v["steal_share"]) for h, hl in rec["hosts"].items() if "cpus" in hl
-                            for c, v in hl["cpus"].items()), key=lambda x: x[2])
-    return (f"CPU {cpu} of {host} lost {100 * share:.1f} % of the trial to steal time (> experiments.max_steal_share "
-            f"{100 * rec['max_steal_share']:g} %): the hypervisor ran something else there")
+def reason(rec: dict) -> str:
+    """The validity reason of a disturbed attempt, naming the CPU and host where one is to blame."""
+    parts = []
+    for r in RULES:
+        if r.figure not in rec["over"]:
+            continue
+        text = f"{r.what} {rec['over'][r.figure]:g} > experiments.{r.key} {rec['limits'][r.key]:g}"
+        if r.figure in ("steal_share", "other_load_share"):
+            field = "steal_share" if r.figure == "steal_share" else "other_share"
+            host, cpu, share = max(((h, c, v[field]) for h, hl in rec["hosts"].items() if "cpus" in hl
+                                    for c, v in hl["cpus"].items()), key=lambda x: x[2])
+            text += f" (CPU {cpu} of {host}: {100 * share:.1f} %)"
+        parts.append(text)
+    return "; ".join(parts) + ": the machine's state, not the LB's"
+
+
+class CpuPairRtt:
+    """The cache-line round trip (ns) between two CPUs of a node, measured on request by
+    loadgen/cpu_rtt kept running there (the Session protocol): ~1 ms of both CPUs a sample.
+    Callable: the fastest burst's ns, None when the program is missing or fails (error says why;
+    nothing is judged by it then); close() ends it."""
+
+    def __init__(self, node, cpus: tuple[int, int]):
+        self.node, self.cpus = node, cpus
+        self._session = None
+        self.error: str | None = None
+
+    def __call__(self) -> float | None:
+        if self.error:
+            return None
+        try:
+            if self._session is None:
+                self._session = self.node.session([str(CPU_RTT), *map(str, self.cpus)])
+            return float(json.loads(self._session.request("20 100"))["min_ns"])
+        except (NodeError, OSError, ValueError, KeyError) as e:
+            self.error = str(e)
+            return None
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+
+CPU_RTT = REPO_ROOT / "loadgen" / "build" / "cpu_rtt"
+
+
+def cpu_pair_rtt(testbed) -> CpuPairRtt | None:
+    """The prober of the generator's and the DUT's CPU on a testbed that runs both on one machine
+    (the namespace testbed: its cpu placement names both), else None (separate hosts: the placement
+    of one host's vCPUs does not enter a frame's cost)."""
+    if getattr(testbed, "napi", None) is None:
+        return None
+    gen = (testbed.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
+    dut = testbed.cfg.section("testbed").get("cpus", {}).get("dut")
+    node = testbed.node(testbed.cfg.role("lb").name)
+    if not isinstance(gen, int) or not isinstance(dut, int) or gen == dut or not node.is_local:
+        return None
+    return CpuPairRtt(node, (gen, dut))
+
+
+def wait_calm(probe: CpuPairRtt | None, limit: float | None, timeout_s: float, interval_s: float = 0.5,
+              clock=time.monotonic, sleep=time.sleep) -> tuple[bool, float, list[float]]:
+    """Before an attempt that follows a disturbed one: sample the cache-line round trip every
+    interval_s until two samples in a row are at or below `limit`, for at most timeout_s. Returns
+    (calm, seconds waited, samples); calm without a probe or a limit (nothing to wait for)."""
+    if probe is None or limit is None or timeout_s <= 0:
+        return True, 0.0, []
+    t0, samples, good = clock(), [], 0
+    while True:
+        v = probe()
+        if v is None:
+            return True, round(clock() - t0, 3), samples
+        samples.append(v)
+        good = good + 1 if v <= limit else 0
+        if good >= 2:
+            return True, round(clock() - t0, 3), samples
+        if clock() - t0 >= timeout_s:
+            return False, round(clock() - t0, 3), samples
+        sleep(interval_s)

@@ -14,6 +14,7 @@ trials behind it.
 
 from __future__ import annotations
 
+import csv
 import datetime
 import functools
 import hashlib
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import REPO_ROOT, latex
+from . import REPO_ROOT, latex, machine
 from .errors import DataError, XenobenchError
 from .layout import read_json, trial_results
 from .lb import LBS
@@ -155,10 +156,10 @@ def _rank_section(tidy: dict) -> list[str]:
               "shared machine other threads take turns on that CPU).", ""]
     left = _rounds_left_out(tidy.get("rate_blocks"))
     if left:
-        L += [f"Rounds left out of the ranking: {left} (a block over experiments.rank.max_cpu_pair_rtt_ns: the host ran "
-              "the generator's and the DUT's vCPUs on cores without a shared cache, a frame costing the DUT 1.35-1.55x; "
-              "or over max_page_allocs_per_frame: the generator's frame pages went through the page allocator. "
-              "rate_blocks.csv has their blocks, block_round_kept 0).", ""]
+        L += [f"Rounds left out of the ranking: {left} (a block the machine rule judged disturbed: over "
+              "experiments.max_cpu_pair_rtt_ns, the host ran the generator's and the DUT's vCPUs on cores without a "
+              "shared cache; or over max_page_allocs_per_frame, the generator's frame pages went through the page "
+              "allocator. rate_blocks.csv has their blocks, block_round_kept 0).", ""]
     return L
 
 
@@ -610,10 +611,15 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     testbed = resdir.name
     out = Path(out) if out else resdir / "report.md"
     L = [f"# xenobench run report — testbed `{testbed}`", ""]
-    trials = trial_results(resdir)
+    trials, unplanned = _planned(resdir, trial_results(resdir))
     L += _table(["run", ""], [[k, v] for k, v in run_header(resdir, config, trials)])
     n_valid = sum(1 for _, r in trials if r.get("valid"))
-    L += ["", f"Trials: {len(trials)} ({n_valid} valid, {len(trials) - n_valid} invalid).", ""]
+    L += ["", f"Trials: {len(trials)} ({n_valid} valid, {len(trials) - n_valid} invalid) of the points the "
+          "config plans.", ""]
+    if unplanned:
+        L += [f"Recorded for another plan (an earlier config's points; not drawn, not counted): {len(unplanned)} "
+              "trials, listed in unplanned.csv: " + ", ".join(sorted({u for u in unplanned})[:8])
+              + (" ..." if len(set(unplanned)) > 8 else "") + ".", ""]
     if testbed not in HARDWARE_TESTBEDS:
         L += ["Numbers from this testbed describe this machine (Linux namespaces, veth, trafgen or xdpgen, XDP; "
               "XenoFlow on the DOCA Flow emulation), never a BlueField-3.", ""]
@@ -716,37 +722,57 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     return out
 
 
+def _planned(resdir: Path, trials: list) -> tuple[list, list[str]]:
+    """The trials of the points the run's config plans, and the points (experiment/point) of those it
+    does not, as aggregate listed them in unplanned.csv (absent: every trial counts)."""
+    path = resdir / "unplanned.csv"
+    if not path.exists():
+        return trials, []
+    try:
+        with open(path, newline="") as f:
+            listed = {r["trial"]: f"{r['experiment']}/{r['point']}" for r in csv.DictReader(f)}
+    except (OSError, KeyError, csv.Error) as e:
+        raise DataError(f"Failed to read {path}: {e} (regenerate it: xenobench experiment aggregate {resdir})") from None
+    keep = [(t, r) for t, r in trials if str(t.path.relative_to(resdir)) not in listed]
+    return keep, list(listed.values())
+
+
 def _machine_section(trials, resdir: Path) -> list[str]:
-    """Trials the machine disturbed: every trial with an attempt whose CPUs lost more than
-    experiments.max_steal_share to steal (xenobench.machine, in its metadata.json), retried or not,
-    with each attempt's largest steal share; and the largest steal and other load over all trials."""
-    rows, worst_steal, worst_other, worst_allocs = [], 0.0, 0.0, None
+    """Trials the machine disturbed: every trial with an attempt the machine rule
+    (xenobench.machine.RULES, recorded in its metadata.json) judged disturbed, retried or not, with
+    each such attempt's figures over their limits; the count; and the largest figures over all
+    attempts."""
+    rows, worst = [], {}
+    attempts = disturbed = 0
     for t, r in trials:
         try:
             m = (json.loads(t.metadata.read_text()).get("machine") or {})
         except (OSError, ValueError):
             continue
-        for rec in m.values():
+        bad = {}
+        for a, rec in sorted(m.items()):
+            attempts += 1
             for h in (rec.get("hosts") or {}).values():
-                if isinstance(h.get("page_allocs_per_s"), (int, float)):
-                    worst_allocs = max(worst_allocs or 0, h["page_allocs_per_s"])
                 for c in (h.get("cpus") or {}).values():
-                    worst_steal = max(worst_steal, c.get("steal_share") or 0)
-                    worst_other = max(worst_other, c.get("other_share") or 0)
-        flagged = {a: rec for a, rec in m.items() if rec.get("flagged")}
-        if flagged:
-            rows.append([str(t.path.relative_to(resdir)), ", ".join(
-                f"{a}: {100 * rec['steal_share_max']:.1f} %" for a, rec in sorted(flagged.items())),
-                f"{100 * next(iter(flagged.values()))['max_steal_share']:g} %", "valid" if r.get("valid") else "invalid"])
-    L = ["## Trials the machine disturbed (steal time above experiments.max_steal_share)", ""]
-    L += _table(["trial", "flagged attempts (largest steal share of a trial CPU)", "allowed", "trial"], rows) if rows \
-        else ["None."]
-    L += ["", f"Over every attempt: largest steal share of a trial CPU {100 * worst_steal:.1f} %, largest other "
-          f"load on one {100 * worst_other:.1f} %"
-          + (f", most page allocations per second on one host {worst_allocs / 1e3:.0f} k (the namespace testbed "
-             "at full load: ~10 k/s while xdpgen's frame pages are recycled, ~850 k/s where they are not)"
-             if worst_allocs is not None else "")
-          + " (per attempt in each trial's metadata.json, `machine`).", ""]
+                    worst["steal_share"] = max(worst.get("steal_share", 0), c.get("steal_share") or 0)
+                    worst["other_load_share"] = max(worst.get("other_load_share", 0), c.get("other_share") or 0)
+            for x in rec.get("cpu_pair_rtt_ns") or ():
+                worst["cpu_pair_rtt_ns"] = max(worst.get("cpu_pair_rtt_ns", 0), x)
+            over = rec.get("over") or ({"steal_share": rec.get("steal_share_max")} if rec.get("flagged") else {})
+            if over:
+                bad[a] = over
+        if bad:
+            disturbed += 1
+            rows.append([str(t.path.relative_to(resdir)), "; ".join(
+                f"{a}: " + ", ".join(f"{f} {v:g}" for f, v in o.items()) for a, o in bad.items()),
+                "valid (a later attempt)" if r.get("valid") else "invalid"])
+    what = {rule.figure: rule for rule in machine.RULES}
+    L = [f"## Trials the machine disturbed ({disturbed} of {len(trials)} trials; the machine rule: "
+         + ", ".join(f"{rule.figure} over experiments.{rule.key}" for rule in machine.RULES) + ")", ""]
+    L += _table(["trial", "disturbed attempts (figures over their limits)", "trial"], rows) if rows else ["None."]
+    L += ["", "Over every attempt (" + str(attempts) + "): largest " + "; ".join(
+        f"{what[f].what} {v:.4g}" for f, v in worst.items()) + " (per attempt in each trial's metadata.json, "
+        "`machine`; docs/vm-noise.md).", ""]
     return L
 
 

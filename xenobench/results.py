@@ -175,7 +175,7 @@ METRICS = {
     "block_rx_pps": _THROUGHPUT,
     # ... and its rx per second of the DUT NAPI thread's CPU time (xenobench.measure.rank.dut_cpu_reader)
     "block_rx_per_dut_cpu_s": Metric("packets/cpu-s", 0, MAX_PPS, better=HIGHER),
-    # ... what the round it is in was judged by (xenobench.measure.rank.ROUND_RULES; a round over a limit is in
+    # ... what the round it is in was judged by (the machine rule, xenobench.machine.RULES; a round over a limit is in
     # no ranking, block_round_kept 0): the page allocations on the generator's node per frame received
     # and the cache-line round trip between the generator's and the DUT's CPU (the machine, not the LB)
     "block_page_allocs_per_frame": Metric("pages/frame", 0),

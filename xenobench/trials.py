@@ -9,8 +9,9 @@ per attempt what the machine did to it: steal, frequency, other load on its CPUs
 per attempt the raw counters before/after, the procedure's outputs and validity, and last
 result.json (final validity, attempts, the chosen attempt's outputs).
 
-A trial whose validity fails (or whose CPUs lost more than experiments.max_steal_share to steal
-time) is retried up to `max_attempts`; if every attempt fails it is kept
+A trial whose validity fails (or that the machine rule judged disturbed: xenobench.machine.RULES,
+`machine_undisturbed`; the retry then waits for the vCPUs' placement to come back) is retried up to
+`max_attempts`; if every attempt fails it is kept
 and marked invalid, never dropped. Every actor of an attempt (the LB, the DNS server, the prober:
 xenobench.actors) is checked at its end: one that died, was restarted or could not be checked makes
 it invalid by name (`<actor>_alive`), outputs["actors"] records each; so does a node's SSH connection
@@ -91,6 +92,9 @@ class TrialContext:
     #: the attempt's actors (xenobench.actors): procedures add theirs, run_trial judges them at the end
     watch: Watch = field(default_factory=Watch)
     plan: PointPlan = field(default_factory=PointPlan)
+    #: the machine rule's cache-line prober (xenobench.machine.cpu_pair_rtt; None: not measured here),
+    #: which run_trial samples at the attempt's ends and an interleaved design in each block
+    pair_rtt: Any = None
 
     @property
     def section(self) -> dict:
@@ -273,18 +277,37 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
     write_json_atomic(trial.params, params, indent=1)
     meta = host_metadata(testbed, ifaces)
     write_json_atomic(trial.metadata, meta, indent=1)
-    max_steal = float(testbed.cfg.section("experiments")["max_steal_share"])
+    limits = machine.limits(testbed.cfg)
+    pair = machine.cpu_pair_rtt(testbed) if limits["max_cpu_pair_rtt_ns"] is not None else None
+    try:
+        return _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, max_attempts, settle_s,
+                         cooldown_s, progress, check, plan, headline, params, meta, limits, pair)
+    finally:
+        if pair is not None:
+            pair.close()
+
+
+def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, max_attempts, settle_s, cooldown_s,
+              progress, check, plan, headline, params, meta, limits, pair) -> dict:
     attempts = []
     chosen = None
+    wait_s = float(testbed.cfg.section("experiments").get("machine_wait_s") or 0)
     for n in range(1, max_attempts + 1):
         att = trial.attempt(n)
         att.path.mkdir(exist_ok=True)
+        waited = None
+        if chosen is not None and chosen[3]:  # the last attempt was disturbed: wait for the placement first
+            calm, secs, seen = machine.wait_calm(pair, limits["max_cpu_pair_rtt_ns"], wait_s)
+            waited = {"seconds": secs, "calm": calm, "cpu_pair_rtt_ns": seen}
+            progress(f"[{experiment}] {_point_str(point)} rep {repetition}: waited {secs:.1f} s for the machine "
+                     f"({'calm' if calm else 'still disturbed'}; cache-line round trips {_ns(seen)})")
         time.sleep(settle_s)
         before = _snap_all(testbed, ifaces)
         write_json_atomic(att.counters_before, before, indent=1)
-        ctx = TrialContext(testbed, experiment, point, repetition, att, params, plan=plan)
+        ctx = TrialContext(testbed, experiment, point, repetition, att, params, plan=plan, pair_rtt=pair)
         ctx.watch.connections(getattr(testbed, "nodes", list)())  # a node's SSH connection lost: judged
         m0 = machine.snapshot(testbed)
+        rtts = [pair() if pair is not None else None]
         t0 = time.monotonic()
         try:
             outputs, validity = procedure(ctx)
@@ -296,12 +319,16 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
                 raise
             raise write_failed(e.filename or att.path, e) from None
         outputs["actors"] = ctx.watch.judge(validity)  # every actor alive to the end, or the trial is invalid
-        # what the machine did meanwhile (xenobench.machine), in the metadata; too much steal: retried
-        load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), max_steal)
+        # what the machine did meanwhile, judged by its one rule (xenobench.machine.RULES): disturbed, retried
+        rtts.append(pair() if pair is not None else None)
+        load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), limits,
+                              [x for x in rtts if x is not None])
+        if waited is not None:
+            load["waited"] = waited
         meta.setdefault("machine", {})[att.path.name] = load
         write_json_atomic(trial.metadata, meta, indent=1)
-        if load["flagged"]:
-            validity.require("machine_steal", False, machine.steal_reason(load))
+        if load["disturbed"]:
+            validity.require("machine_undisturbed", False, machine.reason(load))
         after = _snap_all(testbed, ifaces)
         write_json_atomic(att.counters_after, after, indent=1)
         lost = ctx.watch.judge_connections(validity)
@@ -319,11 +346,11 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
         attempts.append({"attempt": n, **validity.as_dict()})
         progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}: "
                  f"{'valid' + _headline(headline, outputs) if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
-        chosen = (n, outputs, validity)
+        chosen = (n, outputs, validity, load["disturbed"])
         time.sleep(cooldown_s)
         if validity.valid:
             break
-    n, outputs, validity = chosen
+    n, outputs, validity, _ = chosen
     result = {**params, "valid": validity.valid, "attempts": attempts, "chosen_attempt": n,
               "outputs": outputs}
     trial.write_result(result)  # atomic: a trial is complete only once result.json exists
@@ -338,6 +365,10 @@ def _headline(headline: Callable[[dict], str] | None, outputs: dict) -> str:
         return f": {headline(outputs)}"
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError):
         return ""
+
+
+def _ns(samples: list) -> str:
+    return ", ".join(f"{x:.0f}" for x in samples[-4:]) + " ns" if samples else "not measured"
 
 
 def _point_str(point: dict) -> str:

@@ -49,12 +49,12 @@ invalid and retried. Each block records, during its settle and window:
   may run the two vCPUs on cores that share no cache: the round trip is then several times longer,
   a frame costs the DUT more CPU time, and an LB's ratio to the wire falls while the LBs' ratios to
   each other hold (docs/vm-noise.md; scripts/bench_rank.py prints the figures). Above
-  experiments.rank.max_cpu_pair_rtt_ns the round is left out;
+  experiments.max_cpu_pair_rtt_ns the round is left out (the machine rule, xenobench.machine.RULES);
 - `page_allocs_per_frame`: page allocations on the generator's node per frame the backends received
   (/proc/vmstat's pgalloc_*, a kept reader). xdpgen's frames are pages of the kernel's test-run
   page pool, recycled through a ring the kernel sizes by the run's batch: at the kernel's default
   batch of 64 it overflows at full load and costs the DUT rate; xdpgen runs batches of 256 when
-  unpaced. Above experiments.rank.max_page_allocs_per_frame the round is left out.
+  unpaced. Above experiments.max_page_allocs_per_frame the round is left out.
 Neither happens on the thesis testbed (TRex's DPDK pools; the generator and the LB on separate hosts),
 where no round is left out.
 
@@ -66,12 +66,11 @@ way (XenoFlow in a BlueField's eSwitch: LoadBalancer.no_pin) is refused by name 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 
 import numpy as np
 
-from .. import REPO_ROOT, rateblocks
+from .. import machine, rateblocks
 from ..errors import ConfigError, NodeError, XenobenchError
 from ..latency import block_order
 from ..lb import get_lb, stop_all
@@ -222,81 +221,30 @@ class PageAllocReader(KeptFile):
         return page_allocs(text)
 
 
-class CpuPairRtt:
-    """The cache-line round trip (ns) between two CPUs of a node, measured on request by
-    loadgen/cpu_rtt kept running there (the Session protocol). Callable: the fastest burst's ns,
-    None when the program is missing or fails (the round is then not judged by it); close() ends it."""
-
-    def __init__(self, node, cpus: tuple[int, int]):
-        self.node, self.cpus = node, cpus
-        self._session = None
-        self.error: str | None = None
-
-    def __call__(self) -> float | None:
-        if self.error:
-            return None
-        try:
-            if self._session is None:
-                self._session = self.node.session([str(CPU_RTT), *map(str, self.cpus)])
-            return float(json.loads(self._session.request("20 100"))["min_ns"])
-        except (NodeError, OSError, ValueError, KeyError) as e:
-            self.error = str(e)
-            return None
-
-    def close(self) -> None:
-        if self._session is not None:
-            self._session.close()
-            self._session = None
-
-
-CPU_RTT = REPO_ROOT / "loadgen" / "build" / "cpu_rtt"
-
-
-def cpu_pair_rtt(testbed) -> CpuPairRtt | None:
-    """The prober of the generator's and the DUT's CPU on a testbed that runs both on one machine
-    (the namespace testbed: its cpu placement names both), else None."""
-    if getattr(testbed, "napi", None) is None:
-        return None
-    gen = (testbed.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
-    dut = testbed.cfg.section("testbed").get("cpus", {}).get("dut")
-    node = testbed.node(testbed.cfg.role("lb").name)
-    if not isinstance(gen, int) or not isinstance(dut, int) or gen == dut or not node.is_local:
-        return None
-    return CpuPairRtt(node, (gen, dut))
-
-
-# the figures a round is judged by: block field -> experiments.rank key of its limit, and what it is
-ROUND_RULES = (("cpu_pair_rtt_ns", "max_cpu_pair_rtt_ns",
-                "the generator's and the DUT's vCPUs on cores without a shared cache (cache-line round trip, ns)"),
-               ("page_allocs_per_frame", "max_page_allocs_per_frame",
-                "the generator's frames through the page allocator (page allocations per frame)"))
-
-
 def rounds_left_out(blocks: list[dict], limits: dict[str, float | None]) -> tuple[set[int], dict[int, dict[str, float]]]:
-    """(kept, left out): the rounds whose every block stayed at or below the limit of each figure of
-    ROUND_RULES (`limits`: experiments.rank key -> limit, None: not judged), and the others with the
-    largest value of each figure over the limit. A block without a figure (no prober, no frames)
+    """(kept, left out): the rounds whose every block the machine rule (xenobench.machine.RULES;
+    `limits`: experiments key -> limit, None: not judged) finds undisturbed, and the others with the
+    largest value of each figure over its limit. A block without a figure (no prober, no frames)
     leaves its round in."""
     worst: dict[int, dict[str, float]] = {}
     for b in blocks:
         w = worst.setdefault(int(b["round"]), {})
-        for field, key, _ in ROUND_RULES:
-            v, lim = b.get(field), limits.get(key)
-            if v is not None and lim is not None and v > lim:
-                w[field] = max(w.get(field, v), float(v))
-    out = {r: {f: round(v, 4) for f, v in w.items()} for r, w in worst.items() if w}
+        for f, v in machine.over(b, limits).items():
+            w[f] = max(w.get(f, v), v)
+    out = {r: w for r, w in worst.items() if w}
     return set(worst) - set(out), out
 
 
 def left_out_reason(left: dict[int, dict[str, float]], rounds: int, limits: dict) -> str:
     """The validity reason of a repetition that left out more than half its rounds, per figure."""
-    parts = []
-    for field, key, what in ROUND_RULES:
-        vals = [w[field] for w in left.values() if field in w]
-        if vals:
-            parts.append(f"{len(vals)} with {what} up to {max(vals):g} > experiments.rank.{key} {limits[key]:g}")
-    return (f"{len(left)} of {rounds} rounds left out ({'; '.join(parts)}): the testbed's disturbance, not the LBs' "
-            "(xenobench.measure.rank); more than half the rounds are left out")
+    worst: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for w in left.values():
+        for f, v in w.items():
+            worst[f] = max(worst.get(f, v), v)
+            count[f] = count.get(f, 0) + 1
+    return (f"{len(left)} of {rounds} rounds left out ({machine.explain(worst, limits, count)}): the machine's "
+            "state, not the LBs' (xenobench.machine.RULES); more than half the rounds are left out")
 
 
 def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
@@ -321,8 +269,10 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     stop_all(tb)  # the port is the switcher's
     cpu = dut_cpu_reader(tb)
     allocs = PageAllocReader(tb.node(cfg.role("loadgen").name))  # the generator's page allocator state
-    pair = cpu_pair_rtt(tb)  # the generator's and the DUT's CPU: a shared cache or not
-    limits = {key: ex.get(key) for _, key, _ in ROUND_RULES}
+    limits = machine.limits(cfg)  # the machine rule judges every block (xenobench.machine.RULES)
+    # the generator's and the DUT's CPU: a shared cache or not (the trial's prober, else one of its own)
+    own_pair = ctx.pair_rtt is None and limits["max_cpu_pair_rtt_ns"] is not None
+    pair = machine.cpu_pair_rtt(tb) if own_pair else ctx.pair_rtt
     napi = getattr(tb, "napi", None) if cpu is not None else None  # the placed DUT thread's scheduling
     started: list[str] = []
     h = gen = None
@@ -396,7 +346,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         series = sampler.stop() if sampling else {"samples": [], "error": None}
         sampler.close()
         allocs.close()
-        if pair is not None:
+        if pair is not None and own_pair:
             pair.close()
         if cpu is not None:
             cpu.close()
@@ -428,10 +378,10 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         b["round_kept"] = int(b["round"]) in kept
     if complete:
         v.require("rounds_kept", 2 * len(left) <= rounds, left_out_reason(left, rounds, limits))
-    if pair is not None and limits.get("max_cpu_pair_rtt_ns") is not None:  # judged, so it must be measured
+    if pair is not None and limits["max_cpu_pair_rtt_ns"] is not None:  # judged, so it must be measured
         v.require("cpu_pair_rtt_measured", pair.error is None,
                   f"the cache-line round trip between CPUs {pair.cpus[0]} and {pair.cpus[1]} could not be measured "
-                  f"({pair.error}): build {CPU_RTT} (make build), or set experiments.rank.max_cpu_pair_rtt_ns: null")
+                  f"({pair.error}): build {machine.CPU_RTT} (make build), or set experiments.max_cpu_pair_rtt_ns: null")
     if stopped is None and final is not None:
         bookkeeping(v, complete, initial, final, rx_total, float(ex["check_tolerance_pct"]))
     v.require("blocks_completed", stopped is None and len(complete) == len(order),
@@ -479,7 +429,7 @@ def headline(o: dict) -> str:
 def _block_rows(t) -> tuple[list[dict], dict]:
     """rate_blocks rows per block (source: the trial, block and round): its rate
     and, where recorded, its rx per second of the DUT NAPI thread's CPU time, the figures its round
-    was judged by (ROUND_RULES) and whether it was kept; returns them and, per measure
+    was judged by (xenobench.machine.RULES) and whether it was kept; returns them and, per measure
     ("rate", "rate_per_cpu"), (repetition, round, lb, value) per block of a kept round for the point's
     rate_ranking rows (a round the trial left out is in no ranking)."""
     o = t.outputs
@@ -536,11 +486,12 @@ def rows(t) -> dict[str, list[dict]]:
     return {t.definition.tidy["tables"][0]: _block_rows(t)[0]}
 
 
-def point_rows(records: list) -> dict[str, list[dict]]:
-    """rate_ranking rows of one point over its valid repetitions (`records`: TrialRecord's in
-    repetition order), per measure (RANK_MEASURES)."""
+def ranking_rows(records: list) -> list[dict]:
+    """rate_ranking-style rows of one point over its valid repetitions (`records`: TrialRecord's in
+    repetition order, each an interleaved repetition), per measure (RANK_MEASURES): the rows of
+    rank's rate_ranking table, and of pps and compare in their paired design (xenobench.measure.rate)."""
     if not records:
-        return {}
+        return []
     blocks_by: dict[str, list] = {}
     for t in records:
         for k, bl in _block_rows(t)[1].items():
@@ -549,6 +500,29 @@ def point_rows(records: list) -> dict[str, list[dict]]:
     o = first.outputs
     common = {k: v for k, v in first.common.items() if k not in ("lb", "repetition")}
     common.update(payload_bytes=o["payload"], source=str(first.trial.path.parent.relative_to(first.resdir)))
-    return {first.definition.tidy["tables"][1]: [
-        r for m in RANK_MEASURES for r in rank_rows(blocks_by.get(m, []), o["lbs"], o["reference"], common,
-                                                    int(o["bootstrap_resamples"]), int(o["bootstrap_seed"]), m)]}
+    return [r for m in RANK_MEASURES for r in rank_rows(blocks_by.get(m, []), o["lbs"], o["reference"], common,
+                                                        int(o["bootstrap_resamples"]), int(o["bootstrap_seed"]), m)]
+
+
+def point_rows(records: list) -> dict[str, list[dict]]:
+    """rate_ranking rows of one point over its valid repetitions (ranking_rows)."""
+    if not records:
+        return {}
+    return {records[0].definition.tidy["tables"][1]: ranking_rows(records)}
+
+
+def per_lb(o: dict) -> dict[str, dict]:
+    """Each LB's absolute rate in one interleaved repetition (outputs `o`): the median and the
+    coefficient of variation of its kept blocks' rates, and their count (LBs without a kept block
+    left out)."""
+    by: dict[str, list[float]] = {}
+    for b in o.get("blocks") or ():
+        if b.get("rate_pps") is not None and b.get("round_kept", True):
+            by.setdefault(b["lb"], []).append(float(b["rate_pps"]))
+    out = {}
+    for k in o.get("lbs") or by:
+        v = np.array(by.get(k) or [])
+        if len(v):
+            out[k] = {"rx_pps": float(np.median(v)), "blocks": int(len(v)),
+                      "rx_cv_pct": float(100 * v.std(ddof=1) / v.mean()) if len(v) > 1 and v.mean() > 0 else None}
+    return out

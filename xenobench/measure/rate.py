@@ -6,6 +6,14 @@ per second).
 Owns its procedure (offered_load), the outputs its definitions' tidy.metrics may read (OUTPUTS), and
 its rows: one per metric of the definition (rows), and a capacity point's maximum (capacity_rows,
 table rtt_capacity).
+
+The paired design (config `paired: true`, pps and compare on the namespace testbed): a point's
+repetition measures every LB of `lbs` in interleaved blocks with the reference, the design of
+xenobench.measure.rank, whose procedure it runs. Its rows: per repetition and LB the absolute rate
+(the median of the LB's kept blocks) under the definition's metrics, and per point each LB's rate
+relative to the reference with its bootstrap 95 % CI (rank.ranking_rows) in the same table. On a
+machine shared by the generator and the LB, a rate measured alone holds the machine's state; the
+ratio to the reference measured in the same rounds divides it out (docs/vm-noise.md).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from ..sampler import RateSampler
 from ..steady import steady_state_of_counter
 from ..traffic import run_traffic
 from ..trials import TrialContext, Validity
+from . import rank
 from .common import (DRAIN_S, background_tunables, backend_ifaces, delivered_pps, is_capacity_point, lb_checks,
                      lb_stats, payload_tunables, traffic_watched, within_skew)
 
@@ -45,9 +54,17 @@ def offered_phase(ctx: TrialContext) -> tuple[int, float, float, str, dict]:
             payload_tunables(payload, int(ctx.knob("flows"))))
 
 
+def paired(ctx: TrialContext) -> bool:
+    """Whether this trial runs the paired design (module docstring); a capacity point never does."""
+    return bool(ctx.knob("paired", False)) and not is_capacity_point(ctx.point)
+
+
 def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     """A profile at a rate for a duration (offered_phase); the backends' rx counters sampled
-    meanwhile; loss against the generator's tx."""
+    meanwhile; loss against the generator's tx. In the paired design, the interleaved blocks of
+    every LB of the list (xenobench.measure.rank.interleaved_rates)."""
+    if paired(ctx):
+        return rank.interleaved_rates(ctx)
     payload, rate, duration, profile, tun = offered_phase(ctx)
     with RateSampler(ctx.testbed, backend_ifaces(ctx.testbed.cfg), float(ctx.knob("sample_interval_s"))) as sampler:
         st0 = lb_stats(lb)
@@ -104,8 +121,24 @@ def _prog_cost(ctx: TrialContext, profile: str, tun: dict, rate: float, seconds:
 PROCEDURES = {"offered_load": offered_load}
 
 
+def check_section(cfg, experiment: str, ex: dict) -> None:
+    """When the plan is made: a paired section's reference is one of its LBs (rank's check)."""
+    if ex.get("paired"):
+        rank.check_section(cfg, experiment, ex)
+
+
+def precheck(testbed, experiment: str, ex: dict) -> None:
+    """Before a point's set-up: a paired section's LBs can be switched on the LB's port (rank's check)."""
+    if ex.get("paired"):
+        rank.precheck(testbed, experiment, ex)
+
+
 def headline(o: dict) -> str:
-    """A valid trial's value on the terminal: the backends' steady rx rate and the loss."""
+    """A valid trial's value on the terminal: the backends' steady rx rate and the loss; in the
+    paired design each LB's rate and its ratio to the reference."""
+    if "blocks" in o:
+        rates = "; ".join(f"{k} {v['rx_pps'] / 1e6:.3f} Mpps" for k, v in rank.per_lb(o).items())
+        return f"{rates} | {rank.headline(o)}"
     loss = o.get("loss_pct")
     return f"rx {o['rx_pps'] / 1e6:.3f} Mpps" + ("" if loss is None else f", loss {loss:.2f} %")
 
@@ -121,12 +154,22 @@ def _output(o: dict, dotted: str):
 
 def rows(t) -> dict[str, list[dict]]:
     """A rate trial's rows (`t`: xenobench.measure.TrialRecord): one per metric of its definition's
-    tidy.metrics, in its first table."""
+    tidy.metrics, in its first table; in the paired design one set per LB of the repetition, read
+    from that LB's absolute rate (rank.per_lb)."""
     d, o = t.definition, t.outputs
     gen = o.get("generator") or {}
+    if "blocks" in o:
+        return {d.tidy["tables"][0]: [
+            r for k, vals in rank.per_lb(o).items()
+            for r in _metric_rows(t, vals, dict(t.common, lb=k, payload_bytes=o["payload"],
+                                                offered_pps=gen.get("achieved_pps"), measured_pps=vals["rx_pps"]))]}
     common = dict(t.common, payload_bytes=o["payload"], offered_pps=gen.get("achieved_pps"),
                   measured_pps=o["rx_pps"])
-    out = []
+    return {d.tidy["tables"][0]: _metric_rows(t, o, common)}
+
+
+def _metric_rows(t, o: dict, common: dict) -> list[dict]:
+    d, out = t.definition, []
     for m in d.tidy.get("metrics") or ():
         v = _output(o, m["from"])
         if v is None:
@@ -135,7 +178,16 @@ def rows(t) -> dict[str, list[dict]]:
             raise DataError(f"Failed to aggregate trial {t.trial.path}: outputs.{m['from']} (metric {m['metric']} "
                             f"of experiments/{d.id}.yaml) is missing from result.json")
         out.append(row(**common, metric=m["metric"], value=v, unit=metric(m["metric"]).unit))
-    return {d.tidy["tables"][0]: out}
+    return out
+
+
+def point_rows(records: list) -> dict[str, list[dict]]:
+    """In the paired design, each LB's rate relative to the reference over the point's valid
+    repetitions (rank.ranking_rows), in the definition's first table; {} otherwise."""
+    recs = [t for t in records if "blocks" in t.outputs]
+    if not recs:
+        return {}
+    return {recs[0].definition.tidy["tables"][0]: rank.ranking_rows(recs)}
 
 
 def capacity_rows(t) -> dict[str, list[dict]]:
