@@ -144,7 +144,7 @@ def test_report_lists_figures_invalid_trials_and_headlines(resdir, tmp_path):
     text = write_report(resdir, figs).read_text()
     assert f"- `{figs / 'pps_vs_payload.png'}` (+ `.pdf`)" in text
     assert "| trials/pps/lb-xenoflow_payload-22/rep-3 | 1 | generator_ok: trafgen exited 1 |" in text
-    assert "Trials: 7 (6 valid, 1 invalid)." in text
+    assert "Trials: 7 (6 valid, 1 invalid) of the points the config plans." in text
     assert "| rx rate, xenoflow, 22 B payload | 0.1950 Mpps | 2 |" in text
     assert "| added RTT (rtt), xenoflow vs no LB | +5.0 µs | 1 |" in text
     # an LB that seems to take time off the path is noise, and the report says so

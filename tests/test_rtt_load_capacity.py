@@ -33,9 +33,12 @@ CONFIGS = ROOT / "config"
 CAP_WORST = {"level": CAPACITY, "split": "worst", "lb": "xenoflow"}
 
 
-def _cfg(tmp_path, rtt_load: str, compare: str = "{lbs: [wire, xenoflow, ebpf], payload: 22}"):
+def _cfg(tmp_path, rtt_load: str, compare: str = "{lbs: [wire, xenoflow, ebpf], payload: 22}", pps_paired=False):
+    """config/ci.yaml with these rtt_load and compare sections; its pps in the thesis's protocol (one
+    point per LB, each a maximum) unless pps_paired"""
     f = tmp_path / "c.yaml"
-    f.write_text(f"extends: {CONFIGS / 'ci.yaml'}\nexperiments:\n  rtt_load: {rtt_load}\n  compare: {compare}\n")
+    f.write_text(f"extends: {CONFIGS / 'ci.yaml'}\nexperiments:\n  rtt_load: {rtt_load}\n  compare: {compare}\n"
+                 f"  pps: {{paired: {str(pps_paired).lower()}}}\n")
     return load_config(f)
 
 
@@ -131,6 +134,16 @@ def test_a_maximum_the_config_does_not_plan_is_refused_by_key(tmp_path, rtt_load
     with pytest.raises(ConfigError, match="Failed to plan rtt_load's capacity levels") as e:
         capacity_points(_cfg(tmp_path, rtt_load, *([compare] if compare else [])))
     assert text in str(e.value)
+
+
+def test_a_paired_source_measures_no_maximum_and_is_refused(tmp_path):
+    cfg = _cfg(tmp_path, "{lb: xenoflow, levels: [0, 0.5], splits: [worst], paired: false, capacity_from: pps}",
+               pps_paired=True)
+    with pytest.raises(ConfigError) as e:
+        capacity_points(cfg)
+    assert str(e.value) == (f"Failed to plan rtt_load's capacity levels: experiments.pps runs the paired design "
+                            f"(paired: true) in {cfg.path}, which measures no LB's maximum alone (set "
+                            "experiments.rtt_load.capacity_from: self, or experiments.pps.paired: false)")
 
 
 def test_bad_capacity_keys_are_refused_by_the_schema(tmp_path):
