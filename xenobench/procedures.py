@@ -177,7 +177,8 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
                           max_attempts=1 if d.kind == "search" else int(ex_all["max_attempts"]),
                           settle_s=float(ex_all["settle_s"]),
                           cooldown_s=float(ex_all["cooldown_s"]), progress=progress, check=check_trial, plan=plan,
-                          headline=measure.rows_module(d.kind, point).headline)
+                          headline=measure.rows_module(d.kind, point).headline,
+                          judge_machine=not getattr(measure.KINDS[d.kind], "JUDGED_INSIDE", False))
     for r in range(1, reps + 1):
         res = tree.trial(experiment, point, r).read_result()
         results.append({"repetition": r, "valid": res["valid"],

@@ -259,12 +259,14 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
               procedure: Procedure, *, ifaces: list[tuple[str, str]], max_attempts: int,
               settle_s: float, cooldown_s: float, progress=print,
               check: Callable[[TrialDir, dict], None] | None = None, plan: PointPlan | None = None,
-              headline: Callable[[dict], str] | None = None) -> dict:
+              headline: Callable[[dict], str] | None = None, judge_machine: bool = True) -> dict:
     """Run one trial (with retries) and write its directory; returns result.json's content.
     `headline(outputs)`: a valid attempt's measured value for its progress line (the kind's).
     `check(trial, result)`: raises DataError where a valid attempt's outputs cannot exist (the
     experiments pass xenobench.procedures.check_trial): the attempt is invalid as `values_possible`
-    and retried, instead of stopping the study's aggregation later."""
+    and retried, instead of stopping the study's aggregation later. `judge_machine` False: the
+    machine's figures are recorded, not judged (a procedure whose own trials are run_trial's, each
+    judged: the search's)."""
     if trial.complete:
         return trial.read_result()
     # attempts without result.json are a killed run's: start over, so that the directory holds
@@ -278,6 +280,8 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
     meta = host_metadata(testbed, ifaces)
     write_json_atomic(trial.metadata, meta, indent=1)
     limits = machine.limits(testbed.cfg)
+    if not judge_machine:
+        limits = dict.fromkeys(limits)
     pair = machine.cpu_pair_rtt(testbed) if limits["max_cpu_pair_rtt_ns"] is not None else None
     try:
         return _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, max_attempts, settle_s,
