@@ -99,7 +99,7 @@ def test_full_ci_run(clean_ci):
     assert r.returncode == 0, failed_logs(r.stderr)
     print(f"snakemake --cores 1 all (config/ci.yaml): {took:.0f} s")
     assert re.search(r"measurement points, \d+ trials", r.stderr)
-    assert re.search(r"\[pps\] lb=xenoflow payload=22 rep 1 attempt 1: ", r.stderr)  # per-trial progress
+    assert re.search(r"\[pps\] payload=22 rep 1 attempt 1: ", r.stderr)  # per-trial progress
     for n in FIGS:
         for ext in ("png", "pdf"):
             assert (ROOT / f"figures/ci/{n}.{ext}").stat().st_size > 1000, n
@@ -112,8 +112,12 @@ def test_full_ci_run(clean_ci):
     n_invalid = sum(len(results[e]) - valid[e] for e in order())
     inv = (ROOT / "results/ci/invalid.csv").read_text().splitlines()
     assert len(inv) == 1 + n_invalid
+    # pps in the paired design (config/local.yaml's): per valid repetition every LB's absolute rate, and
+    # per point each LB but the reference against it
     pps = read_tidy(ROOT / "results/ci", "pps")
-    assert len(pps[pps.metric == "rx_pps"]) == valid["pps"]
+    pl = cfg.section("experiments")["pps"]["lbs"]
+    assert len(pps[pps.metric == "rx_pps"]) == valid["pps"] * len(pl)
+    assert set(pps[pps.metric == "rate_vs_wire_median"].lb) == set(pl) - {"wire"}
     # compare: every valid trial also timed its LB's program on the live path (xenobench.progcost)
     for r in (r for r in results["compare"] if r["valid"]):
         cost = r["outputs"]["lb_prog"]
