@@ -57,7 +57,7 @@ rule aggregate:
         xb=XB,
         results=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "{params.xb} experiment aggregate {params.results:q} > {output:q} 2> {log:q}"
+        "{params.xb} experiment aggregate --planned-only {params.results:q} > {output:q} 2> {log:q}"
 
 
 rule figures:

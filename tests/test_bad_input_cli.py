@@ -268,7 +268,7 @@ def test_hugepages_mount_reaches_sh_as_one_word(tmp_path):
 NOT_ROOT = [(["testbed", "up"], "testbed up"), (["testbed", "down"], "testbed down"),
             (["testbed", "check"], "testbed check"), (["lb", "start", "--lb", "ebpf"], "lb start"),
             (["dns", "start"], "dns start"), (["counters", "fips1", "eth0"], "counters"),
-            (["experiment", "run", "pps", "lb-xenoflow_payload-22"], "experiment run")]
+            (["experiment", "run", "pps", "payload-22"], "experiment run")]
 
 
 @pytest.mark.parametrize("argv,command", NOT_ROOT, ids=[c for _, c in NOT_ROOT])

@@ -268,7 +268,7 @@ def _recorded(tmp_path, cfg, point=PPS[2]):
 
 
 @pytest.mark.parametrize("change,differs", [
-    (lambda d: d["experiments"]["pps"].update(duration_s=5), "experiments.pps.duration_s: 1 -> 5"),
+    (lambda d: d["experiments"]["pps"].update(duration_s=5), "experiments.pps.duration_s: 2 -> 5"),
     (lambda d: d["experiments"]["pps"].update(lbs=["xenoflow"]), 'experiments.pps.lbs: ["wire", "xenoflow", "ebpf"]'
                                                                   ' -> ["xenoflow"]'),
     (lambda d: d["experiments"].update(settle_s=7), "experiments.settle_s: "),
@@ -357,7 +357,7 @@ def test_results_under_a_file_refused_before_the_testbed(tmp_path, monkeypatch):
     from xenobench import cli
     monkeypatch.setattr(cli.Context, "testbed", lambda self: pytest.fail("the testbed was brought up"))
     (tmp_path / "afile").write_text("x")
-    res = run(["experiment", "run", "pps", "lb-xenoflow_payload-22", "--results", str(tmp_path / "afile" / "r")])
+    res = run(["experiment", "run", "pps", "payload-22", "--results", str(tmp_path / "afile" / "r")])
     assert res.exit_code == 1
     assert one_line(res) == (f"xenobench: Failed to use results directory {tmp_path / 'afile' / 'r'}: "
                              f"{tmp_path / 'afile'} is not a directory (give --results a directory)")

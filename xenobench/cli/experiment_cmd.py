@@ -162,20 +162,15 @@ def retry_invalid_cmd(obj, results_root, only, dry_run):
 
 @experiment_group.command("aggregate")
 @click.argument("resdir", type=click.Path(file_okay=False))
-@click.option("--all-points", is_flag=True,
-              help="Rows for every recorded point, not only those the config plans (results/thesis, a merged tree).")
+@click.option("--planned-only", is_flag=True,
+              help="Rows only for the points the config plans, as the workflow makes them; the trials of other "
+                   "points (an earlier config's) are listed in unplanned.csv.")
 @click.pass_obj
-def aggregate_cmd(obj, resdir, all_points):
-    """Tidy CSVs from the valid trials of the points the config plans, one per table the experiments'
-    definitions and the measurement kinds name (docs/results.md); invalid.csv listing the invalid
-    trials with their reasons, unplanned.csv the trials of points the config does not plan."""
+def aggregate_cmd(obj, resdir, planned_only):
+    """Tidy CSVs from the valid trials, one per table the experiments' definitions and the measurement
+    kinds name (docs/results.md), and invalid.csv listing the invalid trials with their reasons."""
     from ..aggregate import aggregate, planned_points
-    planned = None
-    if not all_points and Path(resdir).name == obj.config.name:  # the plan of the testbed these results are of
-        planned = planned_points(obj.config)
-    elif not all_points:
-        click.echo(f"{resdir}: not the results of testbed {obj.config.name} ({obj.config.path}): every recorded "
-                   "point aggregated (give --config of the run to keep to its plan)", err=True)
+    planned = planned_points(obj.config) if planned_only else None
     click.echo(json.dumps(aggregate(resdir, progress=lambda m: click.echo(m, err=True), planned=planned)))
 
 
