@@ -66,6 +66,7 @@ class KatranLB(XdpControllerLB):
     #: a change rewrites the ring slots whose real changed (katran_lb.update_reals)
     install_unit = "ring slot"
     update_entries_key = "ring_slots_changed"
+    update_entry_unit = "one slot of its Maglev ring rewritten in place (ch_rings), per slot whose real changed"
 
     def ports(self):
         lb, ing, _ = super().ports()

@@ -546,12 +546,15 @@ class XenoFlowLB(LoadBalancer):
         return was
 
     no_update = None
-    #: classes whose entry was replaced (a remove and an add each: lb/src/update.c)
+    #: classes whose entry was updated in place (one doca_flow_pipe_update_entry each: lb/src/update.c)
     update_entries_key = "changed"
+    #: lb/src/update.h XF_ENTRY_UNIT, which its "updated" line carries as "entry_unit"
+    update_entry_unit = "one doca_flow_pipe_update_entry per class whose backend changed, in place"
 
     def update(self, backends, *, timeout: float = 10.0) -> dict:
         """A runtime change (lb/src/update.c): SIGHUP makes XenoFlow read its -b file again and
-        apply the difference as entry removes and adds on its pipe (LoadBalancer.signal_update)."""
+        update in place the entry of each class whose backend changes, one operation per class
+        (LoadBalancer.signal_update)."""
         node = self.node
         h = node.handle(TAG)
         if h is None or not node.running(TAG):
