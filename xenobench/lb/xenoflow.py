@@ -51,6 +51,17 @@ IMPLEMENTED_PORT_MODELS = ("vnf-hairpin",)
 UNOBSERVABLE = ("non_ipv4", "non_service", "malformed", "tx_error")
 
 
+def unavailable(cfg) -> str | None:
+    """Why XenoFlow cannot run on this config's testbed (xenobench.lb.unavailable), None when it can:
+    the DOCA build (xenoflow.mode doca) runs on a BlueField's Arm cores, the node with role dpu; the
+    emulation runs on the LB node."""
+    if cfg.section("xenoflow")["mode"] != "doca" or cfg.nodes_with_role("dpu"):
+        return None
+    return (f"xenoflow.mode is doca (XenoFlow runs on a BlueField DPU's Arm cores) and {cfg.path} has no node with "
+            "role dpu (fix: add the DPU's Arm side as a node with role: dpu and its ports p0/p1 as lb_port "
+            "ingress/egress, or set xenoflow.mode: emulation to run the emulated build on the LB node)")
+
+
 def parse_lines(text: str) -> list[dict]:
     """XenoFlow's JSON lines in a log, from the last "started" event on (lb.base.json_lines)."""
     return json_lines(text)
