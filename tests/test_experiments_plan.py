@@ -8,7 +8,7 @@ import pytest
 from xenobench.config import DEFAULT_CONFIG, load_config
 from xenobench.errors import ConfigError
 from xenobench.experiments import (EXPERIMENTS_DIR, available_lbs, definitions, left_out, listed_lbs, order, plan,
-                                   points)
+                                   points, record_left_out)
 from xenobench.lb import unavailable
 from xenobench.plots import FIGURES
 from xenobench.measure import KINDS as MEASURE_KINDS, PROCEDURES
@@ -199,3 +199,14 @@ def test_xenoflow_without_a_dpu_is_left_out_and_the_rest_runs(tmp_path):
     assert [t for t in planned if t.point.get("lb") == "ebpf"]
     assert points(cfg, "loss") == []  # its one LB is XenoFlow
     assert available_lbs(cfg, "rtt") == ["none", "ebpf"]
+
+
+def test_left_out_recorded_for_the_report(tmp_path):
+    import json
+    cfg = load_config(DEFAULT_CONFIG.parent / "fips.yaml")
+    out = record_left_out(cfg, tmp_path / "fips" / "left_out.json")
+    rec = json.loads((tmp_path / "fips" / "left_out.json").read_text())
+    assert [(r["experiment"], r["lb"], r["key"], r["points"], r["reason"], r["line"]) for r in rec] == [
+        (x.experiment, x.lb, x.key, x.points, x.reason, x.line()) for x in out]
+    assert {r["lb"] for r in rec} == {"katran"} and len(rec) == 6
+    assert record_left_out(load_config(DEFAULT_CONFIG), tmp_path / "local.json") == []

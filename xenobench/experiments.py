@@ -8,8 +8,10 @@ a directory in the results tree (xenobench.layout).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,6 +158,15 @@ def left_out(cfg, only: list[str] | None = None) -> list[LeftOut]:
             if why:
                 n = sum(1 for pt in _all_points(cfg, e) if pt.get("lb") == kind)
                 out.append(LeftOut(e, kind, key, n, why))
+    return out
+
+
+def record_left_out(cfg, path: Path) -> list[LeftOut]:
+    """Write left_out(cfg) to `path` as JSON ([{experiment, lb, key, points, reason, line}]): the
+    plan's record for what reads no plan (the report, which must not import this module)."""
+    out = left_out(cfg)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps([{**dataclasses.asdict(x), "line": x.line()} for x in out], indent=1) + "\n")
     return out
 
 
