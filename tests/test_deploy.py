@@ -396,3 +396,22 @@ def test_table_wraps_details_and_lists_each_fix_once_below():
     col = lines[0].index("detail")
     assert " ".join(ln[col:].removesuffix("[1]").strip() for ln in body[1:4]) == long.strip()
     assert lines[lines.index("") + 1:] == ["fixes:", f"[1] {fix}", "[2] check it"]
+
+
+def test_readiness_table_says_which_lb_is_left_out_why_and_the_fix():
+    """config/fips.yaml lists Katran in six experiments; its testbed has no L3 hop (the placeholder
+    gateway MAC): one CHECK row (deploy goes on), "left out: <why>", the experiments whose Katran
+    points are not planned, the fix below the table; no IPIP check for it."""
+    from xenobench.config import DEFAULT_CONFIG, load_config
+    from xenobench.experiments import left_out
+    from xenobench.lb import unavailable
+
+    cfg = load_config(DEFAULT_CONFIG.parent / "fips.yaml")
+    rows = dp.left_out_rows(cfg)
+    why, _, fix = unavailable("katran", cfg).partition(" (fix: ")
+    exps = ", ".join(x.experiment for x in left_out(cfg))
+    assert [(r.node, r.check, r.ready, r.caution, r.detail, r.fix) for r in rows] == [
+        ("fips5", "katran", True, True, f"left out: {why}; its points of {exps} are not planned", fix[:-1])]
+    text = dp.table(rows)
+    assert "katran  CHECK   left out: the testbed has no L3 hop" in text
+    assert text.endswith(f"[1] {fix[:-1]}")

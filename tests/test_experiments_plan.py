@@ -7,7 +7,9 @@ import pytest
 
 from xenobench.config import DEFAULT_CONFIG, load_config
 from xenobench.errors import ConfigError
-from xenobench.experiments import EXPERIMENTS_DIR, definitions, order, plan, points
+from xenobench.experiments import (EXPERIMENTS_DIR, available_lbs, definitions, left_out, listed_lbs, order, plan,
+                                   points, record_left_out)
+from xenobench.lb import unavailable
 from xenobench.plots import FIGURES
 from xenobench.measure import KINDS as MEASURE_KINDS, PROCEDURES
 from xenobench.results import KINDS
@@ -89,12 +91,13 @@ def test_thesis_plan_sizes():
     by = {}
     for t in plan(cfg):
         by[t.experiment] = by.get(t.experiment, 0) + 1
-    # 3 LBs (XenoFlow, eBPF, Katran) × 22 payloads, 11 offered rates, 3 LBs × 3 frame sizes searched,
-    # 1 server (the 4 paths paired inside each repetition), 6 levels × 4 splits + the level without
-    # background + a capacity point per LB (XenoFlow, eBPF, Katran) and split (capacity_from self, the
-    # default), 3 LBs, 3 LBs changing backends, each after its capacity point (load: a share of it); × 3 reps
-    assert by == {"pps": 198, "loss": 33, "ndr_pdr": 27, "rtt": 3, "rtt_load": 111, "compare": 9, "update": 18}
-    assert {"level": "max", "split": "70/30", "lb": "katran"} in points(cfg, "rtt_load")
+    # Katran is left out (its testbed has no L3 hop: test_katran_left_out_of_the_thesis_plan_by_name):
+    # 2 LBs (XenoFlow, eBPF) × 22 payloads, 11 offered rates, 2 LBs × 3 frame sizes searched,
+    # 1 server (the paths paired inside each repetition), 6 levels × 4 splits + the level without
+    # background + a capacity point per LB (XenoFlow, eBPF) and split (capacity_from self, the
+    # default), 2 LBs, 2 LBs changing backends, each after its capacity point (load: a share of it); × 3 reps
+    assert by == {"pps": 132, "loss": 33, "ndr_pdr": 18, "rtt": 3, "rtt_load": 99, "compare": 6, "update": 12}
+    assert {"level": "max", "split": "70/30", "lb": "xenoflow"} in points(cfg, "rtt_load")
     assert points(cfg, "loss")[-1] == {"lb": "xenoflow", "rate_pps": 135_000_000}
     assert {"level": 0.9, "split": "worst"} in points(cfg, "rtt_load")
 
@@ -133,3 +136,77 @@ def test_an_experiments_repetitions_below_one_is_refused_by_key(tmp_path):
     (tmp_path / "c.yaml").write_text(f"extends: {DEFAULT_CONFIG}\nexperiments: {{update: {{repetitions: 0}}}}\n")
     with pytest.raises(ConfigError, match=r"experiments\.update\.repetitions.*0"):
         load_config(tmp_path / "c.yaml")
+
+
+def _with(tmp_path, base: str, extra: str):
+    (tmp_path / "c.yaml").write_text(f"extends: {DEFAULT_CONFIG.parent / base}\n{extra}")
+    return load_config(tmp_path / "c.yaml")
+
+
+def test_katran_left_out_of_the_thesis_plan_by_name():
+    """The thesis testbed's switch binds MACs (L2): Katran, which hands every frame to the default
+    gateway's MAC, has no hop there while katran.gateway_mac is the placeholder. Its points are not
+    planned, each experiment listing it names it with the reason, and the rest of the study stays."""
+    cfg = load_config(DEFAULT_CONFIG.parent / "fips.yaml")
+    why = unavailable("katran", cfg)
+    assert why.startswith("the testbed has no L3 hop: Katran sends every frame IPIP-encapsulated to the default "
+                          "gateway's MAC (its README: an L3 topology) and katran.gateway_mac in ")
+    assert "is the placeholder 02:00:00:00:fe:00 (fix: route the backends' subnet through a router" in why
+    assert not [t for t in plan(cfg) if t.point.get("lb") == "katran"]
+    listing = [e for e in order() if ("katran", "lbs") in listed_lbs(cfg, e)]
+    out = left_out(cfg)
+    assert [(x.experiment, x.lb, x.reason) for x in out] == [(e, "katran", why) for e in listing]
+    assert len(listing) == 6
+    # points dropped: a point per payload of pps, per size of ndr_pdr, rtt_load's capacity point per
+    # split, update's capacity point and its own, compare's one; none of the paired rtt (its
+    # repetitions switch among the others)
+    sec = cfg.section("experiments")
+    assert {x.experiment: x.points for x in out} == {
+        "pps": len(sec["pps"]["payloads"]), "ndr_pdr": len(sec["ndr_pdr"]["payloads"]), "rtt": 0,
+        "rtt_load": len(sec["rtt_load"]["splits"]), "compare": 1, "update": 2}
+    assert out[0].line().startswith(f"pps: katran left out of experiments.pps.lbs ({len(sec['pps']['payloads'])} "
+                                    "point(s)): the testbed has no L3 hop")
+    assert available_lbs(cfg, "rtt") == [k for k in sec["rtt"]["lbs"] if k != "katran"]
+    assert unavailable("xenoflow", cfg) is None and unavailable("ebpf", cfg) is None
+
+
+@pytest.mark.parametrize("base,extra,katran_planned", [
+    ("fips.yaml", "katran: {gateway_mac: '7c:fe:90:00:00:01'}\n", True),   # the site's router: deploy proves it
+    ("local.yaml", "", True),                                             # the namespace fabric routes
+    ("local.yaml", "experiments: {compare: {lbs: [xenoflow, katran]}}\n", True),
+])
+def test_katran_planned_where_its_l3_hop_exists(tmp_path, base, extra, katran_planned):
+    cfg = _with(tmp_path, base, extra)
+    assert unavailable("katran", cfg) is None
+    assert any(pt.get("lb") == "katran" for pt in points(cfg, "compare")) == katran_planned
+    assert not [x for x in left_out(cfg) if x.lb == "katran"]
+
+
+def test_xenoflow_without_a_dpu_is_left_out_and_the_rest_runs(tmp_path):
+    """XenoFlow's DOCA build runs on a BlueField's Arm cores: a hosts testbed in mode doca without a
+    node of role dpu leaves it out (its points, its paired blocks), naming the fix."""
+    import yaml
+    raw = yaml.safe_load((DEFAULT_CONFIG.parent / "fips.yaml").read_text())
+    del raw["nodes"]["fips5-dpu"]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    cfg = load_config(tmp_path / "c.yaml")
+    why = unavailable("xenoflow", cfg)
+    assert why == (f"xenoflow.mode is doca (XenoFlow runs on a BlueField DPU's Arm cores) and {cfg.path} has no "
+                   "node with role dpu (fix: add the DPU's Arm side as a node with role: dpu and its ports p0/p1 as "
+                   "lb_port ingress/egress, or set xenoflow.mode: emulation to run the emulated build on the LB node)")
+    planned = plan(cfg)
+    assert not [t for t in planned if "xenoflow" in (t.point.get("lb"),)]
+    assert [t for t in planned if t.point.get("lb") == "ebpf"]
+    assert points(cfg, "loss") == []  # its one LB is XenoFlow
+    assert available_lbs(cfg, "rtt") == ["none", "ebpf"]
+
+
+def test_left_out_recorded_for_the_report(tmp_path):
+    import json
+    cfg = load_config(DEFAULT_CONFIG.parent / "fips.yaml")
+    out = record_left_out(cfg, tmp_path / "fips" / "left_out.json")
+    rec = json.loads((tmp_path / "fips" / "left_out.json").read_text())
+    assert [(r["experiment"], r["lb"], r["key"], r["points"], r["reason"], r["line"]) for r in rec] == [
+        (x.experiment, x.lb, x.key, x.points, x.reason, x.line()) for x in out]
+    assert {r["lb"] for r in rec} == {"katran"} and len(rec) == 6
+    assert record_left_out(load_config(DEFAULT_CONFIG), tmp_path / "local.json") == []

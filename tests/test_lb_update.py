@@ -89,6 +89,11 @@ def check_update_cycle(testbed, lb, tmp_path):
         r = lb.update(only2)
         assert r["t_sent"] <= r["t_done"] and r["lb_report"]["event"] == "updated"
         assert r["lb_report"]["removed"] == ["fips3"]
+        # what the update kind's "entries per second" counts, named by the driver
+        assert (r["entries_key"], r["entry_unit"]) == (lb.update_entries_key, lb.update_entry_unit)
+        if lb.kind == "xenoflow":  # class 1 moved: one update in place, one queue operation
+            rep = r["lb_report"]
+            assert (rep["changed"], rep["ops"], rep["entry_unit"]) == (1, 1, lb.update_entry_unit)
         assert table(lb) == [M2, M2]
         assert send_and_count(testbed) == (30, 0)        # the removed backend receives nothing
         # refused by the harness's strict reader: nothing reaches the LB

@@ -76,9 +76,10 @@ def test_self_plans_a_capacity_point_per_lb_and_split_first():
     assert [(p["lb"], p["split"]) for _, p in capacity_points(local)] == [
         ("xenoflow", s) for s in ("single", "50/50", "70/30", "worst")]
     fips = load_config(CONFIGS / "fips.yaml")      # the schema's default: self, per LB and split
+    # Katran, in its lbs, is left out there (no L3 hop: xenobench.experiments.left_out): no maximum of it
     assert capacity_points(fips) == [("rtt_load", {"level": "max", "split": s, "lb": k})
-                                     for k in ("xenoflow", "ebpf", "katran") for s in ("single", "50/50", "70/30", "worst")]
-    assert len([p for p in points(fips, "rtt_load") if p["level"] == CAPACITY]) == 12
+                                     for k in ("xenoflow", "ebpf") for s in ("single", "50/50", "70/30", "worst")]
+    assert len([p for p in points(fips, "rtt_load") if p["level"] == CAPACITY]) == 8
 
 
 def test_each_level_point_waits_for_its_splits_maxima_only(tmp_path):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from . import REPO_ROOT, dpu
 from .shipping import AGENT_MODULES, ROLE_OBJECTS, artefact_files, build_artefact, deployed_mismatch  # noqa: F401
 from .errors import NodeError, XenobenchError
+from .experiments import left_out
 from .lb.xenoflow import IMPLEMENTED_PORT_MODELS, XenoFlowLB
 from .nodes import Node
 from .nodes.base import sudo_argv, sudo_refused
@@ -495,7 +496,10 @@ def deploy(testbed) -> tuple[list[dict], list[Row]]:
             failed.append(Row(n.name, n.ncfg.role, "shipment", False, str(e),
                               "see the node's other rows (login, disk space under ssh.workdir)"))
     rows = failed + [r for n in testbed.nodes() for r in check_node(cfg, n)]
-    if uses_lb(cfg, "katran") and all(r.ready for r in rows if r.check == "login"):
+    left = left_out_rows(cfg)
+    rows += left
+    if (uses_lb(cfg, "katran") and not any(r.check == "katran" for r in left)
+            and all(r.ready for r in rows if r.check == "login")):
         # Katran's path: the site's router (katran.gateway_mac) routes IPIP to each real, which
         # decapsulates it (Testbed.check_ipip; Katran's decap is put in front for the check)
         lb = cfg.role("lb").name
@@ -504,6 +508,23 @@ def deploy(testbed) -> tuple[list[dict], list[Row]]:
                      "(the switch in L3 mode), and keep bpftool on the backends for Katran's decap")
                  for desc, ok, detail in testbed.check_ipip()]
     return shipped, rows
+
+
+def left_out_rows(cfg) -> list[Row]:
+    """One row per LB kind the config's experiments list that its testbed cannot run (its kind's
+    xenobench.lb.unavailable): "left out: <why>", the experiments it is left out of and the fix. A
+    CHECK, not a MISSING: the plan leaves its points out (xenobench.experiments.left_out) and the
+    rest of the study runs."""
+    by: dict[str, list] = {}
+    for x in left_out(cfg):
+        by.setdefault(x.lb, []).append(x)
+    node = cfg.role("lb").name
+    out = []
+    for kind, xs in by.items():
+        why, _, fix = xs[0].reason.partition(" (fix: ")
+        out.append(Row(node, "lb", kind, True, f"left out: {why}; its points of {', '.join(x.experiment for x in xs)} "
+                       "are not planned", fix.removesuffix(")") or "see docs/load-balancers.md", caution=True))
+    return out
 
 
 #: the detail column's width; a longer detail goes on over the next lines

@@ -8,8 +8,10 @@ a directory in the results tree (xenobench.layout).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from . import REPO_ROOT, definitions as _data
 from .definitions import EXPERIMENTS_DIR, Experiment
 from .errors import ConfigError
 from .layout import ResultsTree, TrialDir
-from .lb import NONE, get_lb
+from .lb import NONE, get_lb, unavailable
 from .measure import KINDS as MEASURE_KINDS
 from .definitions import CAPACITY, NO_SPLIT, is_capacity_point
 from .testbed import get_testbed
@@ -110,12 +112,72 @@ def capacity_shares(sec: dict) -> bool:
                 or sec.get("load"))
 
 
+# --- LBs the testbed cannot run -----------------------------------------------------------------
+@dataclass(frozen=True)
+class LeftOut:
+    """An LB of an experiment's lists that the plan leaves out: the experiment, the LB kind, where
+    it is listed (lbs, lb), the points dropped and why (its kind's xenobench.lb.unavailable)."""
+    experiment: str
+    lb: str
+    key: str
+    points: int
+    reason: str
+
+    def line(self) -> str:
+        return (f"{self.experiment}: {self.lb} left out of experiments.{self.experiment}.{self.key} "
+                f"({self.points} point(s)): {self.reason}")
+
+
+def why_not(cfg, kind: str) -> str | None:
+    """Why the config's testbed cannot run LB `kind` (xenobench.lb.unavailable: its own prerequisites,
+    a Katran without an L3 hop, a XenoFlow without a DPU), None when it can."""
+    return None if kind == NONE else unavailable(kind, cfg)
+
+
+def listed_lbs(cfg, experiment: str) -> list[tuple[str, str]]:
+    """(kind, key) of every LB an experiment's section lists: experiments.<id>.lbs, then .lb."""
+    sec = section(cfg, experiment)
+    return [(k, "lbs") for k in sec.get("lbs") or ()] + ([(sec["lb"], "lb")] if sec.get("lb") else [])
+
+
+def available_lbs(cfg, experiment: str) -> list[str]:
+    """The experiment's `lbs` the testbed can run (in order, `none` kept): what a paired design's
+    repetition switches among (its facts' `lbs`)."""
+    return [k for k in section(cfg, experiment).get("lbs") or () if not why_not(cfg, k)]
+
+
+def left_out(cfg, only: list[str] | None = None) -> list[LeftOut]:
+    """Every LB the plan leaves out, per experiment that lists it, with its reason and the number
+    of points dropped (a paired design's LB drops none: its repetitions switch among the others):
+    what `deploy`'s readiness table and the report list."""
+    out = []
+    for e in only or order():
+        if not section(cfg, e):
+            continue
+        for kind, key in listed_lbs(cfg, e):
+            why = why_not(cfg, kind)
+            if why:
+                n = sum(1 for pt in _all_points(cfg, e) if pt.get("lb") == kind)
+                out.append(LeftOut(e, kind, key, n, why))
+    return out
+
+
+def record_left_out(cfg, path: Path) -> list[LeftOut]:
+    """Write left_out(cfg) to `path` as JSON ([{experiment, lb, key, points, reason, line}]): the
+    plan's record for what reads no plan (the report, which must not import this module)."""
+    out = left_out(cfg)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps([{**dataclasses.asdict(x), "line": x.line()} for x in out], indent=1) + "\n")
+    return out
+
+
 def measured_lbs(cfg, experiment: str) -> list[str]:
     """The LBs whose maxima an experiment's shares are of: the paired design's lbs, the unpaired
-    protocol's lb, or (update: a point per LB) its lbs; none left out."""
+    protocol's lb, or (update: a point per LB) its lbs; `none` and the LBs the testbed cannot run
+    (left_out) left out."""
     sec = section(cfg, experiment)
     kinds = sec["lbs"] if paired(cfg, experiment) or "lb" not in sec else [sec["lb"]]
-    return [x for x in kinds if x != NONE]
+    return [x for x in kinds if x != NONE and not why_not(cfg, x)]
 
 
 def self_capacity_points(cfg, experiment: str) -> list[dict]:
@@ -127,10 +189,15 @@ def self_capacity_points(cfg, experiment: str) -> list[dict]:
     backend's XDP program and stack take the frames, on the same CPU as the generator and the LB
     when their NAPI runs inline; update: its udp_payload profile, payload and flows through the
     LB). [] for any other sizing."""
+    return [pt for pt in _self_capacity_points(cfg, experiment) if not why_not(cfg, pt["lb"])]
+
+
+def _self_capacity_points(cfg, experiment: str) -> list[dict]:
     sec = section(cfg, experiment)
     if sec.get("capacity_from") != "self" or not capacity_shares(sec):
         return []
-    lbs = measured_lbs(cfg, experiment)
+    sec_lbs = sec["lbs"] if paired(cfg, experiment) or "lb" not in sec else [sec["lb"]]
+    lbs = [x for x in sec_lbs if x != NONE]
     if "splits" not in sec:
         return [{"level": CAPACITY, "lb": kind} for kind in lbs]
     return [{"level": CAPACITY, "split": s, "lb": kind} for kind in lbs for s in sec["splits"]]
@@ -138,7 +205,13 @@ def self_capacity_points(cfg, experiment: str) -> list[dict]:
 
 def points(cfg, experiment: str) -> list[dict]:
     """The measurement points of one experiment on this testbed, in sweep order (the first variable
-    varies slowest), from its definition's variables; its capacity points first (self_capacity_points)."""
+    varies slowest), from its definition's variables; its capacity points first (self_capacity_points).
+    A point of an LB the testbed cannot run is not one of them (left_out says which and why)."""
+    return [pt for pt in _all_points(cfg, experiment) if not why_not(cfg, pt.get("lb", NONE))]
+
+
+def _all_points(cfg, experiment: str) -> list[dict]:
+    """points() before the LBs the testbed cannot run are left out (their capacity points too)."""
     d = definition(experiment)
     sec = cfg.section("experiments").get(experiment)
     if sec is None:
@@ -155,7 +228,7 @@ def points(cfg, experiment: str) -> list[dict]:
         axes.append((v, list(vals) if isinstance(vals, list) else [vals]))
     if not axes and is_paired:  # every variable was the LB: one point, named by what the blocks are compared with
         axes.append(({"name": "reference"}, [sec.get("reference", NONE)]))
-    out, seen = self_capacity_points(cfg, experiment), set()
+    out, seen = _self_capacity_points(cfg, experiment), set()
     for combo in itertools.product(*(vals for _, vals in axes)):
         pt = {}
         for (v, _), val in zip(axes, combo):
@@ -218,11 +291,11 @@ def check_lbs(cfg, experiment: str, testbed=None) -> None:
     if need is None or not sec:
         return
     what, attr, why = need
-    listed = [(k, "lbs") for k in sec.get("lbs") or ()] + ([(sec["lb"], "lb")] if sec.get("lb") else [])
+    listed = listed_lbs(cfg, experiment)
     if testbed is None:
         testbed = get_testbed(cfg)
     for kind, key in listed:
-        if kind == NONE:
+        if kind == NONE or why_not(cfg, kind):  # left out of the plan (left_out), not refused
             continue
         reason = why(get_lb(kind, testbed))
         if reason:
@@ -233,7 +306,8 @@ def check_lbs(cfg, experiment: str, testbed=None) -> None:
 def plan(cfg, only: list[str] | None = None, testbed=None) -> list[PlannedTrial]:
     """Every trial of the study (or of `only`'s experiments), in plan order; a generator the traffic
     layer does not have and an LB lacking what its experiment needs (check_lbs) are refused here,
-    before anything runs."""
+    before anything runs. The points of an LB the testbed cannot run are not planned (left_out:
+    which, and why), and the rest of the study runs."""
     generator_of(cfg)
     out = []
     for e in only or order():

@@ -286,15 +286,61 @@ def _is_rate(experiment) -> bool:
     return d is not None and d.kind == "rate"
 
 
-def _drop_rows(trials) -> list[list]:
+#: the stages of an LB on the host, in path order (the columns of the first frame-loss table)
+HOST_STAGES = ("the generator", "the switch", "the LB's ingress", "the LB", "after the LB")
+#: the stages of an LB in a DPU's eSwitch (XenoFlow on the BlueField, xenoflow.mode doca): the
+#: frames enter the DPU's uplink p0 and leave by p1 through the hairpin; the host port behind the
+#: DPU is not on their path
+DPU_STAGES = ("the generator", "the switch", "the DPU's port", "the LB's pipe", "the hairpin", "after the LB")
+
+
+def _dpu_ports(cfg, lb_kind):
+    """(node, p0, p1) names of the DPU an LB runs in (XenoFlow's DOCA build: the node of role dpu,
+    its lb_port ingress and egress), None for an LB on a host."""
+    if lb_kind != "xenoflow" or (cfg.section("xenoflow") or {}).get("mode") != "doca":
+        return None
+    dpus = cfg.nodes_with_role("dpu")
+    if not dpus or dpus[0].lb_port("ingress") is None or dpus[0].lb_port("egress") is None:
+        return None
+    d = dpus[0]
+    return d.name, d.lb_port("ingress").name, d.lb_port("egress").name
+
+
+def _stages_row(exp, lb, v: list[int], where: tuple[str, ...]) -> list:
+    """[experiment, lb, offered, a cell per stage, received, most lost at]: v = [offered, the loss
+    at each stage of `where`, received]. A stage that "lost" a negative count got frames from
+    nowhere: beyond a few stray frames (a backend's own ARP) the counters disagree, named; within
+    them the cell says what it is."""
+    n = len(where)
+    worst = max(range(n), key=lambda i: v[1 + i])
+    tolerance = max(10, v[0] // 1000)
+    bad = [where[i] for i in range(n) if v[1 + i] < -tolerance]
+    stages = [f"0 ({-x} stray)" if -tolerance <= x < 0 else x for x in v[1:1 + n]]
+    return [exp, lb, v[0], *stages, v[1 + n], f"counters disagree ({', '.join(bad)}: negative)" if bad
+            else where[worst] if v[1 + worst] > 0 else "nowhere"]
+
+
+def _drop_rows(trials) -> tuple[list[list], list[list]]:
     """Where the frames of the offered-load trials were lost, summed per experiment and LB over the
-    valid trials, from the counters every trial snapshots (interface names from its config's roles):
-    at the generator (frames it made that its device refused), in the switch (taken by the
-    generator's device, never offered to the LB's ingress), at the LB's ingress (its receive ring
-    was full: rx_dropped), in the LB (received, not sent out of its egress, or out of its ingress
-    for an LB that sends back by XDP_TX, Katran) and after it."""
+    valid trials, from the counters every trial snapshots (interface names from its config's roles)
+    and the LB's own counters: (rows of the LBs on a host, rows of the LBs in a DPU's eSwitch).
+
+    An LB on a host (HOST_STAGES): at the generator (frames it made that its device refused), in the
+    switch (taken by the generator's device, never offered to the LB's ingress), at the LB's ingress
+    (its receive ring was full: rx_dropped), in the LB (received, not sent out of its egress, or out
+    of its ingress for an LB that sends back by XDP_TX, Katran) and after it.
+
+    An LB in the DPU's eSwitch (DPU_STAGES; XenoFlow on the BlueField: its frames never reach the
+    host port, whose counters say nothing of them): in the switch (taken by the generator's device,
+    not received at the DPU's uplink p0: mlx5 rx_packets_phy), at the DPU's port (rx_discards_phy:
+    no receive buffer), in the LB's pipe (received at p0 and not forwarded by an entry: the pipe's
+    miss and anything the eSwitch dropped before it; XenoFlow's per-backend counters, the trial's
+    lb_forwarded, are what it forwarded), in the hairpin (forwarded, not sent out of p1:
+    tx_packets_phy) and after the LB (sent out of p1, not received by the backends). rx_packets_phy
+    is taken to count the frames later discarded for lack of buffers too (the port's frames received
+    OK); the DPU's ports are those of its lb_port ingress and egress."""
     from .config import load_config
-    cfgs, sums = {}, {}
+    cfgs, host, dpu = {}, {}, {}
     for t, r in trials:
         if not _is_rate(r.get("experiment")) or not r.get("valid"):
             continue
@@ -305,37 +351,62 @@ def _drop_rows(trials) -> list[list]:
             cfg = cfgs[meta["config"]]
             out = json.loads(t.attempt(r["chosen_attempt"]).outputs.read_text())
             c = {k: v["view"] for k, v in out["counters"].items()}
-            lb = cfg.role("lb")
-            ing = c[f"{lb.name}:{(lb.lb_port('ingress') or lb.iface()).name}"]
-            kind = LBS.get((r["outputs"].get("facts") or {}).get("lb"))
-            out_port = "ingress" if kind is not None and kind.out_of_ingress else "egress"  # Katran: XDP_TX
-            eg = c[f"{lb.name}:{(lb.lb_port(out_port) or lb.iface()).name}"]
+            lb_kind = (r["outputs"].get("facts") or {}).get("lb")  # the LB the trial recorded
             # every traffic phase the counters span: the rate's, and compare's program-cost phase
             gens = [out["generator"]] + [p for p in [(out.get("lb_prog") or {}).get("phase")] if p]
-        except (OSError, ValueError, KeyError, XenobenchError):
+            rx_be = sum(c[f"{b.name}:{b.iface().name}"]["rx_packets"] for b in cfg.backend_nodes())
+            sent = sum(int(g.get("tx_packets") or 0) for g in gens)
+            # frames the generator's device took (its own count where it has one, else all it made)
+            link = sum(int(g.get("tx_link_packets") if g.get("tx_link_packets") is not None
+                           else g.get("tx_packets") or 0) for g in gens)
+            refused = sum(int(g.get("tx_dropped") or 0) for g in gens)
+            key = (r["experiment"], lb_kind)
+            ports = _dpu_ports(cfg, lb_kind)
+            if ports:
+                node, p0, p1 = ports
+                rx, tx = c[f"{node}:{p0}"], c[f"{node}:{p1}"]
+                fwd = int(out["lb_forwarded"])
+                rx_ok = rx["rx_packets_phy"] - rx["rx_discards_phy"]
+                row = [sent, sent - link + refused, link - rx["rx_packets_phy"], rx["rx_discards_phy"],
+                       rx_ok - fwd, fwd - tx["tx_packets_phy"], tx["tx_packets_phy"] - rx_be, rx_be]
+                sums = dpu
+            else:
+                lb = cfg.role("lb")
+                ing = c[f"{lb.name}:{(lb.lb_port('ingress') or lb.iface()).name}"]
+                kind = LBS.get(lb_kind)
+                out_port = "ingress" if kind is not None and kind.out_of_ingress else "egress"  # Katran: XDP_TX
+                eg = c[f"{lb.name}:{(lb.lb_port(out_port) or lb.iface()).name}"]
+                row = [sent, sent - link + refused, link - ing["rx_packets"] - ing["rx_dropped"],
+                       ing["rx_dropped"], ing["rx_packets"] - eg["tx_packets"], eg["tx_packets"] - rx_be, rx_be]
+                sums = host
+        except (OSError, ValueError, KeyError, TypeError, XenobenchError):
             continue
-        sent = sum(int(g.get("tx_packets") or 0) for g in gens)
-        # frames the generator's device took (its own count where it has one, else all it made)
-        link = sum(int(g.get("tx_link_packets") if g.get("tx_link_packets") is not None else g.get("tx_packets") or 0)
-                   for g in gens)
-        refused = sum(int(g.get("tx_dropped") or 0) for g in gens)
-        rx_be = sum(c[f"{b.name}:{b.iface().name}"]["rx_packets"] for b in cfg.backend_nodes())
-        row = [sent, sent - link + refused, link - ing["rx_packets"] - ing["rx_dropped"],
-               ing["rx_dropped"], ing["rx_packets"] - eg["tx_packets"], eg["tx_packets"] - rx_be, rx_be]
-        key = (r["experiment"], (r["outputs"].get("facts") or {}).get("lb"))  # the LB the trial recorded
         sums[key] = [a + b for a, b in zip(sums.get(key, [0] * len(row)), row)]
-    rows = []
-    for (exp, lb), v in sums.items():
-        where = ["the generator", "the switch", "the LB's ingress", "the LB", "after the LB"]
-        worst = max(range(5), key=lambda i: v[1 + i])
-        # a stage that "lost" a negative count got frames from nowhere: beyond a few stray frames
-        # (a backend's own ARP) the counters disagree; within them the cell says what it is
-        tolerance = max(10, v[0] // 1000)
-        bad = [where[i] for i in range(5) if v[1 + i] < -tolerance]
-        stages = [f"0 ({-n} stray)" if -tolerance <= n < 0 else n for n in v[1:6]]
-        rows.append([exp, lb, v[0], *stages, v[6], f"counters disagree ({', '.join(bad)}: negative)" if bad
-                     else where[worst] if v[1 + worst] > 0 else "nowhere"])
-    return rows
+    return ([_stages_row(e, lb, v, HOST_STAGES) for (e, lb), v in host.items()],
+            [_stages_row(e, lb, v, DPU_STAGES) for (e, lb), v in dpu.items()])
+
+
+def _drop_section(trials) -> list[str]:
+    """The report's "Where frames were lost": a table for the LBs on a host, one for an LB in the
+    DPU's eSwitch (_drop_rows); [] when no offered-load trial is valid."""
+    host, dpu = _drop_rows(trials)
+    if not host and not dpu:
+        return []
+    L = ["## Where frames were lost (offered-load trials, from the trials' counters)", ""]
+    if host:
+        L += _table(["experiment", "lb", "offered", "at the generator", "in the switch", "at the LB's ingress",
+                     "in the LB", "after the LB", "received by the backends", "most lost at"], host)
+        L.append("")
+    if dpu:
+        L += ["LB in the DPU's eSwitch (XenoFlow on the BlueField): from the DPU's uplink p0 (mlx5 "
+              "rx_packets_phy, rx_discards_phy) through the LB's pipe (its per-backend counters: what it "
+              "forwarded) and the hairpin to p1 (tx_packets_phy); the host port behind the DPU is not on the "
+              "frames' path.", ""]
+        L += _table(["experiment", "lb", "offered", "at the generator", "in the switch", "at the DPU's port",
+                     "in the LB's pipe", "in the hairpin", "after the LB", "received by the backends",
+                     "most lost at"], dpu)
+        L.append("")
+    return L
 
 
 def _hash_split_rows(trials) -> list[list]:
@@ -680,12 +751,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
                      "trials/blocks"], hsplit)
         L.append("")
 
-    drops = _drop_rows(trials)
-    if drops:
-        L += ["## Where frames were lost (offered-load trials, from the trials' counters)", ""]
-        L += _table(["experiment", "lb", "offered", "at the generator", "in the switch", "at the LB's ingress",
-                     "in the LB", "after the LB", "received by the backends", "most lost at"], drops)
-        L.append("")
+    L += _drop_section(trials)
 
     tex = [latex.headline_table(hl, f"Headline numbers of testbed {testbed} (medians over valid repetitions)",
                                 f"tab:headline-{testbed}")] if hl else []

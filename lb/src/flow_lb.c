@@ -16,7 +16,9 @@ void xf_check_for_valid_entry(struct doca_flow_pipe_entry *entry, uint16_t pipe_
 
 	(void)entry;
 	(void)pipe_queue;
-	if (!st || op != DOCA_FLOW_ENTRY_OP_ADD)
+	/* adds (start) and in-place updates (a backend change: lb/src/update.c) are counted; their
+	 * user context is the one the entry was added with */
+	if (!st || (op != DOCA_FLOW_ENTRY_OP_ADD && op != DOCA_FLOW_ENTRY_OP_UPD))
 		return;
 	if (status != DOCA_FLOW_ENTRY_STATUS_SUCCESS)
 		st->failure = true;
@@ -84,6 +86,33 @@ out:
 	return r;
 }
 
+/* the entry's changeable parts: both MACs and its shared counter */
+static void class_actions(const uint8_t dst_mac[6], const uint8_t src_mac[6], uint32_t counter_id,
+			  struct doca_flow_actions *actions, struct doca_flow_monitor *monitor)
+{
+	memset(actions, 0, sizeof(*actions));
+	memset(monitor, 0, sizeof(*monitor));
+	actions->action_idx = 0;
+	memcpy(actions->outer.eth.dst_mac, dst_mac, 6);
+	memcpy(actions->outer.eth.src_mac, src_mac, 6);
+	monitor->counter_type = DOCA_FLOW_RESOURCE_TYPE_SHARED;
+	monitor->shared_counter.shared_counter_id = counter_id;
+}
+
+doca_error_t xf_update_class_entry(struct doca_flow_pipe *pipe, struct doca_flow_pipe_entry *entry, uint32_t cls,
+				   const uint8_t dst_mac[6], const uint8_t src_mac[6], uint32_t counter_id)
+{
+	struct doca_flow_actions actions;
+	struct doca_flow_monitor monitor;
+	doca_error_t r;
+
+	class_actions(dst_mac, src_mac, counter_id, &actions, &monitor);
+	r = doca_flow_pipe_update_entry(0, pipe, &actions, &monitor, NULL, DOCA_FLOW_NO_WAIT, entry);
+	if (r != DOCA_SUCCESS)
+		DOCA_LOG_ERR("Failed to update the entry of class %u: %s", cls, doca_error_get_descr(r));
+	return r;
+}
+
 doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const uint8_t dst_mac[6],
 				const uint8_t src_mac[6], uint32_t counter_id, struct xf_entries_status *status,
 				struct doca_flow_pipe_entry **entry)
@@ -94,14 +123,8 @@ doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const
 	doca_error_t r;
 
 	memset(&match, 0, sizeof(match));
-	memset(&actions, 0, sizeof(actions));
-	memset(&monitor, 0, sizeof(monitor));
 	match.outer.ip4.src_ip = htonl(cls);
-	actions.action_idx = 0;
-	memcpy(actions.outer.eth.dst_mac, dst_mac, 6);
-	memcpy(actions.outer.eth.src_mac, src_mac, 6);
-	monitor.counter_type = DOCA_FLOW_RESOURCE_TYPE_SHARED;
-	monitor.shared_counter.shared_counter_id = counter_id;
+	class_actions(dst_mac, src_mac, counter_id, &actions, &monitor);
 	r = doca_flow_pipe_add_entry(0, pipe, &match, &actions, &monitor, NULL, DOCA_FLOW_NO_WAIT, status, entry);
 	if (r != DOCA_SUCCESS)
 		DOCA_LOG_ERR("Failed to add the entry for class %u: %s", cls, doca_error_get_descr(r));
@@ -147,10 +170,11 @@ static doca_error_t process_batch(struct doca_flow_port *port, struct xf_entries
 
 doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
 				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
-				struct doca_flow_pipe_entry **entries, struct doca_flow_pipe **pipe)
+				struct xf_entries_status *status, struct doca_flow_pipe_entry **entries,
+				struct doca_flow_pipe **pipe)
 {
-	struct xf_entries_status status = {0};
 	struct doca_flow_pipe_entry *entry;
+	int first = status->nb_processed;
 	doca_error_t r;
 
 	*pipe = NULL;
@@ -161,12 +185,12 @@ doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_
 		int n = nslots - c0 < XF_QUEUE_BATCH ? nslots - c0 : XF_QUEUE_BATCH;
 
 		for (int c = c0; c < c0 + n; c++)
-			if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], &status,
+			if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], status,
 						       entries ? &entries[c] : &entry)))
 				return r;
-		if ((r = process_batch(ingress, &status, n)) != DOCA_SUCCESS) {
+		if ((r = process_batch(ingress, status, n)) != DOCA_SUCCESS) {
 			DOCA_LOG_ERR("Failed to process entries: %s (%d of %d processed%s)", doca_error_get_descr(r),
-				     status.nb_processed, nslots, status.failure ? ", some failed" : "");
+				     status->nb_processed - first, nslots, status->failure ? ", some failed" : "");
 			return r;
 		}
 	}

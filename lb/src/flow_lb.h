@@ -24,10 +24,13 @@
  * applications/common/flow_skeleton.c DEFAULT_QUEUE_DEPTH). */
 #define XF_QUEUE_DEPTH 128
 
-/* Slots of the queue never used: the 2.9 samples push a batch before the queue is full, never
- * filling it to its last slot (applications/ipsec_security_gw pushes at QUEUE_DEPTH - 8 entries
- * in the queue). XenoFlow queues at most XF_QUEUE_BATCH operations before processing them to
- * completion: its 2^k class entries (up to 256) at start, a change's removes and adds at run time. */
+/* Slots of the queue never used. The 2.9 samples (doca-samples 2.9.0072) never fill a queue to its
+ * last slot: applications/ipsec_security_gw/flow_decrypt.c pushes its rules until QUEUE_DEPTH - 8
+ * are in the queue, then processes them (QUEUE_DEPTH 512, flow_common.h); applications/common/
+ * flow_skeleton.c keeps half (it refuses a batch above queue_depth / 2). XenoFlow keeps the
+ * ipsec_security_gw margin: it pushes at most XF_QUEUE_BATCH operations with DOCA_FLOW_NO_WAIT,
+ * then processes them to completion: its 2^k class entries (up to 256) at start, a change's
+ * in-place updates (one per class changed) at run time. */
 #define XF_QUEUE_MARGIN 8
 #define XF_QUEUE_BATCH (XF_QUEUE_DEPTH - XF_QUEUE_MARGIN)
 
@@ -48,14 +51,22 @@ doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const
 				const uint8_t src_mac[6], uint32_t counter_id, struct xf_entries_status *status,
 				struct doca_flow_pipe_entry **entry);
 
+/* class `cls`'s entry rewritten in place (doca_flow_pipe_update_entry on queue 0, DOCA_FLOW_NO_WAIT):
+ * dst_mac, src_mac, the same shared counter; the entry's user context (its status) counts the
+ * update's completion (DOCA_FLOW_ENTRY_OP_UPD) as it counted the add */
+doca_error_t xf_update_class_entry(struct doca_flow_pipe *pipe, struct doca_flow_pipe_entry *entry, uint32_t cls,
+				   const uint8_t dst_mac[6], const uint8_t src_mac[6], uint32_t counter_id);
+
 /* shared counters 0..n-1 (ids[c] = c), configured and bound to `port` */
 doca_error_t xf_setup_class_counters(struct doca_flow_port *port, int n, uint32_t *ids);
 
 /* the root pipe on `ingress` and one entry per class c → dst_macs[c], counted in ids[c], processed
  * and checked (every entry added). nslots is a power of two (the class mask is nslots - 1).
- * entries (NULL: not kept): class c's entry, for a later change (lb/src/update.c). */
+ * status: the entries' user context (the callback's), which must outlive them: a later update's
+ * completion is reported to it (lb/src/update.c). entries (NULL: not kept): class c's entry. */
 doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
 				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
-				struct doca_flow_pipe_entry **entries, struct doca_flow_pipe **pipe);
+				struct xf_entries_status *status, struct doca_flow_pipe_entry **entries,
+				struct doca_flow_pipe **pipe);
 
 #endif

@@ -322,7 +322,7 @@ int main(int argc, char **argv)
 	for (int c = 0; c < bs.nslots; c++)
 		memcpy(macs[c], bs.b[bs.slots[c]].mac, 6);
 	if (xf_install_classes(ports[INGRESS_PORT], EGRESS_PORT, bs.nslots, (const uint8_t(*)[6])macs, cfg.src_mac, ids,
-			       rt.entries, &pipe) != DOCA_SUCCESS)
+			       &rt.status, rt.entries, &pipe) != DOCA_SUCCESS)
 		goto out;
 	printf("{\"event\": \"started\", \"mode\": \"%s\", \"pid\": %d, \"class_bits\": %d, \"slots\": [", XF_MODE,
 	       (int)getpid(), bs.class_bits);

@@ -18,11 +18,8 @@ static double mono(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* doca_flow_entries_process on queue 0 until `target` adds of this status completed; a round that
- * completes nothing is a stall. The removals queued before each add on the same queue complete
- * first: a pipe queue's operations complete in the order they were queued (the emulation's rule;
- * on mlx5 HWS, DPDK 22.11 flow_hw_pull reads the queue's completion ring in order - assumed, not
- * verified on a BlueField). */
+/* doca_flow_entries_process on queue 0 until `target` updates of this status completed (the
+ * entries' user context counts OP_UPD completions); a round that completes nothing is a stall. */
 static doca_error_t process_until(struct xf_running *rt, int target)
 {
 	while (rt->status.nb_processed < target) {
@@ -53,14 +50,7 @@ doca_error_t xf_update_classes(struct xf_running *rt, int nslots, const uint8_t 
 		for (int c = c0; c < end; c++) {
 			if (!memcmp(cur[c], next[c], 6))
 				continue;
-			r = doca_flow_pipe_remove_entry(0, DOCA_FLOW_NO_WAIT, rt->entries[c]);
-			if (r != DOCA_SUCCESS) {
-				DOCA_LOG_ERR("Failed to remove the entry of class %d: %s", c, doca_error_get_descr(r));
-				return r;
-			}
-			rt->entries[c] = NULL;
-			r = xf_add_class_entry(rt->pipe, (uint32_t)c, next[c], rt->src_mac, rt->ids[c], &rt->status,
-					       &rt->entries[c]);
+			r = xf_update_class_entry(rt->pipe, rt->entries[c], (uint32_t)c, next[c], rt->src_mac, rt->ids[c]);
 			if (r != DOCA_SUCCESS)
 				return r;
 			target++;
@@ -120,8 +110,8 @@ void xf_reload(struct xf_running *rt, const char *path, struct xf_backends *bs)
 	}
 	r = xf_update_classes(rt, bs->nslots, (const uint8_t(*)[6])cur_macs, (const uint8_t(*)[6])next_macs, &changed);
 	if (r != DOCA_SUCCESS) {
-		/* the file was good, the driver failed: classes changed before the failure have their
-		 * new entry, the failing one may have none (its frames miss) */
+		/* the file was good, the driver failed: classes changed before the failure forward to
+		 * their new backend, the others (the failing one included) to their old one */
 		snprintf(err, sizeof(err), "Failed to update XenoFlow from %s: %s after %d changed classes (see the log)",
 			 path, doca_error_get_descr(r), changed);
 		xf_backends_free(&next);
@@ -129,8 +119,8 @@ void xf_reload(struct xf_running *rt, const char *path, struct xf_backends *bs)
 	}
 	t1 = mono();
 	printf("{\"event\": \"updated\", \"update\": %lu, \"t_received\": %.6f, \"t_done\": %.6f, \"apply_s\": %.6f, "
-	       "\"changed\": %d, \"ops\": %d, \"added\": [",
-	       n, t0, t1, t1 - t0, changed, 2 * changed);
+	       "\"changed\": %d, \"ops\": %d, \"entry_unit\": \"%s\", \"added\": [",
+	       n, t0, t1, t1 - t0, changed, changed, XF_ENTRY_UNIT);
 	print_missing(&next, bs);
 	printf("], \"removed\": [");
 	print_missing(bs, &next);

@@ -28,6 +28,7 @@ int main(int argc, char **argv)
 	/* main.c's defaults: 2 ports, 4 queues, 2 hairpin queues */
 	const struct xf_dpdk_config dpdk = {.nb_ports = 2, .nb_queues = 4, .nb_hairpin_q = 2};
 	const uint8_t src_mac[6] = {0x02, 0, 0, 0, 0x05, 0x01};
+	static struct xf_entries_status install_status; /* outlives the entries */
 	struct doca_flow_port *ports[2] = {0};
 	struct doca_flow_pipe *pipe = NULL;
 	static uint8_t macs[4096][6];
@@ -53,7 +54,7 @@ int main(int argc, char **argv)
 	if (xf_init_doca_flow(dpdk.nb_queues, "vnf,hws", XF_NR_COUNTERS, (uint32_t)n, xf_check_for_valid_entry))
 		goto out_dpdk;
 	if (xf_init_doca_flow_ports(2, ports) || xf_setup_class_counters(ports[0], n, ids) ||
-	    xf_install_classes(ports[0], 1, n, (const uint8_t(*)[6])macs, src_mac, ids, NULL, &pipe))
+	    xf_install_classes(ports[0], 1, n, (const uint8_t(*)[6])macs, src_mac, ids, &install_status, NULL, &pipe))
 		goto out;
 	{
 		struct xdp_md ctx = {.data_end = sizeof(f), .ingress_ifindex = if_nametoindex("xe0")};

@@ -42,7 +42,10 @@ static const uint8_t BMAC[4][6] = {{0x02, 0, 0, 0, 0x0a, 0}, {0x02, 0, 0, 0, 0x0
 				   {0x02, 0, 0, 0, 0x0a, 2}, {0x02, 0, 0, 0, 0x0a, 3}};
 
 static struct doca_flow_port *ports[2];
-static int processed, failed, removed;
+static int processed, failed, removed, updated, update_failed;
+static void *last_update_ctx;
+/* the port lb_pipe puts its pipe on (0, the ingress, unless a test says otherwise) */
+static int pipe_port;
 static struct rte_mempool *pool;
 
 /* what setup() brings up; tests of a constraint start from a setup that leaves a step out */
@@ -137,6 +140,12 @@ static void cb(struct doca_flow_pipe_entry *e, uint16_t q, enum doca_flow_entry_
 	}
 	if (op == DOCA_FLOW_ENTRY_OP_DEL && st == DOCA_FLOW_ENTRY_STATUS_SUCCESS)
 		removed++;
+	if (op == DOCA_FLOW_ENTRY_OP_UPD) {
+		updated++;
+		if (st != DOCA_FLOW_ENTRY_STATUS_SUCCESS)
+			update_failed++;
+		last_update_ctx = ctx;
+	}
 }
 
 static int setup(void **state)
@@ -144,7 +153,9 @@ static int setup(void **state)
 	const struct opts *o = *state ? *state : &DEFAULT_OPTS;
 	struct doca_flow_cfg *cfg;
 
-	processed = failed = 0;
+	processed = failed = updated = update_failed = 0;
+	last_update_ctx = NULL;
+	pipe_port = 0;
 	ports[0] = ports[1] = NULL;
 	dpdk_up(!o->no_bind);
 	if (o->no_flow)
@@ -225,8 +236,8 @@ static doca_error_t lb_pipe_r(uint32_t mask, enum doca_flow_resource_type counte
 	memset(a.outer.eth.src_mac, 0xff, 6);
 	mon.counter_type = counter;
 	mon.shared_counter.shared_counter_id = 0xffffffff;
-	assert_int_equal(doca_flow_pipe_cfg_create(&pc, ports[0]), DOCA_SUCCESS);
-	assert_int_equal(doca_flow_pipe_cfg_set_name(pc, "LB"), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_create(&pc, ports[pipe_port]), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_cfg_set_name(pc, pipe_port ? "LB1" : "LB"), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_cfg_set_type(pc, DOCA_FLOW_PIPE_BASIC), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_cfg_set_is_root(pc, true), DOCA_SUCCESS);
 	assert_int_equal(doca_flow_pipe_cfg_set_miss_counter(pc, true), DOCA_SUCCESS);
@@ -421,6 +432,135 @@ static void test_entries_pending_until_process_and_removal(void **state)
 	failed = 0;
 	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
 	assert_int_equal(failed, 1);
+}
+
+/* doca_flow_pipe_update_entry(queue, pipe, actions, monitor, fwd, flags, entry): the entry's new
+ * MAC and counter from the next doca_flow_entries_process on its queue on (callback OP_UPD with the
+ * user context of the add), in place: a frame of the class takes the old backend or the new one,
+ * never the miss. Refused: a NULL pipe or entry, an entry of another pipe, a per-entry fwd, an
+ * entry not in the datapath, one being removed, a second update before the first is processed,
+ * and an update beyond the queue's depth. Both compilations (direct table, hash) alike. */
+static void update_entry_case(uint32_t mask, const char *src, uint32_t cls)
+{
+	uint8_t in[128], out[2048];
+	struct doca_flow_pipe *pipe = lb_pipe(mask, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	struct doca_flow_match m;
+	struct doca_flow_actions a;
+	struct doca_flow_monitor mon;
+	struct doca_flow_fwd fwd = {.type = DOCA_FLOW_FWD_PORT, .port_id = 1};
+	struct doca_flow_pipe_entry *e = NULL;
+	static int ctx;
+	uint32_t len = build_udp(in, src, "198.18.0.100", 1024, 53, 22), id = 6;
+	struct doca_flow_resource_query q;
+
+	memset(&m, 0, sizeof(m));
+	memset(&a, 0, sizeof(a));
+	memset(&mon, 0, sizeof(mon));
+	m.outer.ip4.src_ip = htonl(cls);
+	memcpy(a.outer.eth.dst_mac, BMAC[1], 6);
+	memcpy(a.outer.eth.src_mac, LB_OUT, 6);
+	mon.shared_counter.shared_counter_id = 1;
+	assert_int_equal(doca_flow_pipe_add_entry(0, pipe, &m, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, &ctx, &e),
+			 DOCA_SUCCESS);
+	memcpy(a.outer.eth.dst_mac, BMAC[2], 6);
+	mon.shared_counter.shared_counter_id = 6;
+	/* its add not processed yet */
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+	expect_rewritten(in, out, len, BMAC[1]);
+	/* NULLs, a per-entry fwd, a queue that does not exist */
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, NULL),
+			 DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(doca_flow_pipe_update_entry(0, NULL, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, &fwd, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_NOT_SUPPORTED);
+	assert_int_equal(doca_flow_pipe_update_entry(1, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_INVALID_VALUE);
+	/* changeable MACs need actions; the new shared counter must be bound */
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, NULL, &mon, NULL, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_INVALID_VALUE);
+	mon.shared_counter.shared_counter_id = 9;
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_INVALID_VALUE);
+	mon.shared_counter.shared_counter_id = 6;
+	/* an entry of another pipe (port 1's root pipe) */
+	pipe_port = 1;
+	struct doca_flow_pipe *pipe1 = lb_pipe(mask, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+
+	pipe_port = 0;
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe1, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_INVALID_VALUE);
+	/* queued: the old actions until processed, then the new ones; never a miss */
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_INVALID_VALUE); /* its first update not processed */
+	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+	expect_rewritten(in, out, len, BMAC[1]);
+	assert_int_equal(updated, 0);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(updated, 1);
+	assert_int_equal(update_failed, 0);
+	assert_ptr_equal(last_update_ctx, &ctx);
+	assert_int_equal(processed, 1); /* the add's completion only: an update is not an add */
+	assert_int_equal(doca_flow_pipe_entry_get_status(e), DOCA_FLOW_ENTRY_STATUS_SUCCESS);
+	assert_int_equal(run(0, in, len, out), XDP_REDIRECT);
+	expect_rewritten(in, out, len, BMAC[2]);
+	assert_int_equal(doca_flow_shared_resources_query(DOCA_FLOW_SHARED_RESOURCE_COUNTER, &id, &q, 1), DOCA_SUCCESS);
+	assert_int_equal(q.counter.total_pkts, 1); /* counted in its new shared counter */
+	/* an entry whose removal is queued */
+	assert_int_equal(doca_flow_pipe_remove_entry(0, 0, e), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e),
+			 DOCA_ERROR_INVALID_VALUE);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(run(0, in, len, out), XDP_DROP);
+	/* an update takes a place of the queue: 128 updates fill the default depth */
+	doca_flow_pipe_destroy(pipe1);
+}
+
+static void test_update_entry_in_place_direct_table(void **state)
+{
+	(void)state;
+	update_entry_case(0x3, "198.18.0.17", 1);
+}
+
+static void test_update_entry_in_place_hash_table(void **state)
+{
+	(void)state;
+	/* a mask of two bits apart is looked up by hash */
+	update_entry_case(0x101, "198.18.1.1", 0x101);
+}
+
+static void test_update_entry_takes_a_place_of_the_queue(void **state)
+{
+	struct doca_flow_pipe *pipe = lb_pipe(0xff, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	struct doca_flow_pipe_entry *e[4];
+	struct doca_flow_actions a;
+	struct doca_flow_monitor mon;
+	(void)state;
+
+	for (uint32_t c = 0; c < 4; c++)
+		assert_int_equal(add_r(pipe, c, BMAC[c], c, &e[c]), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	memset(&a, 0, sizeof(a));
+	memset(&mon, 0, sizeof(mon));
+	memcpy(a.outer.eth.dst_mac, BMAC[0], 6);
+	memcpy(a.outer.eth.src_mac, LB_OUT, 6);
+	for (uint32_t c = 0; c < 3; c++)
+		assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e[c]),
+				 DOCA_SUCCESS);
+	assert_int_equal(add_r(pipe, 4, BMAC[0], 4, &e[0]), DOCA_SUCCESS); /* the 4th operation of depth 4 */
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e[3]),
+			 DOCA_ERROR_DRIVER);
+	/* max_processed_entries counts updates as operations */
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 2), DOCA_SUCCESS);
+	assert_int_equal(updated, 2);
+	assert_int_equal(doca_flow_pipe_update_entry(0, pipe, &a, &mon, NULL, DOCA_FLOW_NO_WAIT, e[3]), DOCA_SUCCESS);
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 10000, 0), DOCA_SUCCESS);
+	assert_int_equal(updated, 4);
+	assert_int_equal(processed, 5);
 }
 
 static void test_constant_fields_and_udp_port_match(void **state)
@@ -905,6 +1045,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_entries_pending_until_process_and_removal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_constant_fields_and_udp_port_match, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_update_entry_in_place_direct_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_update_entry_in_place_hash_table, setup, teardown),
+		cmocka_unit_test_prestate_setup_teardown(test_update_entry_takes_a_place_of_the_queue, setup, teardown,
+							 (void *)&DEPTH_4),
 		cmocka_unit_test_setup_teardown(test_direct_and_hash_compilation_match_alike, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_datapath_attached_on_process_detached_on_port_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsupported_features_return_not_supported, setup, teardown),

@@ -30,6 +30,7 @@
 #include <doca_log.h>
 
 #include "flow_lb.h"
+#include "update.h"
 #include "ports.h"
 #include "emu_ports.h"
 
@@ -40,6 +41,8 @@ static const uint8_t LB_OUT[6] = {0x02, 0, 0, 0, 0x05, 0x01};
 static const uint8_t MACS[2][6] = {{0x02, 0, 0, 0, 0x0a, 0}, {0x02, 0, 0, 0, 0x0a, 1}};
 
 static struct doca_flow_port *ports[2];
+/* the installed entries' user context: it outlives them (xf_install_classes) */
+static struct xf_entries_status install_status;
 static bool dpdk_up, flow_up;
 
 static int teardown(void **state)
@@ -145,7 +148,7 @@ static void test_main_sequence_forwards_a_class_frame_rewritten(void **state)
 	bring_up(DPDK.nb_queues);
 	assert_int_equal(xf_init_doca_flow_ports(2, ports), DOCA_SUCCESS);
 	assert_int_equal(xf_setup_class_counters(ports[0], 2, ids), DOCA_SUCCESS);
-	assert_int_equal(xf_install_classes(ports[0], 1, 2, MACS, LB_OUT, ids, NULL, &pipe), DOCA_SUCCESS);
+	assert_int_equal(xf_install_classes(ports[0], 1, 2, MACS, LB_OUT, ids, &install_status, NULL, &pipe), DOCA_SUCCESS);
 	olen = sizeof(out);
 	assert_int_equal(doca_flow_emu_test_run(0, FRAME, sizeof(FRAME), &verdict, out, &olen), DOCA_SUCCESS);
 	assert_int_equal(verdict, XDP_REDIRECT);
@@ -177,7 +180,7 @@ static void test_256_classes_are_added_in_batches_within_the_queue_depth(void **
 	bring_up_n(DPDK.nb_queues, 256);
 	assert_int_equal(xf_init_doca_flow_ports(2, ports), DOCA_SUCCESS);
 	assert_int_equal(xf_setup_class_counters(ports[0], 256, ids), DOCA_SUCCESS);
-	assert_int_equal(xf_install_classes(ports[0], 1, 256, (const uint8_t(*)[6])macs, LB_OUT, ids, NULL, &pipe),
+	assert_int_equal(xf_install_classes(ports[0], 1, 256, (const uint8_t(*)[6])macs, LB_OUT, ids, &install_status, NULL, &pipe),
 			 DOCA_SUCCESS);
 	/* the last class (src 198.18.0.255 & 0xff = 255) is in the datapath with its backend's MAC */
 	memcpy(frame, FRAME, sizeof(frame));
@@ -186,6 +189,52 @@ static void test_256_classes_are_added_in_batches_within_the_queue_depth(void **
 	assert_int_equal(doca_flow_emu_test_run(0, frame, sizeof(frame), &verdict, out, &olen), DOCA_SUCCESS);
 	assert_int_equal(verdict, XDP_REDIRECT);
 	assert_memory_equal(out, macs[255], 6);
+}
+
+/* A backend change of every one of 256 classes: one doca_flow_pipe_update_entry per class, in
+ * rounds of at most XF_UPDATE_CLASSES_PER_ROUND (the queue's depth less its margin) processed to
+ * completion, the entries updated in place (no class is ever without its entry), and an unchanged
+ * class is not touched. */
+static void test_256_classes_updated_in_place_in_rounds_within_the_margin(void **state)
+{
+	static uint8_t cur[256][6], next[256][6];
+	static struct xf_running rt;
+	struct doca_flow_pipe *pipe = NULL;
+	uint32_t ids[256], olen;
+	uint8_t frame[64], out[128];
+	int verdict, changed = -1;
+	(void)state;
+
+	for (int c = 0; c < 256; c++) {
+		memcpy(cur[c], MACS[0], 6);
+		memcpy(next[c], MACS[c == 7 ? 0 : 1], 6); /* class 7 keeps its backend */
+	}
+	bring_up_n(DPDK.nb_queues, 256);
+	assert_int_equal(xf_init_doca_flow_ports(2, ports), DOCA_SUCCESS);
+	assert_int_equal(xf_setup_class_counters(ports[0], 256, ids), DOCA_SUCCESS);
+	memset(&rt, 0, sizeof(rt));
+	assert_int_equal(xf_install_classes(ports[0], 1, 256, (const uint8_t(*)[6])cur, LB_OUT, ids, &rt.status,
+					    rt.entries, &pipe),
+			 DOCA_SUCCESS);
+	assert_int_equal(rt.status.nb_processed, 256);
+	rt.ingress = ports[0];
+	rt.pipe = pipe;
+	rt.ids = ids;
+	memcpy(rt.src_mac, LB_OUT, 6);
+	assert_int_equal(XF_UPDATE_CLASSES_PER_ROUND, 120);
+	assert_int_equal(xf_update_classes(&rt, 256, (const uint8_t(*)[6])cur, (const uint8_t(*)[6])next, &changed),
+			 DOCA_SUCCESS);
+	assert_int_equal(changed, 255);
+	assert_int_equal(rt.status.nb_processed, 256 + 255); /* every update completed (OP_UPD) */
+	assert_false(rt.status.failure);
+	memcpy(frame, FRAME, sizeof(frame));
+	for (int c = 0; c < 256; c++) {
+		frame[29] = (uint8_t)c;
+		olen = sizeof(out);
+		assert_int_equal(doca_flow_emu_test_run(0, frame, sizeof(frame), &verdict, out, &olen), DOCA_SUCCESS);
+		assert_int_equal(verdict, XDP_REDIRECT);
+		assert_memory_equal(out, next[c], 6);
+	}
 }
 
 int main(void)
@@ -197,6 +246,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_default_rss_covers_only_the_regular_queues, teardown),
 		cmocka_unit_test_teardown(test_main_sequence_forwards_a_class_frame_rewritten, teardown),
 		cmocka_unit_test_teardown(test_256_classes_are_added_in_batches_within_the_queue_depth, teardown),
+		cmocka_unit_test_teardown(test_256_classes_updated_in_place_in_rounds_within_the_margin, teardown),
 	};
 
 	if (geteuid() != 0) {

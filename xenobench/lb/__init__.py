@@ -232,21 +232,38 @@ def by_hash(kind: str) -> bool:
     return bool(k and k.split_by == "flow hash")
 
 
-def get_lb(kind: str, testbed):
-    """The driver of an LB kind on a testbed (a xenobench.lb.base.LoadBalancer)."""
-    cfg = getattr(testbed, "cfg", None)
-    if cfg is not None and cfg.raw.get("lbs"):  # the testbed's config's own kinds, whichever was loaded last
+def _driver_module(kind: str, cfg):
+    """(LBKind, its driver module) of a kind, the config's declared kinds registered first."""
+    if cfg is not None and cfg.raw.get("lbs"):  # the config's own kinds, whichever was loaded last
         LBS.declare(cfg.raw["lbs"], str(cfg.path))
     if kind not in LBS:
         raise ConfigError(f"Failed to select load balancer: unknown kind {kind!r} (known: {', '.join(kinds())})")
     k = LBS[kind]
-    if k.declared:
-        return importlib.import_module(f"{__name__}.xdp").DeclaredXdpLB(testbed, k)
-    full = k.module if "." in k.module else f"{__name__}.{k.module}"
+    full = f"{__name__}.xdp" if k.declared else k.module if "." in k.module else f"{__name__}.{k.module}"
     try:
-        mod = importlib.import_module(full)
+        return k, importlib.import_module(full)
     except ImportError as e:
         raise ConfigError(f"Failed to load load balancer {kind!r} ({k.origin}): its driver module {full}: {e}") from None
+
+
+def unavailable(kind: str, cfg) -> str | None:
+    """Why an LB kind cannot run on the config's testbed, "<why> (fix: <what to do>)", or None: the
+    one place that decides whether the plan leaves the kind out (xenobench.experiments.left_out)
+    and the readiness table says so (xenobench.deploy). Each kind declares its own prerequisites:
+    its driver module's `unavailable(cfg) -> str | None` (a module without one: always available)."""
+    if kind == NONE:
+        return None
+    _, mod = _driver_module(kind, cfg)
+    check = getattr(mod, "unavailable", None)
+    return check(cfg) if check else None
+
+
+def get_lb(kind: str, testbed):
+    """The driver of an LB kind on a testbed (a xenobench.lb.base.LoadBalancer)."""
+    k, mod = _driver_module(kind, getattr(testbed, "cfg", None))
+    if k.declared:
+        return mod.DeclaredXdpLB(testbed, k)
+    full = mod.__name__
     make = getattr(mod, "make", None)
     if make is None:
         raise ConfigError(f"Failed to load load balancer {kind!r} ({k.origin}): its driver module {full} has no "

@@ -81,6 +81,9 @@ class LoadBalancer(ABC):
     install_unit: str = "class"
     #: the key of the LB's "updated" report that counts what it wrote (None: it reports none)
     update_entries_key: str | None = None
+    #: what one of those counts, in words (`update` returns it as "entry_unit": what an "entry per
+    #: second" of the update kind is for this LB); None: it reports no count
+    update_entry_unit: str | None = None
 
     @property
     def can_update(self) -> bool:
@@ -92,7 +95,8 @@ class LoadBalancer(ABC):
         the strict reader first (a bad one fails here, nothing is sent). Returns {"lb", "t_sent",
         "t_done" (the harness's CLOCK_MONOTONIC: the command sent, the LB's report of the change
         seen), "control_s", "lb_report" (what the LB reported: its own apply time, entries
-        changed)}. Raises UpdateRefused (a NodeError) when the LB refuses the file; it then runs
+        changed), "entries_key" (the report's key of that count: update_entries_key), "entry_unit"
+        (what one of them is: update_entry_unit)}. Raises UpdateRefused (a NodeError) when the LB refuses the file; it then runs
         on its old set."""
         raise NodeError(f"Failed to update {self.kind}: {self.no_update}")
 
@@ -137,7 +141,8 @@ class LoadBalancer(ABC):
             raise UpdateRefused(f"Failed to update {self.kind} on {node.name} from {backends}: "
                                 f"{d.get('error') or 'refused'}; it keeps forwarding on its previous backend set")
         return {"lb": self.kind, "t_sent": t_sent, "t_done": t_done, "control_s": t_done - t_sent,
-                "lb_report": d, "clock": "monotonic"}
+                "lb_report": d, "clock": "monotonic", "entries_key": self.update_entries_key,
+                "entry_unit": self.update_entry_unit}
 
     def provide_needs(self) -> None:
         """Set up what this LB needs of the testbed (`needs`); idempotent."""

@@ -14,9 +14,30 @@ from __future__ import annotations
 
 from .. import katran
 from ..backends import RING
+from ..config import section_with_defaults
 from ..errors import ConfigError
 from ..fabric import gateway_mac
 from .xdp import XdpControllerLB
+
+
+def unavailable(cfg) -> str | None:
+    """Why Katran cannot run on this config's testbed (xenobench.lb.unavailable), None when it can.
+    Katran hands every frame it balances, IPIP-encapsulated, to one MAC, the default gateway's: it
+    leaves routing to the first router (facebookincubator/katran README.md, "Environment
+    requirements" 2: an L3 topology; EXAMPLE.md: "MAC address of default gateway"; commit 19f08fe).
+    The namespace testbed routes those frames itself (xenobench.fabric); on a `hosts` testbed it
+    takes the site's router, so katran.gateway_mac must be that router's MAC, not the schema's
+    placeholder (the namespace fabric's). A switch with static MAC bindings (L2, as the thesis
+    testbed's MSN2100) has no such hop."""
+    if cfg.section("testbed")["kind"] != "hosts":
+        return None
+    placeholder = section_with_defaults("katran", {})["gateway_mac"]
+    if gateway_mac(cfg).lower() != placeholder.lower():
+        return None  # a real router's MAC: `xenobench deploy` proves the IPIP path through it (check_ipip)
+    return (f"the testbed has no L3 hop: Katran sends every frame IPIP-encapsulated to the default gateway's MAC "
+            f"(its README: an L3 topology) and katran.gateway_mac in {cfg.path} is the placeholder {placeholder} "
+            "(fix: route the backends' subnet through a router, e.g. the switch in L3 mode, and set "
+            "katran.gateway_mac to that router's MAC in the subnet: `ip neigh` on a backend shows it)")
 
 
 def _addresses(cfg) -> dict[str, str]:
@@ -66,6 +87,7 @@ class KatranLB(XdpControllerLB):
     #: a change rewrites the ring slots whose real changed (katran_lb.update_reals)
     install_unit = "ring slot"
     update_entries_key = "ring_slots_changed"
+    update_entry_unit = "one slot of its Maglev ring rewritten in place (ch_rings), per slot whose real changed"
 
     def ports(self):
         lb, ing, _ = super().ports()

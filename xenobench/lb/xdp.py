@@ -28,6 +28,7 @@ class XdpControllerLB(LoadBalancer):
     needs_egress: bool = False
     #: the agents' update reports count their map writes (XdpLbAgent.update)
     update_entries_key = "entries_written"
+    update_entry_unit = "one BPF map element written in place (a class's slot, a backend's entry)"
     no_pin = None  # an XDP program: loaded, not attached on request (the agent's --no-attach)
 
     @property

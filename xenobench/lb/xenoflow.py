@@ -51,6 +51,17 @@ IMPLEMENTED_PORT_MODELS = ("vnf-hairpin",)
 UNOBSERVABLE = ("non_ipv4", "non_service", "malformed", "tx_error")
 
 
+def unavailable(cfg) -> str | None:
+    """Why XenoFlow cannot run on this config's testbed (xenobench.lb.unavailable), None when it can:
+    the DOCA build (xenoflow.mode doca) runs on a BlueField's Arm cores, the node with role dpu; the
+    emulation runs on the LB node."""
+    if cfg.section("xenoflow")["mode"] != "doca" or cfg.nodes_with_role("dpu"):
+        return None
+    return (f"xenoflow.mode is doca (XenoFlow runs on a BlueField DPU's Arm cores) and {cfg.path} has no node with "
+            "role dpu (fix: add the DPU's Arm side as a node with role: dpu and its ports p0/p1 as lb_port "
+            "ingress/egress, or set xenoflow.mode: emulation to run the emulated build on the LB node)")
+
+
 def parse_lines(text: str) -> list[dict]:
     """XenoFlow's JSON lines in a log, from the last "started" event on (lb.base.json_lines)."""
     return json_lines(text)
@@ -546,12 +557,15 @@ class XenoFlowLB(LoadBalancer):
         return was
 
     no_update = None
-    #: classes whose entry was replaced (a remove and an add each: lb/src/update.c)
+    #: classes whose entry was updated in place (one doca_flow_pipe_update_entry each: lb/src/update.c)
     update_entries_key = "changed"
+    #: lb/src/update.h XF_ENTRY_UNIT, which its "updated" line carries as "entry_unit"
+    update_entry_unit = "one doca_flow_pipe_update_entry per class whose backend changed, in place"
 
     def update(self, backends, *, timeout: float = 10.0) -> dict:
         """A runtime change (lb/src/update.c): SIGHUP makes XenoFlow read its -b file again and
-        apply the difference as entry removes and adds on its pipe (LoadBalancer.signal_update)."""
+        update in place the entry of each class whose backend changes, one operation per class
+        (LoadBalancer.signal_update)."""
         node = self.node
         h = node.handle(TAG)
         if h is None or not node.running(TAG):

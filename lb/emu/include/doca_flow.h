@@ -17,6 +17,8 @@
  *   - actions: outer.eth.dst_mac, outer.eth.src_mac (constant or changeable per entry)
  *   - monitor: shared counters (DOCA_FLOW_SHARED_RESOURCE_COUNTER) and per-entry counters
  *   - fwd: DOCA_FLOW_FWD_PORT, DOCA_FLOW_FWD_DROP; fwd_miss: DROP, PORT, NULL (drop)
+ *   - doca_flow_pipe_update_entry: a processed entry's actions/monitor replaced in place, a queue
+ *     operation completed by doca_flow_entries_process (callback DOCA_FLOW_ENTRY_OP_UPD)
  *   - doca_flow_resource_query_entry, doca_flow_resource_query_pipe_miss,
  *     doca_flow_shared_resources_query */
 #ifndef DOCA_FLOW_H_
@@ -285,6 +287,10 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 				      const struct doca_flow_match *match, const struct doca_flow_actions *actions,
 				      const struct doca_flow_monitor *monitor, const struct doca_flow_fwd *fwd,
 				      uint32_t flags, void *usr_ctx, struct doca_flow_pipe_entry **entry);
+doca_error_t doca_flow_pipe_update_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe,
+					 const struct doca_flow_actions *actions, const struct doca_flow_monitor *monitor,
+					 const struct doca_flow_fwd *fwd, const enum doca_flow_flags_type flags,
+					 struct doca_flow_pipe_entry *entry);
 doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, struct doca_flow_pipe_entry *entry);
 doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pipe_queue, uint64_t timeout,
 				       uint32_t max_processed_entries);

@@ -135,6 +135,7 @@ struct doca_flow_port {
 struct doca_flow_pipe {
 	struct doca_flow_port *port;
 	char name[64];
+	enum doca_flow_pipe_type type; /* doca_flow_pipe_update_entry: BASIC pipes only */
 	struct emu_key mask, const_key;
 	bool changeable[NFIELDS];
 	uint32_t nr_actions;
@@ -161,6 +162,12 @@ struct doca_flow_pipe_entry {
 	struct doca_flow_pipe_entry *next_pending;
 	bool removing;	   /* doca_flow_pipe_remove_entry queued it; gone at the next process of del_queue */
 	uint16_t del_queue; /* the pipe queue its removal was queued on */
+	/* doca_flow_pipe_update_entry queued new actions: written in place at the next process of
+	 * upd_queue (the entry is in g.upd_head's list through next_update meanwhile) */
+	bool updating;
+	uint16_t upd_queue;
+	struct emu_action upd_act;
+	struct doca_flow_pipe_entry *next_update;
 };
 
 static struct {
@@ -171,6 +178,7 @@ static struct {
 	bool entry_ids[EMU_MAX_ENTRIES];
 	bool shared_cfg[EMU_MAX_SHARED_CNT], shared_bound[EMU_MAX_SHARED_CNT];
 	struct doca_flow_pipe_entry *pending_head, **pending_tail;
+	struct doca_flow_pipe_entry *upd_head; /* entries with a queued update, in the order queued */
 	uint32_t xdp_flags;
 	/* DOCA_FLOW_EMU_ATTACH=pin:<path>: the datapath program is pinned there instead of attached
 	 * (emulation only: a harness attaches it, e.g. to swap it atomically with other XDP programs on
@@ -823,6 +831,7 @@ doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const s
 	if (!p)
 		return DOCA_ERROR_NO_MEMORY;
 	p->port = cfg->port;
+	p->type = cfg->type;
 	snprintf(p->name, sizeof(p->name), "%s", cfg->name);
 
 	/* match: per field a mask (the match_mask's bytes, or all-ones where the match is non-zero),
@@ -932,6 +941,45 @@ doca_error_t doca_flow_pipe_update_miss(struct doca_flow_pipe *pipe, const struc
 }
 
 /* ---------------------------------------------------------------- entries */
+/* An entry's actions as the datapath runs them: the pipe's action template `idx`, the entry's MACs
+ * where the template's are changeable, and its shared counter (the pipe's, or the monitor's where
+ * the pipe's id is changeable). The per-entry counter of the nr_counters pool is the caller's.
+ * `what`: the call, for the error ("add entry to", "update the entry of"). */
+static doca_error_t entry_actions(const struct doca_flow_pipe *pipe, const struct doca_flow_actions *actions,
+				  const struct doca_flow_monitor *monitor, const char *what, struct emu_action *out)
+{
+	uint32_t idx = actions ? actions->action_idx : 0;
+
+	if (pipe->nr_actions && idx >= pipe->nr_actions)
+		return INVALID("Failed to %s pipe %s: action_idx %u (pipe has %u)", what, pipe->name, idx,
+			       pipe->nr_actions);
+	*out = pipe->act_tmpl[idx];
+	if ((pipe->act_dst_changeable[idx] || pipe->act_src_changeable[idx]) && !actions)
+		return INVALID("Failed to %s pipe %s: the pipe's actions are changeable but the entry has none", what,
+			       pipe->name);
+	if (pipe->act_dst_changeable[idx])
+		memcpy(out->dst_mac, actions->outer.eth.dst_mac, 6);
+	if (pipe->act_src_changeable[idx])
+		memcpy(out->src_mac, actions->outer.eth.src_mac, 6);
+	if (pipe->counter_type == DOCA_FLOW_RESOURCE_TYPE_SHARED) {
+		uint32_t sid = pipe->shared_id;
+
+		if (sid == CHANGEABLE_ID) {
+			if (!monitor)
+				return INVALID("Failed to %s pipe %s: the pipe's shared counter is changeable but the "
+					       "entry has no monitor", what, pipe->name);
+			sid = monitor->shared_counter.shared_counter_id;
+		}
+		if (sid >= EMU_MAX_SHARED_CNT || !g.shared_cfg[sid] || !g.shared_bound[sid])
+			return INVALID("Failed to %s pipe %s: shared counter %u is not configured and bound "
+				       "(doca_flow_shared_resource_set_cfg, doca_flow_shared_resources_bind)", what,
+				       pipe->name, sid);
+		out->flags |= EMU_CNT_SHARED;
+		out->shared_id = sid;
+	}
+	return DOCA_SUCCESS;
+}
+
 doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe,
 				      const struct doca_flow_match *match, const struct doca_flow_actions *actions,
 				      const struct doca_flow_monitor *monitor, const struct doca_flow_fwd *fwd,
@@ -939,7 +987,6 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 {
 	struct doca_flow_pipe_entry *e;
 	doca_error_t r;
-	uint32_t idx = actions ? actions->action_idx : 0;
 	uint32_t id;
 
 	(void)flags;
@@ -956,9 +1003,6 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 		return r;
 	if (monitor && (r = check_monitor(monitor, "entry monitor")))
 		return r;
-	if (pipe->nr_actions && idx >= pipe->nr_actions)
-		return INVALID("Failed to add entry to pipe %s: action_idx %u (pipe has %u)", pipe->name, idx,
-			       pipe->nr_actions);
 	/* A pipe queue holds at most queue_depth operations until doca_flow_entries_process pulls
 	 * their completions, DOCA_FLOW_NO_WAIT or not (NO_WAIT only pushes the rule at once): DPDK
 	 * 22.11 mlx5_flow_hw.c flow_hw_async_flow_create takes one job of the queue's pool (its size
@@ -992,22 +1036,13 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 	e->key.port = (uint16_t)pipe->port->id;
 	if (pipe->miss.direct != EMU_DIRECT_NONE)
 		e->direct_idx = direct_index(pipe, &e->key);
-	/* actions */
-	e->act = pipe->act_tmpl[idx];
-	if (pipe->act_dst_changeable[idx]) {
-		if (!actions)
-			goto no_actions;
-		memcpy(e->act.dst_mac, actions->outer.eth.dst_mac, 6);
+	if ((r = entry_actions(pipe, actions, monitor, "add entry to", &e->act))) {
+		free(e);
+		return r;
 	}
-	if (pipe->act_src_changeable[idx]) {
-		if (!actions)
-			goto no_actions;
-		memcpy(e->act.src_mac, actions->outer.eth.src_mac, 6);
-	}
-	/* counters */
+	/* a per-entry counter is one of the nr_counters pool (doca_flow_cfg_set_nr_counters); an
+	 * empty pool is a driver failure (doca_flow.h: DOCA_ERROR_DRIVER) */
 	if (pipe->counter_type == DOCA_FLOW_RESOURCE_TYPE_NON_SHARED) {
-		/* a per-entry counter is one of the nr_counters pool (doca_flow_cfg_set_nr_counters);
-		 * an empty pool is a driver failure (doca_flow.h: DOCA_ERROR_DRIVER) */
 		if (g.counters_used >= g.cfg.nr_counters) {
 			free(e);
 			DOCA_LOG_ERR("Failed to add entry to pipe %s: no counter left (%u of nr_counters %u in use: "
@@ -1016,25 +1051,6 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 		}
 		g.counters_used++;
 		e->act.flags |= EMU_CNT_ENTRY;
-	} else if (pipe->counter_type == DOCA_FLOW_RESOURCE_TYPE_SHARED) {
-		uint32_t sid = pipe->shared_id;
-
-		if (sid == CHANGEABLE_ID) {
-			if (!monitor) {
-				free(e);
-				return INVALID("Failed to add entry to pipe %s: the pipe's shared counter is changeable "
-					       "but the entry has no monitor", pipe->name);
-			}
-			sid = monitor->shared_counter.shared_counter_id;
-		}
-		if (sid >= EMU_MAX_SHARED_CNT || !g.shared_cfg[sid] || !g.shared_bound[sid]) {
-			free(e);
-			return INVALID("Failed to add entry to pipe %s: shared counter %u is not configured and bound "
-				       "(doca_flow_shared_resource_set_cfg, doca_flow_shared_resources_bind)",
-				       pipe->name, sid);
-		}
-		e->act.flags |= EMU_CNT_SHARED;
-		e->act.shared_id = sid;
 	}
 	g.entry_ids[id] = true;
 	e->act.entry_id = id;
@@ -1047,13 +1063,11 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 	pipe->nr_entries++;
 	*entry = e;
 	return DOCA_SUCCESS;
-no_actions:
-	free(e);
-	return INVALID("Failed to add entry to pipe %s: the pipe's actions are changeable but the entry has none",
-		       pipe->name);
 }
 
 static void complete_removal(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue);
+static void complete_update(struct doca_flow_pipe_entry *e, uint16_t pipe_queue);
+static void unlink_update(struct doca_flow_pipe_entry *entry);
 
 static doca_error_t load_datapath(void)
 {
@@ -1152,7 +1166,22 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 			       g.cfg.pipe_queues);
 	if ((r = load_datapath()) || (r = push_port(port)))
 		return r;
-	/* completions are pulled per port and queue (rte_flow_pull(port, queue)) */
+	/* completions are pulled per port and queue (rte_flow_pull(port, queue)); a queue's updates
+	 * first: an update is only queued on a processed entry whose removal is not queued yet
+	 * (doca_flow_pipe_update_entry), so no add or removal of the same entry precedes it */
+	for (pp = &g.upd_head; (e = *pp);) {
+		if (e->pipe->port != port || e->upd_queue != pipe_queue ||
+		    (max_processed_entries && done >= max_processed_entries)) {
+			pp = &e->next_update;
+			continue;
+		}
+		*pp = e->next_update;
+		e->next_update = NULL;
+		e->updating = false;
+		port->in_queue[pipe_queue]--;
+		complete_update(e, pipe_queue);
+		done++;
+	}
 	for (pp = &g.pending_head; (e = *pp);) {
 		if (e->pipe->port != port || (max_processed_entries && done >= max_processed_entries) ||
 		    (e->removing ? e->del_queue : e->queue) != pipe_queue) {
@@ -1295,6 +1324,7 @@ static doca_error_t queue_removal(uint16_t pipe_queue, struct doca_flow_pipe_ent
  * the pools, the OP_DEL callback, freed */
 static void complete_removal(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue)
 {
+	unlink_update(entry); /* an update queued on another queue, never processed */
 	if (g.skel) {
 		if (entry->pipe->miss.direct != EMU_DIRECT_NONE) {
 			struct emu_action none = {0};
@@ -1327,6 +1357,120 @@ doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, st
 	return DOCA_SUCCESS;
 }
 
+/* An entry's queued update dropped unapplied (its entry removed or its pipe destroyed first) */
+static void unlink_update(struct doca_flow_pipe_entry *entry)
+{
+	if (!entry->updating)
+		return;
+	for (struct doca_flow_pipe_entry **pp = &g.upd_head; *pp; pp = &(*pp)->next_update) {
+		if (*pp == entry) {
+			*pp = entry->next_update;
+			entry->pipe->port->in_queue[entry->upd_queue]--;
+			break;
+		}
+	}
+	entry->updating = false;
+	entry->next_update = NULL;
+}
+
+/* doca_flow.h (DOCA 2.x, the setter-based API): "Update the pipe entry with new actions" — the
+ * entry's match stays, its actions, monitor and fwd are replaced; DOCA_ERROR_INVALID_VALUE for
+ * invalid input, DOCA_ERROR_DRIVER for a driver error. It is a queue operation as an add is: the
+ * same pipe_queue and flags, completed by doca_flow_entries_process on that port and queue, which
+ * calls the entry-process callback with DOCA_FLOW_ENTRY_OP_UPD and the user context the entry was
+ * added with (the later header's doca_flow_pipe_basic_add_entry: usr_ctx "will be used during
+ * update and removal operations"). The later header also documents DOCA_ERROR_NOT_SUPPORTED
+ * "unsupported pipe type" for it (LPM and ACL pipes have their own update calls). The
+ * emulation writes the new actions over the entry's in the datapath at that process, in place: a
+ * frame of the entry's class takes the old actions or the new, never the pipe's miss. */
+doca_error_t doca_flow_pipe_update_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe,
+					 const struct doca_flow_actions *actions, const struct doca_flow_monitor *monitor,
+					 const struct doca_flow_fwd *fwd, const enum doca_flow_flags_type flags,
+					 struct doca_flow_pipe_entry *entry)
+{
+	struct emu_action a;
+	doca_error_t r;
+
+	(void)flags;
+	if (!pipe || !entry)
+		return INVALID("Failed to update an entry: %s is NULL", pipe ? "the entry" : "the pipe");
+	if (entry->pipe != pipe)
+		return INVALID("Failed to update the entry of pipe %s: it is an entry of pipe %s", pipe->name,
+			       entry->pipe->name);
+	if (pipe->type != DOCA_FLOW_PIPE_BASIC) {
+		DOCA_LOG_ERR("Failed to update the entry of pipe %s: doca_flow_pipe_update_entry updates BASIC "
+			     "pipes' entries (pipe type %d)", pipe->name, (int)pipe->type);
+		return DOCA_ERROR_NOT_SUPPORTED;
+	}
+	if (pipe_queue >= (g.cfg.pipe_queues ? g.cfg.pipe_queues : 1))
+		return INVALID("Failed to update the entry of pipe %s: queue %u (have %u)", pipe->name, pipe_queue,
+			       g.cfg.pipe_queues);
+	if (fwd)
+		return NOT_SUPPORTED("per-entry fwd (pipe %s: give fwd at doca_flow_pipe_create)", pipe->name);
+	/* the emulation's choices where DOCA documents nothing: only an entry in the datapath (its add
+	 * processed and successful), not being removed, with no update queued yet */
+	if (entry->removing)
+		return INVALID("Failed to update the entry of pipe %s: its removal is queued (queue %u)", pipe->name,
+			       entry->del_queue);
+	if (!entry->pushed)
+		return INVALID("Failed to update the entry of pipe %s: its add is %s (doca_flow_entries_process "
+			       "first)", pipe->name, entry->pending ? "not processed yet" : "failed");
+	if (entry->updating)
+		return INVALID("Failed to update the entry of pipe %s: its previous update is not processed yet "
+			       "(queue %u)", pipe->name, entry->upd_queue);
+	if ((actions && (r = check_actions(actions, "entry actions"))) ||
+	    (monitor && (r = check_monitor(monitor, "entry monitor"))))
+		return r;
+	/* one job of the queue, as an add (rule 18; DPDK 22.11 flow_hw_async_flow_create's job pool) */
+	if (pipe->port->in_queue[pipe_queue] >= g.cfg.queue_depth) {
+		DOCA_LOG_ERR("Failed to update the entry of pipe %s: pipe queue %u of port %d is full (%u operations "
+			     "not yet processed, queue depth %u): call doca_flow_entries_process first", pipe->name,
+			     pipe_queue, pipe->port->id, pipe->port->in_queue[pipe_queue], g.cfg.queue_depth);
+		return DOCA_ERROR_DRIVER;
+	}
+	if ((r = entry_actions(pipe, actions, monitor, "update the entry of", &a)))
+		return r;
+	/* the entry keeps its id and its per-entry counter */
+	a.entry_id = entry->act.entry_id;
+	a.flags |= entry->act.flags & EMU_CNT_ENTRY;
+	entry->upd_act = a;
+	entry->upd_queue = pipe_queue;
+	entry->updating = true;
+	entry->next_update = NULL;
+	struct doca_flow_pipe_entry **pp = &g.upd_head;
+
+	while (*pp)
+		pp = &(*pp)->next_update;
+	*pp = entry;
+	pipe->port->in_queue[pipe_queue]++;
+	return DOCA_SUCCESS;
+}
+
+/* doca_flow_entries_process's part of an update: the entry's new actions over its old ones in the
+ * datapath (one map write: BPF_EXIST on the hash table, the same slot of the direct table) */
+static void complete_update(struct doca_flow_pipe_entry *e, uint16_t pipe_queue)
+{
+	struct emu_action a = e->upd_act;
+	int err;
+
+	resolve_fwd(e->pipe->port, &a.fwd, &a.fwd_port);
+	if (e->pipe->miss.direct != EMU_DIRECT_NONE) {
+		a.flags |= EMU_VALID;
+		err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.direct), &e->direct_idx, &a, BPF_ANY);
+	} else {
+		err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.entries), &e->key, &a, BPF_EXIST);
+	}
+	if (err) {
+		DOCA_LOG_ERR("Failed to update the entry of pipe %s: %s", e->pipe->name, strerror(-err));
+		e->status = DOCA_FLOW_ENTRY_STATUS_ERROR;
+	} else {
+		e->act = e->upd_act;
+		e->status = DOCA_FLOW_ENTRY_STATUS_SUCCESS;
+	}
+	if (g.cfg.cb)
+		g.cfg.cb(e, pipe_queue, e->status, DOCA_FLOW_ENTRY_OP_UPD, e->usr_ctx);
+}
+
 void doca_flow_pipe_destroy(struct doca_flow_pipe *pipe)
 {
 	struct doca_flow_pipe_entry *e, *next;
@@ -1334,10 +1478,17 @@ void doca_flow_pipe_destroy(struct doca_flow_pipe *pipe)
 
 	if (!pipe)
 		return;
+	/* queued updates of the pipe's pushed entries go unapplied */
+	for (e = g.upd_head; e; e = next) {
+		next = e->next_update;
+		if (e->pipe == pipe)
+			unlink_update(e);
+	}
 	/* entries: the pending ones are in the list; pushed ones are found in the map by pipe port */
 	for (e = g.pending_head; e; e = next) {
 		next = e->next_pending;
 		if (e->pipe == pipe) {
+			unlink_update(e);
 			unlink_pending(e);
 			g.entry_ids[e->act.entry_id] = false;
 			if (e->act.flags & EMU_CNT_ENTRY)
