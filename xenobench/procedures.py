@@ -19,7 +19,8 @@ from . import measure
 from .aggregate import check_trial
 from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, XenobenchError
-from .experiments import capacity_points, check_lbs, definition, is_capacity_point, paired, points, repetitions, section
+from .experiments import (available_lbs, capacity_points, check_lbs, definition, is_capacity_point, paired, points,
+                          repetitions, section)
 from .layout import ResultsTree, check_results_root, point_id, write_json_atomic
 from .lb import NONE, get_lb, stop_all
 from .measure.common import measured_ifaces, watch_lb
@@ -31,9 +32,12 @@ log = logging.getLogger(__name__)
 
 
 def point_plan(cfg, experiment: str, point: dict) -> PointPlan:
-    """What a point's trials are run with: the definition, the config section, the capacity sources."""
-    return PointPlan(definition(experiment), section(cfg, experiment),
-                     tuple(capacity_points(cfg, experiment, point)))
+    """What a point's trials are run with: the definition, the config section (its `lbs` without
+    those the testbed cannot run: experiments.left_out), the capacity sources."""
+    sec = section(cfg, experiment)
+    if sec.get("lbs"):
+        sec = {**sec, "lbs": available_lbs(cfg, experiment)}
+    return PointPlan(definition(experiment), sec, tuple(capacity_points(cfg, experiment, point)))
 
 
 def point_lb(cfg, experiment: str, point: dict) -> str:
@@ -69,7 +73,7 @@ def point_facts(cfg, experiment: str, point: dict) -> dict:
     d = definition(experiment)
     is_paired = paired(cfg, experiment) and not is_capacity_point(point)  # a capacity point: one LB
     return {"kind": d.kind, "lb": point_lb(cfg, experiment, point), "paired": is_paired,
-            "lbs": list(section(cfg, experiment).get("lbs") or []) if is_paired else None,
+            "lbs": available_lbs(cfg, experiment) if is_paired else None,
             "server": point_server(cfg, experiment, point), "profile": d.profile,
             "generator": cfg.section("traffic")["generator"] if d.profile else None}
 

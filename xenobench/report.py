@@ -674,9 +674,11 @@ def _figure_lines(figdir: Path) -> list[str]:
 
 
 def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | Path | None = None,
-                 out: str | Path | None = None, config: str | Path | None = None) -> Path:
+                 out: str | Path | None = None, config: str | Path | None = None,
+                 left_out: list[str] | None = None) -> Path:
     """report.md (or `out`) and the same document as HTML beside it (.html). `config`: the run's
-    configuration file, named with its sha256 in the header."""
+    configuration file, named with its sha256 in the header; `left_out`: the LBs its plan left out
+    and why (xenobench.experiments.left_out lines)."""
     from .compare import compare
     resdir, figdir = Path(resdir), Path(figdir)
     testbed = resdir.name
@@ -687,6 +689,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     n_valid = sum(1 for _, r in trials if r.get("valid"))
     L += ["", f"Trials: {len(trials)} ({n_valid} valid, {len(trials) - n_valid} invalid) of the points the "
           "config plans.", ""]
+    if left_out:
+        L += ["LBs left out of the plan (this testbed cannot run them):", ""] + [f"- {x}" for x in left_out] + [""]
     if unplanned:
         L += [f"Recorded for another plan (an earlier config's points; not drawn, not counted): {len(unplanned)} "
               "trials, listed in unplanned.csv: " + ", ".join(sorted({u for u in unplanned})[:8])

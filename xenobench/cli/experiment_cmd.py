@@ -185,8 +185,10 @@ def report_cmd(obj, resdir, figdir, thesis_compare, out):
     """Write the run report, Markdown and HTML: the run's header (commit, date, config and its sha256
     (--config, else the one the trials recorded), machine, validity), figures by experiment, invalid
     trials, wall times, headline numbers, published vs reproduced."""
+    from ..experiments import left_out
     from ..report import write_report
-    click.echo(str(write_report(resdir, figdir, thesis_compare, out, config=obj.config_path)))
+    gone = [x.line() for x in left_out(obj.config)] if obj.config_path else []
+    click.echo(str(write_report(resdir, figdir, thesis_compare, out, config=obj.config_path, left_out=gone)))
 
 
 COMMANDS = [experiment_group]

@@ -42,7 +42,9 @@ def measured_ifaces(cfg) -> list[tuple[str, str]]:
     lb = cfg.role("lb")
     return [(cfg.role("loadgen").name, cfg.role("loadgen").iface().name),
             (cfg.role("client").name, cfg.role("client").iface().name), *backend_ifaces(cfg),
-            *((lb.name, i.name) for i in lb.interfaces)]
+            *((lb.name, i.name) for i in lb.interfaces),
+            # an LB in a DPU's eSwitch: its ports' counters (the report's frame-loss table for the DPU)
+            *((d.name, i.name) for d in cfg.nodes_with_role("dpu") for i in d.interfaces)]
 
 
 # --- the actors of a trial (xenobench.actors) -------------------------------------------------------

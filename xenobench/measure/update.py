@@ -36,16 +36,16 @@ fits (the class mask of a running LB cannot change), then one change per size un
 background, each and its way back timed from the command to the LB's report (and the LB's own
 apply time); entries per second = entries / (command → report). What an entry is, per LB
 (LoadBalancer.install_unit, install_sets):
-- XenoFlow: a class's entry of its root pipe (a remove and an add on pipe queue 0, completed by
-  doca_flow_entries_process: lb/src/update.c); eBPF: a class's element of its `slots` map. The
+- XenoFlow: a class's entry of its root pipe, updated in place (one doca_flow_pipe_update_entry on
+  pipe queue 0, completed by doca_flow_entries_process: lb/src/update.c); eBPF: a class's element of its `slots` map. The
   base has 2^K classes all to the set's first backend A, the change for k moves the last 2^k to its
   last backend B (k = K: every class, by rewriting A's entry in eBPF's `backends` map: one write,
   which the LB's own count, `lb_entries`, shows). K = 8, the largest either accepts: XenoFlow's
   XF_MAX_CLASS_BITS (lb/src/backends.h) = xenobench.backends.MAX_CLASS_BITS, the eBPF LB's
   XB_MAX_SLOTS (ebpf_baseline/lb_common.h); the emulation's pipes hold more (EMU_MAX_ENTRIES 4096
   entries, EMU_MAX_SHARED_CNT 1024 shared counters: lb/emu/bpf/emu_common.h) and its queue depth
-  (128, XF_QUEUE_DEPTH in lb/src/flow_lb.h) is why XenoFlow changes 64 classes a round
-  (XF_UPDATE_CLASSES_PER_ROUND, lb/src/update.h); DOCA's own limits on a BlueField are not measured
+  (128, XF_QUEUE_DEPTH in lb/src/flow_lb.h) less the margin DOCA's samples keep (8) is why XenoFlow
+  updates 120 classes a round (XF_UPDATE_CLASSES_PER_ROUND, lb/src/update.h); DOCA's own limits on a BlueField are not measured
   here. A change of 2^(K+1) classes is refused (the strict reader: class_bits above 8), the LB
   keeps forwarding on its old set, and the run records both.
 - Katran: a slot of its 65537-slot Maglev ring whose real changes (the control plane writes only
