@@ -105,11 +105,18 @@ def lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
 
 
 def lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int | None = None,
-              tx: int | None = None) -> dict | None:
+              tx: int | None = None, dropped: int = 0) -> dict | None:
     """The LB's checks of a trial: its stats read without error before and after (lb_stats_read)
     and, given the backends' rx and the generator's tx, its forwarded count between them
     (lb_counters_consistent, failed when the stats could not be read: never skipped). Returns
-    the per-backend packets."""
+    the per-backend packets.
+
+    lb_counters_consistent holds the forwarded count both ways: at most what the generator sent,
+    and at most what the backends received plus `dropped`, the frames the caller's counters saw
+    dropped between the LB and the backends (a full ring on the way: the backends' rx drops), each
+    within the counters' tolerance (within_skew). Frames the LB counts as forwarded that no backend
+    received and no counter dropped went somewhere else: the trial measured something other than the
+    LB's backends."""
     per_backend = lb_per_backend(before, after)
     if lb is None:
         return per_backend
@@ -117,9 +124,19 @@ def lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int 
     v.require("lb_stats_read", not errors, "; ".join(errors))
     if rx is not None and tx is not None:
         fwd = sum(per_backend.values()) if per_backend is not None else None
-        v.require("lb_counters_consistent", fwd is not None and within_skew(rx, fwd) and within_skew(fwd, tx),
-                  f"lb forwarded {fwd}, backends received {rx}, generator sent {tx}" if fwd is not None
-                  else "not checked: the LB's stats could not be read")
+        if fwd is None:
+            v.require("lb_counters_consistent", False, "not checked: the LB's stats could not be read")
+        else:
+            why = []
+            if not within_skew(fwd, tx):
+                why.append("more than the generator sent")
+            if not within_skew(rx, fwd):
+                why.append("fewer than the backends received")
+            if not within_skew(fwd, rx + dropped):
+                why.append(f"{fwd - rx - dropped} more than the backends received or dropped on the way")
+            v.require("lb_counters_consistent", not why,
+                      f"lb forwarded {fwd}, backends received {rx}" + (f" and dropped {dropped}" if dropped else "")
+                      + f", generator sent {tx}: forwarded " + "; ".join(why))
     return per_backend
 
 

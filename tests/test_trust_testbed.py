@@ -1,0 +1,218 @@
+"""A trial is only as good as the testbed it ran on: a backends file naming a node that is not a
+backend, an LB whose forwarded count the backends did not receive, a backend's namespace gone
+mid-trial, a testbed state left behind by a killed harness, two XDP programs fighting over one
+port, and faults that used to end in a traceback. Each refused or recorded by name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import needs_root
+
+from xenobench.backends import check_testbed, load_backends, load_for_testbed
+from xenobench.errors import BackendsError
+
+
+def _file(tmp_path, entries, name="b.json"):
+    f = tmp_path / name
+    f.write_text(json.dumps({"backends": [{"name": n, "mac_address": m} for n, m in entries]}))
+    return f
+
+
+# --- 1. a backends file against the testbed's backend nodes ------------------------------------------
+def _backend_macs(cfg):
+    return {n.name: n.iface().mac for n in cfg.backend_nodes()}
+
+
+def test_backends_file_of_the_testbeds_backend_nodes_is_accepted(local_cfg, tmp_path):
+    macs = _backend_macs(local_cfg)
+    f = _file(tmp_path, sorted(macs.items()))
+    assert [b.name for b in load_for_testbed(f, local_cfg).backends] == sorted(macs)
+
+
+REFUSED = [
+    # (what the entry names, expected message after "Failed to load backends <f> (testbed <cfg>): ")
+    ("loadgen", "backends[1].name: '{name}' is not a backend node (node {name} has role loadgen; the load "
+                "balancer would send it real traffic); name only backend nodes ({backends}: role backend or "
+                "dns_backend in {cfg}) or remove the entry"),
+    ("client", "backends[1].name: '{name}' is not a backend node (node {name} has role client; the load "
+               "balancer would send it real traffic); name only backend nodes ({backends}: role backend or "
+               "dns_backend in {cfg}) or remove the entry"),
+    ("unknown", "backends[1].name: 'fips9' is not a backend node ({cfg} has no node 'fips9'; the load "
+                "balancer would send it real traffic); name only backend nodes ({backends}: role backend or "
+                "dns_backend in {cfg}) or remove the entry"),
+    ("wrong_mac", "backends[1].mac_address: 02:00:00:00:09:09 is not a MAC of node {b1} ({b1mac} on {b1if} "
+                  "in {cfg}); put in {b1mac}"),
+]
+
+
+@pytest.mark.parametrize("case, expect", REFUSED, ids=[c for c, _ in REFUSED])
+def test_backends_file_naming_a_non_backend_is_refused(local_cfg, tmp_path, case, expect):
+    b0, b1 = local_cfg.backend_nodes()[:2]
+    other = {"loadgen": local_cfg.role("loadgen"), "client": local_cfg.role("client")}.get(case)
+    second = {"unknown": ("fips9", "02:00:00:00:09:09"), "wrong_mac": (b1.name, "02:00:00:00:09:09")}.get(
+        case) or (other.name, other.iface().mac)
+    f = _file(tmp_path, [(b0.name, b0.iface().mac), second])
+    with pytest.raises(BackendsError) as e:
+        load_for_testbed(f, local_cfg)
+    backends = ", ".join(n.name for n in local_cfg.nodes.values() if n.role in ("backend", "dns_backend"))
+    assert str(e.value) == f"Failed to load backends {f} (testbed {local_cfg.path}): " + expect.format(
+        name=other.name if other else "", backends=backends, cfg=local_cfg.path, b1=b1.name,
+        b1mac=b1.iface().mac, b1if=b1.iface().name)
+
+
+def test_katran_start_refuses_the_loadgen_as_a_backend(local_cfg, tmp_path):
+    """What made a Katran trial valid at 83 % loss: half of the ring went to the generator."""
+    from xenobench.lb.katran import KatranLB
+
+    class Testbed:
+        cfg = local_cfg
+    gen = local_cfg.role("loadgen")
+    b0 = local_cfg.backend_nodes()[0]
+    f = _file(tmp_path, [(b0.name, b0.iface().mac), (gen.name, gen.iface().mac)])
+    load_backends(f)  # the file itself is well formed
+    with pytest.raises(BackendsError, match=rf"backends\[1\]\.name: '{gen.name}' is not a backend node"):
+        KatranLB(Testbed()).start(f, dry_run=True)
+
+
+def test_check_testbed_returns_the_set(local_cfg):
+    bs = load_backends(local_cfg.service.backends)
+    assert check_testbed(bs, local_cfg) is bs
+
+
+# --- 1b. an LB's forwarded count against the backends' rx, both ways -----------------------------------
+def _lb_stats(packets: dict[str, int]) -> dict:
+    return {"backends": [{"name": n, "packets": p} for n, p in packets.items()]}
+
+
+LB_COUNTS = [
+    # (forwarded per backend, backends rx, dropped on the way, generator tx, reason or None when consistent)
+    ({"fips2": 500, "fips3": 500}, 1000, 0, 1000, None),
+    ({"fips2": 500, "fips3": 500}, 995, 0, 1000, None),            # within the tolerance (+10 frames)
+    ({"fips2": 1000, "fips3": 1000}, 1000, 0, 2000,                 # twice what the backends received
+     "lb forwarded 2000, backends received 1000, generator sent 2000: forwarded 1000 more than the backends "
+     "received or dropped on the way"),
+    ({"fips2": 1000, "fips3": 1000}, 1000, 1000, 2000, None),      # a full ring dropped the rest, counted
+    ({"fips2": 1000, "fips3": 1000}, 1000, 400, 2000,
+     "lb forwarded 2000, backends received 1000 and dropped 400, generator sent 2000: forwarded 600 more than "
+     "the backends received or dropped on the way"),
+    ({"fips2": 500, "fips3": 500}, 2000, 0, 2000,
+     "lb forwarded 1000, backends received 2000, generator sent 2000: forwarded fewer than the backends received"),
+    ({"fips2": 1500, "fips3": 1500}, 3000, 0, 1000,
+     "lb forwarded 3000, backends received 3000, generator sent 1000: forwarded more than the generator sent"),
+]
+
+
+@pytest.mark.parametrize("fwd, rx, dropped, tx, reason", LB_COUNTS)
+def test_lb_counters_consistent_both_ways(fwd, rx, dropped, tx, reason):
+    from xenobench.measure.common import lb_checks
+    from xenobench.trials import Validity
+
+    class LB:
+        kind = "katran"
+    v = Validity()
+    zero = {n: 0 for n in fwd}
+    assert lb_checks(v, LB(), _lb_stats(zero), _lb_stats(fwd), rx, tx, dropped) == fwd
+    assert v.valid is (reason is None)
+    if reason is not None:
+        assert v.reasons == [f"lb_counters_consistent: {reason}"]
+
+
+# --- 2. a backend's namespace deleted mid-trial ---------------------------------------------------------
+SNAPS = [
+    # (before, after, diffs' keys, failed)
+    ({"a:x": "ok", "b:y": "ok"}, {"a:x": "ok", "b:y": "ok"}, ["a:x", "b:y"], []),
+    ({"a:x": "ok", "b:y": "ok"}, {"a:x": "ok", "b:y": "E gone"}, ["a:x"],
+     [{"node": "b", "iface": "y", "when": "after", "error": "E gone"}]),
+    ({"a:x": "E down", "b:y": "ok"}, {"a:x": "E down", "b:y": "ok"}, ["b:y"],
+     [{"node": "a", "iface": "x", "when": "both", "error": "E down"}]),
+    ({"a:x": "E one", "b:y": "ok"}, {"a:x": "E two", "b:y": "ok"}, ["b:y"],
+     [{"node": "a", "iface": "x", "when": "both", "error": "before: E one; after: E two"}]),
+    ({"a:x": "ok"}, {"a:x": "ok", "b:y": "ok"}, ["a:x"],
+     [{"node": "b", "iface": "y", "when": "before", "error": "not snapshotted"}]),
+]
+
+
+def _snap(key, what):
+    node, _, iface = key.partition(":")
+    if what.startswith("E "):
+        return {"node": node, "iface": iface, "error": what}
+    return {"node": node, "iface": iface, "driver": "veth", "time": 0.0, "monotonic": 0.0,
+            "view": {"rx_packets": 1}, "ethtool": {}, "sysfs": {"rx_packets": 1}}
+
+
+@pytest.mark.parametrize("before, after, keys, failed", SNAPS)
+def test_counter_diffs_names_every_interface_it_could_not_diff(before, after, keys, failed):
+    from xenobench.trials import counter_diffs
+    d = counter_diffs({k: _snap(k, w) for k, w in before.items()}, {k: _snap(k, w) for k, w in after.items()})
+    assert list(d) == keys
+    assert d.failed == failed
+    assert json.loads(json.dumps(d)) == dict(d)  # written into outputs.json as before
+
+
+def _netns(name):
+    import subprocess
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:  # a veth pair inside it (no dummy module on every kernel)
+        subprocess.run(["ip", "-n", name, "link", "add", "d0", "type", "veth", "peer", "name", "d1"], check=True)
+        subprocess.run(["ip", "-n", name, "link", "set", "d0", "up"], check=True)
+    except subprocess.CalledProcessError:
+        subprocess.run(["ip", "netns", "del", name])
+        raise
+
+
+@needs_root
+def test_kept_reader_notices_its_namespace_deleted(local_cfg):
+    """The reader's program keeps a deleted namespace alive (and its counters counting): the read
+    after `ip netns del` fails by name instead of reading the orphan."""
+    import subprocess
+
+    from xenobench.errors import NodeError
+    from xenobench.nodes import NetnsNode
+    from xenobench.sampler import CounterReader
+    node = NetnsNode(local_cfg, local_cfg.nodes[local_cfg.backend_nodes()[0].name])
+    node.netns = f"{local_cfg.prefix}gone"
+    _netns(node.netns)
+    r = None
+    try:
+        r = CounterReader(node, "d0")
+        assert r.read() == 0 and r.read_dropped() == 0
+        subprocess.run(["ip", "netns", "del", node.netns], check=True)
+        with pytest.raises(NodeError) as e:
+            r.read()
+        assert str(e.value) == (f"Failed to read /proc/net/dev of {node.name}: its network namespace {node.netns} "
+                                f"was deleted (/var/run/netns/{node.netns}: No such file or directory); bring the "
+                                "testbed up again (`xenobench testbed up`) and rerun the trial")
+        _netns(node.netns)  # another namespace under the same name: the reader's is still the old one
+        with pytest.raises(NodeError, match=rf"namespace {node.netns} was replaced since the reader started"):
+            r.read()
+    finally:
+        if r is not None:
+            r.close()
+        subprocess.run(["ip", "netns", "del", node.netns], capture_output=True)
+
+
+@needs_root
+def test_snapshot_of_a_deleted_namespace_is_a_failed_interface(local_cfg):
+    import subprocess
+
+    from xenobench.nodes import NetnsNode
+    from xenobench.trials import _snap_all, counter_diffs
+    node = NetnsNode(local_cfg, local_cfg.nodes[local_cfg.backend_nodes()[0].name])
+    node.netns = f"{local_cfg.prefix}gone"
+
+    class Testbed:
+        def node(self, name):
+            return node
+    _netns(node.netns)
+    try:
+        before = _snap_all(Testbed(), [(node.name, "d0")])
+    finally:
+        subprocess.run(["ip", "netns", "del", node.netns], check=True)
+    after = _snap_all(Testbed(), [(node.name, "d0")])
+    d = counter_diffs(before, after)
+    assert dict(d) == {}
+    assert [(f["node"], f["iface"], f["when"]) for f in d.failed] == [(node.name, "d0", "after")]
+    assert d.failed[0]["error"].startswith(f"Failed to read counters of {node.name}:d0: ")
