@@ -6,6 +6,7 @@ port, and faults that used to end in a traceback. Each refused or recorded by na
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -216,3 +217,98 @@ def test_snapshot_of_a_deleted_namespace_is_a_failed_interface(local_cfg):
     assert dict(d) == {}
     assert [(f["node"], f["iface"], f["when"]) for f in d.failed] == [(node.name, "d0", "after")]
     assert d.failed[0]["error"].startswith(f"Failed to read counters of {node.name}:d0: ")
+
+
+# --- 3. a harness killed inside a point: the testbed's state read back, not its record ----------------
+@pytest.fixture(scope="module")
+def xtb(testbed, tmp_path_factory):
+    """The session's namespace testbed through a config that selects xdpgen."""
+    from xenobench.config import load_config
+    from xenobench.testbed import get_testbed
+    from xenobench.traffic.xdpgen import BINARY
+    if not BINARY.is_file():
+        pytest.skip(f"{BINARY} is not built (scripts/build.sh)")
+    p = tmp_path_factory.mktemp("trust") / "xdpgen.yaml"
+    p.write_text(f"extends: {testbed.cfg.path.resolve()}\ntraffic:\n  generator: xdpgen\n")
+    return get_testbed(load_config(p))
+
+
+def test_place_dut_resets_the_napi_threads_scheduling_left_by_a_killed_rank(testbed):
+    """rank runs the DUT's NAPI thread at other priorities and restores it in a `finally`; a
+    SIGKILL skips that, and place_dut trusted its record ("threaded")."""
+    testbed.place_dut("threaded")
+    prio = int(testbed.cfg.section("testbed")["cpus"]["dut_rt_priority"])
+    want = f"SCHED_FIFO {prio}" if prio else "SCHED_OTHER 0"
+    napi = testbed.napi
+    dut = napi.placed_threads()["dut"]
+    cpu = testbed.cfg.section("testbed")["cpus"]["dut"]
+    other_cpu = (cpu + 1) % (os.cpu_count() or 1)
+    napi.dut_priority(0 if prio else 10)  # what a killed rank repetition leaves behind
+    import subprocess
+    for pid in dut:
+        subprocess.run(["taskset", "-pc", str(other_cpu), pid], check=True, capture_output=True)
+    assert set(napi.read_back()["dut_napi"]["scheduling"].values()) != {want}
+    testbed.place_dut("threaded")
+    back = napi.read_back()["dut_napi"]
+    assert set(back["scheduling"].values()) == {want}, back
+    assert set(back["threads"].values()) == {str(cpu)}, back
+    assert napi.restore() == []  # nothing left to put back
+
+
+def test_restore_state_reports_what_it_put_back(testbed):
+    testbed.place_dut("threaded")
+    prio = int(testbed.cfg.section("testbed")["cpus"]["dut_rt_priority"])
+    testbed.napi.dut_priority(0 if prio else 10)
+    fixed = testbed.restore_state()
+    (pid, comm), = testbed.napi.placed_threads()["dut"].items()
+    ns, dev = testbed.napi._lb_ingress()
+    was = "SCHED_OTHER 0" if prio else "SCHED_FIFO 10"
+    assert fixed == [f"{comm} (pid {pid}) of {ns}:{dev}: scheduling {was} -> "
+                     f"{'SCHED_FIFO ' + str(prio) if prio else 'SCHED_OTHER 0'}"]
+    assert testbed.restore_state() == []
+
+
+KILLED_HARNESS = """
+import os, sys, time
+from xenobench.config import load_config
+from xenobench.testbed import get_testbed
+from xenobench.traffic import start_traffic
+tb = get_testbed(load_config(sys.argv[1]))
+start_traffic(tb, "udp_payload", {"payload": 22, "flows": 4}, 2000)  # open-ended: no duration
+print("sending", flush=True)
+time.sleep(60)
+"""
+
+
+def _leftover_generator(xtb):
+    """An open-ended xdpgen of a harness killed with SIGKILL inside it."""
+    import signal
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", KILLED_HARNESS, str(xtb.cfg.path)], stdout=subprocess.PIPE,
+                         text=True, env={**os.environ})
+    assert p.stdout.readline().strip() == "sending"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+
+
+def test_a_killed_harness_leaves_no_generator_that_blocks_later_trials(xtb):
+    from xenobench.traffic import run_traffic
+    from xenobench.traffic.xdpgen import TAG
+    lg = xtb.node(xtb.cfg.role("loadgen").name)
+    _leftover_generator(xtb)
+    assert lg.running(TAG)  # still sending, the harness gone
+    r = run_traffic(xtb, "udp_payload", {"payload": 22, "flows": 4}, 2000, count=200)
+    assert r["tx_packets"] == 200, r  # sent, where it used to fail "already running"
+    assert not lg.running(TAG)
+
+
+def test_restore_state_stops_only_this_prefixs_generator(xtb):
+    from xenobench.traffic.xdpgen import TAG
+    lg = xtb.node(xtb.cfg.role("loadgen").name)
+    _leftover_generator(xtb)
+    pid = lg.handle(TAG).pid
+    fixed = xtb.restore_state()
+    assert fixed[0].startswith(f"xdpgen pid {pid} on {lg.name} (recorded, ")
+    assert not lg.running(TAG)
+    assert xtb.restore_state() == []
