@@ -312,3 +312,59 @@ def test_restore_state_stops_only_this_prefixs_generator(xtb):
     assert fixed[0].startswith(f"xdpgen pid {pid} on {lg.name} (recorded, ")
     assert not lg.running(TAG)
     assert xtb.restore_state() == []
+
+
+# --- 4. DNS through Katran, whichever starts first ------------------------------------------------------
+def _katran_missing() -> str | None:
+    from xenobench import katran
+    try:
+        katran.locate()
+    except katran.KatranError as e:
+        return str(e)
+    return None
+
+
+def _backend_xdp(testbed) -> dict:
+    import subprocess
+
+    from xenobench.nodes import NETNS_RUN_DIR
+    out = {}
+    for b in testbed.cfg.backend_nodes():
+        p = subprocess.run(["nsenter", f"--net={NETNS_RUN_DIR / (testbed.cfg.prefix + b.name)}", "--", "ip", "-j",
+                            "link", "show", "dev", b.iface().name], capture_output=True, text=True, check=True)
+        xdp = json.loads(p.stdout)[0].get("xdp")
+        out[b.name] = xdp["prog"]["name"] if xdp else None
+    return out
+
+
+@needs_root
+@pytest.mark.skipif(_katran_missing() is not None, reason=f"no Katran checkout: {_katran_missing()}")
+@pytest.mark.parametrize("server", ["xdp", "python"])
+def test_dns_answers_through_katran_started_after_it(testbed, tmp_path, server):
+    """The DNS server started after Katran used to replace Katran's decap chain on the backend (the
+    XDP responder, or the sink's release taking the chain off for the kernel's servers): 0 of 50
+    answered. Its decap goes back in front of the server, and of the sink when the server stops."""
+    from xenobench import katran
+    from xenobench.dns import start_server, stop_server
+    from xenobench.lb import get_lb
+    from xenobench.rtt import probe
+    for b in testbed.cfg.backend_nodes():
+        testbed.restore_backend_sink(b.name)
+    idle = _backend_xdp(testbed)
+    dns_node = testbed.cfg.role("dns_backend").name
+    lb = get_lb("katran", testbed)
+    lb.start()
+    try:
+        started = start_server(testbed, server)
+        try:
+            assert started["behind_decap"] is True
+            assert set(_backend_xdp(testbed).values()) == {katran.DECAP_CHAIN_PROG}
+            s = probe(testbed, count=50, rate_qps=200, out=tmp_path / "p.jsonl", capture=False)
+        finally:
+            stop_server(testbed, server)
+        assert s["n"] == 50 and s.get("lost", 0) == 0, s
+        # the server gone, Katran still running: its decap is in front of the sink again
+        assert _backend_xdp(testbed)[dns_node] == katran.DECAP_CHAIN_PROG
+    finally:
+        assert lb.stop() is True
+    assert _backend_xdp(testbed) == idle

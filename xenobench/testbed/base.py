@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..config import Config, NodeConfig
 from ..errors import NodeError, TestbedError, XenobenchError
+from ..fabric import BackendDecap
 from ..nodes import Node, make_node
 from ..shipping import purge as purge_deployed
 from ..traffic.xdpgen import stop_leftover
@@ -67,6 +68,12 @@ class Testbed:
         NamespaceTestbed adds its NAPI threads' scheduling. Returns what was put back, one line
         each; a point's set-up calls it first."""
         return stop_leftover(self.node_for_role("loadgen"))
+
+    def decap_in_front(self, node: str) -> bool:
+        """A service (a DNS server) attached or removed an XDP program on a backend's interface:
+        an LB's decap that is up there (Katran's, LoadBalancer.needs "ipip_decap") goes back in
+        front of it (xenobench.fabric.BackendDecap.in_front). True if it was put back."""
+        return BackendDecap(self).in_front(node)
 
     def release_backend_sink(self, node: str) -> None:
         """A service (a DNS server) takes a backend's interface over; no-op without a sink."""
