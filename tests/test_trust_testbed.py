@@ -368,3 +368,55 @@ def test_dns_answers_through_katran_started_after_it(testbed, tmp_path, server):
     finally:
         assert lb.stop() is True
     assert _backend_xdp(testbed) == idle
+
+
+# --- 5. faults that used to end in a traceback ----------------------------------------------------------
+def _invalid_trial(tmp_path):
+    from .test_aggregate_report import _trial
+    root = tmp_path / "results"
+    kw = dict(point={"lb": "xenoflow", "payload": 22}, outputs={"payload": 22, "rx_pps": 1.0})
+    bad = _trial(root / "local", "pps", "lb-xenoflow_payload-22", 2, valid=False, reasons=["lb_alive: gone"], **kw)
+    (bad.parent / "point.json").write_text("{}")
+    return root, bad
+
+
+def _retry(root):
+    from click.testing import CliRunner
+
+    from xenobench.cli import main
+    return CliRunner().invoke(main, ["--config", "config/local.yaml", "experiment", "retry-invalid", "--results",
+                                     str(root)])
+
+
+RETRY_FAULTS = [
+    ("stale_is_a_file", "Failed to set aside {bad}: {stale} is not a directory (trials set aside go there); move it "
+                        "away (`mv {stale} {stale}.old`) and run the command again"),
+    ("read_only_tree", "Failed to set aside {bad}: {stale}: Read-only file system (the trial moves to {stale}); make "
+                       "the results tree writable (remount it read-write or fix its permissions) and run the command "
+                       "again, or copy it somewhere writable and give --results"),
+]
+
+
+@pytest.mark.parametrize("fault, expect", RETRY_FAULTS, ids=[f for f, _ in RETRY_FAULTS])
+def test_retry_invalid_refuses_what_it_cannot_move_by_name(tmp_path, fault, expect):
+    import subprocess
+    root, bad = _invalid_trial(tmp_path)
+    stale = bad.parent / "stale"
+    mounted = False
+    if fault == "stale_is_a_file":
+        stale.write_text("not a directory\n")
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("needs root: a read-only bind mount (root ignores file modes)")
+        subprocess.run(["mount", "--bind", str(root), str(root)], check=True)
+        mounted = True
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(root)], check=True)
+    try:
+        res = _retry(root)
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(root)], check=True)
+    assert res.exit_code != 0 and (res.exception is None or isinstance(res.exception, SystemExit)), res.output
+    assert "Traceback" not in res.output
+    assert expect.format(bad=bad, stale=stale) in res.output, res.output
+    assert bad.is_dir() and (bad.parent / "point.json").exists()  # nothing moved, nothing removed

@@ -181,9 +181,27 @@ def set_aside(trial: TrialDir) -> Path:
     """Move a trial directory to <point>/stale/<rep>-<time>-<pid> (never deleted: a record is
     kept, out of what aggregation reads); returns where it went."""
     stale = trial.path.parent / "stale" / f"{trial.path.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    stale.parent.mkdir(exist_ok=True)
-    trial.path.rename(stale)
+    try:
+        if stale.parent.exists() and not stale.parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(stale.parent))
+        stale.parent.mkdir(exist_ok=True)
+        trial.path.rename(stale)
+    except OSError as e:
+        raise _set_aside_failed(trial.path, stale.parent, e) from None
     return stale
+
+
+def _set_aside_failed(path: Path, stale_dir: Path, e: OSError) -> DataError:
+    """Why a trial (or its point's summary) could not be moved or removed, and the fix."""
+    if e.errno == errno.ENOTDIR:
+        return DataError(f"Failed to set aside {path}: {stale_dir} is not a directory (trials set aside go there); "
+                         f"move it away (`mv {stale_dir} {stale_dir}.old`) and run the command again")
+    where = e.filename or path
+    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return DataError(f"Failed to set aside {path}: {where}: {e.strerror} (the trial moves to {stale_dir}); "
+                         "make the results tree writable (remount it read-write or fix its permissions) and run "
+                         "the command again, or copy it somewhere writable and give --results")
+    return DataError(f"Failed to set aside {path}: {where}: {e.strerror or e}")
 
 
 def retry_invalid(tree: ResultsTree, only: tuple[str, ...] = (), dry_run: bool = False,
@@ -206,7 +224,10 @@ def retry_invalid(tree: ResultsTree, only: tuple[str, ...] = (), dry_run: bool =
             continue
         summary = t.path.parent / POINT_SUMMARY
         stale = set_aside(t)
-        summary.unlink(missing_ok=True)
+        try:
+            summary.unlink(missing_ok=True)
+        except OSError as e:
+            raise _set_aside_failed(summary, stale.parent, e) from None
         progress(f"set aside {t.path} -> {stale} ({reasons})")
     return out
 
