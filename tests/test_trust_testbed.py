@@ -420,3 +420,98 @@ def test_retry_invalid_refuses_what_it_cannot_move_by_name(tmp_path, fault, expe
     assert "Traceback" not in res.output
     assert expect.format(bad=bad, stale=stale) in res.output, res.output
     assert bad.is_dir() and (bad.parent / "point.json").exists()  # nothing moved, nothing removed
+
+
+SSH_PEERS = [
+    # (what the peer does, paramiko's one line, the NodeError's reason)
+    ("garbage", "Exception (client): Expecting packet from (20,), got 255", "Expecting packet from (20,), got 255"),
+    ("silent", "Exception (client): Error reading SSH protocol banner",
+     "its sshd did not answer (no SSH banner within 1 s: paramiko: "),
+]
+
+
+@pytest.mark.parametrize("peer, line, reason", SSH_PEERS, ids=[p for p, _, _ in SSH_PEERS])
+def test_paramiko_logs_one_line_per_failed_connection(local_cfg, caplog, peer, line, reason):
+    """A node's sshd that stays silent or talks garbage: paramiko's transport thread logged the
+    failure and then its traceback, one record per line, through the root logger."""
+    import dataclasses
+    import logging
+    import socket
+    import threading
+    import time
+
+    from xenobench.config import SshConfig
+    from xenobench.errors import NodeError
+    from xenobench.nodes import SshNode
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve():
+        c, _ = srv.accept()
+        if peer == "garbage":  # a banner, then a packet of a type no key exchange starts with
+            c.sendall(b"SSH-2.0-x\r\n" + b"\x00\x00\x00\x2c\x04" + b"\xff" * 60)
+        time.sleep(2.5)
+        c.close()
+    threading.Thread(target=serve, daemon=True).start()
+    sc = SshConfig(host="127.0.0.1", port=srv.getsockname()[1], user="root", key=__file__, known_hosts="/dev/null",
+                   connect_timeout=1)
+    name = local_cfg.backend_nodes()[0].name
+    node = SshNode(local_cfg, dataclasses.replace(local_cfg.nodes[name], transport="ssh", ssh=sc))
+    with caplog.at_level(logging.DEBUG, logger="paramiko.transport"):
+        with pytest.raises(NodeError) as e:
+            node.run(["true"])
+        time.sleep(0.3)  # the transport thread's last records
+    srv.close()
+    assert f"Failed to connect to node {name} (root@127.0.0.1:{sc.port}): {reason}" in str(e.value)
+    errors = [r.getMessage() for r in caplog.records if r.name == "paramiko.transport" and r.levelno >= logging.ERROR]
+    assert errors == [line]
+
+
+@needs_root
+def test_agent_on_a_node_without_bpffs_names_the_mount():
+    """An agent whose /sys/fs/bpf is the bare sysfs directory (no bpf mount: a fresh host) failed
+    with FileNotFoundError from mkdir; it names the mount to make and exits 2."""
+    import shutil
+    import subprocess
+    import sys
+
+    from xenobench.agents.dns_xdp import OBJ
+    if not OBJ.exists():
+        pytest.skip(f"{OBJ} is not built (scripts/build.sh)")
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1): a mount namespace without the bpf mount")
+    pin = "/sys/fs/bpf/xh3-nobpffs/dns-xdp"
+    agent = shlex_join([sys.executable, "-m", "xenobench.agents.dns_xdp", "run", "--pin-dir", pin, "--iface", "lo",
+                        "--vip", "198.18.0.100", "--zone", "example.", "--answer", "198.18.0.2",
+                        "--src-mac", "02:00:00:00:02:00"])
+    p = subprocess.run(["unshare", "-m", "sh", "-c", f"umount -l /sys/fs/bpf 2>/dev/null; exec {agent}"],
+                       capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in p.stderr
+    assert (p.returncode, p.stderr.strip()) == (2, f"Failed to pin under {pin}: /sys/fs/bpf is not a BPF file system "
+                                                   "(sysfs 0x62656572); mount one there: `mount -t bpf bpf /sys/fs/bpf`")
+
+
+def shlex_join(argv):
+    import shlex
+    return shlex.join(argv)
+
+
+BPFFS_ROWS = [
+    # (`stat -f -c '%t %T' /sys/fs/bpf` on the node: exit status, stdout, stderr), (ready, detail, fix)
+    ((0, "cafe4a11 bpf_fs\n", ""), (True, "bpf_fs", "")),
+    ((0, "62656572 sysfs\n", ""), (False, "sysfs (0x62656572), not bpf", "mount -t bpf bpf /sys/fs/bpf")),
+    ((1, "", "stat: cannot read file system information for '/sys/fs/bpf': No such file or directory\n"),
+     (False, "stat: cannot read file system information for '/sys/fs/bpf': No such file or directory, not bpf",
+      "mount -t bpf bpf /sys/fs/bpf")),
+]
+
+
+@pytest.mark.parametrize("stat, row", BPFFS_ROWS)
+def test_deploy_readiness_row_for_bpffs(stat, row):
+    from xenobench.deploy import bpffs_row
+    from xenobench.nodes import CommandResult
+    rc, out, err = stat
+    r = bpffs_row("fips5", "lb", CommandResult(["stat"], rc, out, err, "fips5"))
+    assert (r.node, r.role, r.check) == ("fips5", "lb", "bpffs /sys/fs/bpf")
+    assert (r.ready, r.detail, r.fix) == row
