@@ -522,3 +522,24 @@ def test_deploy_readiness_row_for_bpffs(stat, row):
     r = bpffs_row("fips5", "lb", CommandResult(["stat"], rc, out, err, "fips5"))
     assert (r.node, r.role, r.check) == ("fips5", "lb", "bpffs /sys/fs/bpf")
     assert (r.ready, r.detail, r.fix) == row
+
+
+def test_restore_state_of_another_prefix_leaves_this_generator_running(xtb, monkeypatch):
+    """Concurrent testbeds on one machine differ by prefix: another prefix's set-up must not stop
+    this one's generator (its record lives under its own state directory, its processes in its own
+    namespaces)."""
+    from xenobench.config import load_config
+    from xenobench.testbed import get_testbed
+    from xenobench.traffic.xdpgen import TAG
+    lg = xtb.node(xtb.cfg.role("loadgen").name)
+    _leftover_generator(xtb)
+    try:
+        monkeypatch.setenv("XENOBENCH_NS_PREFIX", xtb.cfg.prefix.rstrip("-") + "o-")
+        other = get_testbed(load_config(xtb.cfg.path))
+        assert other.cfg.prefix != xtb.cfg.prefix
+        assert other.restore_state() == []
+        assert lg.running(TAG)
+    finally:
+        monkeypatch.undo()
+        xtb.restore_state()
+    assert not lg.running(TAG)
