@@ -458,3 +458,39 @@ def write_canonical(src, dest_dir, rule: WeightRule = CLASSES) -> Path:
     tmp.write_bytes(text)
     os.replace(tmp, dest)
     return dest
+
+
+# --- a backends file against a testbed ------------------------------------------------------------
+BACKEND_NODE_ROLES = ("dns_backend", "backend")  # xenobench.config.BACKEND_ROLES
+
+
+def check_testbed(bs: BackendSet, cfg) -> BackendSet:
+    """Refuse a backends file that names anything but the testbed's backend nodes (role backend or
+    dns_backend in cfg's nodes), or gives a backend a MAC that is none of its node's interfaces'.
+    An LB sends a named backend's share to that node's address (Katran: to any node with an
+    address), so a loadgen or client named here receives real traffic and the trial measures the
+    wrong thing. Returns `bs`."""
+    nodes = cfg.nodes
+    backend_nodes = [n.name for n in nodes.values() if n.role in BACKEND_NODE_ROLES]
+    where = f"{bs.source} (testbed {cfg.path})"
+    for i, b in enumerate(bs.backends):
+        node = nodes.get(b.name)
+        if node is None or node.role not in BACKEND_NODE_ROLES:
+            what = (f"node {b.name} has role {node.role}" if node is not None
+                    else f"{cfg.path} has no node {show(b.name)}")
+            raise BackendsError(
+                f"Failed to load backends {where}: backends[{i}].name: {show(b.name)} is not a backend node "
+                f"({what}; the load balancer would send it real traffic); name only backend nodes "
+                f"({', '.join(backend_nodes) or 'none'}: role backend or dns_backend in {cfg.path}) or remove the entry")
+        macs = [x.mac for x in node.interfaces if x.mac]
+        if macs and b.mac not in macs:
+            have = ", ".join(f"{x.mac} on {x.name}" for x in node.interfaces if x.mac)
+            raise BackendsError(
+                f"Failed to load backends {where}: backends[{i}].mac_address: {b.mac} is not a MAC of node "
+                f"{b.name} ({have} in {cfg.path}); put in {macs[0]}")
+    return bs
+
+
+def load_for_testbed(path, cfg, rule: WeightRule = CLASSES) -> BackendSet:
+    """load_backends, then check_testbed against the testbed config `cfg`."""
+    return check_testbed(load_backends(path, rule), cfg)

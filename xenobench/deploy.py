@@ -29,9 +29,11 @@ from .shipping import AGENT_MODULES, ROLE_OBJECTS, artefact_files, build_artefac
 from .errors import NodeError, XenobenchError
 from .experiments import left_out
 from .lb.xenoflow import IMPLEMENTED_PORT_MODELS, XenoFlowLB
+from .agents.bpf import BPF_FS_MAGIC, BPFFS_FIX
 from .nodes import Node
 from .nodes.base import sudo_argv, sudo_refused
 from .testbed.base import uses_lb
+from .testbed.bpffs import BPFFS
 
 #: tools each role's steps run (agents: bpftool; counters: ethtool; RTT captures: tcpdump)
 ROLE_TOOLS: dict[str, tuple[str, ...]] = {
@@ -154,6 +156,8 @@ def _check_node(cfg, node: Node) -> list[Row]:
     for tool in ROLE_TOOLS.get(role, ()):
         r = node.run(["sh", "-c", 'PATH="$PATH:/usr/sbin:/sbin" command -v "$1"', "sh", tool], check=False)
         row(tool, r.ok, r.stdout.strip() or "not found", f"apt-get install {APT_OF_TOOL.get(tool, tool)}")
+    if "bpftool" in ROLE_TOOLS.get(role, ()):  # its agents pin programs and maps under /sys/fs/bpf
+        rows.append(bpffs_row(node.name, role, node.run(["stat", "-f", "-c", "%t %T", str(BPFFS)], check=False)))
     if _sudo_needed(node):
         rows += _check_sudo(cfg, node)
     r = node.run(["ip", "-j", "addr", "show"], check=False)
@@ -171,6 +175,18 @@ def _check_node(cfg, node: Node) -> list[Row]:
     if role == "dpu":
         rows += _check_dpu(cfg, node)
     return rows
+
+
+def bpffs_row(node_name: str, role: str, r) -> Row:
+    """Whether /sys/fs/bpf is a BPF file system, from `stat -f -c '%t %T' /sys/fs/bpf` on the node
+    (an unmounted one is a sysfs directory where no pin can be made)."""
+    magic, _, name = r.stdout.strip().partition(" ") if r.ok else ("", "", "")
+    try:
+        ok = int(magic, 16) == BPF_FS_MAGIC
+    except ValueError:
+        ok = False
+    detail = (f"{name} (0x{magic})" if magic else (r.stderr.strip() or "unreadable")) + ("" if ok else ", not bpf")
+    return Row(node_name, role, f"bpffs {BPFFS}", ok, "bpf_fs" if ok else detail, "" if ok else BPFFS_FIX)
 
 
 def _check_sudo(cfg, node: Node) -> list[Row]:

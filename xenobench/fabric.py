@@ -9,9 +9,10 @@
   interface runs today (the receive sink, the XDP DNS responder, or nothing: the kernel's stack for
   bind9 and the Python server): switch/katran_decap_chain.bpf.c, built by xenobench.katran, runs
   Katran's decap and tail-calls the program that was attached before; on withdraw that program
-  is attached again. DNS servers therefore start before the LB and stop after it
-  (xenobench.procedures.point_setup does): a server that takes the interface over meanwhile
-  replaces the chain.
+  is attached again. A DNS server that takes the interface over while the chain is up (started
+  after the LB, or stopped before it) puts the chain back in front of what it attached or left
+  (BackendDecap.in_front, called by xenobench.dns), so either start order answers through the
+  decap.
 
 Pins live under <bpffs_dir>/fabric (removed by `testbed down` with the rest), the programs the
 chains displaced under <state_dir>/fabric/<node>.json.
@@ -216,6 +217,37 @@ class BackendDecap:
             (self.statedir / f"{b.name}.json").write_text(json.dumps({"previous": pid, "mode": mode}))
             node.run(["ip", "-force", "link", "set", "dev", dev, XDP_MODES.get(mode, "xdpdrv"), "pinned",
                       f"{pin}/progs/{DECAP_CHAIN_PROG}"])
+
+    def in_front(self, name: str) -> bool:
+        """Put the decap chain back in front of what backend `name`'s interface runs now, when the
+        decap is up for it (its state and pins exist) and something replaced the chain (a DNS
+        server took the interface over: xenobench.dns). The chain then passes what it decapsulated
+        to that program, or to the kernel's stack when there is none. True if it was put back."""
+        from .katran import DECAP_CHAIN_PROG
+        b = self.cfg.nodes[name]
+        node, dev, pin = self.tb.node(name), b.iface().name, self._pin(b)
+        state = self.statedir / f"{name}.json"
+        if not state.exists():
+            return False
+        prog = f"{pin}/progs/{DECAP_CHAIN_PROG}"
+        if node.ncfg.transport == "netns" and not (NETNS_RUN_DIR / f"{self.cfg.prefix}{name}").exists():
+            return False
+        if not node.run(["test", "-e", prog], check=False).ok:  # the decap's pins are gone: nothing to put back
+            return False
+        pid, pname, mode = self._attached(node, dev)
+        if pname == DECAP_CHAIN_PROG:
+            return False
+        prev = json.loads(state.read_text())
+        if pid is not None:
+            node.run(["bpftool", "map", "update", "pinned", f"{pin}/maps/xb_next",
+                      "key", "hex", "00", "00", "00", "00", "value", "id", str(pid)])
+        else:  # nothing to chain to: the kernel's stack (a stale entry would run a stopped server)
+            node.run(["bpftool", "map", "delete", "pinned", f"{pin}/maps/xb_next", "key", "hex", "00", "00", "00", "00"],
+                      check=False)
+        mode = mode or prev.get("mode") or 0
+        state.write_text(json.dumps({"previous": pid, "mode": mode}))
+        node.run(["ip", "-force", "link", "set", "dev", dev, XDP_MODES.get(mode, "xdpdrv"), "pinned", prog])
+        return True
 
     def down(self) -> None:
         from .katran import DECAP_CHAIN_PROG

@@ -13,15 +13,24 @@ the other) a read waited 100-200 ms for the CPU, the sampler fell behind its int
 block of the interleaved rate design kept a single sample (xenobench.measure.rank). A sample's timestamp is
 the middle of its read on the harness's monotonic clock. A sampler that falls behind skips the
 missed ticks instead of reading back to back to catch up.
+
+A kept reader holds its node's network namespace open: a namespace deleted meanwhile (`ip netns
+del`, a testbed torn down) lives on in that program, with its links and counters, nameless. So a
+reader of a namespace node (Node.netns) remembers the namespace's inode when its program starts
+and compares it with /var/run/netns/<name> on every read (a stat, no process): gone or another
+namespace under that name, and the read fails by name instead of counting a namespace nobody can
+reach.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 from .counters import parse_ethtool_stats, parse_proc_net_dev
 from .errors import DataError, NodeError
+from .nodes import NETNS_RUN_DIR
 
 __all__ = ["CounterReader", "RateSampler", "parse_proc_net_dev"]
 
@@ -35,12 +44,32 @@ class KeptFile:
     def __init__(self, node, path: str):
         self.node, self.path = node, path
         self._session = None
+        self._netns_ino: int | None = None
         self._lock = threading.Lock()
+
+    def _netns_inode(self) -> int | None:
+        """The inode of the node's namespace as named now (None: not a namespace node); NodeError
+        when the name is gone."""
+        name = getattr(self.node, "netns", None)
+        if not name:
+            return None
+        try:
+            return os.stat(NETNS_RUN_DIR / name).st_ino
+        except OSError as e:
+            raise NodeError(f"Failed to read {self.path} of {self.node.name}: its network namespace {name} "
+                            f"was deleted ({NETNS_RUN_DIR / name}: {e.strerror}); bring the testbed up again "
+                            "(`xenobench testbed up`) and rerun the trial") from None
 
     def read(self) -> bytes:
         with self._lock:
+            ino = self._netns_inode()
             if self._session is None:
                 self._session = self.node.session(self.node.python_argv("xenobench.agents.readfile", self.path))
+                self._netns_ino = ino
+            elif ino != self._netns_ino:
+                raise NodeError(f"Failed to read {self.path} of {self.node.name}: its network namespace "
+                                f"{self.node.netns} was replaced since the reader started (inode {self._netns_ino}, "
+                                f"now {ino}); the reader counted the old one")
             return self._session.request("0")
 
     def close(self) -> None:
@@ -68,6 +97,15 @@ class CounterReader:
             return st["rx_packets_phy"]
         return parse_proc_net_dev(self._file.read().decode(errors="replace"), self.iface)
 
+    def read_dropped(self) -> int:
+        """Frames the interface dropped on receive: mlx5 rx_discards_phy + rx_out_of_buffer (full
+        rings), else the rx drop column of /proc/net/dev (a veth counts a frame its full ring refused
+        there)."""
+        if self.counter == "rx_packets_phy":
+            st = parse_ethtool_stats(self.node.run(["ethtool", "-S", self.iface]).stdout)
+            return st.get("rx_discards_phy", 0) + st.get("rx_out_of_buffer", 0)
+        return parse_proc_net_dev(self._file.read().decode(errors="replace"), self.iface, "rx_drop")
+
     def close(self) -> None:
         """End the reading program (a later read starts another)."""
         self._file.close()
@@ -87,6 +125,11 @@ class RateSampler:
 
     def read_total(self) -> int:
         return sum(r.read() for r in self.readers)
+
+    def read_dropped(self) -> int:
+        """The readers' receive drops summed (CounterReader.read_dropped): what a full ring between
+        the LB and the backends cost, for xenobench.measure.common.lb_checks."""
+        return sum(r.read_dropped() for r in self.readers)
 
     def _loop(self) -> None:
         nxt = time.monotonic()

@@ -185,9 +185,27 @@ def set_aside(trial: TrialDir) -> Path:
     """Move a trial directory to <point>/stale/<rep>-<time>-<pid> (never deleted: a record is
     kept, out of what aggregation reads); returns where it went."""
     stale = trial.path.parent / "stale" / f"{trial.path.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    stale.parent.mkdir(exist_ok=True)
-    trial.path.rename(stale)
+    try:
+        if stale.parent.exists() and not stale.parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(stale.parent))
+        stale.parent.mkdir(exist_ok=True)
+        trial.path.rename(stale)
+    except OSError as e:
+        raise _set_aside_failed(trial.path, stale.parent, e) from None
     return stale
+
+
+def _set_aside_failed(path: Path, stale_dir: Path, e: OSError) -> DataError:
+    """Why a trial (or its point's summary) could not be moved or removed, and the fix."""
+    if e.errno == errno.ENOTDIR:
+        return DataError(f"Failed to set aside {path}: {stale_dir} is not a directory (trials set aside go there); "
+                         f"move it away (`mv {stale_dir} {stale_dir}.old`) and run the command again")
+    where = e.filename or path
+    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return DataError(f"Failed to set aside {path}: {where}: {e.strerror} (the trial moves to {stale_dir}); "
+                         "make the results tree writable (remount it read-write or fix its permissions) and run "
+                         "the command again, or copy it somewhere writable and give --results")
+    return DataError(f"Failed to set aside {path}: {where}: {e.strerror or e}")
 
 
 def retry_invalid(tree: ResultsTree, only: tuple[str, ...] = (), dry_run: bool = False,
@@ -210,7 +228,10 @@ def retry_invalid(tree: ResultsTree, only: tuple[str, ...] = (), dry_run: bool =
             continue
         summary = t.path.parent / POINT_SUMMARY
         stale = set_aside(t)
-        summary.unlink(missing_ok=True)
+        try:
+            summary.unlink(missing_ok=True)
+        except OSError as e:
+            raise _set_aside_failed(summary, stale.parent, e) from None
         progress(f"set aside {t.path} -> {stale} ({reasons})")
     return out
 
@@ -241,18 +262,48 @@ def host_metadata(testbed, ifaces: list[tuple[str, str]]) -> dict:
 
 
 def _snap_all(testbed, ifaces):
+    """Every measured interface's counters (xenobench.counters.snapshot), keyed node:iface; one that
+    cannot be read is {"node", "iface", "error"}, so the trial names it (counter_diffs)."""
     out = {}
     for node_name, iface in ifaces:
         try:
             out[f"{node_name}:{iface}"] = snapshot(testbed.node(node_name), iface)
         except NodeError as e:
-            out[f"{node_name}:{iface}"] = {"error": str(e)}
+            out[f"{node_name}:{iface}"] = {"node": node_name, "iface": iface, "error": str(e)}
     return out
 
 
-def counter_diffs(before: dict, after: dict) -> dict:
-    return {k: diff(before[k], after[k]) for k in after
-            if k in before and "error" not in before[k] and "error" not in after[k]}
+class CounterDiffs(dict):
+    """node:iface → diff (xenobench.counters.diff) of every interface read at both ends; `failed`:
+    the measured interfaces whose snapshot failed at either end, each {"node", "iface", "when"
+    ("before", "after" or "both"), "error"}: a backend whose namespace was deleted mid-trial, a node
+    that stopped answering. A trial missing one measured nothing there."""
+
+    def __init__(self, diffs: dict, failed: list[dict]):
+        super().__init__(diffs)
+        self.failed = failed
+
+    def reason(self) -> str:
+        """The failed interfaces as one validity reason ("" when none)."""
+        return "; ".join(f"{f['node']}:{f['iface']} ({f['when']}): {f['error']}" for f in self.failed)
+
+
+def counter_diffs(before: dict, after: dict) -> CounterDiffs:
+    """The diffs of the interfaces read at both ends, and (`.failed`) those read at one end or none:
+    never dropped silently."""
+    diffs, failed = {}, []
+    for k in [*before, *(k for k in after if k not in before)]:
+        b, a = before.get(k), after.get(k)
+        bad = [(when, x) for when, x in (("before", b), ("after", a)) if x is None or "error" in x]
+        if not bad:
+            diffs[k] = diff(b, a)
+            continue
+        node, _, iface = k.partition(":")
+        errors = [x["error"] if x is not None else "not snapshotted" for _, x in bad]
+        failed.append({"node": node, "iface": iface, "when": bad[0][0] if len(bad) == 1 else "both",
+                       "error": errors[0] if len(set(errors)) == 1 else "; ".join(
+                           f"{w}: {e}" for (w, _), e in zip(bad, errors))})
+    return CounterDiffs(diffs, failed)
 
 
 def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: TrialDir,

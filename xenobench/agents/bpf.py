@@ -20,6 +20,7 @@ detaches only its own program, if it is still attached, before it unpins.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import shutil
 import signal
@@ -64,10 +65,41 @@ def map_update_batch(updates: list[tuple[Path, bytes, bytes]]) -> None:
         raise XenobenchError(f"Failed to update maps by `bpftool batch`: {(p.stderr or p.stdout).strip()[-500:]}")
 
 
+BPF_FS_MAGIC = 0xCAFE4A11  # linux/magic.h
+BPFFS_FIX = "mount -t bpf bpf /sys/fs/bpf"
+FS_NAMES = {0x62656572: "sysfs", 0x01021994: "tmpfs", 0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs",
+            0x794C7630: "overlayfs"}  # linux/magic.h, what /sys/fs/bpf is found on instead
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def fs_type(path: Path) -> tuple[Path, int | None]:
+    """(the nearest existing directory of `path`, the magic number of its file system: statfs(2)
+    f_type, the first field of struct statfs; None if statfs failed)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux
+    if _libc.statfs(str(p).encode(), buf) != 0:
+        return p, None
+    return p, struct.unpack_from("=q" if ctypes.sizeof(ctypes.c_long) == 8 else "=i", buf, 0)[0] & 0xFFFFFFFF
+
+
+def require_bpffs(pindir: Path) -> None:
+    """Refuse to pin under a directory that is not on a BPF file system (a node whose
+    /sys/fs/bpf was never mounted: the directory exists on sysfs, where nothing can be created)."""
+    where, magic = fs_type(pindir)
+    if magic != BPF_FS_MAGIC:
+        what = (f"{FS_NAMES.get(magic, 'file system type')} 0x{magic:x}" if magic is not None
+                else "no file system statfs could read")
+        raise XenobenchError(f"Failed to pin under {pindir}: {where} is not a BPF file system ({what}); "
+                             f"mount one there: `{BPFFS_FIX}`")
+
+
 def load_pinned(obj: Path, pindir: Path, build_hint: str) -> None:
     """Load every program of an object and pin programs (pindir/progs) and maps (pindir/maps)."""
     if not obj.exists():
         raise XenobenchError(f"Failed to load {obj}: not built (run `{build_hint}`)")
+    require_bpffs(pindir)
     if pindir.exists():
         shutil.rmtree(pindir)
     (pindir / "maps").mkdir(parents=True)

@@ -175,8 +175,11 @@ def start_server(testbed, kind: str) -> dict:
     while time.monotonic() < deadline:
         text = node.read_text(h.log)[offset:]
         if READY[kind] in text:
+            # an LB's decap in front of the backend (Katran's, xenobench.fabric) stays in front of the
+            # server's program: started before or after the LB, the server answers what it decapsulates
+            chained = testbed.decap_in_front(node.name)
             return {"server": kind, "node": node.name, "pid": h.pid, "log": h.log, "argv": argv,
-                    "listen": f"{s.vip}:{s.port}", "zone": s.zone}
+                    "listen": f"{s.vip}:{s.port}", "zone": s.zone, "behind_decap": chained}
         if not node.running(tag):
             node.stop(tag)
             last = text.strip().splitlines()[-1] if text.strip() else "exited without output"
@@ -205,7 +208,11 @@ def stop_server(testbed, kind: str) -> bool:
     if kind == "xdp" and not was:
         remove_left_program(node, testbed.cfg.role("dns_backend").iface().name, _xdp_pindir(testbed), XDP_PROG)
     if not any(node.running(TAGS[k]) for k in KINDS):
-        testbed.restore_backend_sink(node.name)  # no server left on the interface
+        # no server left on the interface: the sink back on it (taking off an LB's decap that a
+        # server's start put in front, so that it goes back in front of the sink below)
+        testbed.release_backend_sink(node.name)
+        testbed.restore_backend_sink(node.name)
+    testbed.decap_in_front(node.name)  # an LB's decap still up: back in front of what is left
     return was
 
 

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from ..actors import tagged
-from ..backends import CLASSES, WeightRule, write_canonical
+from ..backends import CLASSES, WeightRule, load_for_testbed, write_canonical
 from ..errors import ConfigError, NodeError
 
 CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within this long
@@ -38,6 +38,7 @@ class LoadBalancer(ABC):
         if p is None:
             raise ConfigError(f"Failed to start {self.kind}: no backends file "
                               f"(give --backends or service.backends in {self.cfg.path})")
+        load_for_testbed(p, self.cfg, self.weights)  # every backend one of the testbed's backend nodes
         return p
 
     @abstractmethod
@@ -110,6 +111,7 @@ class LoadBalancer(ABC):
         what runs now."""
         tmp = Path(tempfile.mkdtemp(prefix="xb-update-"))
         try:
+            load_for_testbed(backends, self.cfg, self.weights)  # the testbed's backend nodes only
             canon = write_canonical(backends, tmp, self.weights)  # the strict reader: a bad file stops here
             return self._signal_update(node, handle, running_path, canon, backends, sudo, timeout)
         finally:

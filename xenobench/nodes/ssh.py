@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import shlex
 import signal as signals
@@ -19,6 +20,26 @@ from .known_hosts import KnownHosts, host_key_policy
 from .netns import socket_in_netns
 
 logger = logging.getLogger(__name__)
+
+#: a line of a Python traceback as paramiko's transport thread logs it, one record per line
+#: (Transport.run: `_log(ERROR, util.tb_strings())` after its one-line "Exception (client): ...")
+_TRACEBACK_LINE = re.compile(r"^(\s|$)|^Traceback \(most recent call last\):|^During handling of the above"
+                             r"|^The above exception|^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(:|$)")
+
+
+class OneLinePerFailure(logging.Filter):
+    """Keeps paramiko's transport log to one line per failure: its "Exception (client): ...",
+    "Socket exception: ..." lines pass, the traceback it logs after them, line by line, does not."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR or not _TRACEBACK_LINE.search(record.getMessage())
+
+
+def quiet_paramiko() -> None:
+    """Install OneLinePerFailure on paramiko's transport logger (once)."""
+    log = logging.getLogger("paramiko.transport")
+    if not any(isinstance(f, OneLinePerFailure) for f in log.filters):
+        log.addFilter(OneLinePerFailure())
 
 
 @dataclass
@@ -153,8 +174,8 @@ class SshNode(Node):
         import paramiko
 
         # paramiko's transport thread logs a failed handshake as a traceback, line by line, on
-        # "paramiko.transport"; the NodeError below names the failure once, as one line
-        logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
+        # "paramiko.transport": one line of it is kept; the NodeError below names the failure and node
+        quiet_paramiko()
 
         s = self.ssh
         c = paramiko.SSHClient()

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from ..config import Config, NodeConfig
 from ..errors import NodeError, TestbedError, XenobenchError
+from ..fabric import BackendDecap
 from ..lb import unavailable
 from ..nodes import Node, make_node
 from ..shipping import purge as purge_deployed
+from ..traffic.xdpgen import stop_leftover
 from .bpffs import BPFFS
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,21 @@ class Testbed:
     def place_dut(self, mode: str) -> None:
         """How the LB's packet processing is scheduled ("threaded" for rates, "inline" for
         latency; NamespaceTestbed.place_dut); a hardware testbed's is the hardware's: no-op."""
+
+    def restore_state(self) -> list[str]:
+        """Put back what a harness killed mid-point (SIGKILL: no `finally` runs) may have left,
+        read from the testbed itself rather than from its records: an xdpgen of this testbed still
+        sending, whichever generator the config names, since it pollutes every trial
+        (xenobench.traffic.xdpgen.stop_leftover: only this testbed's, never another prefix's).
+        NamespaceTestbed adds its NAPI threads' scheduling. Returns what was put back, one line
+        each; a point's set-up calls it first."""
+        return stop_leftover(self.node_for_role("loadgen"))
+
+    def decap_in_front(self, node: str) -> bool:
+        """A service (a DNS server) attached or removed an XDP program on a backend's interface:
+        an LB's decap that is up there (Katran's, LoadBalancer.needs "ipip_decap") goes back in
+        front of it (xenobench.fabric.BackendDecap.in_front). True if it was put back."""
+        return BackendDecap(self).in_front(node)
 
     def release_backend_sink(self, node: str) -> None:
         """A service (a DNS server) takes a backend's interface over; no-op without a sink."""

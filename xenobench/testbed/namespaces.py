@@ -141,6 +141,14 @@ class NamespaceTestbed(Testbed):
 
     place_dut.__doc__ = NapiPlacement.place_dut.__doc__
 
+    def restore_state(self) -> list[str]:
+        """Testbed.restore_state, and the placed NAPI threads' scheduling and CPUs read back and
+        reset to the config's (NapiPlacement.restore)."""
+        out = super().restore_state()
+        if self.is_up():
+            out += self.napi.restore()
+        return out
+
     def cpu_placement(self) -> dict | None:
         """What runs where, read back from the kernel (recorded in every trial's host metadata)."""
         return self.napi.read_back()

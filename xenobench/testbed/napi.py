@@ -107,6 +107,7 @@ class NapiPlacement:
                 set(placed) == {p[0] for p in placements}
                 and all(placed[what] and set(placed[what]) <= set(map(str, napi_threads(dev)))
                         for what, _, dev, _, _ in placements))):
+            self.restore()  # the record says so; the threads' scheduling is read back, not trusted
             return
         for _, ns, dev, _, _ in placements:
             set_threaded(ns, dev, False)
@@ -142,6 +143,35 @@ class NapiPlacement:
             if prio:
                 set_priority(pid, prio, f"NAPI thread {pid} of {ns}:{dev} (testbed.cpus.dut_rt_priority)")
         return {str(pid): c for pid, c in new.items()}
+
+    def restore(self) -> list[str]:
+        """Read back each placed NAPI thread's scheduling and CPU and reset what differs from the
+        config (testbed.cpus.dut_rt_priority, the CPU of placements()): a harness killed inside a
+        change of them (xenobench.measure.rank runs the DUT's thread at other priorities and puts it
+        back in a `finally` that a SIGKILL never reaches) leaves the record saying "threaded" over a
+        thread at the wrong priority. Returns what was reset, one line each ([]: all as configured)."""
+        prio = int(self.cfg.section("testbed")["cpus"]["dut_rt_priority"])
+        want = f"SCHED_FIFO {prio}" if prio else "SCHED_OTHER 0"
+        placed = self.placed_threads()
+        fixed = []
+        for what, ns, dev, cpu, _ in self.placements():
+            for pid, comm in (placed.get(what) or {}).items():
+                have = scheduling(pid)
+                if have is None:  # gone: place_dut makes it again
+                    continue
+                if have != want:
+                    set_priority(int(pid), prio, f"NAPI thread {pid} ({comm}) of {ns}:{dev} "
+                                                 "(testbed.cpus.dut_rt_priority)")
+                    fixed.append(f"{comm} (pid {pid}) of {ns}:{dev}: scheduling {have} -> {scheduling(pid)}")
+                p = subprocess.run(["taskset", "-pc", pid], capture_output=True, text=True)
+                cpus = p.stdout.rsplit(":", 1)[-1].strip() if p.returncode == 0 else None
+                if cpus is not None and cpus != str(cpu):
+                    q = subprocess.run(["taskset", "-pc", str(cpu), pid], capture_output=True, text=True)
+                    if q.returncode != 0:
+                        raise TestbedError(f"Failed to pin NAPI thread {pid} of {ns}:{dev} to CPU {cpu}: "
+                                           f"{q.stderr.strip()}")
+                    fixed.append(f"{comm} (pid {pid}) of {ns}:{dev}: CPUs {cpus} -> {cpu}")
+        return fixed
 
     def dut_priority(self, prio: int) -> dict[str, str]:
         """Run the LB port's placed NAPI thread at SCHED_FIFO `prio` (0: normal scheduling) from
