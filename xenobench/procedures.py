@@ -85,6 +85,8 @@ def point_setup(testbed, experiment: str, point: dict, progress=print):
     cfg = testbed.cfg
     stack = contextlib.ExitStack()
     with stack:
+        for line in getattr(testbed, "restore_state", list)():  # the testbed's state as configured, not as its record says
+            progress(f"[{experiment}] put back: {line}")
         mode = dut_mode(cfg, experiment)
         testbed.place_dut(mode)
         if mode != "threaded":  # an up testbed's placement (NamespaceTestbed.up) is back after the point

@@ -389,7 +389,8 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
         lost = ctx.watch.judge_connections(validity)
         if lost:
             outputs["connections"] = lost
-        outputs["counters"] = counter_diffs(before, after)
+        outputs["counters"] = diffs = counter_diffs(before, after)
+        validity.require("counters_read", not diffs.failed, diffs.reason())  # a measured node read at both ends
         outputs["seconds"] = round(time.monotonic() - t0, 3)
         if check is not None and validity.valid:  # what it recorded can exist
             try:

@@ -68,20 +68,20 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     payload, rate, duration, profile, tun = offered_phase(ctx)
     with RateSampler(ctx.testbed, backend_ifaces(ctx.testbed.cfg), float(ctx.knob("sample_interval_s"))) as sampler:
         st0 = lb_stats(lb)
-        rx0 = sampler.read_total()
+        rx0, d0 = sampler.read_total(), sampler.read_dropped()
         sampler.start()
         try:
             gen = traffic_watched(ctx, profile, tun, rate, duration)
             time.sleep(DRAIN_S)
         finally:
             series = sampler.stop()
-        rx1 = sampler.read_total()
+        rx1, d1 = sampler.read_total(), sampler.read_dropped()
     st1 = lb_stats(lb)
     rx = rx1 - rx0
     tx = int(gen.get("tx_packets") or 0)
     steady = steady_state_of_counter(series["samples"])
     v = Validity()
-    per_backend = lb_checks(v, lb, st0, st1, rx, tx)
+    per_backend = lb_checks(v, lb, st0, st1, rx, tx, d1 - d0)  # frames a full ring refused: counted
     fwd = sum(per_backend.values()) if per_backend is not None else None
     gone = ctx.watch.gone()
     out = {"payload": payload, "requested_pps": rate, "generator": gen,

@@ -37,14 +37,15 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
     profile = ctx.plan.profile
     with RateSampler(ctx.testbed, backend_ifaces(ctx.testbed.cfg), 1.0) as sampler:
         st0 = lb_stats(lb)
-        rx0 = sampler.read_total()
+        rx0, d0 = sampler.read_total(), sampler.read_dropped()
         gen = traffic_watched(ctx, profile, tun, load, duration)
         time.sleep(DRAIN_S)
         rx = sampler.read_total() - rx0
+        dropped = sampler.read_dropped() - d0
     st1 = lb_stats(lb)
     tx = int(gen.get("tx_packets") or 0)
     v = Validity()
-    per_backend = lb_checks(v, lb, st0, st1, rx, tx)
+    per_backend = lb_checks(v, lb, st0, st1, rx, tx, dropped)
     offered_s = float(gen.get("duration_s") or duration)
     intended = int(round(load * duration))
     # the generator's failed checks (xenobench.traffic.trial.judge) except rate and count: the
