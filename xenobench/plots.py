@@ -56,6 +56,11 @@ def _name(lb: str) -> str:
     return lb_label(lb)
 
 
+def _tick(lb: str) -> str:
+    """An LB's name under a tick: short, the reference marked as such."""
+    return f"{lb}\n(reference)" if _is_reference(lb) else lb_label(lb).replace(" (", "\n(")
+
+
 def _is_reference(lb: str) -> bool:
     """A reference kind (the wire: same backends and split, no LB program), drawn dashed and grey."""
     k = LBS.get(lb)
@@ -668,11 +673,11 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
     above = {k: v for k, v in measured.items() if refs and " @" not in k and k not in refs
              and v > measured[refs[0]]}
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(max(7.2, 2.0 + 0.95 * (len(measured) + len(pub))), 3.9))
+        fig, ax = plt.subplots(figsize=(max(7.2, 2.0 + 1.2 * (len(measured) + len(pub))), 3.9))
         labels, vals = [], []
         for i, (k, v) in enumerate(measured.items()):
             lb, _, at = k.partition(" @")
-            labels.append(f"{_name(lb)}\nmeasured\n".replace(" (", "\n(") + (at if at else "64 B frame")
+            labels.append(f"{_tick(lb)}\nmeasured\n" + (at if at else "64 B frame")
                           + (f"\nprogram {prog_ns[lb]:.0f} ns" if lb in prog_ns and not at else ""))
             vals.append(v)
             lo, hi, n = bars[k]
