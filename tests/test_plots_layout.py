@@ -323,3 +323,21 @@ def test_placeholder_without_a_trials_tree_reads_invalid_csv(tmp_path):
                    "reasons": "probes_answered: 12 of 100"}]).to_csv(d / "invalid.csv", index=False)
     assert plots.why_no_data(d, "rtt_lb_vs_none", "no file") == (
         "every trial of rtt was invalid (1 of 1): probes_answered: 12 of 100")
+
+
+def test_a_caption_counts_the_other_pairs_beyond_six():
+    pairs = [f"a{i} vs b: faster, 1.050" for i in range(6)] + ["a6 vs b: not distinguishable"]
+    assert plots.pairs_note(pairs[:2]) == " Other pairs: a0 vs b: faster, 1.050; a1 vs b: faster, 1.050."
+    assert plots.pairs_note(pairs) == (" Other pairs: 7 comparisons of the non-reference LBs, 1 of them not "
+                                       "distinguishable (rate_vs_<LB>_ rows of the CSV).")
+
+
+@pytest.mark.parametrize("payload", [22, 1000])
+def test_bandwidth_with_one_payload_keeps_its_tick_label(tmp_path, figures, payload):
+    """One payload that is no power of two: its own tick (there is no power of two in its range)."""
+    d = write(tmp_path / "r", pps=pps_rows(lbs_of(2), [payload]))
+    s = plots.bandwidth_vs_payload(d, tmp_path / "f", "local")
+    fig = figures["bandwidth_vs_payload"]
+    check_layout(fig, f"bandwidth_vs_payload at {payload} B alone")
+    assert [t.get_text() for t in _visible_ticklabels(fig.axes[0].xaxis)] == [str(payload)]
+    assert s["spread"]["xenoflow"][payload][0] < s["l2"]["xenoflow"][payload] < s["spread"]["xenoflow"][payload][1]

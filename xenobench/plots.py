@@ -108,6 +108,20 @@ def _legend_outside(ax, **kw):
 #: the verdict rows of the paired rate design (xenobench.measure.rank's rank_rows, also in the pps and
 #: compare tables where those experiments are measured paired): <measure>_vs_<ref>_<part>
 RATIO_MEASURE = "rate"
+MAX_PAIRS_NAMED = 6  # a caption names at most this many pairs of the other LBs; more are counted
+
+
+def pairs_note(pairs: list[str]) -> str:
+    """The caption's sentence on the pairs of the non-reference LBs (each "<a> vs <b>...: verdict")."""
+    if not pairs:
+        return ""
+    if len(pairs) <= MAX_PAIRS_NAMED:
+        return " Other pairs: " + "; ".join(pairs) + "."
+    nd = sum(p.endswith(NOT_DISTINGUISHABLE) for p in pairs)
+    return (f" Other pairs: {len(pairs)} comparisons of the non-reference LBs, {nd} of them not distinguishable "
+            "(rate_vs_<LB>_ rows of the CSV).")
+
+
 INTERVAL_NOTE = ("Bar: bootstrap 95 % CI of the median ratio over this run's repetitions, then their rounds "
                  "(each round the LB's rate over the reference's, measured in interleaved blocks). It does not "
                  "cover another machine kind, nor the absolute rate (rx_pps in the CSV).")
@@ -344,7 +358,7 @@ def _pps_ratios(rows, rr, outdir, testbed) -> dict:
         _payload_ticks(ax, payloads)
         _legend_outside(ax)
         _title(ax, "Packet rate relative to the reference vs payload", testbed)
-        _caption(fig, INTERVAL_NOTE + (" Other pairs: " + "; ".join(pairs) + "." if pairs else ""))
+        _caption(fig, INTERVAL_NOTE + pairs_note(pairs))
         if not reference(testbed):
             _caption(fig, local_note(rows))
         _save(fig, outdir, "pps_vs_payload")
@@ -623,7 +637,7 @@ def _compare_ratios(c: pd.DataFrame, outdir, testbed) -> dict:
         pairs = [f"{_name(r.lb)} vs {_name(r.reference)}: "
                  + (NOT_DISTINGUISHABLE if r.verdict == NOT_DISTINGUISHABLE else f"{r.verdict}, {r.median:.3f}")
                  for r in ratios if r.reference != ref]
-        _caption(fig, INTERVAL_NOTE + (" Other pairs: " + "; ".join(pairs) + "." if pairs else ""))
+        _caption(fig, INTERVAL_NOTE + pairs_note(pairs))
         if not reference(testbed):
             _caption(fig, local_note(c))
         _save(fig, outdir, "lb_comparison")
