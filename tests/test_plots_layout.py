@@ -100,10 +100,13 @@ def write(d, **tables):
 # --- layout checks ---------------------------------------------------------------------------------
 
 def _visible_ticklabels(axis) -> list[Text]:
+    """The tick labels drawn: inside the view, with text (minor ones too: a log axis spanning less
+    than a decade labels its minor ticks)."""
     lo, hi = sorted(axis.get_view_interval())
     span = (hi - lo) or 1.0
-    return [t for loc, t in zip(axis.get_majorticklocs(), axis.get_majorticklabels())
-            if t.get_visible() and t.get_text() and lo - 1e-9 * span <= loc <= hi + 1e-9 * span]
+    pairs = list(zip(axis.get_majorticklocs(), axis.get_majorticklabels()))
+    pairs += list(zip(axis.get_minorticklocs(), axis.get_minorticklabels()))
+    return [t for loc, t in pairs if t.get_visible() and t.get_text() and lo - 1e-9 * span <= loc <= hi + 1e-9 * span]
 
 
 def text_boxes(fig) -> list[tuple[str, object]]:
@@ -341,3 +344,29 @@ def test_bandwidth_with_one_payload_keeps_its_tick_label(tmp_path, figures, payl
     check_layout(fig, f"bandwidth_vs_payload at {payload} B alone")
     assert [t.get_text() for t in _visible_ticklabels(fig.axes[0].xaxis)] == [str(payload)]
     assert s["spread"]["xenoflow"][payload][0] < s["l2"]["xenoflow"][payload] < s["spread"]["xenoflow"][payload][1]
+
+
+@pytest.mark.parametrize("testbed", ["fips", "local"])
+def test_every_figure_of_the_small_fixture_holds_its_layout(tmp_path, figures, testbed):
+    """Every figure, with the published overlay (fips) and without (local)."""
+    from pathlib import Path
+    done = plots.plot_all(Path(__file__).parent / "fixtures" / "results" / "small", tmp_path, testbed,
+                          progress=lambda m: None)
+    assert set(done) == set(plots.drawn_by())
+    for name, fig in figures.items():
+        check_layout(fig, f"{name} on {testbed}")
+
+
+def test_rate_ranking_with_four_lbs_and_both_measures_holds_its_layout(tmp_path, figures):
+    lbs = lbs_of(4)
+    rng = np.random.default_rng(4)
+    rows = []
+    for p in (22, 64):
+        blocks = [(r, k, lb, 1e5 * (1 - 0.05 * i) * (1 + 0.01 * rng.standard_normal()))
+                  for r in (1, 2, 3) for k in (1, 2, 3, 4) for i, lb in enumerate(lbs)]
+        common = dict(testbed="fx", experiment="rank", point=f"payload-{p}", payload_bytes=p, source="fixture")
+        rows += rank_rows(blocks, lbs, WIRE, common, 200, 7) + rank_rows(blocks, lbs, WIRE, common, 200, 7, "rate_per_cpu")
+    d = write(tmp_path / "r", rate_ranking=rows)
+    s = plots.rate_ranking(d, tmp_path / "f", "local")
+    assert len(s) == 3 * 2 * 2  # three LBs against the wire, two payloads, two measures
+    check_layout(figures["rate_ranking"], "rate_ranking with 4 LBs")

@@ -101,8 +101,25 @@ def spread(values) -> tuple[float, float, float]:
 
 
 def _legend_outside(ax, **kw):
-    """The legend right of the axes, where it covers no data point."""
-    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+    """The legend right of the axes and of any label that reaches past their right edge, where it
+    covers no data point and no label."""
+    fig = ax.figure
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    right = max([ax.bbox.x1] + [t.get_window_extent(r).x1 for t in ax.texts if t.get_visible() and t.get_text()])
+    x = ax.transAxes.inverted().transform((right, 0))[0]
+    return ax.legend(loc="upper left", bbox_to_anchor=(x + 0.01, 1.0), borderaxespad=0.0, **kw)
+
+
+def _legend_below(ax, **kw):
+    """The legend under the axes' tick and axis labels (however many lines the tick labels have)."""
+    fig = ax.figure
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    labels = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()] + [ax.xaxis.label]
+    bottom = min([ax.bbox.y0] + [t.get_window_extent(r).y0 for t in labels if t.get_text()])
+    y = ax.transAxes.inverted().transform((0, bottom))[1]
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, y - 0.02), borderaxespad=0.0, **kw)
 
 
 #: the verdict rows of the paired rate design (xenobench.measure.rank's rank_rows, also in the pps and
@@ -535,7 +552,7 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
                                          for lb in cols], fontsize=7 if len(cols) > 4 else 9)
         ax.set_xlim(-0.6, len(cols) - 0.4)
         ax.set_ylabel("DNS RTT (µs)")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3 if len(cols) > 4 else -0.2), ncols=1)
+        _legend_below(ax, ncols=1)
         for i, (lb, d) in enumerate(zip(lbs, data)):
             xs = np.sort(d)
             cdf.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", color=COLORS[i % len(COLORS)],
@@ -1018,7 +1035,7 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
         pairs, ref = [], "wire"
         for j, (pay, m) in enumerate(combos):
             rs = ratios_from_rows(x[x.payload_bytes == pay], m)
-            ref = next((r.reference for r in rs), ref)
+            ref = reference_of(rs)  # the reference kind, not whichever pair sorts first
             vs = sorted((r for r in rs if r.reference == ref), key=lambda r: r.lb)
             for i, r in enumerate(vs):
                 ok = r.verdict != NOT_DISTINGUISHABLE
