@@ -416,7 +416,8 @@ def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
             series["spread"][lb] = {int(p): (float(lo[p]), float(hi[p])) for p in agg.index}
             st = dict(color="grey", ls="--", marker="x") if _is_reference(lb) else _style(i)
             ax.errorbar(l2.index, l2.values, yerr=[l2 - lo, hi - l2], capsize=2, **st,
-                        label=f"{_name(lb)}: pps x frame bytes x 8 (as the paper), {runs_label(agg['count'])}")
+                        label=f"{_name(lb)}: pps x frame bytes x 8 (as the paper), {runs_label(agg['count'])}"
+                              + (", bars: min-max" if agg["count"].max() > 1 else ""))
             ax.plot(l1.index, l1.values, color=st["color"], marker=st["marker"], mfc="none", ls=":",
                     label=f"{_name(lb)}: on the wire (+ FCS, preamble, IFG)")
         if reference(testbed):
