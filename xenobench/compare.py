@@ -9,13 +9,15 @@ with their verdict but do not change the exit status.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import REPO_ROOT, latency
+from . import REPO_ROOT, latency, rateblocks
 from .errors import ConfigError, DataError
+from .lb import LBS
 from .results import line_rate_pps, read_tidy
 
 PUBLISHED = REPO_ROOT / "results/reference/published.csv"
@@ -69,9 +71,65 @@ def _rate_by_payload(pps: pd.DataFrame, lb: str = "xenoflow") -> pd.Series:
     return x.groupby("payload_bytes").value.median().sort_index()
 
 
-def reproduced(resdir: str | Path) -> dict[str, float]:
-    """The reproducible metrics of a tidy results directory (whatever its data allows)."""
+NOT_DISTINGUISHABLE_HERE = "not distinguishable on this testbed"
+#: the shapes published.csv states that a run claims only where the measured effect lies outside its
+#: interval (step_beyond_spread); where it does not, the row says NOT_DISTINGUISHABLE_HERE and why
+SHAPES = ("pps_drop_payload_bytes", "loss_onset_mpps")
+
+
+def step_beyond_spread(a, b) -> tuple[bool, float, float]:
+    """(claimed, effect, spread): the difference of two sets of repetitions' medians (a - b) and the
+    larger of their spreads (max - min of each); claimed only where both have at least two
+    repetitions and the difference exceeds both spreads."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    effect = float(np.median(a) - np.median(b))
+    width = max(float(np.ptp(a)), float(np.ptp(b)))
+    return bool(len(a) >= 2 and len(b) >= 2 and effect > width), effect, width
+
+
+def _ratio_interval(pps: pd.DataFrame, lb: str, payload: float) -> tuple[float, float, float] | None:
+    """(median, ci_low, ci_high) of lb's rate relative to the reference at one payload, where the
+    pps table holds the paired design's ratio rows."""
+    for r in rateblocks.ratios_from_rows(pps[pps.payload_bytes == payload], "rate"):
+        if r.lb == lb and LBS.get(r.reference) is not None and LBS[r.reference].reference:
+            return r.median, r.ci_low, r.ci_high
+    return None
+
+
+def _drop_evidence(pps: pd.DataFrame, x: pd.DataFrame, drop: float) -> tuple[bool, str]:
+    """Whether the drop into payload `drop` (from the payload measured before it) lies outside the
+    spread of both payloads: the paired design's CIs of the ratio to the reference where the table
+    holds them, else the min-max of the repetitions' rx_pps."""
+    payloads = sorted(x.payload_bytes.unique())
+    i = payloads.index(drop)
+    if i == 0:
+        return False, f"no payload measured below {drop:g} B"
+    before = payloads[i - 1]
+    ra, rb = _ratio_interval(pps, "xenoflow", before), _ratio_interval(pps, "xenoflow", drop)
+    if ra and rb:
+        effect = ra[0] - rb[0]
+        width = max(ra[2] - ra[1], rb[2] - rb[1])
+        ok = effect > width
+        what = (f"ratio to the reference {ra[0]:.3f} [{ra[1]:.3f}, {ra[2]:.3f}] at {before:g} B, {rb[0]:.3f} "
+                f"[{rb[1]:.3f}, {rb[2]:.3f}] at {drop:g} B: the drop {effect:.3f} "
+                + ("exceeds" if ok else "does not exceed") + f" the wider CI ({width:.3f})")
+        return ok, what
+    va = x[x.payload_bytes == before].value
+    vb = x[x.payload_bytes == drop].value
+    ok, effect, width = step_beyond_spread(va, vb)
+    if min(len(va), len(vb)) < 2:
+        return False, (f"{before:g} B → {drop:g} B: {min(len(va), len(vb))} repetition at one of them, no spread "
+                       "to judge the drop against")
+    return ok, (f"{before:g} B → {drop:g} B: medians {np.median(va) / 1e6:.4g} and {np.median(vb) / 1e6:.4g} Mpps, "
+                f"the drop {effect / 1e6:.3g} Mpps " + ("exceeds" if ok else "does not exceed")
+                + f" the wider min-max of the repetitions ({width / 1e6:.3g} Mpps)")
+
+
+def reproduced(resdir: str | Path, unclaimed: dict | None = None) -> dict[str, float]:
+    """The reproducible metrics of a tidy results directory (whatever its data allows). A shape
+    (SHAPES) measured but not beyond its interval is left out, and why in `unclaimed` (given)."""
     out = {}
+    unclaimed = {} if unclaimed is None else unclaimed
     pps = _try(resdir, "pps")
     if pps is not None and len(pps):
         x = pps[(pps.metric == "rx_pps") & (pps.lb == "xenoflow")]
@@ -86,7 +144,11 @@ def reproduced(resdir: str | Path) -> dict[str, float]:
             mid = (np.median(small) + np.median(large)) / 2
             below = rate[(rate.index <= 64) & (rate < mid)]
             if len(below):
-                out["pps_drop_payload_bytes"] = float(below.index[0])
+                ok, why = _drop_evidence(pps, x, float(below.index[0]))
+                if ok:
+                    out["pps_drop_payload_bytes"] = float(below.index[0])
+                else:
+                    unclaimed["pps_drop_payload_bytes"] = why
         if len(rate):
             ratio = rate / np.array([line_rate_pps(p) for p in rate.index])
             # smallest payload from which every larger one is network-bound
@@ -101,7 +163,7 @@ def reproduced(resdir: str | Path) -> dict[str, float]:
             out["compare_xenoflow_64b_mpps"] = float(rate[THESIS_64B_PAYLOAD]) / 1e6
     cmp_ = _try(resdir, "compare")
     if cmp_ is not None:  # a live comparison trial overrides the pps-derived value
-        x = cmp_[(cmp_.metric == "max_pps") & (cmp_.lb == "xenoflow")]
+        x = cmp_[cmp_.metric.isin(["max_pps", "rx_pps"]) & (cmp_.lb == "xenoflow")]
         if len(x):
             out["compare_xenoflow_64b_mpps"] = float(x.value.median()) / 1e6
     if "compare_xenoflow_64b_mpps" in out:
@@ -113,13 +175,25 @@ def reproduced(resdir: str | Path) -> dict[str, float]:
     loss = _try(resdir, "loss")
     if loss is not None and len(loss):
         x = loss[(loss.metric == "loss_pct") & (loss.lb == "xenoflow")].copy()
-        x["offered_mpps"] = (x.offered_pps / 1e6).round(1)
+        # a point's repetitions are one rate: the median of their offered rates, never one bin each
+        x["offered_mpps"] = (x.groupby("point").offered_pps.transform("median") / 1e6).round(1)
         med = x.groupby("offered_mpps").value.median().sort_index()
         if len(med) >= 2:
-            base = float(med.iloc[: max(1, len(med) // 2)].median())  # the no-loss level (may be < 0)
+            low = med.index[: max(1, len(med) // 2)]
+            base = float(med.loc[low].median())  # the no-loss level (may be < 0)
+            base_vals = x[x.offered_mpps.isin(low)].value
             started = med[med > base + LOSS_ONSET_PP]
-            if len(started):
-                out["loss_onset_mpps"] = float(started.index[0])
+            onset = next((r for r in started.index if len(base_vals) >= 2 and float(med[r]) - base
+                          > max(float(np.ptp(base_vals)), float(np.ptp(x[x.offered_mpps == r].value)))), None)
+            if onset is not None:
+                out["loss_onset_mpps"] = float(onset)
+            elif len(started):
+                r = started.index[0]
+                unclaimed["loss_onset_mpps"] = (
+                    f"loss {float(med[r]):.3g} % at {r:g} Mpps against the no-loss level {base:.3g} % "
+                    + (f"(min-max {float(base_vals.min()):.3g} to {float(base_vals.max()):.3g} %)" if len(base_vals) >= 2
+                       else "(one value: no spread)")
+                    + ": no rate's loss lies outside the spread of the no-loss level and its own repetitions")
             over = x[x.offered_mpps.isin(med[med > base + 1.0].index)]  # clearly overloaded
             if len(over) and over.measured_pps.notna().any():
                 out["loss_capacity_mpps"] = float(over.measured_pps.median()) / 1e6
@@ -233,9 +307,18 @@ def compare(resdir: str | Path, tolerance_pct: float = 5.0, published: str | Pat
         raise ConfigError(f"Failed to compare {resdir}: tolerance {tolerance_pct!r} %: expected a finite "
                           "number >= 0")
     pub = read_published(published)
-    rep = reproduced(resdir)
+    unclaimed: dict[str, str] = {}
+    rep = reproduced(resdir, unclaimed)
     rows = []
     for p in pub.itertuples():
+        if p.metric in unclaimed:
+            # measured, but the effect lies inside its interval: no shape is claimed (not ok), and noise
+            # cannot settle it either way (not gating)
+            rows.append({"metric": p.metric, "published": float(p.value), "reproduced": NOT_DISTINGUISHABLE_HERE,
+                         "unit": p.unit, "deviation_pct": float("nan"),
+                         "source": f"{p.document}: {p.where} ({p.how})", "ok": False, "gating": False,
+                         "range": None, "why": unclaimed[p.metric]})
+            continue
         if p.metric not in rep:
             continue
         r = rep[p.metric]
@@ -259,3 +342,107 @@ def compare(resdir: str | Path, tolerance_pct: float = 5.0, published: str | Pat
 def failed(rows: list[dict]) -> list[dict]:
     """The rows that make `xenobench compare` exit 1."""
     return [r for r in rows if r["gating"] and not r["ok"]]
+
+
+# --- agreement of one run's tables -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Finding:
+    """One consistency check of a run's tables: what was compared (`check`), whether the tables
+    agree (`ok`), and the sentence the report prints (`text`)."""
+    check: str
+    ok: bool
+    text: str
+
+
+def _tables(resdir, kind: str) -> pd.DataFrame | None:
+    try:
+        return read_tidy(resdir, kind)
+    except DataError as e:
+        if "no such file" in str(e):
+            return None
+        raise
+
+
+def _ratios_by_pair(df: pd.DataFrame) -> dict[tuple[str, str, float], rateblocks.RateRatio]:
+    """{(lb, reference, payload): ratio} of a table's paired-design rows (rate_vs_<ref>_...)."""
+    out = {}
+    for pay, g in df.groupby(df.payload_bytes.fillna(-1)):
+        for r in rateblocks.ratios_from_rows(g, "rate"):
+            out[(r.lb, r.reference, float(pay))] = r
+    return out
+
+
+def _iv(r: rateblocks.RateRatio) -> str:
+    return f"{r.median:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]"
+
+
+def _pay(p: float) -> str:
+    return "" if p < 0 else f" at {p:g} B payload"
+
+
+def _compare_vs_rank(resdir) -> list[Finding]:
+    """The compare table's ratio per LB and pair against rate_ranking's for the same pair and
+    payload: they agree where the CIs overlap."""
+    c, rk = _tables(resdir, "compare"), _tables(resdir, "rate_ranking")
+    if c is None or rk is None:
+        return []
+    a = _ratios_by_pair(c[c.metric.astype(str).str.startswith("rate_vs_")])
+    b = _ratios_by_pair(rk[rk.metric.astype(str).str.startswith("rate_vs_")])
+    out = []
+    for key in sorted(set(a) & set(b)):
+        ra, rb = a[key], b[key]
+        lb, ref, pay = key
+        agree = ra.ci_low <= rb.ci_high and rb.ci_low <= ra.ci_high
+        out.append(Finding(f"compare_vs_rank/{lb}/{ref}{'' if pay < 0 else f'/{pay:g}'}", agree,
+                           f"{lb}/{ref}{_pay(pay)}: compare {_iv(ra)}, rate_ranking {_iv(rb)}: "
+                           + ("the CIs overlap" if agree else "the CIs do not overlap: the two experiments disagree "
+                                                              "(the machine's state moved between them, or one of "
+                                                              "them measured another path)")))
+    return out
+
+
+def _reference_flat(resdir) -> list[Finding]:
+    """The reference LB's (the wire's) absolute rate across the pps payloads below the network
+    limit (published network_bound_from_payload_bytes: the thesis's rate is flat below it, the
+    network not yet the bottleneck) is flat within its interval: the repetitions' min-max of every
+    payload overlap a common rate."""
+    pps = _tables(resdir, "pps")
+    if pps is None:
+        return []
+    pps = pps[(pps.experiment == PUBLISHED_FROM["pps"]) & (pps.metric == "rx_pps")]
+    pub = read_published()
+    limit = pub[pub.metric == "network_bound_from_payload_bytes"].value
+    if not len(limit):
+        return []
+    limit = float(limit.iloc[0])
+    out = []
+    for lb in sorted(k for k in set(pps.lb) if LBS.get(k) is not None and LBS[k].reference):
+        x = pps[(pps.lb == lb) & (pps.payload_bytes < limit)]
+        agg = x.groupby("payload_bytes").value.agg(["median", "min", "max", "count"]).sort_index()
+        if len(agg) < 2:
+            continue
+        if agg["count"].min() < 2:
+            out.append(Finding(f"reference_flat/{lb}", False,
+                               f"{lb}'s rate below {limit:g} B payload: not judged, a payload with one repetition "
+                               "(no interval)"))
+            continue
+        lo_p, hi_p = agg["max"].idxmin(), agg["min"].idxmax()  # the payloads whose intervals lie furthest apart
+        flat = float(agg["min"].max()) <= float(agg["max"].min())
+        def iv(p):
+            return f"{agg['median'][p] / 1e6:.4g} [{agg['min'][p] / 1e6:.4g}, {agg['max'][p] / 1e6:.4g}] Mpps"
+        out.append(Finding(f"reference_flat/{lb}", flat,
+                           f"{lb}'s rate below {limit:g} B payload: " + (
+                               f"flat within its intervals over {len(agg)} payloads (every min-max overlaps "
+                               f"{float(agg['min'].max()) / 1e6:.4g}-{float(agg['max'].min()) / 1e6:.4g} Mpps)" if flat
+                               else f"not flat: {hi_p:g} B {iv(hi_p)} and {lo_p:g} B {iv(lo_p)} do not overlap "
+                                    "(the machine's state moved between payloads, or the path depends on the payload)")))
+    return out
+
+
+def agreement(resdir: str | Path) -> list[Finding]:
+    """Consistency checks across one run's tables, where both sides exist: the compare table's
+    ratio of each LB to the reference (or of two LBs) against rate_ranking's for the same pair and
+    payload (CIs overlap), and the reference's absolute rate across the pps payloads below the
+    network limit (flat within its intervals, as the thesis's rate is). Nothing to check: []."""
+    return _compare_vs_rank(resdir) + _reference_flat(resdir)

@@ -9,6 +9,7 @@ rather than the pixels.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -25,6 +26,7 @@ from .errors import ConfigError, DataError  # noqa: E402
 from .lb import LBS, by_hash, label as lb_label  # noqa: E402
 from .definitions import NO_SPLIT, definitions  # noqa: E402
 from .rateblocks import NOT_DISTINGUISHABLE, ratios_from_rows  # noqa: E402
+from .layout import TrialDir  # noqa: E402
 from .results import HEADERS, l1_gbps, l2_gbps, line_rate_pps, read_tidy  # noqa: E402
 
 # One style for all figures, readable in print: Okabe-Ito colours (colour-blind safe), distinct
@@ -47,13 +49,113 @@ def _style(i: int) -> dict:
 
 
 def _name(lb: str) -> str:
+    """An LB's label on a figure; a reference kind (the wire) is named the reference: an LB measured
+    above it in another trial is the machine's drift between trials, not past a limit."""
+    if _is_reference(lb):
+        return f"{lb} (no-op, the reference)"
     return lb_label(lb)
 
 
+def _tick(lb: str) -> str:
+    """An LB's name under a tick: short, the reference marked as such."""
+    return f"{lb}\n(reference)" if _is_reference(lb) else lb_label(lb).replace(" (", "\n(")
+
+
 def _is_reference(lb: str) -> bool:
-    """A reference line (the wire: the testbed's limit), drawn dashed and grey."""
+    """A reference kind (the wire: same backends and split, no LB program), drawn dashed and grey."""
     k = LBS.get(lb)
     return bool(k and k.reference)
+
+
+#: the testbeds that stand in for the thesis's hardware on this machine (config/rehearsal*.yaml's
+#: testbed.name): their figures say the numbers are the lab's path
+REHEARSAL_TESTBEDS = ("rehearsal", "rehearsal-ci")
+
+
+def rehearsal_note(testbed: str) -> str | None:
+    """The caption line of a figure drawn from a rehearsal lab, None for any other testbed."""
+    if testbed not in REHEARSAL_TESTBEDS:
+        return None
+    return (f"Rehearsal lab ({testbed}): every node a network namespace on one machine, reached over ssh; "
+            "the numbers are this lab's path (veth, software switch, DOCA Flow emulation), not the hardware's.")
+
+
+def runs_label(counts) -> str:
+    """What a plotted median is over, from each point's number of runs (repetitions): "median of 3
+    runs per point", "1 run per point", or the mix ("median of 3 runs at 18 points, 1 run at 2")."""
+    by: dict[int, int] = {}
+    for n in counts:
+        by[int(n)] = by.get(int(n), 0) + 1
+    if len(by) == 1:
+        n = next(iter(by))
+        return "1 run per point" if n == 1 else f"median of {n} runs per point"
+    parts = [("1 run" if n == 1 else f"median of {n} runs") + f" at {k} point{'s' if k > 1 else ''}"
+             for n, k in sorted(by.items(), reverse=True)]
+    return ", ".join(parts)
+
+
+def spread(values) -> tuple[float, float, float]:
+    """(median, min, max) of one point's repetitions."""
+    v = np.asarray(values, dtype=float)
+    return float(np.median(v)), float(v.min()), float(v.max())
+
+
+def _legend_outside(ax, **kw):
+    """The legend right of the axes and of any label that reaches past their right edge, where it
+    covers no data point and no label."""
+    fig = ax.figure
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    right = max([ax.bbox.x1] + [t.get_window_extent(r).x1 for t in ax.texts if t.get_visible() and t.get_text()])
+    x = ax.transAxes.inverted().transform((right, 0))[0]
+    return ax.legend(loc="upper left", bbox_to_anchor=(x + 0.01, 1.0), borderaxespad=0.0, **kw)
+
+
+def _legend_below(ax, **kw):
+    """The legend under the axes' tick and axis labels (however many lines the tick labels have)."""
+    fig = ax.figure
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    labels = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()] + [ax.xaxis.label]
+    bottom = min([ax.bbox.y0] + [t.get_window_extent(r).y0 for t in labels if t.get_text()])
+    y = ax.transAxes.inverted().transform((0, bottom))[1]
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, y - 0.02), borderaxespad=0.0, **kw)
+
+
+#: the verdict rows of the paired rate design (xenobench.measure.rank's rank_rows, also in the pps and
+#: compare tables where those experiments are measured paired): <measure>_vs_<ref>_<part>
+RATIO_MEASURE = "rate"
+MAX_PAIRS_NAMED = 6  # a caption names at most this many pairs of the other LBs; more are counted
+
+
+def pairs_note(pairs: list[str]) -> str:
+    """The caption's sentence on the pairs of the non-reference LBs (each "<a> vs <b>...: verdict")."""
+    if not pairs:
+        return ""
+    if len(pairs) <= MAX_PAIRS_NAMED:
+        return " Other pairs: " + "; ".join(pairs) + "."
+    nd = sum(p.endswith(NOT_DISTINGUISHABLE) for p in pairs)
+    return (f" Other pairs: {len(pairs)} comparisons of the non-reference LBs, {nd} of them not distinguishable "
+            "(rate_vs_<LB>_ rows of the CSV).")
+
+
+INTERVAL_NOTE = ("Bar: bootstrap 95 % CI of the median ratio over this run's repetitions, then their rounds "
+                 "(each round the LB's rate over the reference's, measured in interleaved blocks). It does not "
+                 "cover another machine kind, nor the absolute rate (rx_pps in the CSV).")
+
+
+def ratio_rows(df: pd.DataFrame, measure: str = RATIO_MEASURE) -> pd.DataFrame:
+    """The rows of a table that are the paired design's ratios (<measure>_vs_<ref>_<part>)."""
+    return df[df.metric.astype(str).str.startswith(f"{measure}_vs_")]
+
+
+def reference_of(ratios: list) -> str:
+    """The reference of a point's ratios: the one a reference kind is compared with, else the one
+    most LBs are compared with."""
+    refs = [r.reference for r in ratios]
+    marked = [r for r in refs if _is_reference(r)]
+    pool = marked or refs
+    return max(sorted(set(pool)), key=pool.count)
 
 
 REFERENCE_TESTBEDS = ("thesis", "fips")
@@ -82,6 +184,7 @@ def _published(metric: str, document: str | None = None, testbed: str | None = N
 
 
 def _save(fig, outdir: Path, name: str) -> None:
+    _place_captions(fig)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     for ext in ("png", "pdf"):
@@ -92,11 +195,29 @@ def _save(fig, outdir: Path, name: str) -> None:
 
 def _title(ax, title: str, testbed: str) -> None:
     ax.set_title(f"{title}   [testbed: {testbed}]")
+    note = rehearsal_note(testbed)
+    if note:
+        _caption(ax.figure, note)
 
 
-def _caption(fig, text: str, y: float = -0.02) -> None:
-    """A note under the figure (y in figure coordinates, below the tick labels)."""
-    fig.text(0.01, y, text, fontsize=7, ha="left", va="top", wrap=True)
+def _caption(fig, text: str, y: float | None = None) -> None:
+    """A note under the figure. Notes are collected and placed when the figure is saved, as one
+    block below everything the axes draw (rotated tick labels, a legend below the axes), so a note
+    never covers a label; `y` is kept for callers and ignored."""
+    notes = fig.__dict__.setdefault("_xenobench_captions", [])
+    if text and text not in notes:
+        notes.append(text)
+
+
+def _place_captions(fig) -> None:
+    notes = fig.__dict__.get("_xenobench_captions") or []
+    if not notes:
+        return
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [a.get_tightbbox(r) for a in fig.axes if a.get_visible()]
+    bottom = min((b.y0 for b in boxes if b is not None), default=0.0) / fig.bbox.height
+    fig.text(0.01, bottom - 0.02, "\n".join(notes), fontsize=7, ha="left", va="top", wrap=True)
 
 
 def drawn_by() -> dict[str, tuple[str, ...]]:
@@ -125,30 +246,94 @@ def _need(df: pd.DataFrame, what: str, resdir) -> pd.DataFrame:
     return df
 
 
+def _payload_ticks(ax, payloads: list[int]) -> None:
+    """A categorical payload axis: every payload a tick, labelled frame (payload)."""
+    ax.set_xticks(range(len(payloads)), [f"{p + HEADERS} ({p})" for p in payloads],
+                  rotation=90 if len(payloads) > 4 else 0, fontsize=7)
+    ax.set_xlim(-0.6, len(payloads) - 0.4)
+    ax.set_xlabel("frame bytes without FCS (UDP payload bytes)")
+
+
+def _ratio_panel(ax, ratios: dict, positions: dict, ref: str) -> tuple[dict, list[str]]:
+    """Each LB's ratio to `ref` at each position with its CI; hollow (and named in the legend) where
+    the verdict is "not distinguishable". ratios: {position key: [RateRatio]}. Returns the series
+    ({lb: {key: {median, ci, verdict}}}) and the pairs of the other LBs as caption text."""
+    series: dict = {}
+    pairs: list[str] = []
+    lbs = sorted({r.lb for rs in ratios.values() for r in rs if r.reference == ref})
+    n = max(len(lbs), 1)
+    for i, lb in enumerate(lbs):
+        st = _style(i)
+        xs, meds, lo, hi, filled = [], [], [], [], []
+        for key, rs in ratios.items():
+            r = next((r for r in rs if r.lb == lb and r.reference == ref), None)
+            if r is None:
+                continue
+            xs.append(positions[key] + (i - (n - 1) / 2) * min(0.12, 0.6 / n))
+            meds.append(r.median)
+            lo.append(r.median - r.ci_low)
+            hi.append(r.ci_high - r.median)
+            filled.append(r.verdict != NOT_DISTINGUISHABLE)
+            series.setdefault(lb, {})[key] = {"median": r.median, "ci": [r.ci_low, r.ci_high], "verdict": r.verdict,
+                                              "rounds": r.rounds, "repetitions": r.repetitions}
+        if not xs:
+            continue
+        reps = sorted({series[lb][k]["repetitions"] for k in series[lb]})
+        ax.errorbar(xs, meds, yerr=[lo, hi], color=st["color"], ls="-" if len(xs) > 1 else "none", capsize=3,
+                    marker="none", lw=1.0, label=f"{_name(lb)} / {ref}: median over the rounds of "
+                                                 f"{'-'.join(map(str, reps))} repetition{'s' if reps[-1] > 1 else ''}")
+        fx = [x for x, f in zip(xs, filled) if f]
+        ax.scatter(fx, [m for m, f in zip(meds, filled) if f], marker=st["marker"], color=st["color"], zorder=4)
+        hx = [x for x, f in zip(xs, filled) if not f]
+        if hx:
+            ax.scatter(hx, [m for m, f in zip(meds, filled) if not f], marker=st["marker"], facecolor="white",
+                       edgecolor=st["color"], zorder=4,
+                       label=f"{_name(lb)}: not distinguishable from {ref} (CI includes 1)")
+    for key, rs in ratios.items():
+        pairs += [f"{_name(r.lb)} vs {_name(r.reference)} at {key}: "
+                  + (NOT_DISTINGUISHABLE if r.verdict == NOT_DISTINGUISHABLE else f"{r.verdict}, {r.median:.3f}")
+                  for r in rs if r.reference != ref]
+    ax.axhline(1, color="grey", ls="--", lw=1.0, label=f"{_name(ref)}: 1 by definition")
+    ax.set_ylabel(f"rate relative to {ref}")
+    return series, pairs
+
+
 def pps_vs_payload(resdir, outdir, testbed) -> dict:
-    """Packet rate vs payload (thesis Fig. 7.3 / paper Fig. 4) with the layer-1 line rate."""
-    x = _need(_rows(resdir, "pps", "pps_vs_payload").query("metric == 'rx_pps'"), "pps_vs_payload", resdir)
+    """Packet rate vs payload (thesis Fig. 7.3 / paper Fig. 4) with the layer-1 line rate: each LB's
+    median over its repetitions with their min-max. Where the pps table holds the paired design's
+    ratios (every LB measured in the same repetition in interleaved blocks with the reference), each
+    LB's rate relative to the reference's per payload with its CI instead."""
+    rows = _rows(resdir, "pps", "pps_vs_payload")
+    rr = ratio_rows(rows)
+    if len(rr):
+        return _pps_ratios(rows, rr, outdir, testbed)
+    x = _need(rows.query("metric == 'rx_pps'"), "pps_vs_payload", resdir)
     payloads = sorted(int(p) for p in x.payload_bytes.unique())
     pos = {p: i for i, p in enumerate(payloads)}  # categorical axis, like the thesis's figure
-    series: dict = {}
+    series: dict = {"spread": {}}
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
         lr = pd.Series([line_rate_pps(p) / 1e6 for p in payloads], index=payloads)
         series["line_rate"] = lr
         bound = [p for p in payloads if p > 64] if reference(testbed) else []
         if bound:  # the thesis marks the network-bound region in orange
-            ax.axvspan(pos[bound[0]] - 0.5, len(payloads) - 0.5, color="#E69F00", alpha=0.12, lw=0)
-            ax.text(pos[bound[0]] - 0.4, 3, "network-bound\n(> 64 B payload)", fontsize=7, va="bottom")
+            ax.axvspan(pos[bound[0]] - 0.5, len(payloads) - 0.5, color="#E69F00", alpha=0.12, lw=0,
+                       label="network-bound (> 64 B payload)")
         if reference(testbed):
             ax.plot(range(len(payloads)), lr.values, ls="--", color="grey", marker="x", ms=4,
                     label="100 Gbit/s line rate, layer 1: frame+FCS+preamble+IFG\n"
                           "(the thesis's curve omitted preamble and IFG)")
         for i, (lb, g) in enumerate(x.groupby("lb")):
-            med = g.groupby("payload_bytes").value.median().sort_index() / 1e6
+            agg = g.groupby("payload_bytes").value.agg(["median", "min", "max", "count"]).sort_index() / 1e6
+            agg["count"] *= 1e6
+            med = agg["median"]
             series[lb] = med
-            st = dict(color="grey", ls="--", marker="x") if _is_reference(lb) else _style(i)  # the limit line
-            ax.plot([pos[int(p)] for p in med.index], med.values, **st,
-                    label=f"{_name(lb)}, measured (median of {g.repetition.nunique()} runs)")
+            series["spread"][lb] = {int(p): (float(r["min"]), float(r["max"])) for p, r in agg.iterrows()}
+            st = dict(color="grey", ls="--", marker="x") if _is_reference(lb) else _style(i)
+            ax.errorbar([pos[int(p)] for p in med.index], med.values,
+                        yerr=[med - agg["min"], agg["max"] - med], capsize=2, **st,
+                        label=f"{_name(lb)}, measured: {runs_label(agg['count'])}"
+                              + (", bars: min-max" if agg["count"].max() > 1 else ""))
         published = {}
         for metric, rng, va in (("pps_small_payload_mpps", [p for p in payloads if p < 23], "bottom"),
                                 ("pps_large_payload_mpps", [p for p in payloads if 23 <= p <= 64], "top")):
@@ -157,39 +342,82 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
                     published[metric] = float(r.value)
                     ax.hlines(r.value, pos[rng[0]] - 0.3, pos[rng[-1]] + 0.3, colors="black", lw=1.2,
                               linestyles=(0, (4, 2)), zorder=5)
-                    ax.text(pos[rng[-1]] + 0.3, r.value + (1.5 if va == "bottom" else -1.5),
-                            f"published {r.value:g}", fontsize=7, ha="right", va=va)
         if published:
-            ax.plot([], [], color="black", lw=1.2, ls=(0, (4, 2)), label="published (paper Sec. 5.2, text)")
+            ax.plot([], [], color="black", lw=1.2, ls=(0, (4, 2)), label="published (paper Sec. 5.2, text): "
+                    + ", ".join(f"{v:g} Mpps" for v in published.values()))
         series["published"] = published
-        ax.set_xticks(range(len(payloads)), [f"{p + HEADERS} ({p})" for p in payloads], rotation=90, fontsize=7)
-        ax.set_xlim(-0.6, len(payloads) - 0.4)
-        ax.set_xlabel("frame bytes without FCS (UDP payload bytes)")
+        _payload_ticks(ax, payloads)
         ax.set_ylabel("packet rate at the backends (Mpps)")
         if reference(testbed):
             ax.set_ylim(0, max(lr.max(), 100) * 1.08)
         else:
-            ax.set_ylim(0, max(float(m.max()) for k, m in series.items() if k not in ("line_rate", "published")) * 1.25)
-            _caption(fig, local_note(x), y=-0.12)
-        ax.legend(loc="upper right")
+            ax.set_ylim(0, float(x.value.max()) / 1e6 * 1.15)
+            _caption(fig, local_note(x))
+        _legend_outside(ax)
         _title(ax, "Packet rate vs payload", testbed)
         _save(fig, outdir, "pps_vs_payload")
     return series
 
 
+def _pps_ratios(rows, rr, outdir, testbed) -> dict:
+    payloads = sorted(int(p) for p in rr.payload_bytes.dropna().unique())
+    ratios = {p: ratios_from_rows(rr[rr.payload_bytes == p], RATIO_MEASURE) for p in payloads}
+    ratios = {p: rs for p, rs in ratios.items() if rs}
+    if not ratios:
+        raise DataError("Failed to plot pps_vs_payload: its ratio rows (rate_vs_<ref>_...) lack a median, CI or "
+                        "rounds (regenerate the tables with `xenobench experiment aggregate <results dir>`)")
+    ref = reference_of([r for rs in ratios.values() for r in rs])
+    payloads = sorted(ratios)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        series, pairs = _ratio_panel(ax, {p: ratios[p] for p in payloads}, {p: i for i, p in enumerate(payloads)}, ref)
+        series = {"ratios": series, "reference": ref}
+        _payload_ticks(ax, payloads)
+        _legend_outside(ax)
+        _title(ax, "Packet rate relative to the reference vs payload", testbed)
+        _caption(fig, INTERVAL_NOTE + pairs_note(pairs))
+        if not reference(testbed):
+            _caption(fig, local_note(rows))
+        _save(fig, outdir, "pps_vs_payload")
+    return series
+
+
+SHARED_MACHINE_NOTE = ("On a shared machine the absolute rate moves with the machine's state (other tasks, where the "
+                       "host runs the vCPUs) between trials; bars: min-max over the repetitions.")
+
+
+def _log2_ticks(ax, payloads: list[int]) -> None:
+    """Ticks on a log2 payload axis: the powers of two inside the measured range, or the payloads
+    themselves where fewer than two powers fall inside (one payload still has its tick)."""
+    lo, hi = min(payloads), max(payloads)
+    ticks = [2 ** k for k in range(0, 17) if lo <= 2 ** k <= hi]
+    if len(ticks) < 2:
+        ticks = payloads if len(payloads) <= 4 else [payloads[0], payloads[-1]]
+    ax.set_xticks(ticks, [str(p) for p in ticks])
+    ax.minorticks_off()
+    ax.set_xlim(lo / 1.4, hi * 1.4)
+
+
 def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
-    """Bandwidth vs payload with the line rate (thesis Fig. 7.4 / paper Fig. 6)."""
+    """Bandwidth vs payload with the line rate (thesis Fig. 7.4 / paper Fig. 6): absolute, each LB's
+    median over its repetitions with their min-max."""
     x = _need(_rows(resdir, "pps", "bandwidth_vs_payload").query("metric == 'rx_pps'"), "bandwidth_vs_payload", resdir)
-    series: dict = {"l2": {}, "l1": {}, "line_rate_gbps": 100.0}
+    series: dict = {"l2": {}, "l1": {}, "line_rate_gbps": 100.0, "spread": {}}
+    payloads = sorted(int(p) for p in x.payload_bytes.unique())
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
         for i, (lb, g) in enumerate(x.groupby("lb")):
-            med = g.groupby("payload_bytes").value.median().sort_index()
-            l2 = pd.Series([l2_gbps(v, p) for p, v in med.items()], index=med.index)
-            l1 = pd.Series([l1_gbps(v, p) for p, v in med.items()], index=med.index)
+            agg = g.groupby("payload_bytes").value.agg(["median", "min", "max", "count"]).sort_index()
+            l2 = pd.Series([l2_gbps(v, p) for p, v in agg["median"].items()], index=agg.index)
+            l1 = pd.Series([l1_gbps(v, p) for p, v in agg["median"].items()], index=agg.index)
+            lo = pd.Series([l2_gbps(v, p) for p, v in agg["min"].items()], index=agg.index)
+            hi = pd.Series([l2_gbps(v, p) for p, v in agg["max"].items()], index=agg.index)
             series["l2"][lb], series["l1"][lb] = l2, l1
-            st = _style(i)
-            ax.plot(l2.index, l2.values, **st, label=f"{_name(lb)}: pps x frame bytes x 8 (as the paper)")
+            series["spread"][lb] = {int(p): (float(lo[p]), float(hi[p])) for p in agg.index}
+            st = dict(color="grey", ls="--", marker="x") if _is_reference(lb) else _style(i)
+            ax.errorbar(l2.index, l2.values, yerr=[l2 - lo, hi - l2], capsize=2, **st,
+                        label=f"{_name(lb)}: pps x frame bytes x 8 (as the paper), {runs_label(agg['count'])}"
+                              + (", bars: min-max" if agg["count"].max() > 1 else ""))
             ax.plot(l1.index, l1.values, color=st["color"], marker=st["marker"], mfc="none", ls=":",
                     label=f"{_name(lb)}: on the wire (+ FCS, preamble, IFG)")
         if reference(testbed):
@@ -199,38 +427,54 @@ def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
                        label=f"published: line rate only above {r.value:g} B payload (text)")
             series["published_line_rate_above_payload"] = float(r.value)
         ax.set_xscale("log", base=2)
-        ticks = [p for p in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if x.payload_bytes.min() <= p <= x.payload_bytes.max()]
-        ax.set_xticks(ticks, [str(p) for p in ticks])
+        _log2_ticks(ax, payloads)
         ax.set_xlabel("UDP payload bytes (log scale)")
         ax.set_ylabel("bandwidth at the backends (Gbit/s)")
         if reference(testbed):
             ax.set_ylim(0, 110)
         else:
             ax.set_ylim(bottom=0)
+            _caption(fig, SHARED_MACHINE_NOTE)
             _caption(fig, local_note(x))
-        ax.legend(loc="lower right" if reference(testbed) else "upper left")
+        _legend_outside(ax)
         _title(ax, "Bandwidth vs payload", testbed)
         _save(fig, outdir, "bandwidth_vs_payload")
     return series
 
 
+def nominal_rates(x: pd.DataFrame) -> pd.Series:
+    """The nominal (requested) rate of each loss row, packets/s: its point's nominal_offered_pps row
+    where the table has one, else the median offered rate of its point's repetitions. Repetitions of
+    one point are one nominal rate: grouped by it, never by their measured offered rates (which differ)."""
+    nom = x[x.metric == "nominal_offered_pps"].groupby(["lb", "point"]).value.median()
+    off = x.groupby(["lb", "point"]).offered_pps.median()
+    keys = list(zip(x.lb, x.point))
+    return pd.Series([float(nom[k]) if k in nom.index else float(off[k]) for k in keys], index=x.index)
+
+
 def loss_vs_load(resdir, outdir, testbed) -> dict:
-    """Loss vs offered load (thesis Fig. 7.8 / paper Fig. 5)."""
-    x = _need(_rows(resdir, "loss", "loss_vs_load").query("metric == 'loss_pct'").copy(), "loss_vs_load", resdir)
-    # repetitions of one rate are grouped on the offered rate rounded to 0.1 Mpps on hardware,
-    # 0.1 kpps on a namespace testbed (whose whole sweep lies below 0.2 Mpps)
-    x["offered"] = (x.offered_pps / 1e6).round(1 if reference(testbed) else 4)
-    series: dict = {}
+    """Loss vs offered load (thesis Fig. 7.8 / paper Fig. 5): per LB and nominal rate the median loss
+    over its repetitions, bars min-max; the curve joins medians of successive nominal rates only."""
+    rows = _rows(resdir, "loss", "loss_vs_load")
+    x = _need(rows[rows.metric == "loss_pct"].copy(), "loss_vs_load", resdir)
+    x["nominal"] = nominal_rates(pd.concat([x, rows[rows.metric == "nominal_offered_pps"]])).loc[x.index]
+    scale, unit = _rate_unit(x.nominal)
+    # the series' index: Mpps rounded to 0.1 on hardware, 0.1 kpps on a namespace testbed
+    x["offered"] = (x.nominal / 1e6).round(1 if reference(testbed) else 4)
+    series: dict = {"runs": {}}
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
-        zoom = ax.inset_axes([0.08, 0.47, 0.42, 0.45])
+        zoom = ax.inset_axes([0.08, 0.47, 0.42, 0.45]) if reference(testbed) else None
         for i, (lb, g) in enumerate(x.groupby("lb")):
             st = _style(i)
-            agg = g.groupby("offered").value.agg(["median", "min", "max"]).sort_index()
+            agg = g.groupby("offered").value.agg(["median", "min", "max", "count"]).sort_index()
             series[lb] = agg["median"]
-            for a in (ax, zoom):
-                a.errorbar(agg.index, agg["median"], yerr=[agg["median"] - agg["min"], agg["max"] - agg["median"]],
-                           capsize=2, **st, label=f"{_name(lb)}, median of {g.repetition.nunique()} runs\n(bars: min-max)")
+            series["runs"][lb] = {float(k): int(n) for k, n in agg["count"].items()}
+            xs = agg.index * 1e6 / scale
+            label = f"{_name(lb)}: {runs_label(agg['count'])}" + (", bars: min-max" if agg["count"].max() > 1 else "")
+            for a in (ax, zoom) if zoom is not None else (ax,):
+                a.errorbar(xs, agg["median"], yerr=[agg["median"] - agg["min"], agg["max"] - agg["median"]],
+                           capsize=2, **st, label=label if a is ax else None)
         onsets = {}
         for r in _published("loss_onset_mpps", testbed=testbed):
             onsets[r.document] = float(r.value)
@@ -244,19 +488,22 @@ def loss_vs_load(resdir, outdir, testbed) -> dict:
                     a.axvline(r.value, color="black", ls=(0, (4, 2)), lw=1.2)
                 ax.plot([], [], color="black", ls=(0, (4, 2)), label=f"published: onset {r.value:g} Mpps (paper Sec. 5.2)")
         series["published_onset"] = onsets
-        z = x[(x.offered >= 89) & (x.offered <= 101)]
-        if len(z):
-            zoom.set_xlim(z.offered.min() - 0.5, z.offered.max() + 0.5)
-            zoom.set_ylim(min(-0.5, z.value.min() - 0.2), z.value.max() + 0.5)
-            zoom.tick_params(labelsize=7)
-            zoom.set_title("zoom", fontsize=7, pad=2)
-        else:
-            zoom.remove()
+        if zoom is not None:
+            z = x[(x.offered >= 89) & (x.offered <= 101)]
+            if len(z):
+                zoom.set_xlim(z.offered.min() - 0.5, z.offered.max() + 0.5)
+                zoom.set_ylim(min(-0.5, z.value.min() - 0.2), z.value.max() + 0.5)
+                zoom.tick_params(labelsize=7)
+                zoom.set_title("zoom", fontsize=7, pad=2)
+            else:
+                zoom.remove()
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlabel("offered load (Mpps, measured at the generator)")
+        ax.set_xlabel(f"nominal offered load ({unit}, the rate requested of the generator)")
         ax.set_ylabel("packet loss (%)")
-        ax.legend(loc="lower left", bbox_to_anchor=(0.0, 0.07))
+        _legend_outside(ax)
         _title(ax, "Loss vs offered load (22 B payload)", testbed)
+        if not reference(testbed):
+            _caption(fig, local_note(x))
         _save(fig, outdir, "loss_vs_load")
     return series
 
@@ -283,23 +530,30 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
             pub.setdefault("ebpf", pub["none"] + float(r.value))
     series["published"] = pub
     with plt.rc_context(STYLE):
-        fig, (ax, cdf) = plt.subplots(1, 2, figsize=(9.6, 3.9), gridspec_kw={"width_ratios": [1.1, 1]})
         cols = lbs + [lb for lb in pub if lb not in lbs]
+        # a column per path needs room for its tick label and its two value labels side by side
+        width = max(9.6, 4.6 + 1.15 * len(cols))
+        fig, (ax, cdf) = plt.subplots(1, 2, figsize=(width, 3.9),
+                                      gridspec_kw={"width_ratios": [max(1.1, 0.3 * len(cols)), 1]})
         ax.boxplot(data, positions=range(len(lbs)), showfliers=False, widths=0.5,
                    medianprops=dict(color=COLORS[1], lw=2))
-        for i, lb in enumerate(lbs):
-            ax.annotate(f"{series[lb]:.1f}", (i, series[lb]), xytext=(32, -3), textcoords="offset points", fontsize=8)
+        for i, lb in enumerate(lbs):  # the measured median right of its box, the published one left of it
+            ax.annotate(f"{series[lb]:.1f}", (i + 0.27, series[lb]), xytext=(1, 0), textcoords="offset points",
+                        fontsize=7, ha="left", va="center")
         for i, lb in enumerate(cols):
             if lb in pub:
                 ax.scatter([i], [pub[lb]], marker="*", s=110, zorder=6, **PUB)
-                ax.annotate(f"{pub[lb]:.1f}", (i, pub[lb]), xytext=(-30, -3), textcoords="offset points", fontsize=8)
+                ax.annotate(f"{pub[lb]:.1f}", (i - 0.27, pub[lb]), xytext=(-1, 0), textcoords="offset points",
+                            fontsize=7, ha="right", va="center")
         if pub:
             ax.scatter([], [], marker="*", s=110, label="published median (paper Fig. 7)", **PUB)
         ax.plot([], [], color=COLORS[1], lw=2, label="measured median (box: quartiles, whiskers 1.5 IQR)")
-        ax.set_xticks(range(len(cols)), [_name(lb) + ("" if lb in lbs else "\n(published only:\nno LB + added)") for lb in cols])
+        ax.set_xticks(range(len(cols)), [_name(lb).replace(" (", "\n(").replace("/", "/\n")
+                                         + ("" if lb in lbs else "\n(published only:\nno LB + added)")
+                                         for lb in cols], fontsize=7 if len(cols) > 4 else 9)
         ax.set_xlim(-0.6, len(cols) - 0.4)
         ax.set_ylabel("DNS RTT (µs)")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1)
+        _legend_below(ax, ncols=1)
         for i, (lb, d) in enumerate(zip(lbs, data)):
             xs = np.sort(d)
             cdf.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", color=COLORS[i % len(COLORS)],
@@ -308,7 +562,7 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
         cdf.set_xlim(np.percentile(allv, 0.2) - 1, np.percentile(allv, 99.5) + 1)
         cdf.set_xlabel("DNS RTT (µs); x-axis cut at the 99.5th percentile")
         cdf.set_ylabel("CDF over probes")
-        cdf.legend(loc="lower right")
+        _legend_outside(cdf)
         _title(ax, "RTT with and without LB", testbed)
         cdf.set_title("CDF")
         _save(fig, outdir, "rtt_lb_vs_none")
@@ -371,13 +625,59 @@ def rtt_under_load(resdir, outdir, testbed) -> dict:
     return series
 
 
+def _compare_ratios(c: pd.DataFrame, outdir, testbed) -> dict:
+    """lb_comparison from the paired design's rows: each LB's rate relative to the reference with
+    its CI; "not distinguishable" written where the CI includes 1, no difference drawn."""
+    rr = ratio_rows(c)
+    ratios = ratios_from_rows(rr, RATIO_MEASURE)
+    ref = reference_of(ratios)
+    vs = sorted((r for r in ratios if r.reference == ref), key=lambda r: r.lb)
+    pay = sorted(int(p) for p in rr.payload_bytes.dropna().unique())
+    series: dict = {"ratios": {}, "reference": ref, "measured": {}, "published": {}, "prog_ns": {}}
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(max(6.4, 3.2 + 1.1 * len(vs)), 3.9))
+        for i, r in enumerate(vs):
+            ok = r.verdict != NOT_DISTINGUISHABLE
+            ax.errorbar([i], [r.median], yerr=[[r.median - r.ci_low], [r.ci_high - r.median]], fmt="o",
+                        color=COLORS[0], mfc=COLORS[0] if ok else "white", capsize=4,
+                        label=("median ratio, bar: 95 % CI" if i == 0 else None))
+            ax.annotate(f"{r.median:.3f}" if ok else "not\ndistinguishable", (i + 0.08, r.median), xytext=(2, 0),
+                        textcoords="offset points", fontsize=7, ha="left", va="center")
+            series["ratios"][r.lb] = {"median": r.median, "ci": [r.ci_low, r.ci_high], "verdict": r.verdict,
+                                      "rounds": r.rounds, "repetitions": r.repetitions}
+        ax.axhline(1, color="grey", ls="--", lw=1.0, label=f"{_name(ref)}: 1 by definition")
+        ax.set_xticks(range(len(vs)), [_name(r.lb).replace(" (", "\n(") for r in vs], fontsize=8)
+        ax.set_xlim(-0.5, len(vs) - 0.2)
+        ax.set_ylabel(f"rate relative to {ref}")
+        _legend_outside(ax)
+        _title(ax, "Load balancers relative to the reference" + (f", {pay[0] + HEADERS} B frames" if len(pay) == 1 else ""),
+               testbed)
+        pairs = [f"{_name(r.lb)} vs {_name(r.reference)}: "
+                 + (NOT_DISTINGUISHABLE if r.verdict == NOT_DISTINGUISHABLE else f"{r.verdict}, {r.median:.3f}")
+                 for r in ratios if r.reference != ref]
+        _caption(fig, INTERVAL_NOTE + pairs_note(pairs))
+        if not reference(testbed):
+            _caption(fig, local_note(c))
+        _save(fig, outdir, "lb_comparison")
+    return series
+
+
 def lb_comparison(resdir, outdir, testbed) -> dict:
-    """Max packet rate at 64 B frames: measured next to published (thesis Fig. 7.6)."""
+    """Max packet rate at 64 B frames: measured (median over repetitions, bar min-max) next to
+    published (thesis Fig. 7.6). Where the compare table holds the paired design's ratios, each LB's
+    rate relative to the reference with its CI instead (_compare_ratios)."""
+    try:
+        c = _rows(resdir, "compare", "lb_comparison")
+    except DataError:
+        c = None
+    if c is not None and len(ratio_rows(c)):
+        return _compare_ratios(c, outdir, testbed)
     pub = read_published()
     pub = pub[pub.metric.str.startswith("compare_") & (pub.unit == "Mpps")]
     if not reference(testbed):
         pub = pub.iloc[0:0]
     measured: dict = {}
+    bars: dict = {}  # (min, max, runs) per measured bar
     prog_ns: dict = {}  # xenobench.progcost: the LB program's own time per frame, where measured
     rate_tables: list = []  # the tables read (their generator column names the caption's generator)
     try:
@@ -385,66 +685,82 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         rate_tables.append(pps)
         x = pps[pps.metric == "rx_pps"]
         for lb, g in x.groupby("lb"):
-            rate = g.groupby("payload_bytes").value.median() / 1e6
-            if 22 in rate.index:  # 64 B frame without FCS
-                measured[lb] = float(rate[22])
-            if THESIS_64B_PAYLOAD in rate.index:  # what the thesis's 92.8 Mpps bar measured
-                measured[f"{lb} @{THESIS_64B_PAYLOAD} B payload"] = float(rate[THESIS_64B_PAYLOAD])
+            for p, key in ((22, lb), (THESIS_64B_PAYLOAD, f"{lb} @{THESIS_64B_PAYLOAD} B payload")):
+                v = g[g.payload_bytes == p].value
+                if len(v):  # 22 B: a 64 B frame without FCS; 24 B: what the thesis's 92.8 Mpps bar measured
+                    med, lo, hi = spread(v / 1e6)
+                    measured[key], bars[key] = med, (lo, hi, len(v))
     except DataError:
         pass
-    try:  # a live comparison trial (max rate at 64 B frames) overrides the pps-derived value
-        c = _rows(resdir, "compare", "lb_comparison")
+    if c is not None:  # a live comparison trial (max rate at 64 B frames) overrides the pps-derived value
         rate_tables.append(c)
-        for lb, g in c[c.metric == "max_pps"].groupby("lb"):
-            measured[lb] = float(g.value.median()) / 1e6
+        for lb, g in c[c.metric.isin(["max_pps", "rx_pps"])].groupby("lb"):
+            med, lo, hi = spread(g.value / 1e6)
+            measured[lb], bars[lb] = med, (lo, hi, len(g))
         for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):
             prog_ns[lb] = float(g.value.median())
-    except DataError:
-        pass
     if not measured and pub.empty:
         raise DataError(f"Failed to plot lb_comparison: no 64 B rates in {resdir} and no published values")
+    refs = [k for k in measured if _is_reference(k)]
+    above = {k: v for k, v in measured.items() if refs and " @" not in k and k not in refs
+             and v > measured[refs[0]]}
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(7.2, 3.9))
-        labels, vals, styles = [], [], []
-        for k, v in measured.items():
+        fig, ax = plt.subplots(figsize=(max(7.2, 2.0 + 1.2 * (len(measured) + len(pub))), 3.9))
+        labels, vals = [], []
+        for i, (k, v) in enumerate(measured.items()):
             lb, _, at = k.partition(" @")
-            labels.append(f"{_name(lb)}\nmeasured\n" + (at if at else "64 B frame")
+            labels.append(f"{_tick(lb)}\nmeasured\n" + (at if at else "64 B frame")
                           + (f"\nprogram {prog_ns[lb]:.0f} ns" if lb in prog_ns and not at else ""))
             vals.append(v)
-            styles.append(dict(color=COLORS[0], edgecolor="black"))
+            lo, hi, n = bars[k]
+            ax.bar(i, v, width=0.7, color="lightgrey" if _is_reference(lb) else COLORS[0], edgecolor="black",
+                   hatch="//" if _is_reference(lb) else None)
+            ax.errorbar([i], [v], yerr=[[v - lo], [hi - v]], color="black", capsize=4, lw=1.2)
+            ax.annotate(f"{v:.1f}" if v >= 10 else f"{v:.3g}", (i, hi), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8)
         # published numbers (the thesis's own, and Katran's and Kakao's from other works on other
         # hardware) are markers right of a separator, never bars beside the measured ones: a measured
         # Katran and the published 38 Mpps are two different things
         n_measured = len(vals)
         for p in pub.itertuples():
+            i = len(vals)
             labels.append(f"{_name(p.lb)}\npublished".replace(" ", "\n", 1)
                           + ("\n(thesis)" if p.lb == "xenoflow" else "\n(other work,\nother hardware)"))
             vals.append(float(p.value))
-            styles.append(None)
-        for i, (v, st) in enumerate(zip(vals, styles)):
-            if st is None:
-                ax.scatter([i], [v], marker="*", s=140, zorder=5, **PUB)
-            else:
-                ax.bar(i, v, width=0.7, **st)
-            ax.text(i, v + 0.02 * max(vals), f"{v:.1f}" if max(vals) >= 10 else f"{v:.3g}", ha="center", fontsize=8)
+            ax.scatter([i], [p.value], marker="*", s=140, zorder=5, **PUB)
+            ax.annotate(f"{p.value:.1f}", (i, p.value), xytext=(0, 7), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=8)
         if n_measured and len(vals) > n_measured:
             ax.axvline(n_measured - 0.5, color="grey", lw=0.8, ls=":")
         ax.set_xticks(range(len(vals)), labels, fontsize=7)
         ax.set_ylabel("max packet rate (Mpps)")
-        ax.set_ylim(0, max(vals) * (1.35 if len(pub) else 1.15))  # room for the legend above the bars
-        handles = [Patch(facecolor=COLORS[0], edgecolor="black", label=f"measured ({testbed})")]
+        top = max([hi for lo, hi, n in bars.values()] + vals)
+        ax.set_ylim(0, top * 1.15)
+        runs = [n for lo, hi, n in bars.values()]
+        handles = [Patch(facecolor=COLORS[0], edgecolor="black",
+                         label=f"measured ({testbed}): {runs_label(runs)}"
+                               + (", bar: min-max" if runs and max(runs) > 1 else ""))]
+        if refs:
+            handles.append(Patch(facecolor="lightgrey", edgecolor="black", hatch="//",
+                                 label=f"{_name(refs[0])}: measured in trials of its own"))
         if len(pub):
             handles.append(plt.Line2D([], [], ls="none", marker="*", ms=11, **PUB,
                                       label="published, read from thesis Fig. 7.6 (not measured here)"))
-        ax.legend(handles=handles, loc="upper right")
+        _legend_outside(ax, handles=handles)
         _title(ax, "Load balancers at 64 B", testbed)
+        if above:
+            _caption(fig, ", ".join(_name(k) for k in above) + f" measured above {_name(refs[0])}: each LB was "
+                     "measured in trials of its own, minutes apart, and the machine's state between them moves "
+                     "absolute rates by more than that; the wire is a reference measured the same way, not a bound.")
         if reference(testbed):
             _caption(fig, "The thesis labels its 92.8 Mpps bar '64 B' but measured it at 24 B UDP payload "
-                          "(66 B frame without FCS); a 64 B frame (22 B payload) runs at the higher plateau.", y=-0.08)
+                          "(66 B frame without FCS); a 64 B frame (22 B payload) runs at the higher plateau.")
         else:
-            _caption(fig, local_note(pd.concat(rate_tables) if rate_tables else None), y=-0.08)
+            _caption(fig, SHARED_MACHINE_NOTE)
+            _caption(fig, local_note(pd.concat(rate_tables) if rate_tables else None))
         _save(fig, outdir, "lb_comparison")
-    return {"measured": measured, "prog_ns": prog_ns, "published": dict(zip(pub.lb, pub.value.astype(float)))}
+    return {"measured": measured, "spread": {k: (lo, hi) for k, (lo, hi, n) in bars.items()}, "above_reference":
+            sorted(above), "prog_ns": prog_ns, "published": dict(zip(pub.lb, pub.value.astype(float)))}
 
 
 def _rate_unit(values) -> tuple[float, str]:
@@ -484,7 +800,7 @@ def ndr_pdr(resdir, outdir, testbed) -> dict:
         ax.set_ylabel(f"throughput ({unit})")
         top = max([float(x.value.max()) / scale] + ([max(onset)] if onset else []))
         ax.set_ylim(0, top * 1.18)
-        ax.legend(loc="upper left", fontsize=7)
+        _legend_outside(ax, fontsize=7)
         _title(ax, "NDR / PDR by MLRsearch", testbed)
         n = x.groupby(["lb", "payload_bytes"]).repetition.nunique().min()
         _caption(fig, f"Bars: median over {n}+ searches (dots: each search); NDR/PDR = the highest offered load "
@@ -720,7 +1036,7 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
         pairs, ref = [], "wire"
         for j, (pay, m) in enumerate(combos):
             rs = ratios_from_rows(x[x.payload_bytes == pay], m)
-            ref = next((r.reference for r in rs), ref)
+            ref = reference_of(rs)  # the reference kind, not whichever pair sorts first
             vs = sorted((r for r in rs if r.reference == ref), key=lambda r: r.lb)
             for i, r in enumerate(vs):
                 ok = r.verdict != NOT_DISTINGUISHABLE
@@ -738,7 +1054,7 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
                       for r in rs if r.reference != ref]
         ax.axhline(1, color="grey", lw=0.8, ls="--")
         ax.set_ylabel(f"ratio to {_name(ref)}")
-        ax.legend(fontsize=7)
+        _legend_outside(ax, fontsize=7)
         _title(ax, "Rate ratio to the reference, interleaved blocks", testbed)
         _caption(fig, "Per round: an LB's rate over the reference's (same backends and split) in the same round, "
                       "the LB port's XDP program switched atomically between blocks. Dot: median over the rounds, bar: "
@@ -764,13 +1080,94 @@ THESIS_FIGURES = ("pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt
                   "lb_comparison")
 
 
+def _trial_outcomes(resdir, experiments) -> dict[str, tuple[int, int, dict[str, int]]] | None:
+    """Per experiment (valid trials, all trials, {reason: trials}) from the results tree's
+    result.json files (the chosen attempt's reasons of each invalid trial); None where the
+    directory holds no trials (a copied table directory): then from invalid.csv, which aggregate
+    writes beside the tables (invalid trials only)."""
+    root = Path(resdir)
+    out: dict[str, tuple[int, int, dict[str, int]]] = {}
+    found = False
+    for exp in experiments:
+        valid, total, reasons = 0, 0, {}
+        for d in sorted((root / "trials" / exp).glob("*/rep-*")):
+            t = TrialDir(d)
+            if not t.complete:
+                continue
+            found = True
+            try:
+                res = t.read_result()
+            except DataError as e:
+                total += 1
+                reasons[f"unreadable result ({e})"] = reasons.get(f"unreadable result ({e})", 0) + 1
+                continue
+            total += 1
+            if res["valid"]:
+                valid += 1
+                continue
+            chosen = [r for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]]
+            for r in chosen or ["(no reason recorded)"]:
+                reasons[str(r)] = reasons.get(str(r), 0) + 1
+        out[exp] = (valid, total, reasons)
+    if found:
+        return out
+    inv = root / "invalid.csv"
+    if not inv.is_file():
+        return None
+    try:
+        t = pd.read_csv(inv, dtype=str).fillna("")
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        return None
+    if not {"experiment", "reasons"} <= set(t.columns):
+        return None
+    for exp in experiments:
+        g = t[t.experiment == exp]
+        if len(g):
+            reasons: dict[str, int] = {}
+            for rs in g.reasons:
+                for r in [x.strip() for x in rs.split("; ") if x.strip()] or ["(no reason recorded)"]:
+                    reasons[r] = reasons.get(r, 0) + 1
+            out[exp] = (0, len(g), reasons)  # invalid.csv lists invalid trials only: the valid ones are unknown
+    return out or None
+
+
+MAX_REASONS = 3  # the most frequent reasons a placeholder names
+
+
+def why_no_data(resdir, name: str, error: str) -> str:
+    """Why a figure has no data, from the results tree where it tells: every trial of its
+    experiments invalid (with how many and the most frequent reasons), none run, or valid trials
+    but no table (aggregate not run); else the error reading its table."""
+    exps = drawn_by().get(name, ())
+    outcomes = _trial_outcomes(resdir, exps)
+    if not outcomes:
+        return error
+    parts = []
+    for exp in exps:
+        if exp not in outcomes:
+            continue
+        valid, total, reasons = outcomes[exp]
+        if total == 0:
+            parts.append(f"no trial of {exp} has run ({Path(resdir) / 'trials' / exp} holds no result.json)")
+        elif valid == 0:
+            top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_REASONS]
+            parts.append(f"every trial of {exp} was invalid ({total} of {total}): "
+                         + "; ".join(r + (f" ({n} trials)" if n > 1 else "") for r, n in top)
+                         + (f"; and {len(reasons) - MAX_REASONS} other reasons" if len(reasons) > MAX_REASONS else ""))
+        else:
+            parts.append(f"{valid} of {total} trials of {exp} are valid, but its table has no rows for {name}: {error} "
+                         f"(make the tables with `xenobench experiment aggregate {resdir}`)")
+    return "; ".join(parts) if parts else error
+
+
 def placeholder(outdir, name: str, testbed: str, reason: str) -> None:
     """A figure that says why it has no data (e.g. every trial of its experiment was invalid), so a
     workflow that promises every figure still finishes and the gap is visible, not silent."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
         ax.axis("off")
-        ax.text(0.5, 0.5, f"{name}: no data\n\n{reason}", ha="center", va="center", wrap=True, fontsize=9)
+        ax.text(0.5, 0.5, f"{name}: no data\n\n" + "\n".join(textwrap.wrap(reason, 90)), ha="center", va="center",
+                fontsize=8)
         _title(ax, name, testbed)
         _save(fig, outdir, name)
 
@@ -790,8 +1187,9 @@ def plot_all(resdir, outdir, testbed=None, progress=print, placeholders: bool = 
             progress(f"{name}: written")
         except DataError as e:
             if placeholders:
-                placeholder(outdir, name, testbed, str(e))
-                progress(f"{name}: no data, placeholder written ({e})")
+                why = why_no_data(resdir, name, str(e))
+                placeholder(outdir, name, testbed, why)
+                progress(f"{name}: no data, placeholder written ({why})")
             else:
                 progress(f"{name}: skipped ({e})")
     return out

@@ -1,0 +1,162 @@
+"""Published vs measured claims a shape only beyond its interval (the 22 -> 24 B step of pps, the
+loss onset), and the agreement checks across one run's tables (compare vs rate_ranking, the
+reference's rate flat below the network limit), from fixture tables."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from xenobench.compare import NOT_DISTINGUISHABLE_HERE, Finding, agreement, compare, reproduced
+from xenobench.lb import LBS
+from xenobench.measure.rank import rank_rows
+from xenobench.results import read_tidy, row, write_tidy
+
+WIRE = next(k for k, v in LBS.items() if v.reference)
+SMALL = Path(__file__).parent / "fixtures" / "results" / "small"
+
+
+def pps(d, by_payload: dict, lb="xenoflow", experiment="pps"):
+    rows = [row(testbed="fx", experiment=experiment, point=f"lb-{lb}_payload-{p}", lb=lb, payload_bytes=p,
+                repetition=r, measured_pps=v, metric="rx_pps", value=v, unit="packets/s", source="fixture")
+            for p, vals in by_payload.items() for r, v in enumerate(vals, 1)]
+    return rows
+
+
+def by_metric(rows, metric):
+    return {r["source"].split(":")[0]: r for r in rows if r["metric"] == metric}
+
+
+def test_a_step_made_of_noise_is_not_claimed(tmp_path):
+    # CV ~30 % at both payloads: the 22 -> 24 B drop of the medians (20 kpps) lies inside the spread
+    write_tidy("pps", pps(tmp_path, {22: [1.0e5, 1.4e5, 0.7e5], 24: [0.8e5, 1.2e5, 0.6e5]}), tmp_path)
+    unclaimed = {}
+    assert "pps_drop_payload_bytes" not in reproduced(tmp_path, unclaimed)
+    assert unclaimed["pps_drop_payload_bytes"] == (
+        "22 B → 24 B: medians 0.1 and 0.08 Mpps, the drop 0.02 Mpps does not exceed the wider min-max of the "
+        "repetitions (0.07 Mpps)")
+    r = by_metric(compare(tmp_path), "pps_drop_payload_bytes")["paper"]
+    assert (r["reproduced"], r["ok"], r["gating"]) == (NOT_DISTINGUISHABLE_HERE, False, False)
+
+
+def test_a_step_beyond_both_spreads_is_claimed(tmp_path):
+    write_tidy("pps", pps(tmp_path, {22: [1.00e5, 1.01e5, 1.02e5], 24: [0.90e5, 0.91e5, 0.92e5]}), tmp_path)
+    assert reproduced(tmp_path)["pps_drop_payload_bytes"] == 24
+    r = by_metric(compare(tmp_path), "pps_drop_payload_bytes")["paper"]
+    assert (r["reproduced"], r["ok"]) == (24, True)
+
+
+def test_a_step_from_one_repetition_has_no_spread_to_be_judged_by(tmp_path):
+    write_tidy("pps", pps(tmp_path, {22: [1.0e5], 24: [0.9e5]}), tmp_path)
+    unclaimed = {}
+    reproduced(tmp_path, unclaimed)
+    assert unclaimed["pps_drop_payload_bytes"] == (
+        "22 B → 24 B: 1 repetition at one of them, no spread to judge the drop against")
+
+
+def test_a_step_in_the_paired_design_is_judged_by_the_ratios_cis(tmp_path):
+    """Where the pps table holds the ratio rows, the drop of XenoFlow's ratio to the reference is
+    compared with the CIs (rank_rows' rows, every round at the same ratio: a zero-width CI)."""
+    rows = []
+    for p, ratio in ((22, 0.95), (24, 0.90)):
+        blocks = [(r, k, lb, 1e5 * (ratio if lb == "xenoflow" else 1.0)) for r in (1, 2) for k in (1, 2, 3)
+                  for lb in (WIRE, "xenoflow")]
+        common = dict(testbed="fx", experiment="pps", point=f"payload-{p}", payload_bytes=p, source="fixture")
+        rows += rank_rows(blocks, [WIRE, "xenoflow"], WIRE, common, 100, 3)
+        rows += pps(tmp_path, {p: [1e5 * ratio - 2e4, 1e5 * ratio + 2e4]})  # absolute: inside the spread
+    write_tidy("pps", rows, tmp_path)
+    assert reproduced(tmp_path)["pps_drop_payload_bytes"] == 24
+
+
+def loss(d, by_rate: dict):
+    rows = [row(testbed="fx", experiment="loss", point=f"lb-xenoflow_rate_pps-{int(rate)}", lb="xenoflow",
+                payload_bytes=22, offered_pps=rate * (1 + 0.001 * r), measured_pps=rate * (1 - v / 100), repetition=r,
+                metric="loss_pct", value=v, unit="%", source="fixture")
+            for rate, vals in by_rate.items() for r, v in enumerate(vals, 1)]
+    write_tidy("loss", rows, d)
+
+
+def test_a_loss_onset_inside_the_no_loss_spread_is_not_claimed(tmp_path):
+    loss(tmp_path, {1e6: [0.0, 0.5], 2e6: [-0.2, 0.3], 3e6: [0.3, 0.6], 4e6: [0.2, 0.7]})
+    unclaimed = {}
+    assert "loss_onset_mpps" not in reproduced(tmp_path, unclaimed)
+    assert unclaimed["loss_onset_mpps"] == (
+        "loss 0.45 % at 3 Mpps against the no-loss level 0.15 % (min-max -0.2 to 0.5 %): no rate's loss lies "
+        "outside the spread of the no-loss level and its own repetitions")
+
+
+def test_a_loss_onset_beyond_the_spread_is_claimed(tmp_path):
+    loss(tmp_path, {1e6: [0.0, 0.05], 2e6: [-0.05, 0.0], 3e6: [0.02, 0.04], 4e6: [2.0, 2.2]})
+    assert reproduced(tmp_path)["loss_onset_mpps"] == 4.0
+
+
+# --- agreement -------------------------------------------------------------------------------------
+
+def paired(experiment, ratios: dict, payload=22):
+    """rank_rows of blocks where every round gives each LB the same ratio to the reference."""
+    lbs = [WIRE, *ratios]
+    blocks = [(r, k, lb, 1e5 * (1.0 if lb == WIRE else ratios[lb])) for r in (1, 2) for k in (1, 2, 3) for lb in lbs]
+    common = dict(testbed="fx", experiment=experiment, point=f"payload-{payload}", payload_bytes=payload,
+                  source="fixture")
+    return rank_rows(blocks, lbs, WIRE, common, 100, 3)
+
+
+def with_rank_fixture(d):
+    d.mkdir(exist_ok=True)
+    for f in ("rate_ranking.csv", "rate_ranking.csv.json"):
+        shutil.copy(SMALL / f, d)
+    return read_tidy(d, "rate_ranking")
+
+
+def test_compare_and_rank_agree_where_their_cis_overlap(tmp_path):
+    rk = with_rank_fixture(tmp_path)  # xenoflow/wire 0.93 [0.90, 0.96], ebpf/wire 0.95 [0.95, 0.95]
+    assert set(rk.lb) == {"xenoflow", "ebpf"}
+    write_tidy("compare", paired("compare", {"xenoflow": 0.93, "ebpf": 0.95}), tmp_path)
+    f = {x.check: x for x in agreement(tmp_path)}
+    assert f[f"compare_vs_rank/xenoflow/{WIRE}/22"] == Finding(
+        f"compare_vs_rank/xenoflow/{WIRE}/22", True,
+        f"xenoflow/{WIRE} at 22 B payload: compare 0.930 [0.930, 0.930], rate_ranking 0.930 [0.900, 0.960]: "
+        "the CIs overlap")
+    assert all(x.ok for x in f.values()) and len(f) == 3
+
+
+def test_compare_and_rank_that_contradict_are_named(tmp_path):
+    with_rank_fixture(tmp_path)
+    write_tidy("compare", paired("compare", {"xenoflow": 0.80, "ebpf": 0.95}), tmp_path)
+    bad = [x for x in agreement(tmp_path) if not x.ok]
+    assert [x.text for x in bad] == [
+        "xenoflow/ebpf at 22 B payload: compare 0.842 [0.842, 0.842], rate_ranking 0.979 [0.947, 1.011]: the CIs "
+        "do not overlap: the two experiments disagree (the machine's state moved between them, or one of them "
+        "measured another path)",
+        f"xenoflow/{WIRE} at 22 B payload: compare 0.800 [0.800, 0.800], rate_ranking 0.930 [0.900, 0.960]: the CIs "
+        "do not overlap: the two experiments disagree (the machine's state moved between them, or one of them "
+        "measured another path)"]
+
+
+def test_the_references_rate_is_flat_below_the_network_limit(tmp_path):
+    write_tidy("pps", pps(tmp_path, {2: [1.00e5, 1.03e5], 22: [1.02e5, 1.04e5], 48: [0.99e5, 1.025e5],
+                                     128: [0.5e5, 0.52e5]}, lb=WIRE), tmp_path)
+    assert agreement(tmp_path) == [Finding(
+        f"reference_flat/{WIRE}", True,
+        f"{WIRE}'s rate below 64 B payload: flat within its intervals over 3 payloads (every min-max overlaps "
+        "0.102-0.1025 Mpps)")]
+
+
+def test_a_reference_rate_that_moves_between_payloads_is_named(tmp_path):
+    write_tidy("pps", pps(tmp_path, {2: [1.00e5, 1.01e5], 22: [1.02e5, 1.03e5], 48: [0.90e5, 0.91e5]}, lb=WIRE),
+               tmp_path)
+    assert [x.text for x in agreement(tmp_path)] == [
+        f"{WIRE}'s rate below 64 B payload: not flat: 22 B 0.1025 [0.102, 0.103] Mpps and 48 B 0.0905 [0.09, 0.091] "
+        "Mpps do not overlap (the machine's state moved between payloads, or the path depends on the payload)"]
+
+
+def test_nothing_to_check_is_no_finding(tmp_path):
+    write_tidy("pps", pps(tmp_path, {22: [1e5, 1.1e5]}), tmp_path)
+    assert agreement(tmp_path) == []
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_reference_with_one_repetition_is_not_judged(tmp_path, n):
+    write_tidy("pps", pps(tmp_path, {2: [1e5] * n, 22: [1e5]}, lb=WIRE), tmp_path)
+    assert [x.text for x in agreement(tmp_path)] == [
+        f"{WIRE}'s rate below 64 B payload: not judged, a payload with one repetition (no interval)"]
