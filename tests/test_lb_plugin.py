@@ -352,7 +352,7 @@ def test_live_a_pps_point_of_mylb_is_run_aggregated_and_drawn_with_its_label(myl
     monkeypatch.setattr(plots, "_save", save)
     series = plots.FIGURES["pps_vs_payload"](resdir, tmp_path / "figures", cfg.name)
     assert list(series["mylb"].index) == [22] and series["mylb"].iloc[0] == pytest.approx(rx.value.iloc[0] / 1e6)
-    assert "mylb (out-of-tree example), measured (median of 1 runs)" in legends["pps_vs_payload"]
+    assert "mylb (out-of-tree example), measured: 1 run per point" in legends["pps_vs_payload"]
     assert (tmp_path / "figures" / "pps_vs_payload.png").stat().st_size > 10_000
     print(legends["pps_vs_payload"])
 

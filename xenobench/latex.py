@@ -54,8 +54,8 @@ def compare_cells(rows: list[dict]) -> list[list]:
         if "ci" in r:
             rep += f" [{r['ci'][0]:g}, {r['ci'][1]:g}]"
         ok = ("yes" if r["ok"] else "no") if r.get("gating", True) else ("(yes)" if r["ok"] else "(no)")
-        out.append([r["metric"], f"{r['published']:g}", rep, r["unit"], f"{r['deviation_pct']:+.2f} %", ok,
-                    r["source"]])
+        dev = f"{r['deviation_pct']:+.2f} %" if isinstance(r["reproduced"], (int, float)) else "—"
+        out.append([r["metric"], f"{r['published']:g}", rep, r["unit"], dev, ok, r["source"]])
     return out
 
 

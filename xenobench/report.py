@@ -51,7 +51,13 @@ def _reproduced(r: dict):
 
 
 def _compare_rows(rows: list[dict]) -> list[list]:
-    return [[r["metric"], r["published"], _reproduced(r), r["unit"], f"{r['deviation_pct']:+.2f} %",
+    """Published vs reproduced; a shape this testbed cannot tell apart: the sentence and why, no deviation."""
+    def dev(r):
+        return f"{r['deviation_pct']:+.2f} %" if isinstance(r["reproduced"], (int, float)) else "—"
+
+    def rep(r):
+        return _reproduced(r) if isinstance(r["reproduced"], (int, float)) else f"{r['reproduced']} ({r.get('why', '')})"
+    return [[r["metric"], r["published"], rep(r), r["unit"], dev(r),
              "yes" if r["ok"] else "**no**", r["source"]] for r in rows]
 
 
@@ -679,7 +685,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     """report.md (or `out`) and the same document as HTML beside it (.html). `config`: the run's
     configuration file, named with its sha256 in the header; `left_out`: the LBs its plan left out
     and why (xenobench.experiments.left_out lines)."""
-    from .compare import compare
+    from .compare import agreement, compare
     resdir, figdir = Path(resdir), Path(figdir)
     testbed = resdir.name
     out = Path(out) if out else resdir / "report.md"
@@ -736,6 +742,12 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     L += ["## Headline numbers (medians over valid repetitions)", ""]
     hl = _headlines(tidy) + _ndr_pdr_lines(tidy)
     L += _table(["quantity", "value", "trials"], hl) if hl else ["No valid results."]
+    L.append("")
+
+    L += ["## Agreement of this run's tables (compare's ratios against rank's; the reference flat across payloads)", ""]
+    found = agreement(resdir)
+    L += _table(["check", "agree", ""], [[f.check, "yes" if f.ok else "**no**", f.text] for f in found]) if found \
+        else ["Nothing to compare in this run."]
     L.append("")
 
     L += _paired_section(tidy)

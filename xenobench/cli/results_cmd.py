@@ -56,8 +56,12 @@ def compare_cmd(resdir, tolerance, as_json, latex_out):
         for r in rows:
             verdict = ("ok  " if r["ok"] else "FAIL") if r["gating"] else ("(ok)" if r["ok"] else "(no)")
             ci = f"  95 % CI [{r['ci'][0]:g}, {r['ci'][1]:g}], {r['verdict']}" if "ci" in r else ""  # paired rows
+            num = isinstance(r["reproduced"], (int, float))  # a shape not claimed: a sentence, and why
+            rep = f"{r['reproduced']:>10.4g}" if num else str(r["reproduced"])
+            dev = f"{r['deviation_pct']:+8.2f} %" if num else "       —"
+            why = f"  ({r['why']})" if r.get("why") else ""
             click.echo(f"{verdict} {r['metric']:34} published {r['published']:>8g} reproduced "
-                       f"{r['reproduced']:>10.4g} {r['unit']:9} {r['deviation_pct']:+8.2f} %  {r['source']}{ci}")
+                       f"{rep} {r['unit']:9} {dev}  {r['source']}{ci}{why}")
         click.echo(f"tolerance {tolerance} %; (..) = informational, does not set the exit status")
     if failed(rows):
         sys.exit(1)

@@ -69,7 +69,7 @@ BUILTIN: tuple[LBKind, ...] = (
     LBKind("xenoflow", "XenoFlow", "xenoflow", bpf_dir="lb"),
     LBKind("ebpf", "eBPF/XDP LB", "ebpf", bpf_dir="ebpf_baseline", bpf_objects=("ebpf_baseline/build/lb.bpf.o",)),
     LBKind("katran", "Katran", "katran", split_by="flow hash", out_of_ingress=True),
-    LBKind("wire", "wire (no-op, testbed limit)", "wire", reference=True, bpf_dir="switch",
+    LBKind("wire", "wire (no-op, the reference)", "wire", reference=True, bpf_dir="switch",
            bpf_objects=("switch/build/wire.bpf.o",)),
 )
 #: labels of the kinds that are not measured here but appear in published numbers or as RTT paths
