@@ -370,3 +370,23 @@ def test_rate_ranking_with_four_lbs_and_both_measures_holds_its_layout(tmp_path,
     s = plots.rate_ranking(d, tmp_path / "f", "local")
     assert len(s) == 3 * 2 * 2  # three LBs against the wire, two payloads, two measures
     check_layout(figures["rate_ranking"], "rate_ranking with 4 LBs")
+
+
+def test_a_figure_that_cannot_be_written_stops_the_run_by_name(tmp_path, monkeypatch):
+    """A full disk while saving: one error naming the figure and the fix, no placeholder, no
+    half-written file left (the save goes through a temporary file)."""
+    import errno
+
+    import matplotlib.figure
+    from xenobench import plots
+
+    def full(self, fname, **kw):
+        open(fname, "wb").write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", full)
+    fig = plots.plt.figure()
+    with pytest.raises(plots.FigureNotWritten) as e:
+        plots._save(fig, tmp_path, "pps_vs_payload")
+    assert str(e.value) == (f"Failed to write figure {tmp_path / 'pps_vs_payload'}: No space left on device (free "
+                            "space on that file system or give another --out directory)")
+    assert list(tmp_path.iterdir()) == []

@@ -183,14 +183,29 @@ def _published(metric: str, document: str | None = None, testbed: str | None = N
     return list(pub.itertuples())
 
 
+class FigureNotWritten(DataError):
+    """A figure that could not be written (a full or read-only disk): the run stops, never a placeholder."""
+
+
 def _save(fig, outdir: Path, name: str) -> None:
     _place_captions(fig)
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "pdf"):
-        # no creation date in PDFs: re-drawing the same data gives the same bytes (clean git tree)
-        fig.savefig(outdir / f"{name}.{ext}", metadata={"CreationDate": None} if ext == "pdf" else None)
-    plt.close(fig)
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        for ext in ("png", "pdf"):
+            # written beside and renamed: a full disk or a killed run leaves the old figure or none, never
+            # half of one; no creation date in PDFs: re-drawing the same data gives the same bytes
+            path, tmp = outdir / f"{name}.{ext}", outdir / f".{name}.{ext}.tmp"
+            try:
+                fig.savefig(tmp, format=ext, metadata={"CreationDate": None} if ext == "pdf" else None)
+                tmp.replace(path)
+            finally:
+                tmp.unlink(missing_ok=True)
+    except OSError as e:
+        raise FigureNotWritten(f"Failed to write figure {outdir / name}: {e.strerror or e} (free space on that file "
+                        "system or give another --out directory)") from None
+    finally:
+        plt.close(fig)
 
 
 def _title(ax, title: str, testbed: str) -> None:
@@ -1185,6 +1200,8 @@ def plot_all(resdir, outdir, testbed=None, progress=print, placeholders: bool = 
         try:
             out[name] = FIGURES[name](resdir, outdir, testbed)
             progress(f"{name}: written")
+        except FigureNotWritten:
+            raise
         except DataError as e:
             if placeholders:
                 why = why_no_data(resdir, name, str(e))
