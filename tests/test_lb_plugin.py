@@ -319,6 +319,7 @@ def test_live_a_config_declared_lb_forwards_like_the_package(mylb, testbed, tmp_
 
 
 @needs_root
+@pytest.mark.e2e  # a whole point: run, aggregate, draw; make test keeps the live forwarding test above
 def test_live_a_pps_point_of_mylb_is_run_aggregated_and_drawn_with_its_label(mylb, testbed, tmp_path, monkeypatch):
     p = cfg_file(tmp_path, experiments={"pps": {"repetitions": 1, "lbs": ["mylb"], "payloads": [22],
                                                 "rate_pps": 0, "duration_s": 1}})
