@@ -23,13 +23,18 @@ build: deps
 all: build
 	$(BIN)/snakemake --cores 1 all --configfile $(CONFIG) $(SNAKE_ARGS)
 
+# pytest-xdist: TEST_WORKERS processes, a test file per worker at a time (its module fixtures built
+# once); each worker's testbed has its own namespace prefix (tests/conftest.py). TEST_WORKERS=0: one process
+TEST_WORKERS ?= 2
 test: build lint
-	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not e2e" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # the whole runs (pytest marker e2e): the CI-sized study through Snakemake (figures, resume after
-# Ctrl-C and kill -9) and the rehearsal lab's day-one defects and faults over SSH; CI runs it
+# Ctrl-C and kill -9) and the rehearsal lab's day-one defects and faults over SSH; then every
+# Hypothesis test again under the "deep" profile (the example counts as written); CI runs it
 test-e2e: build
 	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -m hypothesis $(PYTEST_ARGS)
 
 # ruff on the Python (pyproject.toml [tool.ruff]), Snakemake's own linter on the workflow
 lint: deps

@@ -7,8 +7,25 @@ the default `xb-`; set XENOBENCH_NS_PREFIX to run several suites side by side on
 import os
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("XENOBENCH_NS_PREFIX", "xbt-")
+# pytest-xdist (`make test` runs `-n 2`): each worker builds its own session testbed, so each gets
+# its own namespace prefix, the run's prefix with the worker's number (xbt- -> xbt0-, xbt1-; the
+# config allows 6 characters)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw"):
+    _n = _WORKER[2:]
+    _stem = os.environ["XENOBENCH_NS_PREFIX"].rstrip("-")
+    os.environ["XENOBENCH_NS_PREFIX"] = f"{_stem[:5 - len(_n)]}{_n}-"
+
+# Hypothesis profiles (docs/tests.md). Each property test states its example count for the deep
+# profile through tests/strategies.py examples(); `make test` loads "quick", a quarter of each
+# count; `make test-e2e` re-runs every Hypothesis test (Hypothesis's own pytest plugin marks them
+# `hypothesis`) under "deep", the counts as written.
+settings.register_profile("deep", max_examples=100)
+settings.register_profile("quick", max_examples=25)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 
 from xenobench.config import load_config  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
@@ -73,3 +90,4 @@ def send_udp(testbed, role: str, *, dst_mac: str, dst_ip: str, port: int, payloa
                                      "--dst-mac", dst_mac, "--src-ip", src_ip or i.addr, "--dst-ip", dst_ip,
                                      "--port", str(port), "--payload", payload, "--count", str(count)),
                     check=check, timeout=timeout)
+

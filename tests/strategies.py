@@ -24,9 +24,16 @@ from xenobench import REPO_ROOT
 CHECK = Path(os.environ.get("XENOBENCH_LB_BUILD", REPO_ROOT / "lb" / "build")) / "xenoflow-check-backends"
 needs_check = pytest.mark.skipif(not CHECK.exists(), reason=f"{CHECK} not built (make build)")
 
+def examples(n: int) -> int:
+    """A property test's example count: `n` under the "deep" Hypothesis profile (max_examples 100,
+    `make test-e2e`), scaled by the loaded profile otherwise ("quick", `make test`: n/4), at least 10.
+    tests/conftest.py registers and loads the profiles before any test module is imported."""
+    return max(10, n * settings().max_examples // 100)
+
+
 # Bounded so the property tests stay a few seconds each; deadline off because each C example is a
 # process start whose time depends on the machine's load, not on the input.
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+PROPERTY = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow],
                     derandomize=True)
 
 

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from xenobench import REPO_ROOT
 
+from .strategies import examples
+
 CPU_RTT = REPO_ROOT / "loadgen" / "build" / "cpu_rtt"
 TWO_CPUS = (os.cpu_count() or 1) >= 2
 needs_cpu_rtt = pytest.mark.skipif(not CPU_RTT.is_file() or not TWO_CPUS,
@@ -219,7 +221,7 @@ _line = st.one_of(
     st.tuples(st.integers(1, 40), st.integers(1, 40)).map(lambda t: b"%d %d" % t),  # cheap valid requests
     st.binary(min_size=60, max_size=4096).map(lambda b: b.replace(b"\n", b"1")),  # around and over 64 bytes
 )
-FUZZ = settings(max_examples=int(os.environ.get("XENOBENCH_FUZZ_EXAMPLES", "300")), deadline=None)
+FUZZ = settings(max_examples=int(os.environ.get("XENOBENCH_FUZZ_EXAMPLES", examples(300))), deadline=None)
 
 
 FUZZ_TIMEOUT_S = 2

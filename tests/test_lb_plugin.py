@@ -319,6 +319,7 @@ def test_live_a_config_declared_lb_forwards_like_the_package(mylb, testbed, tmp_
 
 
 @needs_root
+@pytest.mark.e2e  # a whole point: run, aggregate, draw; make test keeps the live forwarding test above
 def test_live_a_pps_point_of_mylb_is_run_aggregated_and_drawn_with_its_label(mylb, testbed, tmp_path, monkeypatch):
     # the thesis's protocol (one point per LB), and the machine's placement not judged: this checks the
     # driver's path through the harness on a machine other suites share (tests/test_machine.py: the rule)

@@ -18,6 +18,8 @@ from xenobench.search import (Goal, Measured, SearchError, SearchSettings, linea
                               pessimistic_loss_ratio, run_search, trial_runner)
 from xenobench.trials import Validity
 
+from .strategies import examples
+
 NDR_TRUE = 100_000.0       # the synthetic device forwards everything up to here
 DROP_SLOPE = 0.5           # above it, half of the excess load is lost
 PDR_TRUE = NDR_TRUE / (1 - 0.005 / DROP_SLOPE)  # loss ratio 0.5 % where 0.5 (L - C) / L = 0.005
@@ -216,7 +218,7 @@ def test_pdr_lower_bound_whose_durations_round_apart_keeps_its_loss_ratio():
 @given(st.sampled_from([0.0, 0.5, 0.9]),
        st.lists(st.tuples(st.sampled_from([0.0, 0.001, 0.004, 0.01, 0.2, 1.0]),
                           st.integers(1, 16).map(lambda n: n / 8)), max_size=6))
-@hypothesis_settings(max_examples=300, deadline=None, derandomize=True)
+@hypothesis_settings(max_examples=examples(300), deadline=None, derandomize=True)
 def test_pessimistic_loss_ratio_is_the_packages_where_sums_are_exact(exceed, trials):
     # durations in eighths of a second add up exactly in any order: no rounding edge, same answer
     stat = _stat(0.005, exceed, 1.0, trials)

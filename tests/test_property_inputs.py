@@ -39,7 +39,7 @@ from xenobench.traffic.profiles import compile_streams, load_streams
 
 from xenobench import REPO_ROOT
 
-from .strategies import mutated
+from .strategies import examples, mutated
 from .test_rtt_pairing import CLIENT, LB, T0, answer, pcap_ns, pcapng, probe, tcpdump_line
 
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
@@ -129,7 +129,7 @@ def _load(tmp_path, data: bytes):
     return cfg
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=examples(100), **SETTINGS)
 @given(doc=config_docs())
 def test_config_with_any_values_loads_or_fails_with_config_error(tmp_path, doc):
     try:
@@ -149,7 +149,7 @@ def test_config_with_any_values_loads_or_fails_with_config_error(tmp_path, doc):
                 assert not (isinstance(v, float) and not math.isfinite(v)), (sec, p, v)
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(150), **SETTINGS)
 @given(data=mutated(LOCAL_TEXT))
 def test_config_bytes_mutated_load_or_fail_with_config_error(tmp_path, data):
     _load(tmp_path, data)
@@ -253,7 +253,7 @@ def seeds(tmp_path_factory):
     return _seeds(tmp_path_factory.mktemp("seeds"))
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(data=st.data())
 def test_capture_readers_return_a_result_or_data_error(tmp_path, seeds, data):
     raw = data.draw(captures(seeds))
@@ -270,7 +270,7 @@ def test_capture_readers_return_a_result_or_data_error(tmp_path, seeds, data):
     r.flags()
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(150), **SETTINGS)
 @given(raw=pcapng_blocks())
 def test_pcapng_blocks_of_any_shape_give_a_result_or_data_error(tmp_path, raw):
     f = tmp_path / "c.pcapng"
@@ -287,7 +287,7 @@ series_lines = st.lists(st.one_of(st.integers(-10, 10**13).map(str), st.integers
                                   st.text(max_size=6)), max_size=30)
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(data=st.one_of(series_lines.map(lambda ls: "\n".join(ls).encode("utf-8", "surrogatepass")),
                       st.binary(max_size=100)))
 def test_series_reader_returns_bounded_counts_or_data_error(tmp_path, data):
@@ -325,7 +325,7 @@ def tidy_files(draw):
     return draw(mutated(PPS))
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(150), **SETTINGS)
 @given(data=tidy_files())
 def test_tidy_reader_returns_a_valid_table_or_data_error(tmp_path, data):
     f = tmp_path / "pps.csv"
@@ -411,7 +411,7 @@ def stream_sets(draw, seeds):
     return streams
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=examples(300), **SETTINGS)
 @given(data=st.data())
 def test_profile_compiler_returns_frames_or_traffic_error(seed_streams, data):
     import base64

@@ -269,8 +269,10 @@ from hypothesis import strategies as st  # noqa: E402
 
 from xenobench.pcap_rtt import Frame, pair  # noqa: E402
 
+from .strategies import examples  # noqa: E402
 
-@settings(max_examples=60, deadline=None)
+
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(1_000_000, 900_000_000),   # gap to the next probe, ns
                           st.integers(1, 10_000),                  # RTT as per-mille of half the gap (> 0)
                           st.booleans()),                          # reply lost
