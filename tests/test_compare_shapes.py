@@ -158,5 +158,5 @@ def test_nothing_to_check_is_no_finding(tmp_path):
 @pytest.mark.parametrize("n", [1, 2])
 def test_a_reference_with_one_repetition_is_not_judged(tmp_path, n):
     write_tidy("pps", pps(tmp_path, {2: [1e5] * n, 22: [1e5]}, lb=WIRE), tmp_path)
-    assert [x.text for x in agreement(tmp_path)] == [
-        f"{WIRE}'s rate below 64 B payload: not judged, a payload with one repetition (no interval)"]
+    assert [(x.ok, x.text) for x in agreement(tmp_path)] == [
+        (None, f"{WIRE}'s rate below 64 B payload: not judged, a payload with one repetition (no interval)")]

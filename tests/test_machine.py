@@ -219,3 +219,37 @@ def test_a_real_trial_records_this_machines_cpus(testbed, tmp_path):
     for c in cpus.values():  # shares of one CPU's ticks: they add up
         assert abs(c["busy_share"] + c["idle_share"] + c["steal_share"] - 1) < 0.02
     assert res["valid"] == (not rec["disturbed"])
+
+
+class _Apart:
+    """The cache-line prober, as a double (the host's placement of the vCPUs cannot be made on
+    demand): every sample 450 ns, the vCPUs on cores without a shared cache."""
+    error = None
+
+    def __call__(self):
+        return 450.0
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("inside, disturbed", [((), True), (("cpu_pair_rtt_ns",), False)])
+def test_an_interleaved_design_judges_the_placement_per_round_not_per_repetition(tmp_path, monkeypatch, inside,
+                                                                                  disturbed):
+    from xenobench.config import load_config
+    cfg = load_config()  # the rule's default limits (the suite's local_cfg turns placement off)
+
+    class Testbed:
+        def __init__(self):
+            self.cfg = cfg
+
+        def cpu_placement(self):
+            return PLACEMENT
+    _snapshots(monkeypatch, [BEFORE, BEFORE])
+    monkeypatch.setattr(machine, "cpu_pair_rtt", lambda testbed: _Apart())
+    res = run_trial(Testbed(), "unit", {"x": 3}, 1, TrialDir(tmp_path / "t"),
+                    lambda ctx: ({"machine_judged_per_round": list(inside)}, Validity()), ifaces=[], max_attempts=1,
+                    settle_s=0, cooldown_s=0, progress=lambda m: None)
+    rec = json.loads((tmp_path / "t" / "metadata.json").read_text())["machine"]["attempt-1"]
+    assert rec["cpu_pair_rtt_ns"] == [450.0, 450.0]  # recorded either way
+    assert rec["disturbed"] == disturbed and res["valid"] == (not disturbed)

@@ -351,7 +351,7 @@ class Finding:
     """One consistency check of a run's tables: what was compared (`check`), whether the tables
     agree (`ok`), and the sentence the report prints (`text`)."""
     check: str
-    ok: bool
+    ok: bool | None  # None: not judged (what it needs is missing), neither agreement nor contradiction
     text: str
 
 
@@ -423,7 +423,7 @@ def _reference_flat(resdir) -> list[Finding]:
         if len(agg) < 2:
             continue
         if agg["count"].min() < 2:
-            out.append(Finding(f"reference_flat/{lb}", False,
+            out.append(Finding(f"reference_flat/{lb}", None,
                                f"{lb}'s rate below {limit:g} B payload: not judged, a payload with one repetition "
                                "(no interval)"))
             continue

@@ -748,7 +748,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
 
     L += ["## Agreement of this run's tables (compare's ratios against rank's; the reference flat across payloads)", ""]
     found = agreement(resdir)
-    L += _table(["check", "agree", ""], [[f.check, "yes" if f.ok else "**no**", f.text] for f in found]) if found \
+    L += _table(["check", "agree", ""], [[f.check, {True: "yes", False: "**no**", None: "not judged"}[f.ok], f.text]
+                                         for f in found]) if found \
         else ["Nothing to compare in this run."]
     L.append("")
 

@@ -376,7 +376,11 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
         outputs["actors"] = ctx.watch.judge(validity)  # every actor alive to the end, or the trial is invalid
         # what the machine did meanwhile, judged by its one rule (xenobench.machine.RULES): disturbed, retried
         rtts.append(pair() if pair is not None else None)
-        load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), limits,
+        # an interleaved design judges these per round of its own (outputs machine_judged_per_round): the
+        # attempt leaves them to it, recorded, and judges the rest
+        inside = set(outputs.get("machine_judged_per_round") or ())
+        judged = {r.key: (None if r.figure in inside else limits[r.key]) for r in machine.RULES}
+        load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), judged,
                               [x for x in rtts if x is not None])
         if waited is not None:
             load["waited"] = waited

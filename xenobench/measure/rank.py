@@ -221,6 +221,11 @@ class PageAllocReader(KeptFile):
         return page_allocs(text)
 
 
+#: the machine rule's figures each block records (its settle's cache-line round trip, its window's page
+#: allocations per frame), judged per round, not per repetition: a repetition keeps its undisturbed rounds
+ROUND_FIGURES = (("cpu_pair_rtt_ns", "ns"), ("page_allocs_per_frame", "pages/frame"))
+
+
 def rounds_left_out(blocks: list[dict], limits: dict[str, float | None]) -> tuple[set[int], dict[int, dict[str, float]]]:
     """(kept, left out): the rounds whose every block the machine rule (xenobench.machine.RULES;
     `limits`: experiments key -> limit, None: not judged) finds undisturbed, and the others with the
@@ -392,7 +397,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     used = [b for b in complete if b["round_kept"]]
     rows = [(ctx.repetition, b["round"], b["lb"], b["rate_pps"]) for b in used if b["rate_pps"]]
     per_cpu = [(ctx.repetition, b["round"], b["lb"], b["rx_per_dut_cpu_s"]) for b in used if b.get("rx_per_dut_cpu_s")]
-    out.update(blocks=complete, generator=gen, tunables=gen.get("tunables"), rx_series=series,
+    out.update(machine_judged_per_round=[f for f, _ in ROUND_FIGURES],  # run_trial leaves these to the rounds
+               blocks=complete, generator=gen, tunables=gen.get("tunables"), rx_series=series,
                swaps=sw.swaps, stopped_early=stopped, round_limits=limits,
                cpu_pair_rtt_error=pair.error if pair else "no generator and DUT CPU on one machine",
                rounds_kept=len(kept), rounds_left_out={str(r): w for r, w in sorted(left.items())},
@@ -445,7 +451,7 @@ def _block_rows(t) -> tuple[list[dict], dict]:
         kept = b.get("round_kept", True)  # trials before the allocator check kept every round
         rows.append(row(**where, metric="block_rx_pps", value=float(b["rate_pps"]), unit="packets/s"))
         rows.append(row(**where, metric="block_round_kept", value=float(kept), unit="flag"))
-        for field, unit in (("page_allocs_per_frame", "pages/frame"), ("cpu_pair_rtt_ns", "ns")):
+        for field, unit in ROUND_FIGURES:
             if b.get(field) is not None:
                 rows.append(row(**where, metric=f"block_{field}", value=float(b[field]), unit=unit))
         if kept:
