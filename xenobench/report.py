@@ -346,11 +346,14 @@ def _drop_rows(trials) -> tuple[list[list], list[list]]:
     lb_forwarded, are what it forwarded), in the hairpin (forwarded, not sent out of p1:
     tx_packets_phy) and after the LB (sent out of p1, not received by the backends). rx_packets_phy
     is taken to count the frames later discarded for lack of buffers too (the port's frames received
-    OK); the DPU's ports are those of its lb_port ingress and egress."""
+    OK); the DPU's ports are those of its lb_port ingress and egress. A paired design's trial (blocks
+    of several LBs switched on one port) is left out: its counters hold no one LB's path."""
     from .config import load_config
     cfgs, host, dpu = {}, {}, {}
     for t, r in trials:
         if not _is_rate(r.get("experiment")) or not r.get("valid"):
+            continue
+        if ((r.get("outputs") or {}).get("facts") or {}).get("paired"):  # blocks of several LBs: no one LB's path
             continue
         try:
             meta = json.loads(t.metadata.read_text())
