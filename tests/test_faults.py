@@ -98,7 +98,7 @@ def test_kill_9_mid_trial_then_down_and_rerun(tmp_path):
     ci = Path(__file__).resolve().parents[1] / "config" / "ci.yaml"
     cfg.write_text(f"extends: {ci}\ntestbed: {{name: fault}}\n"
                    "experiments:\n  repetitions: 2\n  max_attempts: 1\n  settle_s: 0.2\n  cooldown_s: 0.2\n"
-                   "  pps: {lbs: [ebpf], payloads: [22], rate_pps: 0, duration_s: 2}\n")
+                   "  pps: {lbs: [ebpf], payloads: [22], paired: false, rate_pps: 0, duration_s: 2}\n")
     results = tmp_path / "results"
     marker = str(results)
     assert _leftovers(prefix, marker) == {"namespaces": [], "processes": [], "pins": [], "xdp": []}
@@ -397,7 +397,7 @@ def test_kill_9_of_snakemake_then_the_same_command_resumes(tmp_path):
     cfg = tmp_path / "snkill.yaml"
     cfg.write_text(f"extends: {root / 'config' / 'ci.yaml'}\ntestbed: {{name: snkill-{prefix.rstrip('-')}}}\n"
                    "experiments:\n  repetitions: 2\n  max_attempts: 1\n  settle_s: 0.2\n  cooldown_s: 0.2\n"
-                   "  pps: {lbs: [ebpf], payloads: [22], rate_pps: 0, duration_s: 3}\n")
+                   "  pps: {lbs: [ebpf], payloads: [22], paired: false, rate_pps: 0, duration_s: 3}\n")
     results = root / "results" / f"snkill-{prefix.rstrip('-')}"
     point = results / "trials" / "pps" / "lb-ebpf_payload-22"
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", str((point / "point.json").relative_to(root)), "--configfile", str(cfg)]
