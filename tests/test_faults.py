@@ -228,7 +228,7 @@ def _prober_pid(tb):
 
 
 # a rate, so that the generator is asked for a count of frames (rate x duration) the test can compare with
-PPS_4S = {"lbs": ["xenoflow", "ebpf"], "payloads": [22], "rate_pps": 200000, "duration_s": 4}
+PPS_4S = {"lbs": ["xenoflow", "ebpf"], "payloads": [22], "paired": False, "rate_pps": 200000, "duration_s": 4}
 PAIRED_6 = {"lbs": ["none", "ebpf"], "paired": True, "blocks": 3, "block_probes": 200, "rate_qps": 500, "seed": 1,
             "bootstrap": 100}
 # (case, experiment, its section, point, victim's pid, when to kill: "sending" (1 s after the generator
@@ -457,7 +457,7 @@ def test_results_path_without_room_is_refused_before_the_testbed_goes_up(tmp_pat
         want = (f"xenobench: Failed to use results directory {disk}/results: its file system has {free} bytes free "
                 f"({free / (1 << 20):.1f} MB), below experiments.min_free_mb = 256 MB (268435456 bytes); free space "
                 "there, give --results a directory on another file system, or lower experiments.min_free_mb")
-        for args in (["testbed", "up"], ["experiment", "run", "pps", "lb-ebpf_payload-22"]):
+        for args in (["testbed", "up"], ["experiment", "run", "pps", "payload-22"]):
             p = _xb(cfg, *args, "--results", str(disk / "results"))
             assert (p.returncode, p.stderr.strip()) == (1, want), (args, p.stderr)
             assert "Traceback" not in p.stderr

@@ -37,6 +37,8 @@ def _cfg(tmp_path, rtt_load: str, compare: str = "{lbs: [wire, xenoflow, ebpf], 
     """config/ci.yaml with these rtt_load and compare sections; its pps in the thesis's protocol (one
     point per LB, each a maximum) unless pps_paired"""
     f = tmp_path / "c.yaml"
+    if "paired" not in compare:  # the thesis's protocol: a point per LB, each a maximum
+        compare = compare.rstrip().rstrip("}") + ", paired: false}"
     f.write_text(f"extends: {CONFIGS / 'ci.yaml'}\nexperiments:\n  rtt_load: {rtt_load}\n  compare: {compare}\n"
                  f"  pps: {{paired: {str(pps_paired).lower()}}}\n")
     return load_config(f)

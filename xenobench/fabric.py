@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 
 from . import REPO_ROOT
-from .errors import TestbedError
+from .errors import NodeError, TestbedError
 from .nodes import NETNS_RUN_DIR
 
 GATEWAY_OBJ = REPO_ROOT / "switch" / "build" / "l3_gateway.bpf.o"
@@ -230,9 +230,10 @@ class BackendDecap:
         if not state.exists():
             return False
         prog = f"{pin}/progs/{DECAP_CHAIN_PROG}"
-        if node.ncfg.transport == "netns" and not (NETNS_RUN_DIR / f"{self.cfg.prefix}{name}").exists():
-            return False
-        if not node.run(["test", "-e", prog], check=False).ok:  # the decap's pins are gone: nothing to put back
+        try:  # the decap's pins are gone, or the node with them (its namespace deleted): nothing to put back
+            if not node.run(["test", "-e", prog], check=False).ok:
+                return False
+        except NodeError:
             return False
         pid, pname, mode = self._attached(node, dev)
         if pname == DECAP_CHAIN_PROG:
