@@ -223,7 +223,7 @@ class PageAllocReader(KeptFile):
 
 #: the machine rule's figures each block records (its settle's cache-line round trip, its window's page
 #: allocations per frame), judged per round, not per repetition: a repetition keeps its undisturbed rounds
-ROUND_FIGURES = (("cpu_pair_rtt_ns", "ns"), ("page_allocs_per_frame", "pages/frame"))
+ROUND_FIGURES = tuple((r.figure, r.unit) for r in machine.RULES if r.figure in ("cpu_pair_rtt_ns", "page_allocs_per_frame"))
 
 
 def rounds_left_out(blocks: list[dict], limits: dict[str, float | None]) -> tuple[set[int], dict[int, dict[str, float]]]:
