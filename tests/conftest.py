@@ -5,6 +5,7 @@ the default `xb-`; set XENOBENCH_NS_PREFIX to run several suites side by side on
 """
 
 import os
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import settings
@@ -91,3 +92,22 @@ def send_udp(testbed, role: str, *, dst_mac: str, dst_ip: str, port: int, payloa
                                      "--port", str(port), "--payload", payload, "--count", str(count)),
                     check=check, timeout=timeout)
 
+
+
+@contextmanager
+def backend_arrivals(testbed):
+    """Count the generator's frames (traffic.src_ip_base's block) each backend receives inside the
+    block, by the backends' sink (switch/sink.bpf.c, per destination MAC); yields a dict filled on
+    exit: backend name -> frames, and "other" for frames to a MAC no backend has. An interface's
+    rx_packets also counts the segment's own frames (an ARP probe between other nodes)."""
+    rec = testbed.arrival_recorder()
+    assert rec is not None, "the testbed has no backend sink (testbed.backend_sink)"
+    macs = {b.iface().mac: b.name for b in testbed.cfg.backend_nodes()}
+    counts: dict[str, int] = {name: 0 for name in macs.values()}
+    rec.start_arrivals(600_000_000_000)
+    try:
+        yield counts
+    finally:
+        for a in rec.stop_arrivals():
+            key = macs.get(a.mac, "other")
+            counts[key] = counts.get(key, 0) + a.packets
