@@ -245,11 +245,56 @@ def test_an_interleaved_design_judges_the_placement_per_round_not_per_repetition
 
         def cpu_placement(self):
             return PLACEMENT
-    _snapshots(monkeypatch, [BEFORE, BEFORE])
+    _snapshots(monkeypatch, [BEFORE, BEFORE] * (1 + cfg.section("experiments")["machine_retries"]))
     monkeypatch.setattr(machine, "cpu_pair_rtt", lambda testbed: _Apart())
+    monkeypatch.setattr(machine, "wait_calm", lambda *a, **k: (False, 0.0, [450.0]))  # the wait, not waited
     res = run_trial(Testbed(), "unit", {"x": 3}, 1, TrialDir(tmp_path / "t"),
                     lambda ctx: ({"machine_judged_per_round": list(inside)}, Validity()), ifaces=[], max_attempts=1,
                     settle_s=0, cooldown_s=0, progress=lambda m: None)
     rec = json.loads((tmp_path / "t" / "metadata.json").read_text())["machine"]["attempt-1"]
     assert rec["cpu_pair_rtt_ns"] == [450.0, 450.0]  # recorded either way
     assert rec["disturbed"] == disturbed and res["valid"] == (not disturbed)
+    # disturbed every time: one attempt and the machine's spares, then recorded invalid
+    assert len(res["attempts"]) == (1 + cfg.section("experiments")["machine_retries"] if disturbed else 1)
+
+
+# attempts in turn: "stolen" (20 % steal: the machine's alone), "broken" (the procedure's own check
+# fails, on a calm machine), "ok"; machine_retries; the attempts run and the trial's validity
+RETRIES = [
+    (["stolen", "ok"], 1, 2, True),
+    (["stolen", "stolen", "ok"], 2, 3, True),
+    (["stolen", "stolen", "ok"], 1, 2, False),     # the spare attempt used up: recorded invalid
+    (["stolen", "ok"], 0, 1, False),                # no spare: max_attempts alone
+    (["broken", "ok"], 3, 1, False),                # a failure of the trial's own is never the machine's
+    (["stolen", "broken", "ok"], 3, 2, False),      # the spare covers the stolen one, not the broken one
+]
+
+
+@pytest.mark.parametrize("attempts, retries, ran, valid", RETRIES)
+def test_a_disturbed_attempt_uses_a_spare_not_one_of_max_attempts(local_cfg, tmp_path, monkeypatch, attempts,
+                                                                    retries, ran, valid):
+    sec = {**local_cfg.section("experiments"), "machine_retries": retries, "machine_wait_s": 0,
+           "max_steal_share": 0.05}
+
+    class Cfg:
+        def __getattr__(self, name):
+            return getattr(local_cfg, name)
+
+        def section(self, name):
+            return sec if name == "experiments" else local_cfg.section(name)
+
+    class Testbed:
+        cfg = Cfg()
+
+        def cpu_placement(self):
+            return PLACEMENT
+    _snapshots(monkeypatch, [x for a in attempts for x in ((BEFORE, AFTER) if a == "stolen" else (BEFORE, BEFORE))])
+    kinds = iter(attempts)
+
+    def proc(ctx):
+        v = Validity()
+        v.require("procedure_check", next(kinds) != "broken", "the procedure's own check")
+        return {"x": 1}, v
+    res = run_trial(Testbed(), "unit", {"x": 4}, 1, TrialDir(tmp_path / "t"), proc, ifaces=[], max_attempts=1,
+                    settle_s=0, cooldown_s=0, progress=lambda m: None)
+    assert (len(res["attempts"]), res["valid"]) == (ran, valid)

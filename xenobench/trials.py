@@ -346,8 +346,14 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
               progress, check, plan, headline, params, meta, limits, pair) -> dict:
     attempts = []
     chosen = None
-    wait_s = float(testbed.cfg.section("experiments").get("machine_wait_s") or 0)
-    for n in range(1, max_attempts + 1):
+    sec = testbed.cfg.section("experiments")
+    wait_s = float(sec.get("machine_wait_s") or 0)
+    # an attempt invalid only because the machine was disturbed is the machine's, not the trial's:
+    # it does not use up one of max_attempts, up to machine_retries times (each after the wait)
+    spare = int(sec.get("machine_retries") or 0)
+    n = 0
+    while n < max_attempts + min(spare, _machine_only(attempts)):
+        n += 1
         att = trial.attempt(n)
         att.path.mkdir(exist_ok=True)
         waited = None
@@ -404,7 +410,8 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
         write_json_atomic(att.outputs, outputs, indent=1, default=str)
         write_json_atomic(att.validity, validity.as_dict(), indent=1)
         attempts.append({"attempt": n, **validity.as_dict()})
-        progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}: "
+        spare_note = f" (of {max_attempts}, +{n - max_attempts} for the machine)" if n > max_attempts else ""
+        progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}{spare_note}: "
                  f"{'valid' + _headline(headline, outputs) if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
         chosen = (n, outputs, validity, load["disturbed"])
         time.sleep(cooldown_s)
@@ -415,6 +422,12 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
               "outputs": outputs}
     trial.write_result(result)  # atomic: a trial is complete only once result.json exists
     return result
+
+
+def _machine_only(attempts: list[dict]) -> int:
+    """How many of the attempts were invalid for the machine rule alone (machine_undisturbed)."""
+    return sum(1 for a in attempts
+               if not a["valid"] and {k for k, ok in a["checks"].items() if not ok} == {"machine_undisturbed"})
 
 
 def _headline(headline: Callable[[dict], str] | None, outputs: dict) -> str:
