@@ -90,6 +90,24 @@ def test_a_loss_onset_beyond_the_spread_is_claimed(tmp_path):
     assert reproduced(tmp_path)["loss_onset_mpps"] == 4.0
 
 
+@pytest.mark.parametrize("ratios, onset, why", [
+    ({1e6: 1.0, 2e6: 1.0, 3e6: 0.8}, 3.0, None),
+    ({1e6: 1.0, 2e6: 0.9, 3e6: 0.8}, 2.0, None),
+    ({1e6: 1.0, 2e6: 1.0, 3e6: 1.0}, None,
+     "at every offered rate up to 3 Mpps XenoFlow's delivered rate is not distinguishable from the reference's in "
+     "the same rounds (its ratio's CI includes 1)"),
+])
+def test_the_paired_loss_onset_is_where_the_lb_delivers_less_than_the_reference(tmp_path, ratios, onset, why):
+    """In the paired design the onset is the lowest rate whose ratio's CI lies below 1, even where
+    the absolute losses (the machine's as much as the LB's) rose earlier for both."""
+    from .test_plots_layout import paired_loss_rows
+    write_tidy("loss", paired_loss_rows({"xenoflow": ratios}, list(ratios)), tmp_path)
+    unclaimed = {}
+    got = reproduced(tmp_path, unclaimed)
+    assert got.get("loss_onset_mpps") == onset
+    assert unclaimed.get("loss_onset_mpps") == why
+
+
 # --- agreement -------------------------------------------------------------------------------------
 
 def paired(experiment, ratios: dict, payload=22):

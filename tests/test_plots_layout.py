@@ -84,6 +84,49 @@ def loss_rows(lbs, rates, reps=3, seed=2) -> list[dict]:
     return out
 
 
+def paired_loss_rows(ratios: dict, rates, reps=3) -> list[dict]:
+    """The paired loss design's rows: per nominal rate each LB's loss and nominal rate per repetition
+    (the reference among them), and rank_rows' ratio of each LB's per-round delivered rate to the
+    reference's; `ratios`: {lb: {rate: ratio}}, every round at that ratio."""
+    lbs = [WIRE, *ratios]
+    out = []
+    for rate in rates:
+        pt = f"rate_pps-{int(rate)}"
+        blocks = [(r, k, lb, rate * (1.0 if lb == WIRE else ratios[lb][rate])) for r in range(1, reps + 1)
+                  for k in (1, 2, 3) for lb in lbs]
+        for r in range(1, reps + 1):
+            for lb in lbs:
+                got = rate * (1.0 if lb == WIRE else ratios[lb][rate])
+                out += [row(testbed="fx", experiment="loss", point=pt, lb=lb, payload_bytes=22, offered_pps=rate,
+                            measured_pps=got, repetition=r, metric="loss_pct", value=100 * (1 - got / rate), unit="%",
+                            source="fixture"),
+                        row(testbed="fx", experiment="loss", point=pt, lb=lb, payload_bytes=22, offered_pps=rate,
+                            repetition=r, metric="nominal_offered_pps", value=rate, unit="packets/s", source="fixture")]
+        out += rank_rows(blocks, lbs, WIRE, dict(testbed="fx", experiment="loss", point=pt, payload_bytes=22,
+                                                 source="fixture"), 200, 7)
+    return out
+
+
+def test_paired_loss_draws_each_lbs_delivered_rate_relative_to_the_reference(tmp_path, figures):
+    """Below the LB's limit both deliver the offered rate (ratio 1: not distinguishable); above it
+    the LB delivers 0.8 of what the reference does at the same rate, in the same rounds."""
+    rates = [1e5, 2e5, 4e5]
+    d = write(tmp_path / "r", loss=paired_loss_rows({"xenoflow": {1e5: 1.0, 2e5: 1.0, 4e5: 0.8}}, rates))
+    s = plots.loss_vs_load(d, tmp_path / "f", "local")
+    assert s["reference"] == WIRE and list(s["ratios"]) == ["xenoflow"]
+    got = s["ratios"]["xenoflow"]
+    assert list(got) == rates
+    assert [got[r]["median"] for r in rates] == pytest.approx([1.0, 1.0, 0.8])
+    assert [got[r]["verdict"] for r in rates] == ["not distinguishable", "not distinguishable", "slower"]
+    ax = figures["loss_vs_load"].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["100", "200", "400"]
+    assert ax.get_xlabel() == "nominal offered load (kpps, the rate requested of the generator, paced)"
+    caption = " ".join(t.get_text() for t in figures["loss_vs_load"].texts)
+    assert "below 1 the LB lost frames the reference did not at that rate" in caption
+    assert "nor each LB's own loss, which holds the machine's (loss_pct in the CSV)" in caption
+    check_layout(figures["loss_vs_load"], "loss_vs_load (ratios)")
+
+
 def rtt_rows(lbs, n=40, seed=3) -> list[dict]:
     rng = np.random.default_rng(seed)
     return [row(testbed="fx", experiment="rtt", point=f"lb-{lb}", lb=lb, server="xdp", repetition=1, metric="rtt_us",

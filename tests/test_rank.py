@@ -19,7 +19,7 @@ from xenobench.plots import rate_ranking
 from xenobench.measure.common import backend_ifaces
 from xenobench import machine
 from xenobench.machine import CPU_RTT, cpu_pair_rtt
-from xenobench.measure.rank import (PageAllocReader, bookkeeping, check_switchable, counter_at,
+from xenobench.measure.rank import (PageAllocReader, bookkeeping, per_lb, check_switchable, counter_at,
                             dut_cpu_reader, forwarded, left_out_reason, precheck, rounds_left_out,
                             window_rate)
 from xenobench.report import write_report
@@ -96,6 +96,29 @@ pgalloc_movable 0
 allocstall_normal 0
 pgfree 98800000
 """
+
+
+def _kept_blocks(rates: dict) -> list[dict]:
+    return [{"lb": lb, "rate_pps": v, "round_kept": True} for lb, vs in rates.items() for v in vs]
+
+
+# outputs of one repetition: requested_pps, the generator's achieved_pps, each LB's kept block rates;
+# per LB: (rx_pps, loss_pct) or rx_pps alone where unpaced
+PER_LB = [
+    ("unpaced: rates only", 0, 3e6, {"wire": [3.0e6, 3.2e6, 3.1e6]}, {"wire": (3.1e6, None)}),
+    ("paced: loss against what was sent", 1e6, 0.99e6, {"wire": [0.99e6, 0.97e6], "xenoflow": [0.891e6, 0.9e6, 0.7e6]},
+     {"wire": (0.98e6, 100 * (1 - 0.98 / 0.99)), "xenoflow": (0.891e6, 10.0)}),
+    ("paced: a median above what was sent is no negative loss", 1e6, 0.95e6, {"wire": [0.96e6]},
+     {"wire": (0.96e6, 0.0)}),
+]
+
+
+@pytest.mark.parametrize("desc, requested, sent, rates, want", PER_LB, ids=[r[0] for r in PER_LB])
+def test_per_lb_rate_and_loss_of_a_repetition(desc, requested, sent, rates, want):
+    o = {"requested_pps": requested, "generator": {"achieved_pps": sent}, "lbs": list(rates), "blocks": _kept_blocks(rates)}
+    got = per_lb(o)
+    assert {k: (v["rx_pps"], v.get("loss_pct")) for k, v in got.items()} == {
+        k: (pytest.approx(r), None if loss is None else pytest.approx(loss)) for k, (r, loss) in want.items()}
 
 
 def test_page_allocs_sums_the_zones():

@@ -173,6 +173,21 @@ def reproduced(resdir: str | Path, unclaimed: dict | None = None) -> dict[str, f
         if len(others):
             out["compare_speedup_min"] = out["compare_xenoflow_64b_mpps"] / float(others.value.max())
     loss = _try(resdir, "loss")
+    verdicts = loss[(loss.lb == "xenoflow") & loss.metric.str.match(r"rate_vs_.+_verdict$")] if loss is not None else []
+    if len(verdicts):
+        # the paired design: where XenoFlow delivered less of the same offered rate than the
+        # reference, in the same rounds (its ratio's CI below 1), not where its own loss rose
+        nominal = loss[loss.metric == "nominal_offered_pps"].groupby("point").value.median()
+        by_rate = sorted((float(nominal[pt]), float(v)) for pt, v in zip(verdicts.point, verdicts.value)
+                         if pt in nominal.index)
+        onset = next((r for r, v in by_rate if v < 0), None)
+        if onset is not None:
+            out["loss_onset_mpps"] = onset / 1e6
+        elif by_rate:
+            unclaimed["loss_onset_mpps"] = (
+                f"at every offered rate up to {by_rate[-1][0] / 1e6:g} Mpps XenoFlow's delivered rate is not "
+                "distinguishable from the reference's in the same rounds (its ratio's CI includes 1)")
+        loss = None  # the absolute losses below hold the machine's state as much as the LB's
     if loss is not None and len(loss):
         x = loss[(loss.metric == "loss_pct") & (loss.lb == "xenoflow")].copy()
         # a point's repetitions are one rate: the median of their offered rates, never one bin each

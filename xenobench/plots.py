@@ -139,9 +139,11 @@ def pairs_note(pairs: list[str]) -> str:
             "(rate_vs_<LB>_ rows of the CSV).")
 
 
-INTERVAL_NOTE = ("Bar: bootstrap 95 % CI of the median ratio over this run's repetitions, then their rounds "
-                 "(each round the LB's rate over the reference's, measured in interleaved blocks). It does not "
-                 "cover another machine kind, nor the absolute rate (rx_pps in the CSV).")
+def interval_note(absolute: str = "the absolute rate (rx_pps in the CSV)") -> str:
+    """What a ratio figure's bar covers and what it does not (`absolute`: the figure's absolute values)."""
+    return ("Bar: bootstrap 95 % CI of the median ratio over this run's repetitions, then their rounds "
+            "(each round the LB's rate over the reference's, measured in interleaved blocks). It does not "
+            f"cover another machine kind, nor {absolute}.")
 
 
 def ratio_rows(df: pd.DataFrame, measure: str = RATIO_MEASURE) -> pd.DataFrame:
@@ -390,7 +392,7 @@ def _pps_ratios(rows, rr, outdir, testbed) -> dict:
         _payload_ticks(ax, payloads)
         _legend_outside(ax)
         _title(ax, "Packet rate relative to the reference vs payload", testbed)
-        _caption(fig, INTERVAL_NOTE + pairs_note(pairs))
+        _caption(fig, interval_note() + pairs_note(pairs))
         if not reference(testbed):
             _caption(fig, local_note(rows))
         _save(fig, outdir, "pps_vs_payload")
@@ -469,8 +471,14 @@ def nominal_rates(x: pd.DataFrame) -> pd.Series:
 
 def loss_vs_load(resdir, outdir, testbed) -> dict:
     """Loss vs offered load (thesis Fig. 7.8 / paper Fig. 5): per LB and nominal rate the median loss
-    over its repetitions, bars min-max; the curve joins medians of successive nominal rates only."""
+    over its repetitions, bars min-max; the curve joins medians of successive nominal rates only.
+    Where the loss table holds the paired design's ratios (each rate offered through every LB in
+    interleaved blocks with the reference), each LB's delivered rate relative to the reference's
+    per nominal rate with its CI instead: below 1, the LB lost what the reference did not."""
     rows = _rows(resdir, "loss", "loss_vs_load")
+    rr = ratio_rows(rows)
+    if len(rr):
+        return _loss_ratios(rows, rr, outdir, testbed)
     x = _need(rows[rows.metric == "loss_pct"].copy(), "loss_vs_load", resdir)
     x["nominal"] = nominal_rates(pd.concat([x, rows[rows.metric == "nominal_offered_pps"]])).loc[x.index]
     scale, unit = _rate_unit(x.nominal)
@@ -519,6 +527,39 @@ def loss_vs_load(resdir, outdir, testbed) -> dict:
         _title(ax, "Loss vs offered load (22 B payload)", testbed)
         if not reference(testbed):
             _caption(fig, local_note(x))
+        _save(fig, outdir, "loss_vs_load")
+    return series
+
+
+def _loss_ratios(rows, rr, outdir, testbed) -> dict:
+    nominal = rows[rows.metric == "nominal_offered_pps"].groupby("point").value.median()
+    missing = sorted(set(rr.point) - set(nominal.index))
+    if missing:
+        raise DataError(f"Failed to plot loss_vs_load: points {', '.join(missing)} have ratio rows but no "
+                        "nominal_offered_pps row (regenerate the tables with `xenobench experiment aggregate "
+                        "<results dir>`)")
+    ratios = {float(nominal[pt]): ratios_from_rows(rr[rr.point == pt], RATIO_MEASURE) for pt in rr.point.unique()}
+    ratios = {k: rs for k, rs in sorted(ratios.items()) if rs}
+    if not ratios:
+        raise DataError("Failed to plot loss_vs_load: its ratio rows (rate_vs_<ref>_...) lack a median, CI or "
+                        "rounds (regenerate the tables with `xenobench experiment aggregate <results dir>`)")
+    ref = reference_of([r for rs in ratios.values() for r in rs])
+    scale, unit = _rate_unit(pd.Series(list(ratios)))
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        series, pairs = _ratio_panel(ax, ratios, {k: i for i, k in enumerate(ratios)}, ref)
+        series = {"ratios": series, "reference": ref}
+        ax.set_xticks(range(len(ratios)), [f"{k / scale:g}" for k in ratios], fontsize=7)
+        ax.set_xlim(-0.6, len(ratios) - 0.4)
+        ax.set_xlabel(f"nominal offered load ({unit}, the rate requested of the generator, paced)")
+        ax.set_ylabel(f"delivered rate relative to {ref}")
+        _legend_outside(ax)
+        _title(ax, "Delivered rate relative to the reference vs offered load", testbed)
+        _caption(fig, "Each rate offered, paced, through every LB in interleaved blocks: below 1 the LB lost frames "
+                 "the reference did not at that rate. "
+                 + interval_note("each LB's own loss, which holds the machine's (loss_pct in the CSV)") + pairs_note(pairs))
+        if not reference(testbed):
+            _caption(fig, local_note(rows))
         _save(fig, outdir, "loss_vs_load")
     return series
 
@@ -670,7 +711,7 @@ def _compare_ratios(c: pd.DataFrame, outdir, testbed) -> dict:
         pairs = [f"{_name(r.lb)} vs {_name(r.reference)}: "
                  + (NOT_DISTINGUISHABLE if r.verdict == NOT_DISTINGUISHABLE else f"{r.verdict}, {r.median:.3f}")
                  for r in ratios if r.reference != ref]
-        _caption(fig, INTERVAL_NOTE + pairs_note(pairs))
+        _caption(fig, interval_note() + pairs_note(pairs))
         if not reference(testbed):
             _caption(fig, local_note(c))
         _save(fig, outdir, "lb_comparison")

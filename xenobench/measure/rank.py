@@ -3,7 +3,9 @@
 Measuring each LB in a trial of its own, minutes apart, lets the machine's drift decide the ranking
 on a shared 2-core VM (two runs of the same study flipped wire and eBPF). Here one repetition
 measures every LB of the list in short alternating blocks, as the paired RTT design does for latency
-(xenobench.latency), the generator running unpaced throughout:
+(xenobench.latency), the generator running unpaced throughout (or, where the point or section sets
+`rate_pps` above 0, paced at that rate throughout: the loss experiment's paired design, where a
+block's rate is what the LB delivered of the same offered rate the reference got):
 
 1. every LB of `lbs` is started "loaded, not attached" (LoadBalancer.start(attach=False): program
    pinned, maps filled, stats loop running); Katran once per repetition (its start fills a
@@ -262,13 +264,15 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     seed = int(ex["seed"]) + int(ctx.repetition)
     order = block_order(lbs, rounds, seed)
     payload = int(ctx.knob("payload"))
+    rate = float(ctx.knob("rate_pps", 0) or 0)  # 0: unpaced
     tun = payload_tunables(payload, int(ex["flows"]))
     lbn = cfg.role("lb")
     sw = XdpSwitch(tb.node(lbn.name), (lbn.lb_port("ingress") or lbn.iface()).name)
     sampler = RateSampler(tb, backend_ifaces(cfg), float(ex["sample_interval_s"]))
     v = Validity()
     blocks: list[dict] = []
-    out: dict = {"payload": payload, "lbs": lbs, "reference": ref, "order": order, "order_seed": seed,
+    out: dict = {"payload": payload, "requested_pps": rate, "lbs": lbs, "reference": ref, "order": order,
+                 "order_seed": seed,
                  "rounds": rounds, "block_s": block_s, "settle_s": settle_s,
                  "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"])}
     stop_all(tb)  # the port is the switcher's
@@ -283,7 +287,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     h = gen = None
     stopped, sampling = None, False
     try:
-        if napi is not None:  # experiments.rank.dut_rt_priority for the repetition (module docstring)
+        # experiments.<id>.dut_rt_priority for the repetition (module docstring); null: the testbed's
+        if napi is not None and ex.get("dut_rt_priority") is not None:
             out["dut_napi_scheduling"] = napi.dut_priority(int(ex["dut_rt_priority"]))
         t0 = time.monotonic()
         for k in lbs:
@@ -297,7 +302,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         sw.attach(pins[order[0]])
         t_in = sum(sw.last) / 2
         fwd_in = initial[order[0]]
-        h = start_traffic(tb, ctx.plan.profile, tun, 0.0)
+        h = start_traffic(tb, ctx.plan.profile, tun, rate)
         gen_key = watch_generator(ctx, h)
         sampler.start()
         sampling = True
@@ -520,7 +525,9 @@ def point_rows(records: list) -> dict[str, list[dict]]:
 def per_lb(o: dict) -> dict[str, dict]:
     """Each LB's absolute rate in one interleaved repetition (outputs `o`): the median and the
     coefficient of variation of its kept blocks' rates, and their count (LBs without a kept block
-    left out)."""
+    left out). Paced at a rate (outputs requested_pps above 0): also that rate and the LB's loss
+    against what the generator sent per second over the repetition (its achieved_pps); a median
+    above it is no negative loss but the windows' spread: 0."""
     by: dict[str, list[float]] = {}
     for b in o.get("blocks") or ():
         if b.get("rate_pps") is not None and b.get("round_kept", True):
@@ -531,4 +538,8 @@ def per_lb(o: dict) -> dict[str, dict]:
         if len(v):
             out[k] = {"rx_pps": float(np.median(v)), "blocks": int(len(v)),
                       "rx_cv_pct": float(100 * v.std(ddof=1) / v.mean()) if len(v) > 1 and v.mean() > 0 else None}
+    sent = float((o.get("generator") or {}).get("achieved_pps") or 0)
+    if o.get("requested_pps") and sent > 0:
+        for vals in out.values():
+            vals.update(requested_pps=float(o["requested_pps"]), loss_pct=max(0.0, 100 * (1 - vals["rx_pps"] / sent)))
     return out
