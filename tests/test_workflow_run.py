@@ -119,6 +119,13 @@ def test_full_ci_run(clean_ci):
     pl = cfg.section("experiments")["pps"]["lbs"]
     assert len(pps[pps.metric == "rx_pps"]) == valid["pps"] * len(pl)
     assert set(pps[pps.metric == "rate_vs_wire_median"].lb) == set(pl) - {"wire"}
+    # loss in the same design at each offered rate: every LB's loss per valid repetition, and the
+    # LB's delivered rate against the wire's per point with a valid repetition
+    loss = read_tidy(ROOT / "results/ci", "loss")
+    ll = cfg.section("experiments")["loss"]["lbs"]
+    assert len(loss[loss.metric == "loss_pct"]) == valid["loss"] * len(ll)
+    assert loss[loss.metric == "rate_vs_wire_median"].point.nunique() == len(
+        {json.dumps(r["point"], sort_keys=True) for r in results["loss"] if r["valid"]})
     # compare and rank measure the same ratios: the run's tables are compared with each other
     # (xenobench.compare.agreement; tests/test_compare_shapes.py checks agreeing and contradicting tables)
     found = agreement(ROOT / "results/ci")
