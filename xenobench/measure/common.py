@@ -19,6 +19,7 @@ from ..definitions import is_capacity_point
 from ..errors import NodeError, XenobenchError
 from ..layout import ResultsTree, TrialDir, point_id
 from ..lb import by_hash
+from ..lb.inhardware import CHECK, READING_KEY
 from ..results import COUNTER_SKEW
 from ..traffic import TrialResult, start_traffic
 from ..trials import TrialContext, Validity
@@ -90,12 +91,19 @@ def traffic_watched(ctx: TrialContext, profile: str, tun: dict, rate: float, dur
 
 # --- the LB's part of a trial ----------------------------------------------------------------------
 def lb_stats(lb) -> dict | None:
+    """The LB's stats at one end of a trial's measured phase, and where the LB offers a proof of
+    where it ran (`in_hardware`: XenoFlow, xenobench.lb.inhardware), its reading then, under
+    READING_KEY, for lb_checks."""
     if lb is None:
         return None
     try:
-        return lb.stats()
+        st = lb.stats()
     except XenobenchError as e:
-        return {"error": str(e)}
+        st = {"error": str(e)}
+    proof = getattr(lb, "in_hardware", None)
+    if proof is not None:
+        st[READING_KEY] = proof.read()
+    return st
 
 
 def lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
@@ -129,6 +137,7 @@ def lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int 
     per_backend = lb_per_backend(before, after)
     if lb is None:
         return per_backend
+    in_hardware(v, lb, before, after)
     errors = [f"{when}: {st['error']}" for when, st in (("before", before), ("after", after)) if "error" in st]
     v.require("lb_stats_read", not errors, "; ".join(errors))
     if rx is not None and tx is not None:
@@ -155,6 +164,22 @@ def lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int 
                       f"lb forwarded {fwd}, backends received {rx}" + (f" and dropped {dropped}" if dropped else "")
                       + f", generator sent {tx}: forwarded " + "; ".join(why))
     return per_backend
+
+
+def in_hardware(v: Validity, lb, before: dict | None, after: dict | None) -> dict | None:
+    """The LB's proof of where it ran (XenoFlow: xenobench.lb.inhardware), judged from lb_stats'
+    readings: a requirement named xenoflow_in_hardware whose reason carries the values; the verdict
+    (values, or not applicable with the reason) is kept in the end's stats (`after`, under CHECK),
+    which the trial's outputs carry as lb_stats_after. None for an LB without one."""
+    proof = getattr(lb, "in_hardware", None)
+    if proof is None:
+        return None
+    verdict = proof.judge((before or {}).get(READING_KEY), (after or {}).get(READING_KEY))
+    if after is not None:
+        after[CHECK] = verdict
+    if verdict["applicable"]:
+        v.require(CHECK, verdict["ok"], verdict["reason"])
+    return verdict
 
 
 def lb_split(lb, before: dict | None, after: dict | None) -> dict | None:
