@@ -82,6 +82,7 @@ MGMT_NET = ipaddress.ip_network("203.0.113.0/24")  # TEST-NET-3 (RFC 5737): the 
 #: the eSwitch stand-in for OVS's offloaded datapath (eswitch.bpf.c; Lab.set_hw_offload)
 ESWITCH_SRC = Path(__file__).with_name("eswitch.bpf.c")
 ESWITCH_PROG = "eswitch"
+ESWITCH_TC_PREF = "7"  # the tc filter's priority on XenoFlow's port (under OVS's ingress qdisc)
 #: ethtool on a BlueField's Ubuntu; the lab binds its counters stand-in over it in the DPU node
 ETHTOOL = "/usr/sbin/ethtool"
 
@@ -481,7 +482,8 @@ class Lab:
         if not on:
             for a, _, how in paths:
                 if how == "tc":
-                    sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", a, "clsact", check=False)
+                    sh("ip", "netns", "exec", ns, "tc", "filter", "del", "dev", a, "parent", "ffff:", "pref",
+                       ESWITCH_TC_PREF, check=False)
                 elif a in HOST_PF:  # back to the representors' XDP_PASS (their peers' XDP_TX frames)
                     ip("-force", "-n", ns, "link", "set", "dev", a, "xdpdrv", "obj", str(self.root / "xdp_pass.bpf.o"),
                        "sec", "xdp")
@@ -503,11 +505,17 @@ class Lab:
         self.topo.run(ns, "bpftool", "batch", "file", str(f))  # devmap ifindexes resolve in the DPU's namespace
         for a, b, how in paths:
             if how == "xdp":
-                ip("-force", "-n", ns, "link", "set", "dev", a, "xdpdrv", "pinned", str(pin / "progs" / ESWITCH_PROG))
+                # through nsenter: `ip -n` remounts /sys, hiding the pins
+                self.topo.run(ns, "ip", "-force", "link", "set", "dev", a, "xdpdrv", "pinned",
+                              str(pin / "progs" / ESWITCH_PROG))
             else:
-                sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", a, "clsact")
-                sh("ip", "netns", "exec", ns, "tc", "filter", "replace", "dev", a, "ingress", "pref", "1", "matchall",
-                   "action", "mirred", "egress", "redirect", "dev", b)
+                # OVS's netdev ports hold an ingress qdisc of OVS's (its policing): the filter goes there
+                sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", a, "ingress", check=False)
+                sh("ip", "netns", "exec", ns, "tc", "filter", "del", "dev", a, "parent", "ffff:", "pref",
+                   ESWITCH_TC_PREF, check=False)
+                sh("ip", "netns", "exec", ns, "tc", "filter", "add", "dev", a, "parent", "ffff:", "pref",
+                   ESWITCH_TC_PREF, "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress",
+                   "redirect", "dev", b)  # u32 matching every frame: kernels without cls_matchall have it
         # OVS's packet socket on the root port is a tap, served before the tc hook: OVS would forward
         # a second copy of each frame; OpenFlow's no-receive makes it drop its copy
         self.in_node(node, "ovs-ofctl", "mod-port", "ovsbr1", root, "no-receive")
