@@ -182,6 +182,25 @@ def in_hardware(v: Validity, lb, before: dict | None, after: dict | None) -> dic
     return verdict
 
 
+def lb_reading(lb) -> dict | None:
+    """A reading of the LB's proof of where it ran (in_hardware) on its own, for a design whose
+    blocks run without lb_stats (the paired latency design); None for an LB without one."""
+    proof = getattr(lb, "in_hardware", None) if lb is not None else None
+    return proof.read() if proof is not None else None
+
+
+def in_hardware_block(v: Validity, block: int, lb, before: dict | None, after: dict | None) -> dict | None:
+    """in_hardware for one block of a paired design: the requirement block_<n>_xenoflow_in_hardware
+    (the blocks' checks are named per block); the verdict returned for the block's record."""
+    proof = getattr(lb, "in_hardware", None) if lb is not None else None
+    if proof is None:
+        return None
+    verdict = proof.judge(before, after)
+    if verdict["applicable"]:
+        v.require(f"block_{block}_{CHECK}", verdict["ok"], f"block {block} ({lb.kind}): {verdict['reason']}")
+    return verdict
+
+
 def lb_split(lb, before: dict | None, after: dict | None) -> dict | None:
     """An LB that splits by flow hash (xenobench.lb.by_hash: Katran) records its split, measured
     between two stats reads (its split_record); None for the class-based ones, whose split the
