@@ -271,7 +271,7 @@ def test_recording_double_dpu_preflight_rows_on_a_stock_bf3():
                              "ip -j link show": IP_LINK, "pci/0000:03:00.0": DEVLINK_SWITCHDEV,
                              "pci/0000:03:00.1": DEVLINK_SWITCHDEV.replace("03:00.0", "03:00.1"),
                              "nr_hugepages": "0\n0\n", "list-br": "ovsbr1\novsbr2\n",
-                             # a BFB's OVS offloads (its first boot sets other_config:hw-offload)
+                             # OVS set up to offload (DOCA "Virtual Switch on BlueField")
                              "other_config:hw-offload": '"true"\n'})
     rows = {r.check: r for r in dp._check_dpu(cfg, dpu)}
     assert [(c, r.ready) for c, r in rows.items()] == [
