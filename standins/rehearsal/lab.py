@@ -24,7 +24,10 @@ group sudo, with a password: sudo asks for it until the rule `xenobench deploy` 
 (`--sudo-rule`); the DOCA Flow emulation (lb/emu) installed as the SDK is (headers, library, .pc
 files in the directories xenoflow.build_env.pkg_config_path names); a userspace Open vSwitch
 (ovsdb-server + ovs-vswitchd, netdev datapath, its run directory in the node's /run) with a stock
-BlueField's bridges ovsbr1 (p0, pf0hpf) and ovsbr2 (p1, pf1hpf); /sys/kernel/mm/hugepages a
+BlueField's bridges ovsbr1 (p0, pf0hpf) and ovsbr2 (p1, pf1hpf) and other_config:hw-offload true,
+with the eSwitch stand-in that then forwards the bridges' port pairs below the node's stack
+(set_hw_offload; off: OVS's userspace path, the thesis's first state); an ethtool stand-in adding
+the mlx5 uplink counters to `ethtool -S p0|p1` (_ethtool_standin); /sys/kernel/mm/hugepages a
 directory of plain files and /dev an overlay holding /dev/hugepages, so the hugepages step writes
 and mounts inside the node only. The loadgen node: the TRex stand-in (standins/trex) as
 <traffic.trex.daemon.path>/t-rex-64, with xdpgen beside it, and /etc/trex_cfg.yaml naming the

@@ -17,6 +17,9 @@ root) every step as root is one of the exact commands of xenobench.dpu's rule: X
 the root-owned install of this build, through the root-owned helper that records its pid and
 alone signals it; a start that fails, `lb stop` and `testbed down --purge` remove the OVS rules.
 
+Every trial of XenoFlow in DOCA mode proves that it ran in the BlueField's hardware (in_hardware,
+xenobench.lb.inhardware: the Arm cores' load, the frames p0's kernel stack got, OVS's hw-offload).
+
 XenoFlow prints JSON lines (lb/src/main.c): "started", a "stats" line every interval and on
 SIGUSR1, "final" and "stopped" after a clean teardown on SIGINT/SIGTERM. stats() sends SIGUSR1
 and reads the fresh line from the process log, so it works the same on both transports and in
