@@ -195,7 +195,7 @@ def test_lb_checks_names_the_requirement_and_keeps_the_verdict_in_the_end_stats(
 def test_paired_block_names_its_block_and_an_lb_without_a_proof_has_no_requirement():
     """The paired latency design's blocks run without lb_stats: each XenoFlow block is judged on its own
     readings (xenobench.measure.latency._paired_blocks), named by its block."""
-    from xenobench.measure.common import in_hardware_block, lb_reading
+    from xenobench.measure.common import judge_in_hardware, lb_reading
 
     class Proof:
         def read(self):
@@ -206,13 +206,13 @@ def test_paired_block_names_its_block_and_an_lb_without_a_proof_has_no_requireme
 
     lb = _LB(Proof())
     v = Validity()
-    verdict = in_hardware_block(v, 3, lb, lb_reading(lb), lb_reading(lb))
+    verdict = judge_in_hardware(v, lb, lb_reading(lb), lb_reading(lb), block=3)
     assert not verdict["ok"] and v.checks == {"block_3_xenoflow_in_hardware": False}
     assert v.reasons == ["block_3_xenoflow_in_hardware: block 3 (xenoflow): fips5-dpu: OVS other_config:hw-offload "
                          "is not true (false at the start; false at the end; fix: sudo /usr/bin/ovs-vsctl set "
                          "Open_vSwitch . other_config:hw-offload=true && sudo systemctl restart openvswitch-switch)"]
     plain = type("LB", (), {"kind": "ebpf"})()
-    assert lb_reading(plain) is None and in_hardware_block(v, 4, plain, None, None) is None
+    assert lb_reading(plain) is None and judge_in_hardware(v, plain, None, None, block=4) is None
     assert lb_reading(None) is None and len(v.checks) == 1
 
 

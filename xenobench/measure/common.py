@@ -168,36 +168,35 @@ def lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int 
 
 def in_hardware(v: Validity, lb, before: dict | None, after: dict | None) -> dict | None:
     """The LB's proof of where it ran (XenoFlow: xenobench.lb.inhardware), judged from lb_stats'
-    readings: a requirement named xenoflow_in_hardware whose reason carries the values; the verdict
-    (values, or not applicable with the reason) is kept in the end's stats (`after`, under CHECK),
-    which the trial's outputs carry as lb_stats_after. None for an LB without one."""
-    proof = getattr(lb, "in_hardware", None)
-    if proof is None:
-        return None
-    verdict = proof.judge((before or {}).get(READING_KEY), (after or {}).get(READING_KEY))
-    if after is not None:
+    readings (judge_in_hardware); the verdict (values, or not applicable with the reason) is kept in
+    the end's stats (`after`, under CHECK), which the trial's outputs carry as lb_stats_after."""
+    verdict = judge_in_hardware(v, lb, (before or {}).get(READING_KEY), (after or {}).get(READING_KEY))
+    if verdict is not None and after is not None:
         after[CHECK] = verdict
-    if verdict["applicable"]:
-        v.require(CHECK, verdict["ok"], verdict["reason"])
     return verdict
 
 
 def lb_reading(lb) -> dict | None:
-    """A reading of the LB's proof of where it ran (in_hardware) on its own, for a design whose
-    blocks run without lb_stats (the paired latency design); None for an LB without one."""
+    """A reading of the LB's proof of where it ran (in_hardware) on its own, for a procedure whose
+    phases run without lb_stats (the paired latency design's blocks, update's whole trial); None for
+    an LB without one."""
     proof = getattr(lb, "in_hardware", None) if lb is not None else None
     return proof.read() if proof is not None else None
 
 
-def in_hardware_block(v: Validity, block: int, lb, before: dict | None, after: dict | None) -> dict | None:
-    """in_hardware for one block of a paired design: the requirement block_<n>_xenoflow_in_hardware
-    (the blocks' checks are named per block); the verdict returned for the block's record."""
+def judge_in_hardware(v: Validity, lb, before: dict | None, after: dict | None, block: int | None = None
+                      ) -> dict | None:
+    """The verdict of the LB's proof between two readings: where it applies, the requirement
+    xenoflow_in_hardware (block_<n>_xenoflow_in_hardware for a block of a paired design) whose
+    reason carries the values; returned for the caller's record. None for an LB without a proof."""
     proof = getattr(lb, "in_hardware", None) if lb is not None else None
     if proof is None:
         return None
     verdict = proof.judge(before, after)
     if verdict["applicable"]:
-        v.require(f"block_{block}_{CHECK}", verdict["ok"], f"block {block} ({lb.kind}): {verdict['reason']}")
+        name, why = (CHECK, verdict["reason"]) if block is None else (
+            f"block_{block}_{CHECK}", f"block {block} ({lb.kind}): {verdict['reason']}")
+        v.require(name, verdict["ok"], why)
     return verdict
 
 

@@ -26,8 +26,8 @@ from ..rtt import probe
 from ..traffic import start_traffic
 from ..trials import TrialContext, Validity
 from ..lb.inhardware import CHECK as IN_HARDWARE
-from .common import (background_tunables, capacity_level, in_hardware_block, is_capacity_point, lb_checks, lb_reading,
-                     lb_split, lb_stats, watch_generator, watch_lb)
+from .common import (background_tunables, capacity_level, is_capacity_point, judge_in_hardware, lb_checks,
+                     lb_reading, lb_split, lb_stats, watch_generator, watch_lb)
 from .rate import offered_load
 
 KIND = "latency"
@@ -213,7 +213,7 @@ def _paired_blocks(ctx: TrialContext, lbs: BlockLBs | None = None) -> tuple[dict
                           via="direct" if kind == NONE else "lb", capture=capture, watch=ctx.watch)
                 if hashed:
                     split = lb_split(lb, st0, lb_stats(lb))
-                hw = in_hardware_block(v, i, lb, hw0, lb_reading(lb))
+                hw = judge_in_hardware(v, lb, hw0, lb_reading(lb), block=i)
             except NodeError as e:
                 if not ctx.watch.gone():
                     raise
