@@ -264,18 +264,22 @@ class RecordingDpu:
 
 
 def test_recording_double_dpu_preflight_rows_on_a_stock_bf3():
+    from xenobench import dpu as dpu_mod
     from xenobench.config import load_config
     cfg = load_config("config/fips.yaml")
     dpu = RecordingDpu(cfg, {"--modversion doca-flow": "2.9.0072\n", "applications/VERSION": "2.9.0072\n",
                              "ip -j link show": IP_LINK, "pci/0000:03:00.0": DEVLINK_SWITCHDEV,
                              "pci/0000:03:00.1": DEVLINK_SWITCHDEV.replace("03:00.0", "03:00.1"),
-                             "nr_hugepages": "0\n0\n", "list-br": "ovsbr1\novsbr2\n"})
+                             "nr_hugepages": "0\n0\n", "list-br": "ovsbr1\novsbr2\n",
+                             # OVS set up to offload (DOCA "Virtual Switch on BlueField")
+                             "other_config:hw-offload": '"true"\n'})
     rows = {r.check: r for r in dp._check_dpu(cfg, dpu)}
     assert [(c, r.ready) for c, r in rows.items()] == [
         ("DOCA (doca-flow)", True), ("xenoflow.port_model", True),
         ("eSwitch mode p0 (0000:03:00.0)", True), ("link p0", True),
         ("eSwitch mode p1 (0000:03:00.1)", True), ("link p1", False),
-        ("hugepages 2048 kB", True), ("OVS bridge ovsbr2", True)]
+        ("hugepages 2048 kB", True), ("OVS bridge ovsbr2", True), ("OVS hw-offload", True)]
+    assert ["sudo", "-n", *dpu_mod.ovs_hw_offload_get()] in dpu.ran  # through the rule's exact command
     assert rows["eSwitch mode p1 (0000:03:00.1)"].detail.startswith(
         "switchdev (xenoflow.port_model vnf-hairpin: hairpin is not supported")
     # read-only: nothing but queries ran (no set, no echo into sysfs, no add-flow)

@@ -149,6 +149,64 @@ def test_dpu_sudo_asking_for_a_password_names_the_sudoers_rule(lab, testbed):
     lab.in_node("fips5-dpu", "ovs-ofctl", "-O", "OpenFlow12", "del-flows", "ovsbr2", "ip,in_port=pf1hpf")
 
 
+HOST_FRAMES = 200
+#: fips1 sends HOST_FRAMES frames to the lb host's MAC: they cross the DPU's p0 to pf0hpf (ethertype
+#: 0x88b5, IEEE 802 local experimental: nothing on the way answers them)
+SEND_TO_HOST = ("import socket; s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); "
+                "s.bind(('enp24s0f0np0', 0)); f = bytes.fromhex('c470bda056ac' 'a088c2b6141a' '88b5') + bytes(50); "
+                f"[s.send(f) for _ in range({HOST_FRAMES})]")
+
+
+def test_ovs_hw_offload_off_is_named_by_deploy_and_by_the_xenoflow_check(lab, testbed):
+    """The thesis's first state of the BlueField (§6.1: the load bound to one Arm core until OVS was set
+    up): the lab's OVS with other_config:hw-offload false keeps its bridges on OVS's userspace path,
+    so frames for the host reach p0's kernel stack (the lab's mlx5 counters stand-in: rx_packets =
+    rx_packets_phy); deploy's row names the fix and XenoFlow's per-trial check fails naming the
+    frames and the setting. On (the lab's default), the eSwitch stand-in takes them before the
+    stack: the row and the check pass, and the frames still reach the host."""
+    from xenobench import dpu as dpu_mod
+    from xenobench.lb.inhardware import CHECK
+    lab.install_sudo_rule()
+    dpu, client = testbed.node("fips5-dpu"), testbed.node("fips1")
+    proof = get_lb("xenoflow", testbed).in_hardware
+    fix = dpu_mod.ovs_hw_offload_fix()
+
+    def host_rx():
+        return int(lab.in_node("fips5", "cat", "/sys/class/net/enp13s0f0np0/statistics/rx_packets").stdout)
+
+    def window():
+        r0, h0 = proof.read(), host_rx()
+        client.run(["python3", "-c", SEND_TO_HOST])
+        time.sleep(0.5)
+        return proof.judge(r0, proof.read()), host_rx() - h0
+
+    try:
+        lab.set_hw_offload(False)
+        row = {r.check: r for r in check_node(testbed.cfg, dpu)}["OVS hw-offload"]
+        assert (row.ready, row.fix) == (False, fix), row
+        v, got = window()
+        assert v["check"] == CHECK and not v["ok"]
+        sw, phy = v["values"]["software_rx"], v["values"]["phy_rx"]
+        assert HOST_FRAMES <= phy <= HOST_FRAMES + 5 and sw == phy, v  # every frame through the node's stack
+        assert v["reason"] == (f"fips5-dpu: {sw} of the {phy} frames p0 received reached the Arm's kernel (100.0%; "
+                               "rx_packets + rx_out_of_buffer against rx_packets_phy; limit 1.0%, "
+                               "xenoflow.max_software_rx_share); OVS other_config:hw-offload is not true (false at the "
+                               f"start; false at the end; fix: {fix})")
+        assert got >= HOST_FRAMES  # OVS's userspace path forwards them
+        eth = dpu.run(["ethtool", "-S", "p0"]).stdout
+        assert "Rehearsal stand-in (standins/rehearsal): mlx5 uplink counters from this veth:" in eth
+        lab.set_hw_offload(True)
+        row = {r.check: r for r in check_node(testbed.cfg, dpu)}["OVS hw-offload"]
+        assert (row.ready, row.detail) == (True, "other_config:hw-offload=true"), row
+        v, got = window()
+        assert v["ok"] and v["values"]["software_rx"] == 0 and v["values"]["phy_rx"] >= HOST_FRAMES, v
+        assert v["values"]["ovs_hw_offload"] == {"start": "true", "end": "true"}
+        assert HOST_FRAMES <= got <= HOST_FRAMES + 5  # the stand-in forwards each once (OVS's copy dropped)
+        assert not [x for x in lab.leftovers() if "fips5-dpu" in x and "XDP" in x]  # the stand-in is the lab's
+    finally:
+        lab.set_hw_offload(True)
+
+
 # --- faults over SSH mid-trial: each named in the trial's record, the next trial runs ---------
 def _sleeper_trial(testbed, lab, trial, fault):
     """One trial whose actor is a process the harness started on fips2 (`sleep`, in its own session

@@ -28,6 +28,7 @@ from . import REPO_ROOT, dpu
 from .shipping import AGENT_MODULES, ROLE_OBJECTS, artefact_files, build_artefact, deployed_mismatch  # noqa: F401
 from .errors import NodeError, XenobenchError
 from .experiments import left_out
+from .lb.inhardware import parse_hw_offload
 from .lb.xenoflow import IMPLEMENTED_PORT_MODELS, XenoFlowLB
 from .agents.bpf import BPF_FS_MAGIC, BPFFS_FIX
 from .nodes import Node
@@ -486,7 +487,27 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
                    f"{', '.join(have) or 'the bridges'}")
         ok = r.ok and ovs["bridge"] in have
         out.append(Row(node.name, "dpu", f"OVS bridge {ovs['bridge']}", ok, detail, "" if ok else fix))
+        argv = dpu.ovs_hw_offload_get()
+        r = node.run(sudo_argv(argv) if _sudo_needed(node) else argv, check=False)
+        out.append(hw_offload_row(node.name, r, sudo_rule_fix(cfg, node) if sudo_refused(r) else None))
     return out
+
+
+def hw_offload_row(node_name: str, r, refused_fix: str | None = None) -> Row:
+    """OVS's hardware offload from `ovs-vsctl get Open_vSwitch . other_config:hw-offload` (`r`, run
+    through the rule): "true", or the traffic OVS forwards passes through the Arm cores (thesis §6.1;
+    NVIDIA DOCA 2.9 "Virtual Switch on BlueField", Enabling OVS HW Offloading); every XenoFlow
+    trial reads it again (xenobench.lb.inhardware). `refused_fix`: sudo asked for a password."""
+    check = "OVS hw-offload"
+    if refused_fix is not None:
+        return Row(node_name, "dpu", check, False, "sudo asks for a password", refused_fix)
+    value, err = parse_hw_offload(r.returncode, r.stdout, r.stderr)
+    if value == "true":
+        return Row(node_name, "dpu", check, True, f"{dpu.OVS_HW_OFFLOAD_KEY}=true")
+    detail = (f"{dpu.OVS_HW_OFFLOAD_KEY}={value}: OVS forwards in software on the Arm cores (thesis §6.1)"
+              if value is not None else f"unreadable: {err}")
+    return Row(node_name, "dpu", check, False, detail,
+               dpu.ovs_hw_offload_fix() if value is not None else "systemctl start openvswitch-switch")
 
 
 # --- the command ----------------------------------------------------------------------------

@@ -5,9 +5,11 @@ prints cannot drift apart.
 Least privilege (sudoers(5)): every entry is a root-owned program at an absolute path with its
 exact arguments (no wildcard, no shell, nothing under a path the login can write):
 
-- Open vSwitch: `ovs-vsctl list-br`, `ovs-vsctl br-exists BRIDGE`, and per configured flow
+- Open vSwitch: `ovs-vsctl list-br`, `ovs-vsctl br-exists BRIDGE`, per configured flow
   `ovs-ofctl [-O PROTO] add-flow BRIDGE MATCH,actions=ACTIONS` and
-  `ovs-ofctl [-O PROTO] --strict del-flows BRIDGE MATCH`;
+  `ovs-ofctl [-O PROTO] --strict del-flows BRIDGE MATCH`, and the read of OVS's hardware offload
+  `ovs-vsctl get Open_vSwitch . other_config:hw-offload` (deploy's readiness row and every trial's
+  xenoflow_in_hardware check: xenobench.lb.inhardware; OVS's database socket is root's);
 - devlink's eSwitch read per PF (`devlink dev eswitch show pci/ADDR`): the kernel answers it to
   CAP_NET_ADMIN only (devlink's eswitch-get is an admin-perm operation, Documentation/netlink/
   specs/devlink.yaml);
@@ -83,15 +85,36 @@ def ovs_ofctl(cfg, *args: str) -> list[str]:
     return [OVS_OFCTL, *proto, *args]
 
 
+#: OVS's hardware offload switch (Open_vSwitch table, other_config:hw-offload; "true" makes OVS put
+#: its datapath flows into the eSwitch: NVIDIA DOCA 2.9 "Virtual Switch on BlueField", Enabling OVS
+#: HW Offloading); absent means OVS's default, false
+OVS_HW_OFFLOAD_KEY = "other_config:hw-offload"
+
+
+def ovs_hw_offload_get() -> list[str]:
+    """The read of OVS's hw-offload setting (exits 1 with "no key" when it was never set)."""
+    return [OVS_VSCTL, "get", "Open_vSwitch", ".", OVS_HW_OFFLOAD_KEY]
+
+
+def ovs_hw_offload_fix() -> str:
+    """The operator's fix of hw-offload off (as root, with the unit a BlueField's Ubuntu runs OVS
+    in): OVS reads the setting at its start, hence the restart (NVIDIA DOCA 2.9 "Virtual Switch on
+    BlueField", Enabling OVS HW Offloading)."""
+    return (f"sudo {OVS_VSCTL} set Open_vSwitch . {OVS_HW_OFFLOAD_KEY}=true && "
+            "sudo systemctl restart openvswitch-switch")
+
+
 def ovs_commands(cfg) -> dict[str, list[list[str]]]:
-    """{"check": [list-br, br-exists], "add": [...], "del": [...]} for xenoflow.ovs ({} without)."""
+    """{"check": [list-br, br-exists], "add": [...], "del": [...], "offload": [get hw-offload]} for
+    xenoflow.ovs ({} without)."""
     ovs = _sec(cfg).get("ovs")
     if not ovs:
         return {}
     br = ovs["bridge"]
     return {"check": [[OVS_VSCTL, "list-br"], [OVS_VSCTL, "br-exists", br]],
             "add": [ovs_ofctl(cfg, "add-flow", br, f"{f['match']},actions={f['actions']}") for f in ovs["flows"]],
-            "del": [ovs_ofctl(cfg, "--strict", "del-flows", br, f["match"]) for f in ovs["flows"]]}
+            "del": [ovs_ofctl(cfg, "--strict", "del-flows", br, f["match"]) for f in ovs["flows"]],
+            "offload": [ovs_hw_offload_get()]}
 
 
 def pci_address(pci: str) -> str:
@@ -150,7 +173,7 @@ def root_commands(cfg, home: str) -> list[list[str]]:
     (absolute), where XenoFlow's backends file is."""
     out: list[list[str]] = []
     ovs = ovs_commands(cfg)
-    out += ovs.get("check", []) + ovs.get("add", []) + ovs.get("del", [])
+    out += ovs.get("check", []) + ovs.get("add", []) + ovs.get("del", []) + ovs.get("offload", [])
     n = dpu_node(cfg)
     for i in (n.interfaces if n is not None else []):
         if i.pci:

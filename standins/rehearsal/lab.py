@@ -24,7 +24,10 @@ group sudo, with a password: sudo asks for it until the rule `xenobench deploy` 
 (`--sudo-rule`); the DOCA Flow emulation (lb/emu) installed as the SDK is (headers, library, .pc
 files in the directories xenoflow.build_env.pkg_config_path names); a userspace Open vSwitch
 (ovsdb-server + ovs-vswitchd, netdev datapath, its run directory in the node's /run) with a stock
-BlueField's bridges ovsbr1 (p0, pf0hpf) and ovsbr2 (p1, pf1hpf); /sys/kernel/mm/hugepages a
+BlueField's bridges ovsbr1 (p0, pf0hpf) and ovsbr2 (p1, pf1hpf) and other_config:hw-offload true,
+with the eSwitch stand-in that then forwards the bridges' port pairs below the node's stack
+(set_hw_offload; off: OVS's userspace path, the thesis's first state); an ethtool stand-in adding
+the mlx5 uplink counters to `ethtool -S p0|p1` (_ethtool_standin); /sys/kernel/mm/hugepages a
 directory of plain files and /dev an overlay holding /dev/hugepages, so the hugepages step writes
 and mounts inside the node only. The loadgen node: the TRex stand-in (standins/trex) as
 <traffic.trex.daemon.path>/t-rex-64, with xdpgen beside it, and /etc/trex_cfg.yaml naming the
@@ -79,6 +82,12 @@ UBUNTU_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr
 #: the Arm side owns the eSwitch, whose PFs are in switchdev mode); devlink-dev(8)'s output format
 ESWITCH_MODE = "switchdev"
 MGMT_NET = ipaddress.ip_network("203.0.113.0/24")  # TEST-NET-3 (RFC 5737): the lab's management LAN
+#: the eSwitch stand-in for OVS's offloaded datapath (eswitch.bpf.c; Lab.set_hw_offload)
+ESWITCH_SRC = Path(__file__).with_name("eswitch.bpf.c")
+ESWITCH_PROG = "eswitch"
+ESWITCH_TC_PREF = "7"  # the tc filter's priority on XenoFlow's port (under OVS's ingress qdisc)
+#: ethtool on a BlueField's Ubuntu; the lab binds its counters stand-in over it in the DPU node
+ETHTOOL = "/usr/sbin/ethtool"
 
 
 class LabError(XenobenchError):
@@ -105,8 +114,10 @@ class LabTopology(NamespaceTopology):
 
 
 class Lab:
-    def __init__(self, config: str | os.PathLike, *, sudo_rule: bool = False, eswitch_mode: str = ESWITCH_MODE):
+    def __init__(self, config: str | os.PathLike, *, sudo_rule: bool = False, eswitch_mode: str = ESWITCH_MODE,
+                 hw_offload: bool = True):
         self.cfg = load_config(config)
+        self.hw_offload = hw_offload
         self.prefix = self.cfg.prefix
         self.root = Path(f"/var/lib/{self.prefix}rehearsal")
         self.record_file = Path("/run/xenobench") / f"{self.prefix}rehearsal.json"
@@ -187,6 +198,7 @@ class Lab:
             self.record_file.write_text(json.dumps(rec, indent=1))
             if self.dpu:
                 self._start_ovs(self.dpu.name)
+                self.set_hw_offload(self.hw_offload)
             self._wait_sshd()
         except BaseException:
             self.down()
@@ -255,6 +267,8 @@ class Lab:
             sh("clang", "-O2", "-target", "bpf", "-c", str(Path(__file__).with_name("xdp_pass.bpf.c")), "-o", str(obj))
             for rep in HOST_PF:
                 ip("-n", self.ns(dpu.name), "link", "set", "dev", rep, "xdpdrv", "obj", str(obj), "sec", "xdp")
+            sh("clang", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{os.uname().machine}-linux-gnu", "-c",
+               str(ESWITCH_SRC), "-o", str(self.root / "eswitch.bpf.o"))
         if self.cfg.section("testbed").get("switch_fastpath", True):
             self.note("pin_dirs", str(self.topo.pin_dir))
             self.fastpath.attach()
@@ -346,6 +360,7 @@ class Lab:
             (up / "openvswitch").mkdir(exist_ok=True)
             (d / "varlib-ovs").mkdir(exist_ok=True)
             self._devlink_standin(d, n)
+            self._ethtool_standin(d, n)
             if self.sudo_rule:
                 self.install_sudo_rule(node)
 
@@ -399,6 +414,114 @@ class Lab:
                      "  case \"$4\" in\n" + "\n".join(cases) + "\n  esac\nfi\n"
                      "exec /usr/local/libexec/devlink.real \"$@\"\n")
         os.chmod(f, 0o755)
+
+    def _ethtool_standin(self, d: Path, n) -> None:
+        """ethtool on the DPU node, bound over /usr/sbin/ethtool there (the real one kept under
+        /usr/local/libexec): a stand-in at the hardware boundary. `ethtool -S` of an uplink port
+        (p0, p1: veths here) prints the veth's own counters and then, under a line naming the
+        stand-in, the counters an mlx5 uplink representor has and the harness reads (the kernel's
+        mlx5 counters.rst), derived from the veth's real ones: rx_packets_phy/tx_packets_phy and
+        the bytes (every frame the link carried: /sys/class/net/<port>/statistics, which counts
+        the frames XDP took too), and rx_packets, the frames the node's kernel stack got: those
+        less the ones the eSwitch's stand-ins took before the stack (XDP drop, redirect, tx of
+        the port's XDP program: XenoFlow's emulated pipe or eswitch.bpf.c; and the eSwitch
+        stand-in's tc redirect on XenoFlow's port, `tc -s filter show dev <port> ingress`).
+        rx_out_of_buffer is 0: a veth has no receive buffers to run out of. Every other command
+        goes to the real ethtool."""
+        ports = " ".join(i.name for i in n.interfaces if i.name not in HOST_PF)
+        real = d / "usrlocal.upper" / "libexec" / "ethtool.real"
+        real.parent.mkdir(parents=True, exist_ok=True)
+        (d / "usrlocal.work").mkdir(exist_ok=True)
+        shutil.copy2(ETHTOOL, real)
+        f = d / "ethtool-standin"
+        f.write_text(
+            "#!/bin/sh\n# ethtool stand-in of the rehearsal lab (standins/rehearsal/lab.py): mlx5 counters of the "
+            "uplink ports,\n# derived from the veths' own\nreal=/usr/local/libexec/ethtool.real\n"
+            'if [ "$1" = -S ] && [ $# = 2 ]; then\n'
+            f'  case " {ports} " in *" $2 "*)\n'
+            '    out=$("$real" -S "$2") || exit $?\n'
+            '    st=/sys/class/net/$2/statistics\n'
+            '    rx=$(cat "$st/rx_packets"); tx=$(cat "$st/tx_packets")\n'
+            '    rxb=$(cat "$st/rx_bytes"); txb=$(cat "$st/tx_bytes")\n'
+            "    xdp=$(printf '%s\\n' \"$out\" | awk -F: '/rx_queue_[0-9]+_xdp_(drops|redirect|tx):/ "
+            "{s += $2} END {print s + 0}')\n"
+            "    tcr=$(/usr/sbin/tc -s filter show dev \"$2\" ingress 2>/dev/null | awk '/Sent [0-9]+ bytes "
+            "[0-9]+ pkt/ {for (i = 2; i <= NF; i++) if ($i == \"pkt\") s += $(i - 1)} END {print s + 0}')\n"
+            "    printf '%s\\n' \"$out\"\n"
+            "    echo 'Rehearsal stand-in (standins/rehearsal): mlx5 uplink counters from this veth:'\n"
+            '    echo "     rx_packets: $((rx - xdp - tcr))"\n'
+            '    echo "     rx_out_of_buffer: 0"\n'
+            '    echo "     rx_packets_phy: $rx"\n    echo "     tx_packets_phy: $tx"\n'
+            '    echo "     rx_bytes_phy: $rxb"\n    echo "     tx_bytes_phy: $txb"\n'
+            "    exit 0;;\n  esac\nfi\n"
+            'exec "$real" "$@"\n')
+        os.chmod(f, 0o755)
+
+    # --- the eSwitch's offload of OVS's bridges (eswitch.bpf.c) ----------------------------------
+    def set_hw_offload(self, on: bool) -> None:
+        """OVS's other_config:hw-offload in the DPU node, and what a BlueField's OVS does with it
+        after its restart, at once: true (the lab's default, a correctly configured BlueField) puts
+        every stock bridge's port pair on the eSwitch stand-in, so frames between them pass neither
+        the node's kernel stack nor OVS's userspace datapath; false leaves them to that datapath
+        (netdev, through packet sockets: the Arm cores' path, slow)."""
+        node = self.dpu.name
+        self.in_node(node, "ovs-vsctl", "--timeout=30", "set", "Open_vSwitch", ".",
+                     f"{dpu.OVS_HW_OFFLOAD_KEY}={'true' if on else 'false'}")
+        self._eswitch(on)
+
+    def _eswitch_paths(self) -> list[tuple[str, str, str]]:
+        """(from, to, how) for every direction of every stock bridge: "xdp" (eswitch.bpf.c at the
+        port's XDP hook), or "tc" on the port of XenoFlow's root pipe (lb_port ingress), whose XDP
+        hook XenoFlow's emulated pipe takes: the tc hook comes after it, as DOCA Flow's pipes on
+        p0 see a frame before OVS's offloaded rules."""
+        root = self.dpu.lb_port("ingress").name
+        return [(a, b, "tc" if a == root else "xdp") for x, y in STOCK_BRIDGES.values() for a, b in ((x, y), (y, x))]
+
+    def _eswitch(self, on: bool) -> None:
+        ns, node = self.ns(self.dpu.name), self.dpu.name
+        pin = self.topo.pin_dir / "eswitch"
+        paths = self._eswitch_paths()
+        root = next(a for a, _, how in paths if how == "tc")
+        if not on:
+            for a, _, how in paths:
+                if how == "tc":
+                    sh("ip", "netns", "exec", ns, "tc", "filter", "del", "dev", a, "parent", "ffff:", "pref",
+                       ESWITCH_TC_PREF, check=False)
+                elif a in HOST_PF:  # back to the representors' XDP_PASS (their peers' XDP_TX frames)
+                    ip("-force", "-n", ns, "link", "set", "dev", a, "xdpdrv", "obj", str(self.root / "xdp_pass.bpf.o"),
+                       "sec", "xdp")
+                else:
+                    ip("-n", ns, "link", "set", "dev", a, "xdp", "off", check=False)
+            self.in_node(node, "ovs-ofctl", "mod-port", "ovsbr1", root, "receive", check=False)
+            return
+        if not (pin / "progs" / ESWITCH_PROG).exists():
+            self.note("pin_dirs", str(self.topo.pin_dir))
+            (pin / "maps").mkdir(parents=True, exist_ok=True)
+            self.topo.run(ns, "bpftool", "prog", "loadall", str(self.root / "eswitch.bpf.o"), str(pin / "progs"),
+                          "type", "xdp", "pinmaps", str(pin / "maps"))
+        links = {x["ifname"]: x["ifindex"] for x in json.loads(ip("-n", ns, "-j", "link", "show").stdout)}
+        batch = [f"map update pinned {pin / 'maps' / 'pairs'} key hex {_hex(links[a].to_bytes(4, 'little'))} "
+                 f"value hex {_hex(links[b].to_bytes(4, 'little'))}" for a, b, how in paths if how == "xdp"]
+        f = self.cfg.state_dir / "lab-eswitch.bpftool"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("\n".join(batch) + "\n")
+        self.topo.run(ns, "bpftool", "batch", "file", str(f))  # devmap ifindexes resolve in the DPU's namespace
+        for a, b, how in paths:
+            if how == "xdp":
+                # through nsenter: `ip -n` remounts /sys, hiding the pins
+                self.topo.run(ns, "ip", "-force", "link", "set", "dev", a, "xdpdrv", "pinned",
+                              str(pin / "progs" / ESWITCH_PROG))
+            else:
+                # OVS's netdev ports hold an ingress qdisc of OVS's (its policing): the filter goes there
+                sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", a, "ingress", check=False)
+                sh("ip", "netns", "exec", ns, "tc", "filter", "del", "dev", a, "parent", "ffff:", "pref",
+                   ESWITCH_TC_PREF, check=False)
+                sh("ip", "netns", "exec", ns, "tc", "filter", "add", "dev", a, "parent", "ffff:", "pref",
+                   ESWITCH_TC_PREF, "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress",
+                   "redirect", "dev", b)  # u32 matching every frame: kernels without cls_matchall have it
+        # OVS's packet socket on the root port is a tap, served before the tc hook: OVS would forward
+        # a second copy of each frame; OpenFlow's no-receive makes it drop its copy
+        self.in_node(node, "ovs-ofctl", "mod-port", "ovsbr1", root, "no-receive")
 
     def install_sudo_rule(self, node: str | None = None) -> str:
         """Install the sudoers rule `xenobench deploy` prints for the DPU login (its fix column)
@@ -524,6 +647,7 @@ class Lab:
                       f"mount -t overlay {self.prefix}usrlocal -o lowerdir=/usr/local,"
                       f"upperdir={q(str(d / 'usrlocal.upper'))},workdir={q(str(d / 'usrlocal.work'))} /usr/local",
                       f"mount --bind {q(str(d / 'devlink-standin'))} {dpu.DEVLINK}",
+                      f"mount --bind {q(str(d / 'ethtool-standin'))} {ETHTOOL}",
                       f"mkdir -p {q(str(d / 'hostdev'))}", f"mount --rbind /dev {q(str(d / 'hostdev'))}",
                       f"mount -t overlay {self.prefix}dev -o lowerdir=/dev,upperdir={q(str(d / 'dev.upper'))},"
                       f"workdir={q(str(d / 'dev.work'))} /dev"]
@@ -737,7 +861,8 @@ class Lab:
             pins = self.in_node(node, "ls", "-A", "/sys/fs/bpf", check=False).stdout.split()
             out += [f"{node}: pin /sys/fs/bpf/{x}" for x in pins if x not in BPF_PRELOAD]
             for link in json.loads(ip("-n", ns, "-j", "link", "show").stdout or "[]"):
-                if link.get("xdp") and not (n.role == "dpu" and link["ifname"] in HOST_PF):
+                lab_prog = (link.get("xdp") or {}).get("prog", {}).get("name") in (ESWITCH_PROG, "rep_pass")
+                if link.get("xdp") and not (n.role == "dpu" and (link["ifname"] in HOST_PF or lab_prog)):
                     out.append(f"{node}: XDP program on {link['ifname']}")
             if n.role == "dpu":
                 for br in STOCK_BRIDGES:

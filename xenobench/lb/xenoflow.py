@@ -17,6 +17,9 @@ root) every step as root is one of the exact commands of xenobench.dpu's rule: X
 the root-owned install of this build, through the root-owned helper that records its pid and
 alone signals it; a start that fails, `lb stop` and `testbed down --purge` remove the OVS rules.
 
+Every trial of XenoFlow in DOCA mode proves that it ran in the BlueField's hardware (in_hardware,
+xenobench.lb.inhardware: the Arm cores' load, the frames p0's kernel stack got, OVS's hw-offload).
+
 XenoFlow prints JSON lines (lb/src/main.c): "started", a "stats" line every interval and on
 SIGUSR1, "final" and "stopped" after a clean teardown on SIGINT/SIGTERM. stats() sends SIGUSR1
 and reads the fresh line from the process log, so it works the same on both transports and in
@@ -39,6 +42,7 @@ from ..nodes.base import sudo_argv, sudo_refused
 from ..shipping import remove_xenoflow_rules
 from ..progcost import pinned_prog_id, xdp_prog_id
 from .base import LoadBalancer, json_lines
+from .inhardware import HardwareProof
 
 TAG = "lb-xenoflow"
 LB_DIR = REPO_ROOT / "lb"
@@ -131,6 +135,18 @@ class XenoFlowLB(LoadBalancer):
     @property
     def node(self):
         return self.testbed.node(self.ncfg.name)
+
+    @property
+    def in_hardware(self) -> HardwareProof:
+        """The per-trial proof that XenoFlow ran in the BlueField's hardware (xenobench.lb.inhardware),
+        read and judged by xenobench.measure.common.lb_stats/lb_checks: on the DPU node's ingress port
+        in DOCA mode; not applicable to the emulation, which is an XDP program on the LB node."""
+        if self.mode != "doca" or self.ncfg.role != "dpu":
+            why = (f"xenoflow.mode {self.mode!r}: the emulated datapath is an XDP program on {self.ncfg.name}'s "
+                   "port, with no BlueField whose Arm cores or eSwitch could be checked" if self.mode != "doca" else
+                   f"{self.cfg.path} has no node with role dpu: XenoFlow runs on {self.ncfg.name}")
+            return HardwareProof(self.cfg, why_not=why)
+        return HardwareProof(self.cfg, lambda: self.node, self.ing.name)
 
     # --- command construction --------------------------------------------------------------
     def _sudo(self, argv: list[str]) -> list[str]:

@@ -19,6 +19,7 @@ from ..definitions import is_capacity_point
 from ..errors import NodeError, XenobenchError
 from ..layout import ResultsTree, TrialDir, point_id
 from ..lb import by_hash
+from ..lb.inhardware import CHECK, READING_KEY
 from ..results import COUNTER_SKEW
 from ..traffic import TrialResult, start_traffic
 from ..trials import TrialContext, Validity
@@ -90,12 +91,19 @@ def traffic_watched(ctx: TrialContext, profile: str, tun: dict, rate: float, dur
 
 # --- the LB's part of a trial ----------------------------------------------------------------------
 def lb_stats(lb) -> dict | None:
+    """The LB's stats at one end of a trial's measured phase, and where the LB offers a proof of
+    where it ran (`in_hardware`: XenoFlow, xenobench.lb.inhardware), its reading then, under
+    READING_KEY, for lb_checks."""
     if lb is None:
         return None
     try:
-        return lb.stats()
+        st = lb.stats()
     except XenobenchError as e:
-        return {"error": str(e)}
+        st = {"error": str(e)}
+    proof = getattr(lb, "in_hardware", None)
+    if proof is not None:
+        st[READING_KEY] = proof.read()
+    return st
 
 
 def lb_per_backend(before: dict | None, after: dict | None) -> dict | None:
@@ -129,6 +137,7 @@ def lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int 
     per_backend = lb_per_backend(before, after)
     if lb is None:
         return per_backend
+    in_hardware(v, lb, before, after)
     errors = [f"{when}: {st['error']}" for when, st in (("before", before), ("after", after)) if "error" in st]
     v.require("lb_stats_read", not errors, "; ".join(errors))
     if rx is not None and tx is not None:
@@ -155,6 +164,40 @@ def lb_checks(v: Validity, lb, before: dict | None, after: dict | None, rx: int 
                       f"lb forwarded {fwd}, backends received {rx}" + (f" and dropped {dropped}" if dropped else "")
                       + f", generator sent {tx}: forwarded " + "; ".join(why))
     return per_backend
+
+
+def in_hardware(v: Validity, lb, before: dict | None, after: dict | None) -> dict | None:
+    """The LB's proof of where it ran (XenoFlow: xenobench.lb.inhardware), judged from lb_stats'
+    readings (judge_in_hardware); the verdict (values, or not applicable with the reason) is kept in
+    the end's stats (`after`, under CHECK), which the trial's outputs carry as lb_stats_after."""
+    verdict = judge_in_hardware(v, lb, (before or {}).get(READING_KEY), (after or {}).get(READING_KEY))
+    if verdict is not None and after is not None:
+        after[CHECK] = verdict
+    return verdict
+
+
+def lb_reading(lb) -> dict | None:
+    """A reading of the LB's proof of where it ran (in_hardware) on its own, for a procedure whose
+    phases run without lb_stats (the paired latency design's blocks, update's whole trial); None for
+    an LB without one."""
+    proof = getattr(lb, "in_hardware", None) if lb is not None else None
+    return proof.read() if proof is not None else None
+
+
+def judge_in_hardware(v: Validity, lb, before: dict | None, after: dict | None, block: int | None = None
+                      ) -> dict | None:
+    """The verdict of the LB's proof between two readings: where it applies, the requirement
+    xenoflow_in_hardware (block_<n>_xenoflow_in_hardware for a block of a paired design) whose
+    reason carries the values; returned for the caller's record. None for an LB without a proof."""
+    proof = getattr(lb, "in_hardware", None) if lb is not None else None
+    if proof is None:
+        return None
+    verdict = proof.judge(before, after)
+    if verdict["applicable"]:
+        name, why = (CHECK, verdict["reason"]) if block is None else (
+            f"block_{block}_{CHECK}", f"block {block} ({lb.kind}): {verdict['reason']}")
+        v.require(name, verdict["ok"], why)
+    return verdict
 
 
 def lb_split(lb, before: dict | None, after: dict | None) -> dict | None:

@@ -25,8 +25,9 @@ from ..results import row
 from ..rtt import probe
 from ..traffic import start_traffic
 from ..trials import TrialContext, Validity
-from .common import (background_tunables, capacity_level, is_capacity_point, lb_checks, lb_split, lb_stats,
-                     watch_generator, watch_lb)
+from ..lb.inhardware import CHECK as IN_HARDWARE
+from .common import (background_tunables, capacity_level, is_capacity_point, judge_in_hardware, lb_checks,
+                     lb_reading, lb_split, lb_stats, watch_generator, watch_lb)
 from .rate import offered_load
 
 KIND = "latency"
@@ -115,6 +116,8 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     v = Validity()
     out = {"probe": s, "server": server(ctx), "via": how,
            "lb_per_backend": lb_checks(v, lb, st0, st1), "lb_split": lb_split(lb, st0, st1)}
+    if st1 is not None and IN_HARDWARE in st1:  # the verdict with its values (xenobench.lb.inhardware)
+        out[IN_HARDWARE] = st1[IN_HARDWARE]
     lost = int(s.get("lost") or 0)
     v.require("probes_answered", s.get("n", 0) > 0, "no probe was answered")
     v.require("loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
@@ -199,16 +202,18 @@ def _paired_blocks(ctx: TrialContext, lbs: BlockLBs | None = None) -> tuple[dict
             bd = ctx.attempt.block(i, kind)
             capture = kind not in captured
             captured.add(kind)
-            split = None
+            split = hw = None
             try:  # stopped also when its start failed half-way: nothing of a block outlives it
                 lbs.use(None if kind == NONE else kind)
                 lb = lbs.lb if kind != NONE else None
                 hashed = lb is not None and by_hash(lb.kind)
                 st0 = lb_stats(lb) if hashed else None
+                hw0 = lb_reading(lb)  # XenoFlow's proof that it ran in the hardware, over the block
                 s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
                           via="direct" if kind == NONE else "lb", capture=capture, watch=ctx.watch)
                 if hashed:
                     split = lb_split(lb, st0, lb_stats(lb))
+                hw = judge_in_hardware(v, lb, hw0, lb_reading(lb), block=i)
             except NodeError as e:
                 if not ctx.watch.gone():
                     raise
@@ -222,7 +227,8 @@ def _paired_blocks(ctx: TrialContext, lbs: BlockLBs | None = None) -> tuple[dict
             blocks.append({"block": i, "round": (i - 1) // len(kinds) + 1, "lb": kind, "captured": capture,
                            "records": str(bd.probe_records.relative_to(ctx.attempt.path)), "probe": s,
                            **({"background_via": lbs.kind} if lbs.hold else {}),
-                           **({"lb_split": split} if split is not None else {})})
+                           **({"lb_split": split} if split is not None else {}),
+                           **({IN_HARDWARE: hw} if hw is not None else {})})
             lost = int(s.get("lost") or 0)
             v.require(f"block_{i}_answered", s.get("n", 0) > 0, f"block {i} ({kind}): no probe was answered")
             v.require(f"block_{i}_loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,

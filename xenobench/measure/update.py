@@ -76,7 +76,9 @@ from ..results import metric, row
 from ..sampler import CounterReader, RateSampler
 from ..traffic import start_traffic
 from ..trials import Validity
-from .common import backend_ifaces, capacity_level, is_capacity_point, payload_tunables, watch_lb
+from ..lb.inhardware import CHECK as IN_HARDWARE
+from .common import (backend_ifaces, capacity_level, is_capacity_point, judge_in_hardware, lb_reading, payload_tunables,
+                     watch_lb)
 from .rate import offered_load
 
 KIND = "update"
@@ -516,6 +518,7 @@ def backend_update(ctx, lb=None):
     kw = dict(load_pps=bg["background_pps"], payload=int(ex["payload"]), flows=int(ex["flows"]),
               settle_s=float(ex["settle_s"]), bucket_ns=int(round(float(ex["bucket_ms"]) * 1e6)))
     v = Validity()
+    hw0 = lb_reading(lb)  # XenoFlow's proof that it ran in the hardware, over the whole trial
     cycles = []
     for i in range(int(ex["cycles"])):
         c = change_cycle(ctx.testbed, lb, full, less, hold_s=float(ex["hold_s"]), **kw)
@@ -553,6 +556,9 @@ def backend_update(ctx, lb=None):
     out = {"payload": kw["payload"], "load_pps": kw["load_pps"], **{k: x for k, x in bg.items() if k != "background_pps"},
            "bucket_ns": kw["bucket_ns"], "backends_sets": [str(full), str(less)],
            "cycles": cycles, "bursts": bursts, "install": install}
+    hw = judge_in_hardware(v, lb, hw0, lb_reading(lb))
+    if hw is not None:
+        out[IN_HARDWARE] = hw
     return out, v
 
 
