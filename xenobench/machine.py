@@ -59,6 +59,15 @@ TOP_TASKS = 5  # tasks named per host and kind (the heaviest)
 UNAVAILABLE = "unavailable"
 
 
+def cpu_times(line: str) -> tuple[int, list[int]] | None:
+    """One /proc/stat per-CPU line (proc(5): cpuN user nice system idle iowait irq softirq steal ...)
+    as (N, its first eight columns, missing ones 0); None for any other line (the aggregate `cpu`)."""
+    f = line.split()
+    if not f or not f[0].startswith("cpu") or not f[0][3:].isdigit():
+        return None
+    return int(f[0][3:]), [int(x) for x in (f[1:9] + ["0"] * 8)[:8]]
+
+
 def parse_snapshot(text: str) -> dict:
     """SNAPSHOT_SCRIPT's output as {hz, cpus: {n: [user, nice, system, idle, iowait, irq, softirq,
     steal]}, freq_khz: {n: kHz}, cpuinfo_mhz: {n: MHz}, page_allocs: pgalloc_* summed (None without
@@ -74,9 +83,8 @@ def parse_snapshot(text: str) -> dict:
             out["boot_id"] = line.strip()
         elif part == "hz" and line.strip().isdigit():
             out["hz"] = int(line)
-        elif part == "stat":
-            f = line.split()
-            out["cpus"][int(f[0][3:])] = [int(x) for x in (f[1:9] + ["0"] * 8)[:8]]
+        elif part == "stat" and (cpu := cpu_times(line)) is not None:
+            out["cpus"][cpu[0]] = cpu[1]
         elif part == "freq":
             m = re.search(r"/cpu(\d+)/cpufreq/scaling_cur_freq (\d+)$", line)
             if m:

@@ -40,6 +40,7 @@ import time
 
 from .. import dpu
 from ..counters import parse_ethtool_stats
+from ..machine import cpu_times
 from ..errors import XenobenchError
 from ..nodes.base import sudo_argv
 
@@ -62,12 +63,11 @@ def parse_proc_stat(text: str) -> dict[str, tuple[int, int]]:
     """/proc/stat → {"cpuN": (busy jiffies, total jiffies)} per CPU (the aggregate "cpu" line left out)."""
     out = {}
     for line in text.splitlines():
-        f = line.split()
-        if not f or not f[0].startswith("cpu") or f[0] == "cpu" or not f[0][3:].isdigit():
-            continue
-        v = [int(x) for x in f[1:9] if x.isdigit()] + [0] * 8
-        busy, idle = sum(v[i] for i in _BUSY), sum(v[i] for i in _IDLE)
-        out[f[0]] = (busy, busy + idle)
+        cpu = cpu_times(line)
+        if cpu is not None:
+            n, v = cpu
+            busy, idle = sum(v[i] for i in _BUSY), sum(v[i] for i in _IDLE)
+            out[f"cpu{n}"] = (busy, busy + idle)
     return out
 
 

@@ -14,6 +14,7 @@ import time
 
 from ..actors import ActorGone
 from ..layout import TrialDir
+from ..lb.inhardware import CHECK as IN_HARDWARE
 from ..results import line_rate_pps, row
 from ..sampler import RateSampler
 from ..search import SearchSettings, goal, run_search, trial_runner
@@ -56,7 +57,7 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float) -> tuple[d
            "unsent": max(0, intended - tx), "stretch": round(offered_s / duration, 4),
            "generator": gen, "tunables": gen.get("tunables"),
            "lb_forwarded": sum(per_backend.values()) if per_backend is not None else None,
-           "lb_per_backend": per_backend}
+           "lb_per_backend": per_backend, IN_HARDWARE: (st1 or {}).get(IN_HARDWARE)}
     v.require("generator_ok", not other, f"{', '.join(other)}: {gen.get('reason')}")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
     v.require("counters_consistent", within_skew(rx, tx), f"backends received {rx} > generator sent {tx}")
