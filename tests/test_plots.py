@@ -19,25 +19,57 @@ NAMES = ["pps_vs_payload", "bandwidth_vs_payload", "loss_vs_load", "rtt_lb_vs_no
          "rate_ranking"]
 
 
+def _drawn_not_written(monkeypatch, written=()):
+    """Figures drawn (captions placed as when saved) and closed, not written, but those named in
+    `written`: for tests that check the plotted series; the files plot_all writes are checked on the
+    CLI's run (cli_figures)."""
+    import matplotlib.pyplot as plt
+
+    from xenobench import plots
+    save = plots._save
+
+    def close(fig, outdir, name):
+        if name in written:
+            return save(fig, outdir, name)
+        plots._place_captions(fig)
+        plt.close(fig)
+    monkeypatch.setattr(plots, "_save", close)
+
+
+@pytest.fixture(scope="module")
+def cli_figures(tmp_path_factory):
+    """`xenobench plot` on the fixture, labelled as the thesis testbed (the fixture holds
+    hardware-scale numbers: the published values and the line rate are overlaid): every figure
+    written once for the module."""
+    out = tmp_path_factory.mktemp("fig")
+    p = subprocess.run([sys.executable, "-m", "xenobench", "plot", str(FIXTURES), "--out", str(out), "--testbed", "fips"],
+                       capture_output=True, text=True)
+    return out, p
+
+
 @pytest.fixture(scope="module")
 def fixture_figures(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fig")
-    # the fixture holds hardware-scale numbers: label it as the thesis testbed so the published
-    # values and the line rate are overlaid
-    return out, plot_all(FIXTURES, out, "fips", progress=lambda m: None)
+    """The series plot_all returns for the fixture, labelled as the thesis testbed."""
+    with pytest.MonkeyPatch.context() as mp:
+        _drawn_not_written(mp)
+        return plot_all(FIXTURES, tmp_path_factory.mktemp("unwritten"), "fips", progress=lambda m: None)
 
 
-def test_fixture_figures_exist(fixture_figures):
-    out, s = fixture_figures
-    assert sorted(s) == sorted(NAMES)
+def test_fixture_figures_exist(cli_figures):
+    out, p = cli_figures
+    assert p.returncode == 0, p.stderr
     for n in NAMES:
         assert (out / f"{n}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", n
         assert (out / f"{n}.pdf").read_bytes()[:5] == b"%PDF-", n
         assert (out / f"{n}.png").stat().st_size > 10_000, n
 
 
+def test_fixture_draws_every_figure(fixture_figures):
+    assert sorted(fixture_figures) == sorted(NAMES)
+
+
 def test_fixture_pps_and_bandwidth_series(fixture_figures):
-    s = fixture_figures[1]
+    s = fixture_figures
     pps = s["pps_vs_payload"]
     assert pps["xenoflow"].to_dict() == pytest.approx({2: 97.0, 22: 96.9, 24: 92.9, 64: 92.8, 1024: 11.1})
     assert pps["ebpf"][22] == pytest.approx(30.0)
@@ -50,7 +82,7 @@ def test_fixture_pps_and_bandwidth_series(fixture_figures):
 
 
 def test_fixture_loss_rtt_and_comparison_series(fixture_figures):
-    s = fixture_figures[1]
+    s = fixture_figures
     assert s["loss_vs_load"]["xenoflow"].to_dict() == {50.0: -0.1, 90.0: -0.1, 95.0: 0.0, 97.0: 0.3,
                                                       100.0: pytest.approx(3.1), 120.0: 19.2}
     assert s["loss_vs_load"]["published_onset"] == {"paper": 96.7, "thesis": 95.0}
@@ -86,9 +118,10 @@ def test_missing_kind_is_skipped_with_reason(tmp_path):
     assert not (tmp_path / "f" / "loss_vs_load.png").exists()
 
 
-def test_local_testbed_figures_carry_no_published_overlay(tmp_path):
+def test_local_testbed_figures_carry_no_published_overlay(tmp_path, monkeypatch):
     """A namespace testbed's rates are ~1000x below the published ones: no published values or
     100 Gbit/s line rate on its figures (they would flatten the measured curves to zero)."""
+    _drawn_not_written(monkeypatch)
     s = plot_all(FIXTURES, tmp_path, "local", progress=lambda m: None)
     assert s["pps_vs_payload"]["published"] == {}
     assert s["lb_comparison"]["published"] == {}
@@ -97,7 +130,7 @@ def test_local_testbed_figures_carry_no_published_overlay(tmp_path):
     assert s["pps_vs_payload"]["xenoflow"][22] == pytest.approx(96.9)  # the measurements stay
 
 
-def test_small_rates_keep_their_levels_and_labels_inside_the_figure(tmp_path):
+def test_small_rates_keep_their_levels_and_labels_inside_the_figure(tmp_path, monkeypatch):
     """A namespace testbed's sweep lies below 0.2 Mpps: its loss levels must not collapse into
     0.1 Mpps bins, and bar labels must not stretch the figure (they were placed 1 Mpps above)."""
     import matplotlib.image as mpimg
@@ -111,6 +144,7 @@ def test_small_rates_keep_their_levels_and_labels_inside_the_figure(tmp_path):
         if kind == "pps":
             df.loc[df.metric == "rx_pps", "value"] *= scale
         write_tidy(kind, df, d)
+    _drawn_not_written(monkeypatch, written=("lb_comparison",))
     s = plot_all(d, tmp_path / "f", "local", progress=lambda m: None)
     loss_fixture = read_tidy(FIXTURES, "loss")
     levels = loss_fixture[loss_fixture.metric == "loss_pct"].offered_pps.mul(1e-3 / 1e6).round(4).nunique()
@@ -150,12 +184,11 @@ def test_thesis_figures_show_the_published_shape(thesis_tidy, tmp_path):
     assert s["bandwidth_vs_payload"]["l2"]["xenoflow"][1024] < 100  # line rate not reached at 1024 B
 
 
-def test_cli_plot(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "xenobench", "plot", str(FIXTURES), "--out", str(tmp_path / "f")],
-                       capture_output=True, text=True)
+def test_cli_plot(cli_figures):
+    out, p = cli_figures
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.strip().strip("[]").replace('"', "").split(", ")) == sorted(NAMES)
-    assert (tmp_path / "f" / "lb_comparison.pdf").stat().st_size > 1000
+    assert (out / "lb_comparison.pdf").stat().st_size > 1000
 
 
 def test_rtt_under_load_draws_the_level_without_background_on_every_split(tmp_path):
