@@ -9,7 +9,8 @@
   half-written, the trial whole on the rerun.
 - `kill -9` of `xenobench experiment run` in the middle of a trial on the namespace testbed, then
   `xenobench testbed down` and a rerun: nothing of the killed run is left (namespaces, processes,
-  XDP programs, pinned objects), no completed trial is redone, no trial is half-written.
+  XDP programs, pinned objects), no completed trial is redone, no trial is half-written (a whole
+  run: `make test-e2e`, with the same kill -9 of Snakemake below).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def _leftovers(prefix: str, marker: str) -> dict:
     return {"namespaces": ns, "processes": procs, "pins": pins, "xdp": xdp}
 
 
+@pytest.mark.e2e  # a whole run through the CLI: its own testbed up, two trials, down, the run again
 def test_kill_9_mid_trial_then_down_and_rerun(tmp_path):
     prefix = _prefix()
     cfg = tmp_path / "fault.yaml"
