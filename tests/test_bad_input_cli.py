@@ -216,7 +216,7 @@ def test_bad_input_gives_one_line_and_exit_code(tmp_path, name, make, code, expe
     assert re.match(pattern, lines[0]), f"{name}:\n  got      {lines[0]}\n  expected {pattern}"
 
 
-def test_plot_names_the_inf_value_per_figure(tmp_path):
+def test_plot_names_the_inf_value_per_figure(tmp_path, monkeypatch):
     """plot goes on with the other figures; the one that needs pps.csv says why it is skipped.
     With no figure left to draw, plot fails (a green workflow step with no figures would hide it)."""
     d = results_dir(tmp_path, "pps", ["fx,pps,lb-xenoflow_payload-2,xenoflow,,2,44,,1,1,,,rx_pps,inf,packets/s,fixture"])
@@ -229,6 +229,8 @@ def test_plot_names_the_inf_value_per_figure(tmp_path):
                        "--placeholders writes a figure stating each reason instead)")
     assert r.stdout == ""
     # with placeholders (the workflow's way) every figure states its reason and plot succeeds
+    from .test_plots import _drawn_not_written
+    _drawn_not_written(monkeypatch, written=("pps_vs_payload",))  # the one looked at
     r = CliRunner().invoke(main, ["plot", str(d), "--out", str(tmp_path / "fig"), "--placeholders"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "fig" / "pps_vs_payload.png").exists()

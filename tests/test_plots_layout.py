@@ -341,7 +341,9 @@ def _trial(resdir, exp, point, rep, valid, reasons):
         "outputs": {}}))
 
 
-def test_placeholder_names_every_invalid_trial_and_its_reasons(tmp_path):
+def test_placeholder_names_every_invalid_trial_and_its_reasons(tmp_path, monkeypatch):
+    from .test_plots import _drawn_not_written
+    _drawn_not_written(monkeypatch, written=("pps_vs_payload",))
     d = tmp_path / "local"
     for rep, why in ((1, "generator_ok: xdpgen stopped"), (2, "generator_ok: xdpgen stopped"),
                      (3, "sampler_ok: no samples")):
