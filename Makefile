@@ -8,7 +8,7 @@ SNAKE_ARGS ?=
 
 help:
 	@echo "make all    install what is missing, then snakemake --cores 1 all (config: $(CONFIG))"
-	@echo "make test   install what is missing, then run the test suite (all but the end-to-end runs; < 10 min)"
+	@echo "make test   install what is missing, then run the test suite (all but the end-to-end runs)"
 	@echo "make test-e2e  the end-to-end runs: the CI-sized study through Snakemake, the rehearsal lab (CI runs both)"
 	@echo "make build  build the C parts (XDP programs, XenoFlow on the DOCA Flow emulation)"
 	@echo "make lint   ruff and snakemake --lint (part of make test)"
