@@ -376,18 +376,24 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
     return series
 
 
-def _pps_ratios(rows, rr, outdir, testbed) -> dict:
-    payloads = sorted(int(p) for p in rr.payload_bytes.dropna().unique())
-    ratios = {p: ratios_from_rows(rr[rr.payload_bytes == p], RATIO_MEASURE) for p in payloads}
-    ratios = {p: rs for p, rs in ratios.items() if rs}
+def _ratios_by(groups: dict, figure: str) -> tuple[dict, str]:
+    """Each position's ratios from its ratio rows (`groups`: position -> rows), in position order,
+    positions without a complete ratio left out, and the reference they are compared with; refuses
+    (DataError naming `figure`) rows that hold no complete ratio."""
+    ratios = {k: rs for k in sorted(groups) if (rs := ratios_from_rows(groups[k], RATIO_MEASURE))}
     if not ratios:
-        raise DataError("Failed to plot pps_vs_payload: its ratio rows (rate_vs_<ref>_...) lack a median, CI or "
+        raise DataError(f"Failed to plot {figure}: its ratio rows (rate_vs_<ref>_...) lack a median, CI or "
                         "rounds (regenerate the tables with `xenobench experiment aggregate <results dir>`)")
-    ref = reference_of([r for rs in ratios.values() for r in rs])
-    payloads = sorted(ratios)
+    return ratios, reference_of([r for rs in ratios.values() for r in rs])
+
+
+def _pps_ratios(rows, rr, outdir, testbed) -> dict:
+    ratios, ref = _ratios_by({int(p): rr[rr.payload_bytes == p] for p in rr.payload_bytes.dropna().unique()},
+                             "pps_vs_payload")
+    payloads = list(ratios)
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
-        series, pairs = _ratio_panel(ax, {p: ratios[p] for p in payloads}, {p: i for i, p in enumerate(payloads)}, ref)
+        series, pairs = _ratio_panel(ax, ratios, {p: i for i, p in enumerate(payloads)}, ref)
         series = {"ratios": series, "reference": ref}
         _payload_ticks(ax, payloads)
         _legend_outside(ax)
@@ -538,12 +544,7 @@ def _loss_ratios(rows, rr, outdir, testbed) -> dict:
         raise DataError(f"Failed to plot loss_vs_load: points {', '.join(missing)} have ratio rows but no "
                         "nominal_offered_pps row (regenerate the tables with `xenobench experiment aggregate "
                         "<results dir>`)")
-    ratios = {float(nominal[pt]): ratios_from_rows(rr[rr.point == pt], RATIO_MEASURE) for pt in rr.point.unique()}
-    ratios = {k: rs for k, rs in sorted(ratios.items()) if rs}
-    if not ratios:
-        raise DataError("Failed to plot loss_vs_load: its ratio rows (rate_vs_<ref>_...) lack a median, CI or "
-                        "rounds (regenerate the tables with `xenobench experiment aggregate <results dir>`)")
-    ref = reference_of([r for rs in ratios.values() for r in rs])
+    ratios, ref = _ratios_by({float(nominal[pt]): rr[rr.point == pt] for pt in rr.point.unique()}, "loss_vs_load")
     scale, unit = _rate_unit(pd.Series(list(ratios)))
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 
 from ..errors import DataError, XenobenchError
-from ..lb.inhardware import CHECK as IN_HARDWARE
 from ..progcost import measure as measure_prog_cost
 from ..results import metric, row
 from ..sampler import RateSampler
@@ -37,7 +36,7 @@ KIND = "rate"
 #: typo'd `from` is refused when the definitions load (experiment plan, snakemake -n)
 OUTPUTS = ("payload", "requested_pps", "generator", "tunables", "rx_packets", "tx_packets", "rx_series", "rx_pps",
            "rx_cv_pct", "steady_intervals", "loss_pct", "lb_forwarded", "lb_per_backend", "lb_stats_after",
-           "stopped_early", "lb_prog", IN_HARDWARE)
+           "stopped_early", "lb_prog")
 #: the tables this kind writes besides its definitions' own (tidy.tables)
 TABLES = ("rtt_capacity",)
 
@@ -91,7 +90,6 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
            "rx_cv_pct": steady.cv_pct, "steady_intervals": steady.intervals,
            "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
            "lb_forwarded": fwd, "lb_per_backend": per_backend, "lb_stats_after": st1,
-           IN_HARDWARE: (st1 or {}).get(IN_HARDWARE),  # the LB's proof of where it ran (lb_checks)
            "stopped_early": "; ".join(gone) if gone else None}
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "generator reported invalid")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
