@@ -267,6 +267,9 @@ RETRIES = [
     (["stolen", "ok"], 0, 1, False),                # no spare: max_attempts alone
     (["broken", "ok"], 3, 1, False),                # a failure of the trial's own is never the machine's
     (["stolen", "broken", "ok"], 3, 2, False),      # the spare covers the stolen one, not the broken one
+    (["rounds", "ok"], 1, 2, True),                 # an interleaved design's rounds left out by the rule
+    (["rounds", "rounds", "ok"], 1, 2, False),
+    (["rounds+broken", "ok"], 3, 1, False),         # with a failure of its own: the trial's
 ]
 
 
@@ -292,8 +295,9 @@ def test_a_disturbed_attempt_uses_a_spare_not_one_of_max_attempts(local_cfg, tmp
     kinds = iter(attempts)
 
     def proc(ctx):
-        v = Validity()
-        v.require("procedure_check", next(kinds) != "broken", "the procedure's own check")
+        v, kind = Validity(), next(kinds)
+        v.require("procedure_check", "broken" not in kind, "the procedure's own check")
+        v.require(machine.ROUNDS_KEPT, "rounds" not in kind, "more than half the rounds left out by the rule")
         return {"x": 1}, v
     res = run_trial(Testbed(), "unit", {"x": 4}, 1, TrialDir(tmp_path / "t"), proc, ifaces=[], max_attempts=1,
                     settle_s=0, cooldown_s=0, progress=lambda m: None)

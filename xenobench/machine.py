@@ -220,6 +220,13 @@ RULES = (
 )
 
 
+#: the validity checks that judge the machine's state, not the trial: an attempt as a whole
+#: (xenobench.trials), an interleaved design's rounds one by one (more than half of them left out:
+#: xenobench.measure.rank). An attempt failing only these is the machine's (experiments.machine_retries)
+UNDISTURBED, ROUNDS_KEPT = "machine_undisturbed", "rounds_kept"
+CHECKS = frozenset({UNDISTURBED, ROUNDS_KEPT})
+
+
 def limits(cfg) -> dict[str, float | None]:
     """Every rule's limit from the config (experiments.<key>; None: not judged)."""
     ex = cfg.section("experiments")

@@ -112,6 +112,24 @@ def _run_prober(node, argv: list[str], timeout_s: float, watch: Watch) -> dict:
     return summary
 
 
+#: the longest the capture is given to hand over its last frames after the prober ends: the packet
+#: ring hands tcpdump (not in immediate mode) a block at the latest 1 s after the block's first frame
+CAPTURE_FLUSH_S = 1.3
+
+
+def _wait_captured(node, pcap: str, frames: int, limit_s: float) -> None:
+    """Wait until the capture `pcap` on `node` holds `frames` complete records (tcpdump reads the
+    file it is still writing), at most limit_s: the ring's last block arrives any time within its
+    timeout, and stopping tcpdump before it would lose the last frames. A capture that misses
+    frames (the kernel dropped them) waits the whole limit; the analysis then finds them missing."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        r = node.run(["tcpdump", "-r", pcap, "-n", "-q"], check=False)
+        if r.stdout.count("\n") >= frames:
+            return
+        time.sleep(0.05)
+
+
 #: ports probe_flow tries from dns.prober.source_port up (each misses Katran's ring with p ~ 1/2 per address)
 MAX_PORT_TRIES = 4096
 
@@ -183,6 +201,7 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
     out.parent.mkdir(parents=True, exist_ok=True)
     node.run(["ip", "neigh", "replace", s.vip, "lladdr", mac, "dev", ci.name, "nud", "permanent"])
     tag = "rtt-tcpdump"
+    summary = None
     try:
         if capture:
             node.run(["rm", "-f", r_pcap])
@@ -209,7 +228,8 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
         summary = _run_prober(node, argv, count / rate_qps + s.timeout_s + 60, watch or Watch())
     finally:
         if capture:
-            time.sleep(1.3)  # the ring hands tcpdump its last block within 1 s
+            if summary is not None:  # what the prober exchanged: every query, every answer it took
+                _wait_captured(node, r_pcap, summary["sent"] + summary["n"], CAPTURE_FLUSH_S)
             node.stop(tag)
         node.run(["ip", "neigh", "del", s.vip, "dev", ci.name], check=False)
     node.collect(r_out, out)

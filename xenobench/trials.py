@@ -393,7 +393,7 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
         meta.setdefault("machine", {})[att.path.name] = load
         write_json_atomic(trial.metadata, meta, indent=1)
         if load["disturbed"]:
-            validity.require("machine_undisturbed", False, machine.reason(load))
+            validity.require(machine.UNDISTURBED, False, machine.reason(load))
         after = _snap_all(testbed, ifaces)
         write_json_atomic(att.counters_after, after, indent=1)
         lost = ctx.watch.judge_connections(validity)
@@ -413,7 +413,8 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
         spare_note = f" (of {max_attempts}, +{n - max_attempts} for the machine)" if n > max_attempts else ""
         progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}{spare_note}: "
                  f"{'valid' + _headline(headline, outputs) if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
-        chosen = (n, outputs, validity, load["disturbed"])
+        # disturbed as a whole or in too many of its rounds: the retry waits for the placement first
+        chosen = (n, outputs, validity, load["disturbed"] or _disturbed_only(attempts[-1]))
         time.sleep(cooldown_s)
         if validity.valid:
             break
@@ -425,9 +426,13 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
 
 
 def _machine_only(attempts: list[dict]) -> int:
-    """How many of the attempts were invalid for the machine rule alone (machine_undisturbed)."""
-    return sum(1 for a in attempts
-               if not a["valid"] and {k for k, ok in a["checks"].items() if not ok} == {"machine_undisturbed"})
+    """How many of the attempts were invalid for the machine rule alone (machine.CHECKS)."""
+    return sum(1 for a in attempts if _disturbed_only(a))
+
+
+def _disturbed_only(a: dict) -> bool:
+    failed = {k for k, ok in a["checks"].items() if not ok}
+    return not a["valid"] and bool(failed) and failed <= machine.CHECKS
 
 
 def _headline(headline: Callable[[dict], str] | None, outputs: dict) -> str:

@@ -27,6 +27,7 @@ code; nothing of Katran's is copied):
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 from collections import Counter
@@ -134,9 +135,17 @@ def ring(endpoints: list[tuple[int, int, int]], ring_size: int = RING_SIZE) -> l
 
 
 def reals_ring(reals: list[tuple[str, int]], ring_size: int = RING_SIZE) -> tuple[list[int], list[int]]:
-    """For reals (address, weight) added to one VIP in this order: (their real numbers, the ring)."""
+    """For reals (address, weight) added to one VIP in this order: (their real numbers, the ring).
+    The ring of the same reals is computed once per process (a 65537-slot ring takes ~0.15 s in
+    Python, and the RTT prober asks for it at every probe to choose its flow); callers get copies."""
+    nums, r = _reals_ring(tuple((str(a), int(w)) for a, w in reals), ring_size)
+    return list(nums), list(r)
+
+
+@functools.lru_cache(maxsize=8)
+def _reals_ring(reals: tuple[tuple[str, int], ...], ring_size: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     nums = list(range(1, len(reals) + 1))
-    return nums, ring([(n, w, address_hash(a)) for n, (a, w) in zip(nums, reals)], ring_size)
+    return tuple(nums), tuple(ring([(n, w, address_hash(a)) for n, (a, w) in zip(nums, reals)], ring_size))
 
 
 def shares(r: list[int]) -> dict[int, float]:

@@ -387,7 +387,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     for b in complete:
         b["round_kept"] = int(b["round"]) in kept
     if complete:
-        v.require("rounds_kept", 2 * len(left) <= rounds, left_out_reason(left, rounds, limits))
+        v.require(machine.ROUNDS_KEPT, 2 * len(left) <= rounds, left_out_reason(left, rounds, limits))
     if pair is not None and limits["max_cpu_pair_rtt_ns"] is not None:  # judged, so it must be measured
         v.require("cpu_pair_rtt_measured", pair.error is None,
                   f"the cache-line round trip between CPUs {pair.cpus[0]} and {pair.cpus[1]} could not be measured "
