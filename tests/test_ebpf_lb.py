@@ -202,6 +202,7 @@ def test_live_split_matches_backend_counters_and_refuses_second_start(testbed):
         st = lb.stats()
         got = {b["name"]: b["packets"] for b in st["backends"]}
         assert got == {"fips2": 110, "fips3": 30}  # even sources → fips2, odd → fips3
+        assert lb.forwarded() == 140  # the interleaved designs' one-map read: the same sum
         # counted at the backends by their UDP stacks (the interface counters also see the ARP
         # that the backends' ICMP port-unreachable answers cause)
         assert (after[0] - before[0], after[1] - before[1]) == (110, 30)

@@ -642,6 +642,7 @@ def test_live_hidden_address_check_and_nothing_left_behind(testbed):
         # every frame arrived at (and only at) the backend the ring names, decapsulated by Katran's decap
         assert got == want
         assert {b["name"]: b["packets"] for b in st["backends"]} == want
+        assert lb.forwarded() == sum(want.values())  # the interleaved designs' one-map read
         assert st["xdp_tx"] == 400 and st["miss"] == 0 and st["tx_error"] == 0 and st["fallback_lru"] == 0
         from xenobench.fabric import NamespaceFabric
         fab = NamespaceFabric(testbed)

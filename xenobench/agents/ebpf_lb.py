@@ -113,7 +113,8 @@ def _add_args(r) -> None:
 
 AGENT = XdpLbAgent(name="the eBPF LB", prog_name="xenobench.agents.ebpf_lb", obj=OBJ, prog=PROG,
                    build_hint="make -C ebpf_baseline", configure=_configure, read_stats=read_stats,
-                   add_args=_add_args, description="eBPF baseline controller", update=update_maps)
+                   add_args=_add_args, description="eBPF baseline controller", update=update_maps,
+                   forwarded_map="backend_stats")
 
 if __name__ == "__main__":
     sys.exit(AGENT.main())

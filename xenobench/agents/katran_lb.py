@@ -307,7 +307,8 @@ def _add_args(r) -> None:
 AGENT = XdpLbAgent(name="Katran", prog_name="xenobench.agents.katran_lb", obj=None, prog=PROG, weights=RING,
                    build_hint="xenobench.katran.build (a Katran checkout: katran.checkout)",
                    configure=_configure, read_stats=read_stats, add_args=_add_args, update=update_reals,
-                   description="Katran (facebookincubator/katran) controller: its balancer, configured through its maps")
+                   description="Katran (facebookincubator/katran) controller: its balancer, configured through its maps",
+                   forwarded_map="reals_stats")
 
 if __name__ == "__main__":
     sys.exit(AGENT.main())

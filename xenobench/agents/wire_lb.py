@@ -65,7 +65,8 @@ def _configure(pindir: Path, backends: Path, a, egress_ifindex: int | None) -> d
 
 AGENT = XdpLbAgent(name="the wire LB", prog_name="xenobench.agents.wire_lb", obj=OBJ, prog=PROG,
                    build_hint="make -C switch", configure=_configure, read_stats=read_stats,
-                   egress_required=True, description="wire reference LB controller")
+                   egress_required=True, description="wire reference LB controller",
+                   forwarded_map="wire_stats", forwarded_keys=CLASSES)
 
 if __name__ == "__main__":
     sys.exit(AGENT.main())

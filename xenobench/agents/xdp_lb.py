@@ -47,6 +47,11 @@ class XdpLbAgent:
     update: Callable[[Path, Path, Path, argparse.Namespace], dict] | None = None
     #: how it reads the backends' weights (xenobench.backends: CLASSES, or RING for Katran)
     weights: WeightRule = CLASSES
+    #: the per-CPU array whose entries count what it forwarded (packets first, "<QQ"), and how many
+    #: of its keys from 0 do (None: all): one map dump for the frames it forwarded so far, where the
+    #: interleaved designs read it around every block (read_stats reads every map and the file)
+    forwarded_map: str | None = None
+    forwarded_keys: int | None = None
 
     def parser(self) -> argparse.ArgumentParser:
         ap, r = controller_parser(f"python -m {self.prog_name}", self.description or f"{self.name} controller", 1.0)

@@ -55,6 +55,10 @@ class LoadBalancer(ABC):
         """{"backends": [{"name", "mac", "packets", "bytes"}...], "miss", "non_ipv4",
         "malformed", "mode"}, summed over CPUs."""
 
+    def forwarded(self) -> int:
+        """The frames it forwarded so far: its per-backend packets, summed (stats)."""
+        return int(sum(b["packets"] for b in self.stats()["backends"]))
+
     @property
     def node(self):
         """The node its process runs on."""

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..agents.bpf import percpu_sum
 from ..backends import write_canonical
 from ..errors import ConfigError, NodeError
 from ..progcost import remove_left_program
@@ -126,6 +127,20 @@ class XdpControllerLB(LoadBalancer):
                             f"(`xenobench lb start --lb {self.kind}` first)")
         path = h.argv[h.argv.index("--backends") + 1]
         return self.signal_update(node, h, path, backends, timeout=timeout)
+
+    def forwarded(self) -> int:
+        """One dump of the agent's per-backend map where it names one (XdpLbAgent.forwarded_map): the
+        same sum stats() gives, without reading the agent's other maps and files."""
+        spec = importlib.import_module(self.agent).AGENT
+        if spec.forwarded_map is None:
+            return super().forwarded()
+        node, pin = self.node, self.pindir / "maps" / spec.forwarded_map
+        r = node.run(["bpftool", "map", "dump", "pinned", str(pin), "-j"], check=False)
+        if not r.ok:
+            raise NodeError(f"Failed to read {self.kind} counters on {node.name}: not running (no pinned map "
+                            f"{pin}: {r.stderr.strip()[:200]})")
+        st = percpu_sum(pin, "<QQ", run=lambda *a: r.stdout)
+        return int(sum(v[0] for k, v in st.items() if spec.forwarded_keys is None or k < spec.forwarded_keys))
 
     def stats(self) -> dict:
         node = self.node
