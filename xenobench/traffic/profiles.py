@@ -26,6 +26,7 @@ import ast
 import hashlib
 import json
 import math
+import os
 import struct
 import subprocess
 import sys
@@ -126,6 +127,41 @@ def declared_tunables(profile: str | Path) -> frozenset[str]:
 
 
 _cache: dict[str, list[dict]] = {}      # load key → stream JSON
+#: the loader's answers kept across processes (every measurement point is a process of its own, and
+#: a load starts the TRex client's interpreter: ~1 s or more): one JSON file per load, named by the
+#: load's key, the profile directory's every file, the loader and the client's version
+DISK_CACHE = REPO_ROOT / ".xenobench" / "cache" / "stl-profiles"
+
+
+def _disk_key(path: Path, key: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        client = version("lbr_trex_client")
+    except PackageNotFoundError:
+        client = None
+    loader = Path(__file__).with_name("stl_loader.py")
+    return hashlib.sha256(json.dumps([key, client, loader.stat().st_mtime_ns, sys.version,
+                                      [(f.name, f.stat().st_mtime_ns) for f in sorted(path.parent.iterdir())
+                                       if f.is_file()]]).encode()).hexdigest()
+
+
+def _disk_read(name: str) -> list[dict] | None:
+    try:
+        streams = json.loads((DISK_CACHE / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return streams if isinstance(streams, list) and streams else None
+
+
+def _disk_write(name: str, streams: list[dict]) -> None:
+    """Written whole or not at all (a temporary file renamed): processes load at once."""
+    try:
+        DISK_CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = DISK_CACHE / f".{name}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(streams))
+        tmp.replace(DISK_CACHE / f"{name}.json")
+    except OSError:
+        pass  # a cache that cannot be written only costs the next process its load
 _compiled: dict[str, "Compiled"] = {}   # load key → compiled frames (the last 16)
 
 
@@ -144,6 +180,11 @@ def load_streams(profile: str | Path, tunables: dict | list | None = None) -> tu
     key = _key(path, argv)
     if key in _cache:
         return path, _cache[key]
+    disk = _disk_key(path, key)
+    kept = _disk_read(disk)
+    if kept is not None:
+        _cache[key] = kept
+        return path, kept
     try:
         p = subprocess.run([sys.executable, "-m", "xenobench.traffic.stl_loader", str(path), *argv],
                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
@@ -159,6 +200,7 @@ def load_streams(profile: str | Path, tunables: dict | list | None = None) -> tu
     if not res["streams"]:
         raise TrafficError(f"Failed to load profile {path}: it yields no streams")
     _cache[key] = res["streams"]
+    _disk_write(disk, res["streams"])
     return path, res["streams"]
 
 
