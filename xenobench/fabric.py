@@ -255,7 +255,7 @@ class BackendDecap:
         for b, node, dev in self._backends():
             state = self.statedir / f"{b.name}.json"
             prev = json.loads(state.read_text()) if state.exists() else {}
-            if node.ncfg.transport != "netns" or (NETNS_RUN_DIR / f"{self.cfg.prefix}{b.name}").exists():
+            if node.present:  # a torn-down namespace has nothing attached
                 if self._attached(node, dev)[1] == DECAP_CHAIN_PROG:
                     mode = XDP_MODES.get(prev.get("mode"), "xdpdrv")
                     pid = prev.get("previous")

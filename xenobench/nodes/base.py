@@ -84,6 +84,12 @@ class Node(ABC):
         self.log_dir = cfg.state_dir / "logs"
 
     @property
+    def present(self) -> bool:
+        """Whether the node is there to run commands on (a namespace: it exists; a host: assumed,
+        a command that cannot reach it says why)."""
+        return True
+
+    @property
     def root(self) -> bool:
         """Whether commands here run as root (a namespace or this machine: the harness's own
         user, root; an SSH node: its login)."""

@@ -106,6 +106,10 @@ class NetnsNode(Node):
         except OSError:
             return ""
 
+    @property
+    def present(self) -> bool:
+        return (NETNS_RUN_DIR / self.netns).exists()
+
     def pids(self) -> list[int]:
         """Every process whose network namespace is this node's (`ip netns pids`)."""
         p = subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True)
