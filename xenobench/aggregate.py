@@ -10,7 +10,6 @@ splits, payloads or LBs) are listed in unplanned.csv, never drawn as if planned.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +19,7 @@ from .errors import ConfigError, DataError
 from .experiments import definition, order, points
 from .layout import TrialDir, point_id, trial_results
 from .measure import TrialRecord
-from .results import COLUMNS, KINDS, remove_tidy, validate, write_tidy
+from .results import COLUMNS, KINDS, remove_tidy, validate, write_rows, write_tidy
 
 
 def trial_record(testbed: str, trial: TrialDir, res: dict, resdir: Path) -> TrialRecord:
@@ -141,11 +140,11 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print,
             progress(f"{k}.csv: {len(rs)} rows")
         else:  # this directory's CSVs are ours: none stale
             remove_tidy(k, resdir)
-    _write_csv(resdir / "invalid.csv", ["trial", "experiment", "point", "attempts", "reasons"], invalid)
+    write_rows(resdir / "invalid.csv", ["trial", "experiment", "point", "attempts", "reasons"], invalid, "the list of invalid trials")
     written["invalid"] = len(invalid)
     progress(f"invalid.csv: {len(invalid)} invalid trials")
     if planned is not None:
-        _write_csv(resdir / "unplanned.csv", UNPLANNED_FIELDS, unplanned)
+        write_rows(resdir / "unplanned.csv", UNPLANNED_FIELDS, unplanned, "the list of unplanned points")
         written["unplanned"] = len(unplanned)
         if unplanned:
             progress(f"unplanned.csv: {len(unplanned)} trials of points this config does not plan (not drawn)")
@@ -154,11 +153,3 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print,
     return written
 
 
-def _write_csv(path: Path, fields: list[str], rows: list[dict]) -> None:
-    try:
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields)
-            w.writeheader()
-            w.writerows(rows)
-    except OSError as e:
-        raise DataError(f"Failed to write {path}: {e.strerror or e}") from None

@@ -28,7 +28,6 @@ to 0.2 % is 0.1 points, not +100 %).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -38,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataError
-from .results import HIGHER, KINDS, LOWER, metric, read_all, read_sidecar
+from .results import HIGHER, KINDS, LOWER, metric, read_all, read_sidecar, write_rows
 
 #: the columns that key a row besides its table: what was measured, with which LB, under which conditions
 KEY = ("experiment", "point", "lb", "metric", "payload_bytes", "server", "split", "background_pps",
@@ -366,15 +365,7 @@ def write_csv(d: Diff, out: str | Path) -> Path:
     for o in d.only:
         rows.append({"table": o.table, **o.where, f"n_{o.side.lower()}": o.n, f"median_{o.side.lower()}": o.median,
                      "verdict": f"only in {o.side}"})
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
-    except OSError as e:
-        raise DataError(f"Failed to write the diff table {out}: {e.strerror or e}") from None
-    return out
+    return write_rows(out, CSV_COLUMNS, rows, "the diff table")
 
 
 VERDICT_COLOURS = {BETTER: "tab:green", WORSE: "tab:red", NOT_DISTINGUISHABLE: "0.45"}

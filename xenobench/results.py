@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import csv
 import os
 import re
 import shlex
@@ -364,7 +365,7 @@ def _command_line() -> str:
     return shlex.join(argv)
 
 
-def _write_atomic(out: Path, write) -> None:
+def _write_atomic(out: Path, write, what: str = "tidy results") -> None:
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -374,7 +375,20 @@ def _write_atomic(out: Path, write) -> None:
     except OSError as e:
         if tmp.parent.is_dir():
             tmp.unlink(missing_ok=True)
-        raise DataError(f"Failed to write tidy results {out}: {e.strerror or e}") from None
+        raise DataError(f"Failed to write {what} {out}: {e.strerror or e}") from None
+
+
+def write_rows(out: str | Path, fields: list[str], rows: list[dict], what: str) -> Path:
+    """Rows (dicts; a missing field empty) as a CSV with these columns, written whole or not at all;
+    `what` names the file in the error."""
+    out = Path(out)
+
+    def write(f):
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    _write_atomic(out, write, what)
+    return out
 
 
 def write_tidy(kind: str, rows, path: str | Path, how: str | None = None) -> Path:
