@@ -11,6 +11,7 @@ Owns its procedures (rtt_probe, rtt_under_load) and its rows: samples and summar
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import time
 from pathlib import Path
@@ -276,6 +277,21 @@ def headline(o: dict) -> str:
 
 
 # --- rows --------------------------------------------------------------------------------------------
+def _block_rtts(path: Path) -> tuple[float, ...]:
+    """A block's RTTs (read_probe_records), read once per file version in a process: a paired
+    point's rows and its comparison both need them."""
+    try:
+        st = path.stat()
+    except OSError:
+        return tuple(read_probe_records(path))  # it names what is wrong
+    return _rtts_of(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=512)
+def _rtts_of(path: str, mtime_ns: int, size: int) -> tuple[float, ...]:
+    return tuple(read_probe_records(Path(path)))
+
+
 def read_probe_records(path: Path) -> list[float]:
     """RTTs in µs of the answered probes (status ok) in a prober's raw records: JSON lines
     (xenobench.rtt) or CSV, each with rtt_ns and status. A line that is not a record or an
@@ -349,9 +365,10 @@ def _rtt_rows(common: dict, rtts: np.ndarray, s: dict, rel_records: Path, rel_su
             out["rtt_summary"].append(row(**common, metric=m, value=float(v), unit=u, source=str(rel_summary)))
 
 
-def _paired_rtt_rows(common: dict, trial: TrialDir, res: dict, resdir: Path, out: dict[str, list[dict]]) -> list:
+def _paired_rtt_rows(common: dict, trial: TrialDir, res: dict, resdir: Path, out: dict[str, list[dict]] | None) -> list:
     """Paired design: samples per block (source names the block), one summary per LB and
-    repetition over its blocks; returns (repetition, round, lb, block median) for latency.compare."""
+    repetition over its blocks; returns (repetition, round, lb, block median) for latency.compare
+    (out None: only those, no rows)."""
     o = res["outputs"]
     att = trial.attempt(res["chosen_attempt"])
     rep = int(res["repetition"])
@@ -361,7 +378,11 @@ def _paired_rtt_rows(common: dict, trial: TrialDir, res: dict, resdir: Path, out
     medians = []
     for b in o["blocks"]:
         f = att.path / b["records"]
-        r = read_probe_records(f)
+        r = _block_rtts(f)
+        if r:
+            medians.append((rep, int(b["round"]), b["lb"], float(np.median(r))))
+        if out is None:
+            continue
         rel = f.relative_to(resdir)
         c = dict(common, lb=b["lb"])
         for i, v in enumerate(r):
@@ -370,8 +391,8 @@ def _paired_rtt_rows(common: dict, trial: TrialDir, res: dict, resdir: Path, out
         lost[b["lb"]] = lost.get(b["lb"], 0) + int(b["probe"].get("lost") or 0)
         if b["captured"]:
             captured[b["lb"]] = b["probe"]
-        if r:
-            medians.append((rep, int(b["round"]), b["lb"], float(np.median(r))))
+    if out is None:
+        return medians
     rel_att = att.path.relative_to(resdir)
     for lb, r in per_lb.items():
         s = {"lost": lost[lb], **{k: captured.get(lb, {}).get(k) for k in ("pcap", "pcap_median_diff_us")}}
@@ -431,7 +452,7 @@ def point_rows(records: list) -> dict[str, list[dict]]:
         return {}
     blocks = []
     for t in paired_recs:
-        blocks += _paired_rtt_rows({}, t.trial, t.result, t.resdir, {"rtt_samples": [], "rtt_summary": []})
+        blocks += _paired_rtt_rows({}, t.trial, t.result, t.resdir, None)
     first = paired_recs[0]
     o, pt = first.outputs, first.point
     common = dict(first.common, server=first.facts.get("server"), split=pt.get("split"),
