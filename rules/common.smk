@@ -10,7 +10,7 @@ from snakemake.utils import validate
 from xenobench.cli import ROOT_REASON, needs_root
 from xenobench.config import load_config
 from xenobench.errors import ConfigError
-from xenobench.experiments import capacity_points, order, plan, points
+from xenobench.experiments import capacity_points, order, plan, point_key, points
 from xenobench.plots import THESIS_FIGURES, drawn_by
 from xenobench.layout import ResultsTree, point_id
 from xenobench.report import RunSummary, figure_category
@@ -104,6 +104,8 @@ FIGURE_NAMES = list(drawn_by())  # the definitions' figures (experiments/<id>.ya
 
 # every measurement point of this testbed: (experiment, point id); trials live below its directory
 POINTS = [(e, point_id(p)) for e in order() for p in points(CFG, e)]
+# what each point is measured for (xenobench.experiments.point_key): a point whose key changed runs again
+POINT_KEYS = {(e, point_id(p)): point_key(CFG, e, p) for e in order() for p in points(CFG, e)}
 TRIALS = len(plan(CFG))  # every point x its experiment's repetitions (xenobench.experiments.repetitions)
 print(f"xenobench: testbed {TESTBED} ({CONFIG_PATH}): {len(POINTS)} measurement points, {TRIALS} trials",
       file=sys.stderr)

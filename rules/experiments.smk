@@ -37,6 +37,8 @@ rule experiment_point:
         CONDA_ENV
     params:
         xb=XB,
+        # the point's configuration as a digest: Snakemake runs the point again when it changed
+        point_key=lambda w: POINT_KEYS[(w.experiment, w.point)],
     shell:
         # both streams append to the one log (a truncating `> {log}` beside `tee -a` wrote the final
         # JSON over the progress lines); the progress lines also go to the terminal

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import itertools
 import json
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from .definitions import CAPACITY, NO_SPLIT, is_capacity_point
 from .testbed import get_testbed
 from .traffic import generator_of
 from .traffic.profiles import PROFILE_DIR
+from .trials import point_config
 
 __all__ = ["CAPACITY", "NO_SPLIT", "EXPERIMENTS_DIR", "Experiment", "is_capacity_point"]
 
@@ -95,6 +97,18 @@ def repetitions(cfg, experiment: str) -> int:
     """Repetitions of each point of `experiment`: its section's `repetitions`, else the study's
     experiments.repetitions."""
     return int(section(cfg, experiment).get("repetitions") or cfg.section("experiments")["repetitions"])
+
+
+def point_key(cfg, experiment: str, point: dict) -> str:
+    """What a point's trials are measured for, as one digest: its variables, the testbed, the
+    configuration and definition it runs under (xenobench.trials.point_config) and its planned
+    repetition count. The workflow passes it to the point's job, so that Snakemake runs the point
+    again when it changed (its `params` trigger) and the point then reuses only the trials recorded
+    for it (xenobench.trials.reusable) and measures the rest; without it, an edited size or setting
+    left the point's earlier trials standing as if measured with it."""
+    doc = {"point": point, "testbed": cfg.name, "repetitions": repetitions(cfg, experiment),
+           "config": point_config(cfg, experiment, definition(experiment).raw)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def paired(cfg, experiment: str) -> bool:
