@@ -9,7 +9,16 @@ import threading
 
 import pytest
 
+from xenobench.aggregate import aggregate
+from xenobench.layout import ResultsTree, SearchDir
+from xenobench.measure.search import MIN_REPETITIONS
+from xenobench.plots import ndr_pdr
+from xenobench.rateblocks import ratios_from_rows
+from xenobench.results import read_tidy
 from xenobench.search import Goal, Measured, SearchSettings, TurnError, run_search, run_searches_in_turns
+
+from .conftest import needs_root
+from .test_aggregate_report import _facts, _trial
 
 CEILINGS = {"wire": 150_000.0, "xenoflow": 100_000.0, "ebpf": 60_000.0}  # each device forwards all up to here
 
@@ -77,3 +86,115 @@ def test_an_exception_in_one_search_stops_all_at_their_next_turn_naming_the_tria
     # wire's third trial ran before xenoflow's turn; nothing after the failure
     assert ran == [("wire", 1), ("xenoflow", 1), ("ebpf", 1), ("wire", 2), ("xenoflow", 2), ("ebpf", 2), ("wire", 3)]
     assert threading.active_count() == before  # every search's thread ended
+
+
+# --- rows, verdicts and the figure from a hand-made results tree -------------------------------------
+LBS = ["wire", "xenoflow", "ebpf"]
+#: per repetition each LB's NDR and PDR (pps): xenoflow's NDR about 0.8 of the wire's in every repetition
+#: (slower), ebpf's around 1 (not distinguishable); PDR alike
+REPS = {1: {"wire": (500e3, 600e3), "xenoflow": (400e3, 480e3), "ebpf": (475e3, 630e3)},
+        2: {"wire": (400e3, 500e3), "xenoflow": (330e3, 410e3), "ebpf": (420e3, 480e3)},
+        3: {"wire": (600e3, 700e3), "xenoflow": (470e3, 560e3), "ebpf": (600e3, 700e3)}}
+
+
+def _goals(ndr, pdr):
+    return [{"name": n, "loss_ratio": lr, "lower_bound_pps": v, "upper_bound_pps": v * 1.05,
+             "conditional_throughput_pps": v, "relative_width": 0.05 / 1.05, "at_max_load": False,
+             "below_min_load": False} for n, lr, v in (("NDR", 0.0, ndr), ("PDR", 0.005, pdr))]
+
+
+def _paired_trial(r, rep, values, valid=True):
+    searches = {k: {"search_record": f"search/{k}/search.json", "goals": _goals(*v), "n_trials": 9,
+                    "trial_seconds": 4.5, "search_wall_s": 12.0, "max_load_pps": 4e6, "min_load_pps": 1e4,
+                    "relative_width_goal": 0.05} for k, v in values.items()}
+    return _trial(r, "ndr_pdr", "payload-22", rep, {"payload": 22},
+                  {"payload": 22, "paired": True, "lbs": LBS, "reference": "wire", "searches": searches,
+                   "turns": [], "bootstrap_seed": 17, "bootstrap_resamples": 2000}, valid=valid,
+                  reasons=() if valid else ["xenoflow_NDR_lower_bound: ..."],
+                  facts=_facts("ndr_pdr", {"payload": 22}, paired=True, lbs=LBS))
+
+
+def _tree(tmp_path, reps):
+    r = tmp_path / "local"
+    for rep in reps:
+        _paired_trial(r, rep, REPS[rep])
+    _paired_trial(r, 9, {k: (1e3, 1e3) for k in LBS}, valid=False)  # an invalid repetition adds no row
+    aggregate(r, progress=lambda m: None)
+    return r, read_tidy(r, "ndr_pdr")
+
+
+RATIO_CASES = [  # (lb, goal, per-repetition ratios, verdict)
+    ("xenoflow", "ndr", [0.8, 0.825, 470 / 600], "slower"),
+    ("ebpf", "ndr", [0.95, 1.05, 1.0], "not distinguishable"),
+    ("xenoflow", "pdr", [0.8, 0.82, 0.8], "slower"),
+    ("ebpf", "pdr", [1.05, 0.96, 1.0], "not distinguishable"),
+]
+
+
+@pytest.mark.parametrize("lb, goal, per_rep, verdict", RATIO_CASES, ids=[f"{c[0]}-{c[1]}" for c in RATIO_CASES])
+def test_ratio_rows_per_repetition_and_per_point_with_verdict(tmp_path, lb, goal, per_rep, verdict):
+    r, x = _tree(tmp_path, [1, 2, 3])
+    own = x[(x.lb == lb) & (x.metric == f"{goal}_pps")].sort_values("repetition")
+    assert list(own.value) == [REPS[k][lb][goal == "pdr"] for k in (1, 2, 3)]  # the absolute values stay
+    ratio = x[(x.lb == lb) & (x.metric == f"{goal}_vs_wire")].sort_values("repetition")
+    assert list(ratio.repetition) == [1, 2, 3] and ratio.value.to_numpy() == pytest.approx(per_rep)
+    assert set(ratio.source) == {f"trials/ndr_pdr/payload-22/rep-{k}/search/{lb}/search.json" for k in (1, 2, 3)}
+    assert not len(x[(x.lb == "wire") & x.metric.str.startswith(f"{goal}_vs_")])  # the reference has no ratio
+    (rr,) = [q for q in ratios_from_rows(x, goal) if (q.lb, q.reference) == (lb, "wire")]
+    assert rr.median == pytest.approx(sorted(per_rep)[1])
+    assert rr.ci_low == pytest.approx(min(per_rep)) and rr.ci_high == pytest.approx(max(per_rep))
+    assert (rr.rounds, rr.repetitions, rr.verdict) == (3, 3, verdict)
+    sign = x[(x.lb == lb) & (x.metric == f"{goal}_vs_wire_verdict")].value
+    assert list(sign) == [{"slower": -1, "not distinguishable": 0}[verdict]]
+
+
+def test_one_valid_repetition_gives_its_ratio_but_no_interval(tmp_path):
+    assert MIN_REPETITIONS == 2
+    r, x = _tree(tmp_path, [1])
+    assert x[(x.lb == "xenoflow") & (x.metric == "ndr_vs_wire")].value.tolist() == [0.8]
+    assert not ratios_from_rows(x, "ndr") and not x.metric.str.endswith("_verdict").any()
+
+
+def test_figure_draws_the_ratios_hollow_where_not_distinguishable(tmp_path):
+    r, _ = _tree(tmp_path, [1, 2, 3])
+    series = ndr_pdr(r, tmp_path / "fig", "local")
+    assert (tmp_path / "fig" / "ndr_pdr.png").exists()
+    assert series["reference"] == "wire"
+    assert series["ratios"]["xenoflow"]["NDR, 64 B"]["verdict"] == "slower"
+    assert series["ratios"]["ebpf"]["NDR, 64 B"]["verdict"] == "not distinguishable"
+    assert series["ratios"]["ebpf"]["PDR, 64 B"]["ci"] == pytest.approx([0.96, 1.05])
+
+
+# --- live: the paired design on the namespace testbed ---------------------------------------------------
+@needs_root
+def test_paired_searches_on_the_namespace_testbed_each_trial_forwarded_by_its_own_lb(testbed, tmp_path, monkeypatch):
+    """One short repetition: wire and xenoflow searched in turns (coarse: 0.2 s trials, 20 % width);
+    every trial of each search was forwarded by its own LB (its counters moved, the other's did not),
+    the trials alternated, each search's record is in search/<lb>/, and nothing of the switch is left."""
+    from xenobench.procedures import run_point
+    ex = testbed.cfg.raw["experiments"]
+    monkeypatch.setitem(ex, "ndr_pdr", {**ex["ndr_pdr"], "lbs": ["wire", "xenoflow"], "paired": True, "repetitions": 1,
+                                        "min_load_pps": 20000, "max_load_pps": 2000000, "relative_width": 0.2,
+                                        "initial_trial_duration_s": 0.2, "final_trial_duration_s": 0.2,
+                                        "duration_sum_s": 0.2, "preceding_targets": 0, "exceed_ratio": 0})
+    point = {"payload": 22}
+    run_point(testbed, "ndr_pdr", point, results_root=tmp_path, progress=lambda *_: None)
+    rep = ResultsTree(tmp_path, testbed.cfg.name).trial("ndr_pdr", point, 1)
+    res = rep.read_result()
+    o = res["outputs"]
+    assert res["valid"], [a["reasons"] for a in res["attempts"]]
+    assert set(o["searches"]) == {"wire", "xenoflow"} and o["reference"] == "wire"
+    counts = {k: s["n_trials"] for k, s in o["searches"].items()}
+    assert [tuple(t) for t in o["turns"]] == round_robin(["wire", "xenoflow"], counts)
+    for k, other in (("wire", "xenoflow"), ("xenoflow", "wire")):
+        sdir = SearchDir(rep.search.path / k)
+        assert sdir.complete and len(sdir.trials()) == counts[k]
+        for td in sdir.trials():
+            t = td.read_result()
+            assert t["valid"] and t["point"]["lb"] == k, td.path
+            out = t["outputs"]
+            assert out["others_forwarded"] == {other: 0}, td.path
+            assert out["lb_forwarded"] >= out["received"] > 0, td.path
+    lbn = testbed.cfg.role("lb")
+    assert "xdp" not in testbed.node(lbn.name).run(["ip", "-j", "link", "show", "dev",
+                                                        lbn.lb_port("ingress").name]).stdout

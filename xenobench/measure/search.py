@@ -266,7 +266,7 @@ def rows(t) -> dict[str, list[dict]]:
         if k != ref:
             for n, r in _ratios(s, o["searches"][ref]).items():
                 src = str((t.trial.path / s["search_record"]).relative_to(t.resdir))
-                out.append(row(**common, payload_bytes=o["payload"], source=src, metric=f"{n.lower()}_vs_{ref}",
+                out.append(row(**dict(common, payload_bytes=o["payload"], source=src), metric=f"{n.lower()}_vs_{ref}",
                                value=r, unit="ratio"))
     return {t.definition.tidy["tables"][0]: out}
 
