@@ -177,6 +177,7 @@ def test_paired_searches_on_the_namespace_testbed_each_trial_forwarded_by_its_ow
                                         "min_load_pps": 20000, "max_load_pps": 2000000, "relative_width": 0.2,
                                         "initial_trial_duration_s": 0.2, "final_trial_duration_s": 0.2,
                                         "duration_sum_s": 0.2, "preceding_targets": 0, "exceed_ratio": 0})
+    monkeypatch.setitem(ex, "max_steal_share", None)  # the forwarding is checked here, not the shared VM's steal
     point = {"payload": 22}
     run_point(testbed, "ndr_pdr", point, results_root=tmp_path, progress=lambda *_: None)
     rep = ResultsTree(tmp_path, testbed.cfg.name).trial("ndr_pdr", point, 1)
