@@ -6,6 +6,7 @@ namespace testbed whose every trial was forwarded by its own LB."""
 
 import math
 import threading
+import time
 
 import pytest
 
@@ -71,6 +72,25 @@ def test_searches_take_turns_trial_by_trial_and_find_what_each_finds_alone(case,
         assert [g["lower_bound_pps"] for g in records[n]["goals"]] == [g["lower_bound_pps"] for g in alone["goals"]]
         assert records[n]["trials"] == [dict(t, seconds=records[n]["trials"][i]["seconds"])
                                         for i, t in enumerate(alone["trials"])]
+
+
+def test_a_trials_seconds_leave_out_its_wait_for_the_turn():
+    ran: list = []
+
+    def slow(name):
+        dev = device(name, ran)
+
+        def trial(k, duration, load):
+            time.sleep(0.02)
+            return dev(k, duration, load)
+        return trial
+    t0 = time.monotonic()
+    records, _ = run_searches_in_turns({n: (settings(), slow(n), None) for n in ("wire", "ebpf")},
+                                       progress=lambda *_: None)
+    wall = time.monotonic() - t0
+    own = [t["seconds"] for r in records.values() for t in r["trials"]]
+    assert len(own) == len(ran) and min(own) >= 0.02
+    assert sum(own) <= wall  # with each other's trials counted in, the sum would be about twice the wall time
 
 
 def test_an_exception_in_one_search_stops_all_at_their_next_turn_naming_the_trial():

@@ -24,7 +24,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from MLRsearch import AbstractMeasurer, Config, MeasurementResult, MultipleLossRatioSearch, SearchGoal
@@ -123,6 +123,7 @@ class Measured:
     valid: bool = True
     reasons: list[str] = field(default_factory=list)
     path: str | None = None
+    waited_s: float = 0.0  # searches taking turns: the time this trial waited for its turn (not its own)
 
     @classmethod
     def from_outputs(cls, o: dict, valid: bool = True, reasons=(), path=None) -> "Measured":
@@ -160,7 +161,7 @@ class TrialMeasurer(AbstractMeasurer):
         self.trials.append({"trial": k, "duration_s": intended_duration, "load_pps": intended_load,
                             "offered": m.offered, "received": m.received, "loss_count": loss,
                             "intended_count": intended, "loss_ratio": res.loss_ratio,
-                            "seconds": round(time.monotonic() - t0, 3), "path": m.path})
+                            "seconds": round(time.monotonic() - t0 - m.waited_s, 3), "path": m.path})
         self.progress(f"[search] trial {k}: {intended_load:.0f} pps x {intended_duration:g} s -> "
                       f"loss ratio {res.loss_ratio:.6f}")
         return res
@@ -339,13 +340,16 @@ class Turns:
         return next(n for n in self.names[i + 1:] + self.names[:i + 1] if n in self.active)
 
     def run(self, name: str, k: int, fn: Callable[[], Measured]) -> Measured:
-        """Trial k of search `name`, at its turn; the turn passes on after it (also when it raised)."""
+        """Trial k of search `name`, at its turn (its result's waited_s: the wait); the turn passes on
+        after it (also when it raised)."""
+        t0 = time.monotonic()
         with self.cond:
             self.cond.wait_for(lambda: self.failed is not None or self.turn == name)
             if self.failed is not None:
                 raise TurnsStopped(f"stopped before trial {k}: search {self.failed} failed")
+        waited = time.monotonic() - t0
         try:
-            return fn()
+            return replace(fn(), waited_s=waited)
         finally:
             with self.cond:
                 self.log.append((name, k))
@@ -367,7 +371,8 @@ def run_searches_in_turns(searches: dict[str, tuple[SearchSettings, TrialFn, Sea
     """One MLRsearch per entry (name -> settings, trial function, directory), all at once, each in a
     thread of its own, their trials strictly taking turns in the entries' order (Turns): the machine's
     state drifts over minutes, and searches whose trials alternate measure it alike. A search that
-    finishes leaves the ring, the others go on. Returns each search's record (run_search) and the
+    finishes leaves the ring, the others go on. A record's trial seconds leave out the waits for
+    the turn; its wall_s is the whole run's. Returns each search's record (run_search) and the
     (search, trial) order the trials ran in. The first failure stops the others at their next turn
     and is raised as TurnError naming the search and its trial, after every thread has ended."""
     turns = Turns(list(searches))
