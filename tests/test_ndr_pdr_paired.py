@@ -13,13 +13,18 @@ import pytest
 from xenobench.aggregate import aggregate
 from xenobench.layout import ResultsTree, SearchDir
 from xenobench.measure.search import MIN_REPETITIONS
+from xenobench import plots
 from xenobench.plots import ndr_pdr
 from xenobench.rateblocks import ratios_from_rows
 from xenobench.results import read_tidy
-from xenobench.search import Goal, Measured, SearchSettings, TurnError, run_search, run_searches_in_turns
+from xenobench.config import load_config
+from xenobench.search import (Goal, Measured, SearchSettings, TurnError, run_search, run_searches_in_turns,
+                              trial_runner)
+from xenobench.trials import Validity
 
 from .conftest import needs_root
 from .test_aggregate_report import _facts, _trial
+from .test_ndr_pdr import SyntheticTestbed
 
 CEILINGS = {"wire": 150_000.0, "xenoflow": 100_000.0, "ebpf": 60_000.0}  # each device forwards all up to here
 
@@ -108,6 +113,40 @@ def test_an_exception_in_one_search_stops_all_at_their_next_turn_naming_the_tria
     assert threading.active_count() == before  # every search's thread ended
 
 
+def _turns_on_disk(tmp_path, measured: list):
+    """wire and ebpf searched in turns through the real trial runner (a synthetic procedure at the
+    traffic boundary), each in its own search/<lb>/ below one repetition."""
+    cfg = load_config("config/ci.yaml")
+    rep = ResultsTree(tmp_path, "ci").trial("ndr_pdr", {"payload": 22}, 1)
+    runs = {}
+    for k in ("wire", "ebpf"):
+        dev = device(k, measured)
+
+        def proc(ctx, duration, load, dev=dev):
+            m = dev(int(ctx.point["search_trial"]), duration, load)
+            return {"offered": m.offered, "received": m.received, "offered_duration_s": duration,
+                    "intended_duration_s": duration, "intended_load_pps": load}, Validity()
+        sdir = SearchDir(rep.search.path / k)
+        runs[k] = (settings(), trial_runner(SyntheticTestbed(cfg), "ndr_pdr", {"payload": 22, "lb": k}, 1, sdir, proc,
+                                            ifaces=[], max_attempts=1, progress=lambda *_: None), sdir)
+    return rep, run_searches_in_turns(runs, progress=lambda *_: None)
+
+
+def test_a_rerun_replays_each_searchs_own_trials_from_its_directory(tmp_path):
+    measured: list = []
+    rep, (records, order) = _turns_on_disk(tmp_path, measured)
+    ebpf = SearchDir(rep.search.path / "ebpf")
+    assert len(ebpf.trials()) == records["ebpf"]["n_trials"] and measured == order
+    ebpf.record.unlink()  # as if killed in ebpf's last trial, wire's search complete
+    (ebpf.trials()[-1].path / "result.json").unlink()
+    again: list = []
+    _, (records2, order2) = _turns_on_disk(tmp_path, again)
+    assert again == [("ebpf", records["ebpf"]["n_trials"])]  # only the incomplete trial was measured again
+    assert order2 == [("ebpf", k) for k in range(1, records["ebpf"]["n_trials"] + 1)]  # wire's record: no turn
+    assert [g["lower_bound_pps"] for g in records2["ebpf"]["goals"]] == [g["lower_bound_pps"] for g in records["ebpf"]["goals"]]
+    assert (records2["wire"]["goals"], records2["wire"]["trials"]) == (records["wire"]["goals"], records["wire"]["trials"])
+
+
 # --- rows, verdicts and the figure from a hand-made results tree -------------------------------------
 LBS = ["wire", "xenoflow", "ebpf"]
 #: per repetition each LB's NDR and PDR (pps): xenoflow's NDR about 0.8 of the wire's in every repetition
@@ -175,10 +214,19 @@ def test_one_valid_repetition_gives_its_ratio_but_no_interval(tmp_path):
     assert not ratios_from_rows(x, "ndr") and not x.metric.str.endswith("_verdict").any()
 
 
-def test_figure_draws_the_ratios_hollow_where_not_distinguishable(tmp_path):
+def test_figure_draws_the_ratios_hollow_where_not_distinguishable(tmp_path, monkeypatch):
     r, _ = _tree(tmp_path, [1, 2, 3])
+    drawn = []
+    save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, outdir, name: (drawn.append(fig), save(fig, outdir, name)))
     series = ndr_pdr(r, tmp_path / "fig", "local")
     assert (tmp_path / "fig" / "ndr_pdr.png").exists()
+    (ax,) = drawn[0].axes
+    labels = ax.get_legend_handles_labels()[1]
+    assert [x for x in labels if "not distinguishable" in x] == [
+        f"{plots._name('ebpf')}: not distinguishable from wire (CI includes 1)"]
+    assert f"{plots._name('xenoflow')} / wire: median over 3 repetitions" in labels
+    assert ax.get_ylabel() == "NDR / PDR relative to wire"
     assert series["reference"] == "wire"
     assert series["ratios"]["xenoflow"]["NDR, 64 B"]["verdict"] == "slower"
     assert series["ratios"]["ebpf"]["NDR, 64 B"]["verdict"] == "not distinguishable"

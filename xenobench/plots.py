@@ -273,10 +273,13 @@ def _payload_ticks(ax, payloads: list[int]) -> None:
     ax.set_xlabel("frame bytes without FCS (UDP payload bytes)")
 
 
-def _ratio_panel(ax, ratios: dict, positions: dict, ref: str) -> tuple[dict, list[str]]:
+def _ratio_panel(ax, ratios: dict, positions: dict, ref: str, join: bool = True,
+                 over: str = "the rounds of ") -> tuple[dict, list[str]]:
     """Each LB's ratio to `ref` at each position with its CI; hollow (and named in the legend) where
-    the verdict is "not distinguishable". ratios: {position key: [RateRatio]}. Returns the series
-    ({lb: {key: {median, ci, verdict}}}) and the pairs of the other LBs as caption text."""
+    the verdict is "not distinguishable". ratios: {position key: [RateRatio]}; join: a line through
+    an LB's positions (not where they are no axis); over: what the median is over, before the
+    repetitions' count. Returns the series ({lb: {key: {median, ci, verdict}}}) and the pairs of the
+    other LBs as caption text."""
     series: dict = {}
     pairs: list[str] = []
     lbs = sorted({r.lb for rs in ratios.values() for r in rs if r.reference == ref})
@@ -298,8 +301,8 @@ def _ratio_panel(ax, ratios: dict, positions: dict, ref: str) -> tuple[dict, lis
         if not xs:
             continue
         reps = sorted({series[lb][k]["repetitions"] for k in series[lb]})
-        ax.errorbar(xs, meds, yerr=[lo, hi], color=st["color"], ls="-" if len(xs) > 1 else "none", capsize=3,
-                    marker="none", lw=1.0, label=f"{_name(lb)} / {ref}: median over the rounds of "
+        ax.errorbar(xs, meds, yerr=[lo, hi], color=st["color"], ls="-" if join and len(xs) > 1 else "none", capsize=3,
+                    marker="none", lw=1.0, label=f"{_name(lb)} / {ref}: median over {over}"
                                                  f"{'-'.join(map(str, reps))} repetition{'s' if reps[-1] > 1 else ''}")
         fx = [x for x, f in zip(xs, filled) if f]
         ax.scatter(fx, [m for m, f in zip(meds, filled) if f], marker=st["marker"], color=st["color"], zorder=4)
@@ -892,7 +895,7 @@ def _ndr_pdr_ratios(rows, outdir, testbed) -> dict:
     ref = max(sorted(set(refs)), key=refs.count)
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
-        series, pairs = _ratio_panel(ax, ratios, {k: i for i, k in enumerate(ratios)}, ref)
+        series, pairs = _ratio_panel(ax, ratios, {k: i for i, k in enumerate(ratios)}, ref, join=False, over="")
         series = {"ratios": series, "reference": ref}
         ax.set_xticks(range(len(ratios)), [k.replace(", ", "\n") + " frame" for k in ratios], fontsize=7)
         ax.set_xlim(-0.6, len(ratios) - 0.4)
