@@ -235,7 +235,7 @@ def headline(o: dict) -> str:
     if "searches" in o:
         ref = o["searches"][o["reference"]]
         return "; ".join(f"{k}: {headline(s)}" + "".join(f", {n} {r:.3f} x {o['reference']}"
-                                                         for n, r in _ratios(s, ref).items())
+                                                         for n, r in _ratios(s, ref).items() if k != o["reference"])
                          for k, s in o["searches"].items())
     goals = ", ".join(f"{g['name']} {g['lower_bound_pps'] / 1e6:.3f} Mpps" for g in o["goals"]
                       if g.get("lower_bound_pps") is not None)
