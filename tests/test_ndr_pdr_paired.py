@@ -147,6 +147,75 @@ def test_a_rerun_replays_each_searchs_own_trials_from_its_directory(tmp_path):
     assert (records2["wire"]["goals"], records2["wire"]["trials"]) == (records["wire"]["goals"], records["wire"]["trials"])
 
 
+class CountingLb:
+    """An LB's counters as a search trial reads them: `counts` one per stats() call (forwarded frames)."""
+
+    def __init__(self, kind, counts):
+        self.kind, self.counts = kind, list(counts)
+
+    def stats(self):
+        return {"backends": [{"name": "backend1", "packets": self.counts.pop(0)}]}
+
+
+class FakeSampler:
+    def __init__(self, *a):
+        self.rx = iter([0, 1000])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+    def read_total(self):
+        return next(self.rx)
+
+    def read_dropped(self):
+        return 0
+
+
+class FakeCtx:
+    point = {"payload": 22, "flows": 4}
+    plan = type("Plan", (), {"profile": "udp_payload"})()
+    testbed = type("Tb", (), {"cfg": None})()
+
+    def knob(self, name):
+        return self.point[name]
+
+
+OTHERS = [  # (case, the switched-in LB's counts before/after, the other's, failed checks)
+    ("its LB forwarded, the other did not", (0, 1000), (500, 500), set()),
+    ("the other LB forwarded: the wrong program attached", (0, 0), (500, 1500), {"others_idle", "forwarded_by_xenoflow",
+                                                                                 "lb_counters_consistent"}),
+    ("its LB forwarded half of what the backends received", (0, 500), (500, 500), {"forwarded_by_xenoflow",
+                                                                                   "lb_counters_consistent"}),
+]
+
+
+@pytest.mark.parametrize("case, own, other, failed", OTHERS, ids=[o[0] for o in OTHERS])
+def test_a_search_trial_is_valid_only_where_its_own_lb_forwarded(monkeypatch, case, own, other, failed):
+    from xenobench.measure import search as kind
+    monkeypatch.setattr(kind, "RateSampler", FakeSampler)
+    monkeypatch.setattr(kind, "backend_ifaces", lambda cfg: [])
+    monkeypatch.setattr(kind, "traffic_watched", lambda *a: {"tx_packets": 1000, "duration_s": 0.3, "failed": []})
+    monkeypatch.setattr(kind, "DRAIN_S", 0)
+    out, v = kind.search_trial(FakeCtx(), CountingLb("xenoflow", own), 0.3, 1e4, {"wire": CountingLb("wire", other)}, 5)
+    assert {c for c, ok in v.checks.items() if not ok} == failed
+    assert out["others_forwarded"] == {"wire": other[1] - other[0]}
+    if "others_idle" in failed:
+        assert next(r for r in v.reasons if r.startswith("others_idle")) == "others_idle: wire forwarded 1000 while xenoflow's program was to be the one attached"
+
+
+def test_paired_ndr_pdr_without_its_reference_is_refused_when_planned(tmp_path):
+    from xenobench.errors import ConfigError
+    from xenobench.experiments import plan
+    cfg = load_config("config/local.yaml")
+    cfg.section("experiments")["ndr_pdr"].update(lbs=["xenoflow", "ebpf"])
+    with pytest.raises(ConfigError, match=r"Failed to plan experiment ndr_pdr: experiments.ndr_pdr.reference 'wire' "
+                                          r"is not in its lbs \['xenoflow', 'ebpf'\]"):
+        plan(cfg)
+
+
 # --- rows, verdicts and the figure from a hand-made results tree -------------------------------------
 LBS = ["wire", "xenoflow", "ebpf"]
 #: per repetition each LB's NDR and PDR (pps): xenoflow's NDR about 0.8 of the wire's in every repetition
