@@ -114,9 +114,10 @@ def point_key(cfg, experiment: str, point: dict) -> str:
 def paired(cfg, experiment: str) -> bool:
     """Whether an experiment runs a paired design: each repetition measures every LB of its list in
     interleaved blocks against a reference (config `paired`): latency (default true; false = the
-    thesis's protocol of one point per LB, Sec. 7.4) and rate (pps, compare: default false, the
-    thesis's protocol; true = the interleaved rate design of xenobench.measure.rank)."""
-    return definition(experiment).kind in ("latency", "rate") and bool(section(cfg, experiment).get("paired"))
+    thesis's protocol of one point per LB, Sec. 7.4), rate (pps, compare, loss: default false, the
+    thesis's protocol; true = the interleaved rate design of xenobench.measure.rank) and search
+    (ndr_pdr: default false; true = one search per LB taking turns, xenobench.measure.search)."""
+    return definition(experiment).kind in ("latency", "rate", "search") and bool(section(cfg, experiment).get("paired"))
 
 
 def capacity_shares(sec: dict) -> bool:

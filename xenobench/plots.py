@@ -139,10 +139,12 @@ def pairs_note(pairs: list[str]) -> str:
             "(rate_vs_<LB>_ rows of the CSV).")
 
 
-def interval_note(absolute: str = "the absolute rate (rx_pps in the CSV)") -> str:
-    """What a ratio figure's bar covers and what it does not (`absolute`: the figure's absolute values)."""
-    return ("Bar: bootstrap 95 % CI of the median ratio over this run's repetitions, then their rounds "
-            "(each round the LB's rate over the reference's, measured in interleaved blocks). It does not "
+def interval_note(absolute: str = "the absolute rate (rx_pps in the CSV)",
+                  over: str = ", then their rounds (each round the LB's rate over the reference's, measured in "
+                              "interleaved blocks)") -> str:
+    """What a ratio figure's bar covers and what it does not (`absolute`: the figure's absolute values;
+    `over`: what was resampled beyond this run's repetitions, and what one ratio is)."""
+    return (f"Bar: bootstrap 95 % CI of the median ratio over this run's repetitions{over}. It does not "
             f"cover another machine kind, nor {absolute}.")
 
 
@@ -271,10 +273,13 @@ def _payload_ticks(ax, payloads: list[int]) -> None:
     ax.set_xlabel("frame bytes without FCS (UDP payload bytes)")
 
 
-def _ratio_panel(ax, ratios: dict, positions: dict, ref: str) -> tuple[dict, list[str]]:
+def _ratio_panel(ax, ratios: dict, positions: dict, ref: str, join: bool = True,
+                 over: str = "the rounds of ") -> tuple[dict, list[str]]:
     """Each LB's ratio to `ref` at each position with its CI; hollow (and named in the legend) where
-    the verdict is "not distinguishable". ratios: {position key: [RateRatio]}. Returns the series
-    ({lb: {key: {median, ci, verdict}}}) and the pairs of the other LBs as caption text."""
+    the verdict is "not distinguishable". ratios: {position key: [RateRatio]}; join: a line through
+    an LB's positions (not where they are no axis); over: what the median is over, before the
+    repetitions' count. Returns the series ({lb: {key: {median, ci, verdict}}}) and the pairs of the
+    other LBs as caption text."""
     series: dict = {}
     pairs: list[str] = []
     lbs = sorted({r.lb for rs in ratios.values() for r in rs if r.reference == ref})
@@ -296,8 +301,8 @@ def _ratio_panel(ax, ratios: dict, positions: dict, ref: str) -> tuple[dict, lis
         if not xs:
             continue
         reps = sorted({series[lb][k]["repetitions"] for k in series[lb]})
-        ax.errorbar(xs, meds, yerr=[lo, hi], color=st["color"], ls="-" if len(xs) > 1 else "none", capsize=3,
-                    marker="none", lw=1.0, label=f"{_name(lb)} / {ref}: median over the rounds of "
+        ax.errorbar(xs, meds, yerr=[lo, hi], color=st["color"], ls="-" if join and len(xs) > 1 else "none", capsize=3,
+                    marker="none", lw=1.0, label=f"{_name(lb)} / {ref}: median over {over}"
                                                  f"{'-'.join(map(str, reps))} repetition{'s' if reps[-1] > 1 else ''}")
         fx = [x for x, f in zip(xs, filled) if f]
         ax.scatter(fx, [m for m, f in zip(meds, filled) if f], marker=st["marker"], color=st["color"], zorder=4)
@@ -376,13 +381,14 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
     return series
 
 
-def _ratios_by(groups: dict, figure: str) -> tuple[dict, str]:
+def _ratios_by(groups: dict, figure: str, measure: str = RATIO_MEASURE) -> tuple[dict, str]:
     """Each position's ratios from its ratio rows (`groups`: position -> rows), in position order,
     positions without a complete ratio left out, and the reference they are compared with; refuses
-    (DataError naming `figure`) rows that hold no complete ratio."""
-    ratios = {k: rs for k in sorted(groups) if (rs := ratios_from_rows(groups[k], RATIO_MEASURE))}
+    (DataError naming `figure`) rows that hold no complete ratio. measure: the rows' metric prefix
+    (<measure>_vs_<ref>_<part>)."""
+    ratios = {k: rs for k in sorted(groups) if (rs := ratios_from_rows(groups[k], measure))}
     if not ratios:
-        raise DataError(f"Failed to plot {figure}: its ratio rows (rate_vs_<ref>_...) lack a median, CI or "
+        raise DataError(f"Failed to plot {figure}: its ratio rows ({measure}_vs_<ref>_...) lack a median, CI or "
                         "rounds (regenerate the tables with `xenobench experiment aggregate <results dir>`)")
     return ratios, reference_of([r for rs in ratios.values() for r in rs])
 
@@ -825,12 +831,20 @@ def _rate_unit(values) -> tuple[float, str]:
     return (1e6, "Mpps") if max(values, default=0) >= 1e6 else (1e3, "kpps")
 
 
+#: the ndr_pdr table's goals whose paired ratios the figure draws (xenobench.measure.search: <goal>_vs_<ref>_<part>)
+NDR_PDR_GOALS = (("ndr", "NDR"), ("pdr", "PDR"))
+
+
 def ndr_pdr(resdir, outdir, testbed) -> dict:
     """NDR and PDR per LB and frame size (MLRsearch, xenobench.search): median over repetitions,
     each repetition a dot; on the thesis's testbed the published loss onset (thesis Sec. 7.4.3:
-    ~95 Mpps, paper Sec. 5.2: 96.7 Mpps, 22 B payload) as a band."""
-    x = _rows(resdir, "ndr_pdr", "ndr_pdr")
-    x = _need(x[x.metric.isin(["ndr_pps", "pdr_pps"])], "ndr_pdr", resdir)
+    ~95 Mpps, paper Sec. 5.2: 96.7 Mpps, 22 B payload) as a band. Where the table holds the paired
+    design's ratios (the LBs' searches taking turns), each LB's NDR and PDR relative to the
+    reference's per frame size with its CI instead (the absolute values stay in the CSV)."""
+    rows = _rows(resdir, "ndr_pdr", "ndr_pdr")
+    if any(len(ratio_rows(rows, m)) for m, _ in NDR_PDR_GOALS):
+        return _ndr_pdr_ratios(rows, outdir, testbed)
+    x = _need(rows[rows.metric.isin(["ndr_pps", "pdr_pps"])], "ndr_pdr", resdir)
     groups = sorted({(lb, int(p)) for lb, p in zip(x.lb, x.payload_bytes)}, key=lambda g: (g[1], g[0]))
     scale, unit = _rate_unit(x.value)
     onset = [float(r.value) for r in _published("loss_onset_mpps", testbed=testbed)]
@@ -864,6 +878,37 @@ def ndr_pdr(resdir, outdir, testbed) -> dict:
                       "MLRsearch classed as a lower bound at 0 % / 0.5 % loss (its relevant lower bound; the "
                       "exceed ratio, widths and every trial are in each search's search.json)."
                       + ("" if reference(testbed) else " " + local_note(x)), y=-0.1)
+        _save(fig, outdir, "ndr_pdr")
+    return series
+
+
+def _ndr_pdr_ratios(rows, outdir, testbed) -> dict:
+    ratios: dict = {}
+    refs = []
+    for m, name in NDR_PDR_GOALS:
+        rr = ratio_rows(rows, m)
+        if len(rr):
+            got, ref = _ratios_by({f"{name}, {int(p) + HEADERS} B": rr[rr.payload_bytes == p]
+                                   for p in sorted(rr.payload_bytes.dropna().unique())}, "ndr_pdr", m)
+            ratios.update(got)
+            refs.append(ref)
+    ref = max(sorted(set(refs)), key=refs.count)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        series, pairs = _ratio_panel(ax, ratios, {k: i for i, k in enumerate(ratios)}, ref, join=False, over="")
+        series = {"ratios": series, "reference": ref}
+        ax.set_xticks(range(len(ratios)), [k.replace(", ", "\n") + " frame" for k in ratios], fontsize=7)
+        ax.set_xlim(-0.6, len(ratios) - 0.4)
+        ax.set_ylabel(f"NDR / PDR relative to {ref}")
+        _legend_outside(ax)
+        _title(ax, "NDR / PDR by MLRsearch relative to the reference", testbed)
+        _caption(fig, "Each repetition searched every LB at once, their trials taking turns with the port's program "
+                 "switched to the trial's LB; below 1 the LB's NDR (PDR) lay below the reference's in the same "
+                 "stretch of the machine's time; hollow: not distinguishable (the CI includes 1). "
+                 + interval_note("the absolute NDR and PDR (ndr_pps, pdr_pps in the CSV)",
+                                 " only (each ratio one repetition's, no rounds within it)") + pairs_note(pairs))
+        if not reference(testbed):
+            _caption(fig, local_note(rows))
         _save(fig, outdir, "ndr_pdr")
     return series
 

@@ -200,6 +200,14 @@ _RTT_PATTERNS = [
     (re.compile(r"rate(_per_cpu)?_vs_.+_half_width_pct"), Metric("%", 0)),
     (re.compile(r"rate(_per_cpu)?_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
     (re.compile(r"rate(_per_cpu)?_vs_.+_bootstrap_seed"), Metric("seed", 0)),
+    # ndr_pdr's paired design (xenobench.measure.search): a repetition's <goal>_vs_<ref>, and per point the
+    # same parts as rank's over its repetitions
+    (re.compile(r"(ndr|pdr)_vs_[a-z0-9]+"), Metric("ratio", 0, low_open=True, better=HIGHER)),
+    (re.compile(r"(ndr|pdr)_vs_.+_(median|ci_low|ci_high)"), Metric("ratio", 0, low_open=True, better=HIGHER)),
+    (re.compile(r"(ndr|pdr)_vs_.+_(rounds|repetitions|bootstrap_resamples)"), _COUNT),
+    (re.compile(r"(ndr|pdr)_vs_.+_half_width_pct"), Metric("%", 0)),
+    (re.compile(r"(ndr|pdr)_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
+    (re.compile(r"(ndr|pdr)_vs_.+_bootstrap_seed"), Metric("seed", 0)),
 ]
 # the numeric columns' ranges (value's is its metric's)
 MAX_UDP_PAYLOAD = 65507  # IPv4: 65535 - 20 - 8

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from MLRsearch import AbstractMeasurer, Config, MeasurementResult, MultipleLossRatioSearch, SearchGoal
@@ -122,6 +123,7 @@ class Measured:
     valid: bool = True
     reasons: list[str] = field(default_factory=list)
     path: str | None = None
+    waited_s: float = 0.0  # searches taking turns: the time this trial waited for its turn (not its own)
 
     @classmethod
     def from_outputs(cls, o: dict, valid: bool = True, reasons=(), path=None) -> "Measured":
@@ -159,7 +161,7 @@ class TrialMeasurer(AbstractMeasurer):
         self.trials.append({"trial": k, "duration_s": intended_duration, "load_pps": intended_load,
                             "offered": m.offered, "received": m.received, "loss_count": loss,
                             "intended_count": intended, "loss_ratio": res.loss_ratio,
-                            "seconds": round(time.monotonic() - t0, 3), "path": m.path})
+                            "seconds": round(time.monotonic() - t0 - m.waited_s, 3), "path": m.path})
         self.progress(f"[search] trial {k}: {intended_load:.0f} pps x {intended_duration:g} s -> "
                       f"loss ratio {res.loss_ratio:.6f}")
         return res
@@ -299,3 +301,117 @@ def linear_sweep_trials(min_load: float, max_load: float, result_pps: float, rel
     if step <= 0:
         raise ValueError(f"relative width {relative_width} x result {result_pps} pps is no step")
     return (math.floor((max_load - min_load) / step) + 1) * int(trials_per_load)
+
+
+# --- searches taking turns (the paired design of the search kind) ---------------------------------
+class TurnsStopped(XenobenchError):
+    """Raised in a search's thread at its next turn once another search of the same turns failed."""
+
+
+class TurnError(SearchError):
+    """One of the searches taking turns failed: `search` (its name), `trial` (the trial it was asking
+    for, 0 before its first) and `error` (what it raised); the others were stopped at their turn."""
+
+    def __init__(self, search: str, trial: int, error: BaseException, stopped: list[str]):
+        self.search, self.trial, self.error, self.stopped = search, trial, error, stopped
+        super().__init__(f"Failed to search NDR/PDR of {search} in turns: "
+                         + (f"trial {trial}" if trial else "before its first trial") + f": {error}"
+                         + (f"; the other searches ({', '.join(stopped)}) stopped at their next turn" if stopped else ""))
+
+
+class Turns:
+    """Strict round-robin among named searches: one trial at a time, in the names' order, a finished
+    search leaving the ring (a condition variable hands the turn on). After a failure every waiting
+    search raises TurnsStopped at its turn."""
+
+    def __init__(self, names: list[str]):
+        self.names = list(names)          # the ring's order
+        self.active = list(names)         # the searches still in it
+        self.turn = self.active[0] if self.active else None
+        self.cond = threading.Condition()
+        self.failed: str | None = None
+        self.log: list[tuple[str, int]] = []  # (search, trial) in the order the trials ran
+
+    def _next(self, name: str) -> str | None:
+        """The active search after `name` in the ring (name itself may have left it)."""
+        if not self.active:
+            return None
+        i = self.names.index(name)
+        return next(n for n in self.names[i + 1:] + self.names[:i + 1] if n in self.active)
+
+    def run(self, name: str, k: int, fn: Callable[[], Measured]) -> Measured:
+        """Trial k of search `name`, at its turn (its result's waited_s: the wait); the turn passes on
+        after it (also when it raised)."""
+        t0 = time.monotonic()
+        with self.cond:
+            self.cond.wait_for(lambda: self.failed is not None or self.turn == name)
+            if self.failed is not None:
+                raise TurnsStopped(f"stopped before trial {k}: search {self.failed} failed")
+        waited = time.monotonic() - t0
+        try:
+            return replace(fn(), waited_s=waited)
+        finally:
+            with self.cond:
+                self.log.append((name, k))
+                self.turn = self._next(name)
+                self.cond.notify_all()
+
+    def leave(self, name: str, failed: bool = False) -> None:
+        with self.cond:
+            if failed and self.failed is None:
+                self.failed = name
+            self.active.remove(name)
+            if self.turn == name:
+                self.turn = self._next(name)
+            self.cond.notify_all()
+
+
+def run_searches_in_turns(searches: dict[str, tuple[SearchSettings, TrialFn, SearchDir | None]],
+                          progress=print) -> tuple[dict[str, dict], list[tuple[str, int]]]:
+    """One MLRsearch per entry (name -> settings, trial function, directory), all at once, each in a
+    thread of its own, their trials strictly taking turns in the entries' order (Turns): the machine's
+    state drifts over minutes, and searches whose trials alternate measure it alike. A search that
+    finishes leaves the ring, the others go on. A record's trial seconds leave out the waits for
+    the turn; its wall_s is the whole run's. Returns each search's record (run_search) and the
+    (search, trial) order the trials ran in. The first failure stops the others at their next turn
+    and is raised as TurnError naming the search and its trial, after every thread has ended."""
+    turns = Turns(list(searches))
+    records: dict[str, dict] = {}
+    errors: list[TurnError] = []
+    asked: dict[str, int] = dict.fromkeys(searches, 0)
+
+    def one(name: str, settings: SearchSettings, trial: TrialFn, sdir) -> None:
+        def in_turn(k: int, duration: float, load: float) -> Measured:
+            asked[name] = k
+            return turns.run(name, k, lambda: trial(k, duration, load))
+        try:
+            records[name] = run_search(settings, in_turn, sdir,
+                                       progress=lambda m: progress(m.replace("[search]", f"[search {name}]", 1)))
+        except TurnsStopped:
+            turns.leave(name)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread, raised there
+            with turns.cond:
+                stopped = [n for n in turns.active if n != name]
+            errors.append(TurnError(name, asked[name], e, stopped))
+            turns.leave(name, failed=True)
+        else:
+            turns.leave(name)
+
+    threads = [threading.Thread(target=one, args=(n, *a), name=f"search-{n}", daemon=True)
+               for n, a in searches.items()]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except BaseException:  # ^C: the others stop at their next turn, the running trial ends first
+        with turns.cond:
+            turns.failed = turns.failed or "interrupted"
+            turns.cond.notify_all()
+        for t in threads:
+            t.join()
+        raise
+    if errors:
+        raise errors[0]
+    return records, turns.log

@@ -119,6 +119,32 @@ def precheck(testbed, experiment: str, ex: dict) -> None:
     check_switchable(testbed, list(ex["lbs"]), f"experiments.{experiment}.lbs")
 
 
+def port_switch(testbed) -> XdpSwitch:
+    """The switcher of the LB node's ingress port (xenobench.xdpswitch), nothing attached by it yet."""
+    lbn = testbed.cfg.role("lb")
+    return XdpSwitch(testbed.node(lbn.name), (lbn.lb_port("ingress") or lbn.iface()).name)
+
+
+def start_unattached(ctx: TrialContext, drivers: dict, started: list[str]) -> None:
+    """Step 1 (module docstring): every LB of `drivers` started loaded, not attached, in order, and
+    watched as an actor of the trial; `started` gets each as it starts, for stop_unattached."""
+    for k, d in drivers.items():
+        d.start(attach=False)
+        started.append(k)
+        watch_lb(ctx, d)
+
+
+def stop_unattached(ctx: TrialContext, drivers: dict, started: list[str], sw: XdpSwitch) -> None:
+    """The port without a program again and every LB start_unattached started stopped and no longer
+    watched; errors suppressed (it runs in a finally, after whatever failed)."""
+    with contextlib.suppress(XenobenchError):
+        sw.detach()
+    for k in started:
+        ctx.watch.release(f"lb_{k}")
+        with contextlib.suppress(XenobenchError):
+            drivers[k].stop()
+
+
 def window_rate(samples, t0: float, t1: float) -> tuple[float | None, int]:
     """(rate, samples used): the least-squares slope of a counter's (time, value) samples within
     [t0, t1], per second; None with fewer than 2 (lengthen block_s or shorten the sampler's
@@ -266,8 +292,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     payload = int(ctx.knob("payload"))
     rate = float(ctx.knob("rate_pps", 0) or 0)  # 0: unpaced
     tun = payload_tunables(payload, int(ex["flows"]))
-    lbn = cfg.role("lb")
-    sw = XdpSwitch(tb.node(lbn.name), (lbn.lb_port("ingress") or lbn.iface()).name)
+    sw = port_switch(tb)
     sampler = RateSampler(tb, backend_ifaces(cfg), float(ex["sample_interval_s"]))
     v = Validity()
     blocks: list[dict] = []
@@ -291,10 +316,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         if napi is not None and ex.get("dut_rt_priority") is not None:
             out["dut_napi_scheduling"] = napi.dut_priority(int(ex["dut_rt_priority"]))
         t0 = time.monotonic()
-        for k in lbs:
-            drivers[k].start(attach=False)
-            started.append(k)
-            watch_lb(ctx, drivers[k])
+        start_unattached(ctx, drivers, started)
         out["start_s"] = round(time.monotonic() - t0, 3)
         pins = {k: drivers[k].prog_pin for k in lbs}
         initial = {k: forwarded(drivers[k]) for k in lbs}
@@ -366,12 +388,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         with contextlib.suppress(XenobenchError):
             if h is not None and gen is None:
                 gen = h.stop()
-        with contextlib.suppress(XenobenchError):
-            sw.detach()
-        for k in started:
-            ctx.watch.release(f"lb_{k}")
-            with contextlib.suppress(XenobenchError):
-                drivers[k].stop()
+        stop_unattached(ctx, drivers, started, sw)
     samples = series["samples"]
     complete = [b for b in blocks if "fwd_out" in b]
     for b in complete:
