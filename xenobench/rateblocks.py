@@ -19,8 +19,9 @@ Statistics here, pure numpy:
   repetitions (scripts/bench_rank.py). Resampling the rounds alone would give a CI that ignores this. With one
   repetition it is the plain bootstrap of the rounds (xenobench.latency.bootstrap_median_ci), and
   says nothing beyond that repetition;
-- a ranking is claimed only between LBs whose CI excludes 1; otherwise "not distinguishable". The
-  target is CI half-widths <= 2 % and the same ranking in three independent runs.
+- a ranking is claimed only between LBs whose CI excludes 1, from at least MIN_ROUNDS ratios;
+  otherwise "not distinguishable". The target is CI half-widths <= 2 % and the same ranking in
+  three independent runs.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .latency import CI_LEVEL, NOT_DISTINGUISHABLE, bootstrap_median_ci
+
+
+#: the fewest ratios a verdict is claimed from. n ratios of an LB no faster than its reference all
+#: land on one side of 1 with probability 2 x 0.5^n (a sign test): 6.25 % for 5, 3.1 % for 6, so
+#: only from 6 on can a 95 % claim exclude chance; a percentile bootstrap of fewer values (two
+#: repetitions of a search: the CI is their range) would claim one every other time
+MIN_ROUNDS = 6
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,10 @@ class RateRatio:
 
     @property
     def verdict(self) -> str:
-        """'faster' / 'slower' than the reference where the CI excludes 1."""
+        """'faster' / 'slower' than the reference where the CI excludes 1 and MIN_ROUNDS ratios
+        or more make it."""
+        if self.rounds < MIN_ROUNDS:
+            return NOT_DISTINGUISHABLE
         if self.ci_low > 1:
             return "faster"
         if self.ci_high < 1:

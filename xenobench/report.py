@@ -112,6 +112,14 @@ def _ndr_pdr_lines(tidy: dict) -> list[list]:
                             f"(searches: {v.min() / 1e6:.4f}-{v.max() / 1e6:.4f})", len(v)])
         if len(trials):
             out.append([f"trials per search, {lb}, {int(pl) + 42} B frame", f"{trials.median():g}", len(trials)])
+    # the paired design: each LB's bound relative to the reference's searched in the same turns
+    from .rateblocks import ratios_from_rows
+    for pl, g in x.groupby("payload_bytes"):
+        for goal in ("ndr", "pdr"):
+            for r in ratios_from_rows(g, goal):
+                verdict = r.verdict if r.verdict == "not distinguishable" else f"{r.verdict} than {r.reference}"
+                out.append([f"{goal.upper()} relative to {r.reference}, {r.lb}, {int(pl) + 42} B frame",
+                            f"{r.median:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {verdict}", r.repetitions])
     return out
 
 
