@@ -25,9 +25,13 @@ import math
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from MLRsearch import AbstractMeasurer, Config, MeasurementResult, MultipleLossRatioSearch, SearchGoal
+# MLRsearch is imported where a search is configured or run, not with this module: its Config
+# class inspects the call stack when the package is imported (~0.5-1 s in a process that has
+# pandas loaded), which every measurement point's process would pay through the kinds' list
+if TYPE_CHECKING:
+    from MLRsearch import Config, MeasurementResult
 
 from .errors import ConfigError, XenobenchError
 from .layout import SearchDir
@@ -82,6 +86,7 @@ class SearchSettings:
         return s
 
     def mlr_config(self, where: str = "search settings") -> Config:
+        from MLRsearch import Config, SearchGoal
         if not self.goals:
             raise ConfigError(f"Failed to configure the search: {where}.goals is empty")
         names = [g.name for g in self.goals]
@@ -134,8 +139,9 @@ class Measured:
 TrialFn = Callable[[int, float, float], Measured]  # (k, duration_s, load_pps) -> Measured
 
 
-class TrialMeasurer(AbstractMeasurer):
-    """The adapter MLRsearch calls: every measure() is trial k = 1, 2, ... of `trial`."""
+class TrialMeasurer:
+    """The adapter MLRsearch calls (an MLRsearch.AbstractMeasurer: registered as one when a search
+    runs): every measure() is trial k = 1, 2, ... of `trial`."""
 
     def __init__(self, trial: TrialFn, progress=print):
         self.trial = trial
@@ -143,6 +149,7 @@ class TrialMeasurer(AbstractMeasurer):
         self.trials: list[dict] = []
 
     def measure(self, intended_duration: float, intended_load: float) -> MeasurementResult:
+        from MLRsearch import MeasurementResult
         k = len(self.trials) + 1
         t0 = time.monotonic()
         m = self.trial(k, float(intended_duration), float(intended_load))
@@ -211,6 +218,8 @@ def run_search(settings: SearchSettings, trial: TrialFn, sdir: SearchDir | None 
     every trial asked; trial count and wall time. A complete record on disk is returned as is."""
     if sdir is not None and sdir.complete:
         return sdir.read_record()
+    from MLRsearch import AbstractMeasurer, MultipleLossRatioSearch
+    AbstractMeasurer.register(TrialMeasurer)
     measurer = TrialMeasurer(trial, progress)
     mlr = MultipleLossRatioSearch(config=settings.mlr_config())
     t0 = time.monotonic()
