@@ -52,7 +52,7 @@ def reason_of(text: str, path: str = "") -> str:
 
 
 @contextlib.contextmanager
-def _without_matplotlib():
+def without_matplotlib():
     """matplotlib unimportable for the block, unless already imported. The client's bundled scapy
     2.4.3 imports matplotlib.pyplot at start-up only to offer plotting (scapy/extlib.py: without it
     plt is None and MATPLOTLIB 0); the STL loader never plots, and the import is most of the
@@ -74,7 +74,7 @@ def load(path: str, tunables: list[str], direction: int = 0, port_id: int = 0, k
     the loader's reason. Output the profile prints goes to the Refused's help (or nowhere).
     kwargs: keyword arguments for the profile's get_streams besides the argv tunables, as TRex's
     simulator (trex_stl_sim.py) passes `-t key=value` tunables both ways."""
-    with _without_matplotlib():
+    with without_matplotlib():
         import lbr_trex_client  # noqa: F401  (puts trex and trex_stl_lib on sys.path)
         from trex.stl.api import STLProfile
     out = io.StringIO()
