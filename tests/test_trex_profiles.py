@@ -90,6 +90,7 @@ def profiles_loaded(local_cfg):
     preload([*[(STL / p, parse_tunables(t), local_cfg) for _, p, t, want in CASES
                if isinstance(want, list) and p not in BROKEN],
              *[(TREX / "stl" / name, {}, local_cfg) for name in (STOCK if TREX is not None else ())],
+             (STL / "user_argparse.py", {"size": "100", "fast": True}, None),   # the dry run of `traffic run`
              *[(name, {k: v for k, v in OURS_GIVEN.items() if k in declared_tunables(name)}, None)
                for name in ("udp_payload", "background_split")]])
 
