@@ -2,8 +2,11 @@
 figures), but each must still import against the current code, explain itself with --help and
 refuse a bad argument by name (scripts/benchargs.py) before touching the machine."""
 
-import subprocess
+import contextlib
+import io
+import runpy
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,8 +17,25 @@ SCRIPTS = sorted((REPO_ROOT / "scripts").glob("bench_*.py"))
 
 
 def _run(script, *argv):
-    return subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=60,
-                          cwd=REPO_ROOT)
+    """`python SCRIPT ARGV...` in this process (its imports are the suite's, already loaded; a child
+    interpreter per call cost seconds): sys.argv and sys.path[0] as the interpreter sets them for a
+    script, its output captured; SystemExit's code read as the interpreter reads it (None: 0, a
+    message: printed to stderr, 1). The script only gets as far as its argument parser."""
+    out, err = io.StringIO(), io.StringIO()
+    argv0, path0 = sys.argv, list(sys.path)
+    sys.argv, sys.path[:0] = [str(script), *argv], [str(script.parent)]
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:
+        code = e.code
+    finally:
+        sys.argv, sys.path[:] = argv0, path0
+    if isinstance(code, str):
+        err.write(code + "\n")
+        code = 1
+    return SimpleNamespace(returncode=code or 0, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_every_benchmark_script_is_listed():

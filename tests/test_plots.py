@@ -107,10 +107,11 @@ def test_rtt_medians_fall_back_to_samples(tmp_path):
     assert (s["none"], s["xenoflow"]) == (11.0, 16.0)
 
 
-def test_missing_kind_is_skipped_with_reason(tmp_path):
+def test_missing_kind_is_skipped_with_reason(tmp_path, monkeypatch):
     d = tmp_path / "only_pps"
     d.mkdir()
     shutil.copy(FIXTURES / "pps.csv", d)
+    _drawn_not_written(monkeypatch, written=("loss_vs_load",))  # the skipped one would be written if drawn
     msgs = []
     done = plot_all(d, tmp_path / "f", "x", progress=msgs.append)
     assert set(done) == {"pps_vs_payload", "bandwidth_vs_payload", "lb_comparison"}

@@ -206,7 +206,9 @@ def points_under_legend(fig) -> list[str]:
 
 
 def check_layout(fig, name):
-    fig.canvas.draw()
+    # the layout as a draw places it (legend "best" spot, captions, text extents), without rasterising
+    # the pixels: the checks read positions only
+    fig.draw_without_rendering()
     data_axes = [a for a in fig.axes if a.get_visible() and (a.lines or a.collections or a.patches)]
     assert data_axes, name
     for a in data_axes:

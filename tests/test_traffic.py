@@ -27,11 +27,36 @@ from xenobench.traffic.trex import TrexDriver
 from xenobench.traffic.trex import evaluate as trex_evaluate
 
 from .conftest import needs_root
+from .profile_loads import preload
 
 @pytest.fixture(autouse=True)
 def trafgen_generator(local_cfg, monkeypatch):
     """This module tests trafgen, whatever config/local.yaml's default generator (xdpgen: test_xdpgen.py)."""
     monkeypatch.setitem(local_cfg.raw["traffic"], "generator", "trafgen")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def profiles_loaded(local_cfg):
+    """The profiles this module compiles and runs, loaded in one TRex loader process
+    (tests/profile_loads.py); what each test asserts about the loaded streams is unchanged, and the
+    loads that fail (bad tunables) still go through load_streams' own child process."""
+    preload([*[(p, {**LOCAL, **t}, None) for p, t, _, _ in VALID_FRAMES],
+             *[("background_split", {**LOCAL, "split": s, "class_bits": k, "dns_classes": d}, None)
+               for k, d, s, _ in SPLITS],
+             ("background_split", {**LOCAL, "split": "70/30", "hosts": 4}, None),
+             ("background_split", {**LOCAL, "split": "70/30", "class_bits": 2, "dns_classes": "0,2", "payload": 40},
+              None),
+             ("background_split", {"split": "70/30", "class_bits": 2}, local_cfg),
+             ("background_split", {"split": "70/30"}, local_cfg),
+             ("background_split", GOLDEN_TUN, local_cfg),
+             *[(p, t, local_cfg) for p, t, _, _ in LIVE_FRAMES],
+             ("udp_payload", {"payload": 22}, local_cfg), ("udp_payload", {}, local_cfg),
+             ("udp_payload", {"payload": 64}, local_cfg),
+             ("tests/fixtures/traffic/two_streams.py", {}, None),
+             ("tests/fixtures/traffic/two_streams.py", {"random": 1}, None),
+             ("udp_payload", {**LOCAL, "flows": 2}, None),
+             *[(REFUSED, {"case": c}, local_cfg) for c, _ in [*REFUSALS, ("ok", "")]],
+             (REFUSED, {"case": "ok"}, None)])
 
 
 LOCAL = {"vip": "198.18.0.100", "dst_mac": "02:00:00:00:05:00", "src_mac": "02:00:00:00:04:00",
@@ -64,7 +89,7 @@ def check_frame(f, payload, vip="198.18.0.100", dst_mac="02:00:00:00:05:00"):
 
 
 # --- profiles ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("profile,tun,payload,cycle", [
+VALID_FRAMES = [
     ("udp_payload", {"payload": 2, "flows": 4}, 2, 4),
     ("udp_payload", {"payload": 22, "flows": 256}, 22, 256),
     ("udp_payload", {"payload": 1472, "flows": 1}, 1472, 1),
@@ -72,7 +97,10 @@ def check_frame(f, payload, vip="198.18.0.100", dst_mac="02:00:00:00:05:00"):
     ("background_split", {"split": "single", "payload": 22}, 22, 1),
     ("background_split", {"split": "worst", "class_bits": 2, "dns_classes": "0,2", "payload": 100}, 100, 2),
     ("background_split", {"split": "70/30", "hosts": 3, "payload": 1000}, 1000, 30),
-])
+]
+
+
+@pytest.mark.parametrize("profile,tun,payload,cycle", VALID_FRAMES)
 def test_profile_loads_and_yields_valid_frames(profile, tun, payload, cycle):
     c = compile_frames(profile, {**LOCAL, **tun})
     assert c.cycle == cycle
@@ -83,7 +111,7 @@ def test_profile_loads_and_yields_valid_frames(profile, tun, payload, cycle):
         assert len(set(c.frames)) == len(c.frames), "every frame of a cycle has its own source"
 
 
-@pytest.mark.parametrize("k,dns,split,expected", [
+SPLITS = [
     (1, "0", "single", {0: 1}),
     (1, "0", "worst", {1: 1}),
     (1, "0", "50/50", {0: 1, 1: 1}),
@@ -93,7 +121,10 @@ def test_profile_loads_and_yields_valid_frames(profile, tun, payload, cycle):
     (2, "0,2", "single", {0: 1, 2: 1}),
     (2, "0", "70/30", {0: 7, 1: 1, 2: 1, 3: 1}),  # 7 : (1+1+1)
     (2, "0,2", "1:2:3:4", {0: 1, 1: 2, 2: 3, 3: 4}),
-])
+]
+
+
+@pytest.mark.parametrize("k,dns,split,expected", SPLITS)
 def test_split_is_exact_over_one_cycle(k, dns, split, expected):
     c = compile_frames("background_split", {**LOCAL, "split": split, "class_bits": k, "dns_classes": dns})
     assert dict(cls_hist(c.frames, k)) == expected
@@ -205,12 +236,15 @@ def _no_leftovers(testbed):
     assert "tbf" not in q, q
 
 
-@needs_root
-@pytest.mark.parametrize("profile,tun,n,rate", [
+LIVE_FRAMES = [
     ("udp_payload", {"payload": 22, "flows": 8}, 20, 0),
     ("udp_payload", {"payload": 300, "flows": 5}, 13, 5000),
     ("background_split", {"split": "70/30", "class_bits": 2, "payload": 2}, 45, 0),
-])
+]
+
+
+@needs_root
+@pytest.mark.parametrize("profile,tun,n,rate", LIVE_FRAMES)
 def test_trafgen_emits_the_compiled_frames_in_order(testbed, tmp_path, profile, tun, n, rate):
     cap = tmp_path / "cap.pcap"
     p = _capture(testbed, n, cap)
@@ -480,7 +514,7 @@ def test_trex_driver_real_client_without_server_reports_connection_failure():
 REFUSED = "tests/fixtures/traffic/refused.py"
 
 
-@pytest.mark.parametrize("case,msg", [
+REFUSALS = [
     ("all_disabled", ": none of its 2 streams is enabled and self-starting, so there is nothing to send "
                      "(set enabled=True, self_start=True on one)"),
     ("not_self_start", ": none of its 2 streams is enabled and self-starting, so there is nothing to send "
@@ -503,7 +537,10 @@ REFUSED = "tests/fixtures/traffic/refused.py"
                   "byte 69, past the 60-byte packet"),
     ("hw_past", "stream 0 of profile {}: fix_checksum_hw (l2_len 14, l3_len 42, l4_type 11) at pkt_offset 14 "
                 "reaches byte 63, past the 60-byte packet"),
-])
+]
+
+
+@pytest.mark.parametrize("case,msg", REFUSALS)
 def test_profile_trex_refuses_is_refused_naming_stream_and_field(case, msg, tmp_path):
     from xenobench import REPO_ROOT
     path = REPO_ROOT / REFUSED

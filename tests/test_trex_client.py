@@ -24,11 +24,20 @@ from xenobench.traffic import TrafficError, TrialSpec, run_traffic, traffic_conf
 from xenobench.traffic.profiles import compile_frames, compile_stream, load_streams
 from xenobench.traffic.trex import TrexDriver, pps_mult
 
+from .profile_loads import preload
 from .trex_server_double import TrexServerDouble
 
 FIPS = REPO_ROOT / "config" / "fips.yaml"
 LOCAL = {"vip": "198.18.0.100", "dst_mac": "02:00:00:00:05:00", "src_mac": "02:00:00:00:04:00",
          "src_ip_base": "198.19.0.0"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def profiles_loaded():
+    """The profiles this module compiles in its own process, loaded in one TRex loader process
+    (tests/profile_loads.py); the driver's trials load theirs in the TRex worker, as a trial does."""
+    preload([("udp_payload", {**LOCAL, "flows": 16}, None), ("udp_payload", {**LOCAL, "flows": 16, "cache_size": 0}, None),
+             ("udp_payload", {**LOCAL, "flows": 4}, None), ("udp_payload", {"payload": "22"}, load_config(FIPS))])
 
 
 def decode(mults: list[str]) -> list:

@@ -16,6 +16,9 @@ import warnings
 
 def main() -> int:
     warnings.simplefilter("ignore")
+    # the client's bundled scapy imports matplotlib.pyplot only to offer plotting, most of the
+    # client's import time; this process never plots (as xenobench/traffic/stl_loader.py loads it)
+    sys.modules.setdefault("matplotlib", None)
     import lbr_trex_client  # noqa: F401  (puts trex on sys.path)
     from trex.common.trex_exceptions import TRexError
     from trex.stl.api import STLClient, STLProfile

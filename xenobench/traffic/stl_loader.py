@@ -51,13 +51,32 @@ def reason_of(text: str, path: str = "") -> str:
     return last
 
 
+@contextlib.contextmanager
+def without_matplotlib():
+    """matplotlib unimportable for the block, unless already imported. The client's bundled scapy
+    2.4.3 imports matplotlib.pyplot at start-up only to offer plotting (scapy/extlib.py: without it
+    plt is None and MATPLOTLIB 0); the STL loader never plots, and the import is most of the
+    client's import time. A profile that imports matplotlib itself still can: the block ends before
+    the profile is loaded."""
+    if "matplotlib" in sys.modules:
+        yield
+        return
+    sys.modules["matplotlib"] = None  # the import system raises ImportError for a None entry
+    try:
+        yield
+    finally:
+        if sys.modules.get("matplotlib", 0) is None:
+            del sys.modules["matplotlib"]
+
+
 def load(path: str, tunables: list[str], direction: int = 0, port_id: int = 0, kwargs: dict | None = None) -> list:
     """STLProfile.load(path, direction, port_id, tunables=...) → its STLStream list; Refused with
     the loader's reason. Output the profile prints goes to the Refused's help (or nowhere).
     kwargs: keyword arguments for the profile's get_streams besides the argv tunables, as TRex's
     simulator (trex_stl_sim.py) passes `-t key=value` tunables both ways."""
-    import lbr_trex_client  # noqa: F401  (puts trex and trex_stl_lib on sys.path)
-    from trex.stl.api import STLProfile
+    with without_matplotlib():
+        import lbr_trex_client  # noqa: F401  (puts trex and trex_stl_lib on sys.path)
+        from trex.stl.api import STLProfile
     out = io.StringIO()
     try:
         with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
