@@ -65,8 +65,10 @@ def pps_mult(rate_pps: float) -> str:
 
 def _stl_client_class():
     _check_python()
-    import lbr_trex_client  # noqa: F401  (puts trex on sys.path)
-    from trex.stl.api import STLClient
+    from .stl_loader import without_matplotlib
+    with without_matplotlib():  # the client's bundled scapy imports pyplot only to offer plotting (~1 s)
+        import lbr_trex_client  # noqa: F401  (puts trex on sys.path)
+        from trex.stl.api import STLClient
     return STLClient
 
 
