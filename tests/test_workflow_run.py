@@ -146,6 +146,7 @@ def test_full_ci_run(clean_ci):
     assert len(med) == valid["rtt"] * len(cfg.section("experiments")["rtt"]["lbs"]) + valid["rtt_load"] - n_cap
     assert len(read_tidy(ROOT / "results/ci", "rtt_capacity")) == n_cap > 0
     # update: every valid trial's cycles and bursts, one burst per change rate (0 the reference)
+    assert valid["update"] > 0, "\n".join(inv)  # why every update trial was invalid
     ub = read_tidy(ROOT / "results/ci", "update_burst")
     u = cfg.section("experiments")["update"]
     assert len(ub[ub.metric == "rx_pps"]) == valid["update"] * len(set(u["change_rates"]) | {0})

@@ -117,10 +117,19 @@ def _ndr_pdr_lines(tidy: dict) -> list[list]:
     for pl, g in x.groupby("payload_bytes"):
         for goal in ("ndr", "pdr"):
             for r in ratios_from_rows(g, goal):
-                verdict = r.verdict if r.verdict == "not distinguishable" else f"{r.verdict} than {r.reference}"
                 out.append([f"{goal.upper()} relative to {r.reference}, {r.lb}, {int(pl) + 42} B frame",
-                            f"{r.median:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {verdict}", r.repetitions])
+                            f"{r.median:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {_verdict(r)}", r.repetitions])
     return out
+
+
+def _verdict(r) -> str:
+    """A ratio's verdict in words (rateblocks.RateRatio), saying why where too few ratios make it."""
+    from .rateblocks import MIN_ROUNDS
+    if r.verdict != "not distinguishable":
+        return f"{r.lb} {r.verdict} than {r.reference}"
+    if r.rounds < MIN_ROUNDS:
+        return f"not distinguishable ({r.rounds} ratios; an order needs {MIN_ROUNDS})"
+    return "not distinguishable"
 
 
 def _paired_section(tidy: dict) -> list[str]:
@@ -159,8 +168,7 @@ def _rank_section(tidy: dict) -> list[str]:
         for pay, g in x.groupby("payload_bytes"):
             for r in ratios_from_rows(g, measure):
                 rows.append([what, f"{pay:g} B", r.lb, r.reference, f"{r.median:.4f}", f"[{r.ci_low:.4f}, {r.ci_high:.4f}]",
-                             f"{r.half_width_pct:.2f} %", f"{r.rounds} ({r.repetitions})",
-                             r.verdict if r.verdict == "not distinguishable" else f"{r.lb} {r.verdict} than {r.reference}"])
+                             f"{r.half_width_pct:.2f} %", f"{r.rounds} ({r.repetitions})", _verdict(r)])
     L += _table(["measure", "payload", "LB", "vs", "median ratio", "95 % CI", "CI half-width", "rounds (repetitions)", "verdict"], rows)
     L += ["", "A ratio is one round's rate of the LB over the other's in the same round (blocks of one repetition, "
               "the generator unpaced throughout); an order is claimed only where the CI excludes 1. The CI "
