@@ -28,10 +28,10 @@ def _cfg_with(tmp_path, **experiments):
 @pytest.mark.parametrize("section,key", [("pps", "lbs"), ("compare", "lbs"), ("ndr_pdr", "lbs")])
 def test_schema_lb_lists_are_the_registry(tmp_path, section, key):
     raw = yaml.safe_load(open("config/local.yaml"))
-    sec = dict(raw["experiments"][section], **{key: ["katrn"]})
+    sec = dict(raw["experiments"][section], **{key: ["wire", "katrn"]})  # a paired list holds two or more
     with pytest.raises(ConfigError) as e:
         load_config(_cfg_with(tmp_path, **{section: sec}))
-    assert f"experiments.{section}.{key}[0]: 'katrn' is not one of {list(kinds())}" in str(e.value)
+    assert f"experiments.{section}.{key}[1]: 'katrn' is not one of {list(kinds())}" in str(e.value)
 
 
 def test_rtt_lists_accept_none_and_every_kind(tmp_path):

@@ -29,6 +29,8 @@ def test_a_ranking_only_where_the_ci_excludes_one():
 
 def test_nothing_to_compare_is_none():
     assert ratio(BLOCKS, "katran", "wire", 100, 1) is None
+    assert ratio(BLOCKS[:3], "ebpf", "wire", 100, 1) is None  # one ratio is no interval
+    assert ratio(BLOCKS[:6], "ebpf", "wire", 100, 1).rounds == 2
 
 
 # three repetitions: within each, ebpf/wire is steady (+-0.5 % round to round), but the third runs

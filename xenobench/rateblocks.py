@@ -108,8 +108,10 @@ def cluster_bootstrap_median_ci(groups: list, resamples: int, seed: int,
 
 
 def ratio(blocks, lb: str, reference: str, resamples: int, seed: int) -> RateRatio | None:
+    """The median ratio with its interval; None from fewer than two ratios (one ratio is no
+    interval: its bootstrap is the value itself)."""
     groups = list(round_ratios_by_repetition(list(blocks), lb, reference).values())
-    if not groups:
+    if sum(len(g) for g in groups) < 2:
         return None
     med, lo, hi = cluster_bootstrap_median_ci(groups, resamples, seed)
     return RateRatio(lb, reference, med, lo, hi, sum(len(g) for g in groups), len(groups))
