@@ -119,6 +119,18 @@ def precheck(testbed, experiment: str, ex: dict) -> None:
     check_switchable(testbed, list(ex["lbs"]), f"experiments.{experiment}.lbs")
 
 
+def check_paired_section(cfg, experiment: str, ex: dict) -> None:
+    """check_section for a kind that runs this design where its section says `paired` (rate, search)."""
+    if ex.get("paired"):
+        check_section(cfg, experiment, ex)
+
+
+def precheck_paired(testbed, experiment: str, ex: dict) -> None:
+    """precheck for a kind that runs this design where its section says `paired` (rate, search)."""
+    if ex.get("paired"):
+        precheck(testbed, experiment, ex)
+
+
 def port_switch(testbed) -> XdpSwitch:
     """The switcher of the LB node's ingress port (xenobench.xdpswitch), nothing attached by it yet."""
     lbn = testbed.cfg.role("lb")

@@ -217,16 +217,9 @@ PROCEDURES = {"ndr_pdr_search": ndr_pdr_search}
 JUDGED_INSIDE = True
 
 
-def check_section(cfg, experiment: str, ex: dict) -> None:
-    """When the plan is made: a paired section's reference is one of its LBs (rank's check)."""
-    if ex.get("paired"):
-        rank.check_section(cfg, experiment, ex)
-
-
-def precheck(testbed, experiment: str, ex: dict) -> None:
-    """Before a point's set-up: a paired section's LBs can be switched on the LB's port (rank's check)."""
-    if ex.get("paired"):
-        rank.precheck(testbed, experiment, ex)
+#: when the plan is made, and before a point's set-up: a paired section's reference is one of its
+#: LBs, and they can be switched on the LB's port (rank's checks)
+check_section, precheck = rank.check_paired_section, rank.precheck_paired
 
 
 def headline(o: dict) -> str:
