@@ -20,7 +20,7 @@ from xenobench.measure.common import backend_ifaces
 from xenobench import machine
 from xenobench.machine import CPU_RTT, cpu_pair_rtt
 from xenobench.measure.rank import (PageAllocReader, bookkeeping, per_lb, check_switchable, counter_at,
-                            dut_cpu_reader, forwarded, left_out_reason, precheck, rounds_left_out,
+                            dut_cpu_reader, left_out_reason, precheck, rounds_left_out,
                             window_rate)
 from xenobench.report import write_report
 from xenobench.machine import page_allocs
@@ -296,7 +296,7 @@ def test_swaps_lose_no_frame_to_no_program(testbed):
         for lb in lbs.values():
             assert lb.start(attach=False)["prog_pin"] == lb.prog_pin
         assert node.run(["ip", "-j", "link", "show", "dev", iface]).stdout.count('"xdp"') == 0  # nothing attached
-        f0 = {k: forwarded(lb) for k, lb in lbs.items()}
+        f0 = {k: lb.forwarded() for k, lb in lbs.items()}
         with RateSampler(testbed, backend_ifaces(cfg)) as rs:
             rx0 = rs.read_total()
         p0 = _port(node, iface)
@@ -307,7 +307,7 @@ def test_swaps_lose_no_frame_to_no_program(testbed):
             sw.switch(lbs[k].prog_pin)
         gen = h.wait()
         time.sleep(0.3)
-        f1 = {k: forwarded(lb) for k, lb in lbs.items()}
+        f1 = {k: lb.forwarded() for k, lb in lbs.items()}
         with RateSampler(testbed, backend_ifaces(cfg)) as rs:
             rx = rs.read_total() - rx0
         p1 = _port(node, iface)

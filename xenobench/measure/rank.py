@@ -240,11 +240,6 @@ def dut_cpu_reader(testbed) -> DutCpuReader | None:
     return DutCpuReader(testbed.node(testbed.cfg.role("lb").name), pids[0])
 
 
-def forwarded(lb) -> int:
-    """An LB's forwarded frames so far (its per-backend packets, summed)."""
-    return lb.forwarded()
-
-
 class PageAllocReader(KeptFile):
     """The page allocations of a node's kernel so far (/proc/vmstat's pgalloc_* summed over the
     zones), read through a program kept on the node (sampler.KeptFile). Callable: None when the file
@@ -331,7 +326,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         start_unattached(ctx, drivers, started)
         out["start_s"] = round(time.monotonic() - t0, 3)
         pins = {k: drivers[k].prog_pin for k in lbs}
-        initial = {k: forwarded(drivers[k]) for k in lbs}
+        initial = {k: drivers[k].forwarded() for k in lbs}
         rx0 = sampler.read_total()
         sw.attach(pins[order[0]])
         t_in = sum(sw.last) / 2
@@ -344,15 +339,15 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
             if i > 1 and blocks[-1]["lb"] == kind:  # a round ends and the next begins with the same LB: no swap
                 prev = blocks[-1]
                 ta = time.monotonic()
-                fwd_in = prev["fwd_out"] = forwarded(drivers[kind])  # attached: one read ends one, starts the other
+                fwd_in = prev["fwd_out"] = drivers[kind].forwarded()  # attached: one read ends one, starts the other
                 t_in = prev["t_out"] = (ta + time.monotonic()) / 2
             elif i > 1:
                 prev = blocks[-1]
-                fwd_in = forwarded(drivers[kind])  # not attached: constant
+                fwd_in = drivers[kind].forwarded()  # not attached: constant
                 sw.switch(pins[kind])
                 t_in = sum(sw.last) / 2
                 prev["t_out"] = t_in
-                prev["fwd_out"] = forwarded(drivers[prev["lb"]])  # detached: constant from now on
+                prev["fwd_out"] = drivers[prev["lb"]].forwarded()  # detached: constant from now on
             ts = time.monotonic()
             rtt = pair() if pair else None  # in the settle: ~1 ms of both CPUs
             time.sleep(max(0.0, settle_s - (time.monotonic() - ts)))
@@ -377,9 +372,9 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         time.sleep(DRAIN_S)
         if blocks and "t_out" not in blocks[-1]:
             blocks[-1]["t_out"] = time.monotonic()
-            blocks[-1]["fwd_out"] = forwarded(drivers[blocks[-1]["lb"]])
+            blocks[-1]["fwd_out"] = drivers[blocks[-1]["lb"]].forwarded()
         sw.detach()
-        final = {k: forwarded(drivers[k]) for k in lbs}
+        final = {k: drivers[k].forwarded() for k in lbs}
         rx_total = sampler.read_total() - rx0
     except NodeError as e:
         if not ctx.watch.check():

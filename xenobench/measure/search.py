@@ -52,7 +52,7 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float, others: di
     tun = payload_tunables(payload, int(ctx.knob("flows")))
     profile = ctx.plan.profile
     with RateSampler(ctx.testbed, backend_ifaces(ctx.testbed.cfg), 1.0) as sampler:
-        o0 = {k: rank.forwarded(d) for k, d in (others or {}).items()}
+        o0 = {k: d.forwarded() for k, d in (others or {}).items()}
         st0 = lb_stats(lb)
         rx0, d0 = sampler.read_total(), sampler.read_dropped()
         gen = traffic_watched(ctx, profile, tun, load, duration)
@@ -60,7 +60,7 @@ def search_trial(ctx: TrialContext, lb, duration: float, load: float, others: di
         rx = sampler.read_total() - rx0
         dropped = sampler.read_dropped() - d0
     st1 = lb_stats(lb)
-    moved = {k: rank.forwarded(d) - o0[k] for k, d in (others or {}).items()}
+    moved = {k: d.forwarded() - o0[k] for k, d in (others or {}).items()}
     tx = int(gen.get("tx_packets") or 0)
     v = Validity()
     per_backend = lb_checks(v, lb, st0, st1, rx, tx, dropped)
