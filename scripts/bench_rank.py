@@ -17,11 +17,11 @@ LBs: wire, xenoflow, ebpf, and katran where a Katran checkout is found (xenobenc
 $XENOBENCH_KATRAN_DIR, katran.checkout, ../shared/katran); Katran's start fills a 65537-slot ring,
 so every LB is started once per run (per repetition), never per block.
 
-Each run is REPS repetitions of ROUNDS rounds, pooled as the study's aggregation pools them; the CI
+Each run is REPS repetitions of ROUNDS kept rounds, pooled as the study's aggregation pools them; the CI
 resamples the repetitions, then their rounds (xenobench.rateblocks: the ratios move with the
 machine's state between repetitions, docs/vm-noise.md). The rounds a repetition
 left out (the host running the generator's and the DUT's vCPUs apart, xenobench.machine.RULES)
-are printed with their figures; an invalid repetition (more than half left out) is not pooled. The
+are printed with their figures; an invalid repetition (fewer than ROUNDS kept) is not pooled. The
 samples' interval is the config's (experiments.rank.sample_interval_s).
 
 Usage (root): XENOBENCH_NS_PREFIX=xbb- .venv/bin/python scripts/bench_rank.py [RUNS] [ROUNDS] [BLOCK_S] [CONFIG] [SETTLE_S] [REPS]

@@ -297,7 +297,7 @@ def test_a_disturbed_attempt_uses_a_spare_not_one_of_max_attempts(local_cfg, tmp
     def proc(ctx):
         v, kind = Validity(), next(kinds)
         v.require("procedure_check", "broken" not in kind, "the procedure's own check")
-        v.require(machine.ROUNDS_KEPT, "rounds" not in kind, "more than half the rounds left out by the rule")
+        v.require(machine.ROUNDS_KEPT, "rounds" not in kind, "fewer than rounds kept in max_rounds")
         return {"x": 1}, v
     res = run_trial(Testbed(), "unit", {"x": 4}, 1, TrialDir(tmp_path / "t"), proc, ifaces=[], max_attempts=1,
                     settle_s=0, cooldown_s=0, progress=lambda m: None)

@@ -19,16 +19,18 @@ from xenobench.plots import rate_ranking
 from xenobench.measure.common import backend_ifaces
 from xenobench import machine
 from xenobench.machine import CPU_RTT, cpu_pair_rtt
+from xenobench.layout import TrialDir
 from xenobench.measure.rank import (PageAllocReader, bookkeeping, per_lb, check_switchable, counter_at,
-                            dut_cpu_reader, left_out_reason, precheck, rounds_left_out,
+                            dut_cpu_reader, interleaved_rates, left_out_reason, precheck, rounds_left_out,
                             window_rate)
+from xenobench.procedures import point_plan
 from xenobench.report import write_report
 from xenobench.machine import page_allocs
 from xenobench.results import read_tidy
 from xenobench.sampler import RateSampler
 from xenobench.testbed import get_testbed
 from xenobench.traffic import start_traffic
-from xenobench.trials import Validity
+from xenobench.trials import PointPlan, TrialContext, Validity
 from xenobench.xdpswitch import XdpSwitch
 
 from .conftest import needs_root
@@ -158,12 +160,12 @@ def test_rounds_left_out(desc, per_round, limits, kept, left):
 
 def test_the_reason_names_each_figure_its_worst_and_its_key():
     left = {2: {"cpu_pair_rtt_ns": 351.5}, 3: {"cpu_pair_rtt_ns": 340.0, "page_allocs_per_frame": 0.28}}
-    assert left_out_reason(left, 4, LIMITS) == (
-        "2 of 4 rounds left out (2 with the generator's and the DUT's vCPUs on cores without a shared cache "
-        "(cache-line round trip, ns) up to 351.5 > experiments.max_cpu_pair_rtt_ns 200; 1 with the "
-        "generator's frames through the page allocator (page allocations per frame) up to 0.28 > "
-        "experiments.max_page_allocs_per_frame 0.1): the machine's state, not the LBs' (xenobench.machine.RULES); "
-        "more than half the rounds are left out")
+    assert left_out_reason(left, 1, 2, 3, LIMITS) == (
+        "1 of the 2 rounds wanted kept in 3 rounds run (max_rounds); 2 left out (2 with the generator's and "
+        "the DUT's vCPUs on cores without a shared cache (cache-line round trip, ns) up to 351.5 > "
+        "experiments.max_cpu_pair_rtt_ns 200; 1 with the generator's frames through the page allocator "
+        "(page allocations per frame) up to 0.28 > experiments.max_page_allocs_per_frame 0.1): the machine's "
+        "state, not the LBs' (xenobench.machine.RULES)")
 
 
 def test_cpu_rtt_refuses_bad_requests_and_arguments():
@@ -400,6 +402,60 @@ def test_a_prober_that_cannot_run_says_why_and_judges_nothing(testbed, monkeypat
     finally:
         pair.close()
     assert pair.error and "no-cpu_rtt" in pair.error, pair.error
+
+
+class _Placement:
+    """Test double of the host's vCPU placement, which nothing here can set on demand: the
+    cache-line prober's samples (ns) in call order, the calls in `apart` far above the limit."""
+    cpus, error = (0, 1), None
+
+    def __init__(self, apart):
+        self.apart, self.calls = apart, 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return 350.0 if self.apart == "all" or self.calls in self.apart else 76.0
+
+    def close(self) -> None:
+        pass
+
+
+MADE_UP_CASES = [
+    # description, prober calls (one per block, 2 LBs a round) apart, rounds run, rounds kept, valid
+    ("no round left out: the 2 wanted", (), [1, 2], [1, 2], True),
+    ("round 2 left out and made up by round 3", (3,), [1, 2, 3], [1, 3], True),
+    ("rounds 1 and 3 left out", (2, 6), [1, 2, 3, 4], [2, 4], True),
+    ("max_rounds reached with fewer kept", "all", [1, 2, 3, 4], [], False),
+]
+
+
+@needs_root
+@pytest.mark.parametrize("desc, apart, run, kept, valid", MADE_UP_CASES, ids=[c[0] for c in MADE_UP_CASES])
+def test_a_round_the_rule_leaves_out_is_made_up_until_rounds_are_kept(testbed, tmp_path, monkeypatch, desc, apart,
+                                                                     run, kept, valid):
+    """Live: wire and eBPF switched on the port under a paced load; the repetition runs until
+    `rounds` (2) rounds are kept, at most max_rounds (4). The rule judges the placement only (the
+    test config's limits are null; the page allocator's figure is the machine's own here)."""
+    real = machine.limits
+    monkeypatch.setattr(machine, "limits", lambda cfg: {**real(cfg), "max_cpu_pair_rtt_ns": 200.0,
+                                                        "max_page_allocs_per_frame": None})
+    base = point_plan(testbed.cfg, "rank", {"payload": 22})
+    sec = {**base.section, "lbs": ["wire", "ebpf"], "rounds": 2, "max_rounds": 4, "rate_pps": 200000,
+           "block_s": 0.2, "settle_s": 0.05, "sample_interval_s": 0.02}
+    ctx = TrialContext(testbed, "rank", {"payload": 22}, 1, TrialDir(tmp_path / "t").attempt(1), {},
+                       plan=PointPlan(base.definition, sec), pair_rtt=_Placement(apart))
+    out, v = interleaved_rates(ctx)
+    assert out["rounds_run"] == len(run) and sorted({b["round"] for b in out["blocks"]}) == run
+    assert sorted({b["round"] for b in out["blocks"] if b["round_kept"]}) == kept
+    assert len(out["order"]) == 2 * len(run)
+    assert v.valid is valid, v.reasons
+    if not valid:
+        assert [k for k, ok in v.checks.items() if not ok] == ["rounds_kept"], v.reasons
+        assert v.reasons[0].startswith("rounds_kept: 0 of the 2 rounds wanted kept in 4 rounds run (max_rounds); 4 left out "
+                                       "(4 with the generator's and the DUT's vCPUs on cores without a shared cache"), v.reasons
+    else:
+        ratio = next(r for r in out["ranking"] if r["lb"] == "ebpf" and r["vs"] == "wire")
+        assert ratio["rounds"] == 2  # the kept rounds only
 
 
 def _port(node, iface) -> tuple[int, int]:

@@ -221,7 +221,7 @@ RULES = (
 
 
 #: the validity checks that judge the machine's state, not the trial: an attempt as a whole
-#: (xenobench.trials), an interleaved design's rounds one by one (more than half of them left out:
+#: (xenobench.trials), an interleaved design's rounds one by one (fewer than `rounds` kept in max_rounds:
 #: xenobench.measure.rank). An attempt failing only these is the machine's (experiments.machine_retries)
 UNDISTURBED, ROUNDS_KEPT = "machine_undisturbed", "rounds_kept"
 CHECKS = frozenset({UNDISTURBED, ROUNDS_KEPT})

@@ -10,8 +10,8 @@ block's rate is what the LB delivered of the same offered rate the reference got
 1. every LB of `lbs` is started "loaded, not attached" (LoadBalancer.start(attach=False): program
    pinned, maps filled, stats loop running); Katran once per repetition (its start fills a
    65537-slot ring), as every other;
-2. `rounds` rounds, each every LB once in a shuffled order (latency.block_order, seed + repetition,
-   recorded); before a block its LB's program replaces the port's program atomically
+2. rounds of every LB once in a shuffled order (latency.block_order, seed + repetition, recorded),
+   until `rounds` of them are kept by the machine rule (below), at most `max_rounds`; before a block its LB's program replaces the port's program atomically
    (xenobench.xdpswitch: never detached between blocks, the veth never goes down); `settle_s` after
    the swap are discarded, then the block's window of `block_s`;
 3. a block's rate is the slope of the backends' summed rx counter (xenobench.sampler.RateSampler,
@@ -43,8 +43,11 @@ task on its CPU, its ring overflows and frames are lost. The scheduling
 read back is in the outputs (`dut_napi_scheduling`).
 
 Rounds the testbed disturbed are left out of every ranking (`rounds_left_out`; their blocks stay in
-the outputs with `round_kept` false), and a repetition leaving out more than half its rounds is
-invalid and retried. Each block records, during its settle and window:
+the outputs with `round_kept` false) and made up: each round is judged as it ends, and the
+repetition runs on until it has kept `rounds`. The rule's figures do not depend on the LBs' rates,
+so stopping at a count of kept rounds does not bias the ratios. A repetition that reaches
+`max_rounds` with fewer kept is invalid (`rounds_kept`) and retried. Each block records, during its
+settle and window:
 - `cpu_pair_rtt_ns`: the round trip of one cache line between the generator's CPU and the DUT's
   (loadgen/cpu_rtt, a program kept on the LB node; the fastest of 20 bursts of 100). The namespace
   testbed hands every frame from one vCPU to the other, and for a minute or more at a time the host
@@ -275,16 +278,42 @@ def rounds_left_out(blocks: list[dict], limits: dict[str, float | None]) -> tupl
     return set(worst) - set(out), out
 
 
-def left_out_reason(left: dict[int, dict[str, float]], rounds: int, limits: dict) -> str:
-    """The validity reason of a repetition that left out more than half its rounds, per figure."""
+def left_out_reason(left: dict[int, dict[str, float]], kept: int, rounds: int, run: int, limits: dict) -> str:
+    """The validity reason of a repetition that ran its `run` rounds (max_rounds) and kept fewer than
+    `rounds`: the rounds left out, per figure."""
     worst: dict[str, float] = {}
     count: dict[str, int] = {}
     for w in left.values():
         for f, v in w.items():
             worst[f] = max(worst.get(f, v), v)
             count[f] = count.get(f, 0) + 1
-    return (f"{len(left)} of {rounds} rounds left out ({machine.explain(worst, limits, count)}): the machine's "
-            "state, not the LBs' (xenobench.machine.RULES); more than half the rounds are left out")
+    return (f"{kept} of the {rounds} rounds wanted kept in {run} rounds run (max_rounds); {len(left)} left out "
+            f"({machine.explain(worst, limits, count)}): the machine's state, not the LBs' (xenobench.machine.RULES)")
+
+
+def max_rounds(ex: dict) -> int:
+    """The most rounds a repetition runs to keep `rounds` (the section's max_rounds; null: 3 x rounds)."""
+    return int(ex.get("max_rounds") or 3 * int(ex["rounds"]))
+
+
+def block_figures(b: dict, samples) -> None:
+    """A completed block's rate over its window (`window_rate`), the backends' rx in it and the
+    figures derived from that: rx per DUT CPU-second, page allocations per frame (machine rule)."""
+    b["rate_pps"], b["samples"] = window_rate(samples, *b["window"])
+    b["rx_window"] = (counter_at(samples, b["window"][1]) - counter_at(samples, b["window"][0])) if samples else 0.0
+    b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
+    b["page_allocs_per_frame"] = (round(b["page_allocs"] / b["rx_window"], 5)
+                                  if b.get("page_allocs") is not None and b["rx_window"] > 0 else None)
+
+
+def _samples_past(sampler: RateSampler, t: float, timeout_s: float = 0.5) -> list:
+    """The sampler's samples once one lies past t (a window's end: its rx counted to the end)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        samples = list(sampler.samples)
+        if (samples and samples[-1][0] > t) or time.monotonic() >= deadline:
+            return samples
+        time.sleep(0.005)
 
 
 def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
@@ -294,8 +323,9 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     lbs, ref = list(ex["lbs"]), ex["reference"]
     drivers = check_switchable(tb, lbs, f"experiments.{ctx.experiment}.lbs")
     rounds, block_s, settle_s = int(ex["rounds"]), float(ex["block_s"]), float(ex["settle_s"])
+    cap = max_rounds(ex)
     seed = int(ex["seed"]) + int(ctx.repetition)
-    order = block_order(lbs, rounds, seed)
+    order = block_order(lbs, cap, seed)  # its first rounds' blocks run: until `rounds` are kept
     payload = int(ctx.knob("payload"))
     rate = float(ctx.knob("rate_pps", 0) or 0)  # 0: unpaced
     tun = payload_tunables(payload, int(ex["flows"]))
@@ -305,7 +335,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     blocks: list[dict] = []
     out: dict = {"payload": payload, "requested_pps": rate, "lbs": lbs, "reference": ref, "order": order,
                  "order_seed": seed,
-                 "rounds": rounds, "block_s": block_s, "settle_s": settle_s,
+                 "rounds": rounds, "max_rounds": cap, "block_s": block_s, "settle_s": settle_s,
                  "bootstrap_seed": int(ex["seed"]), "bootstrap_resamples": int(ex["bootstrap"])}
     stop_all(tb)  # the port is the switcher's
     cpu = dut_cpu_reader(tb)
@@ -315,6 +345,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     own_pair = ctx.pair_rtt is None and limits["max_cpu_pair_rtt_ns"] is not None
     pair = machine.cpu_pair_rtt(tb) if own_pair else ctx.pair_rtt
     napi = getattr(tb, "napi", None) if cpu is not None else None  # the placed DUT thread's scheduling
+    kept_so_far = 0  # rounds the machine rule kept: the repetition stops at `rounds` of them
     started: list[str] = []
     h = gen = None
     stopped, sampling = None, False
@@ -366,6 +397,14 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
                 break
+            if i % len(lbs) == 0:  # a round complete: judged now, so that one the rule leaves out is made up
+                samples = _samples_past(sampler, w1)
+                last = blocks[-len(lbs):]
+                for b in last:
+                    block_figures(b, samples)
+                kept_so_far += bool(rounds_left_out(last, limits)[0])
+                if kept_so_far >= rounds:
+                    break
         if gen_key:
             ctx.watch.release(gen_key)  # stopped on purpose now
         gen = h.stop()
@@ -399,27 +438,26 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     samples = series["samples"]
     complete = [b for b in blocks if "fwd_out" in b]
     for b in complete:
-        b["rate_pps"], b["samples"] = window_rate(samples, *b["window"])
-        b["rx_window"] = (counter_at(samples, b["window"][1]) - counter_at(samples, b["window"][0])) if samples else 0.0
-        b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
-        b["page_allocs_per_frame"] = (round(b["page_allocs"] / b["rx_window"], 5)
-                                      if b.get("page_allocs") is not None and b["rx_window"] > 0 else None)
+        block_figures(b, samples)  # again, from the whole series
         v.require(f"block_{b['block']}_rate", b["rate_pps"] is not None,
                   f"block {b['block']} ({b['lb']}): {b['samples']} samples in its window (lengthen block_s "
                   "or shorten sample_interval_s)")
     kept, left = rounds_left_out(complete, limits)
     for b in complete:
         b["round_kept"] = int(b["round"]) in kept
-    if complete:
-        v.require(machine.ROUNDS_KEPT, 2 * len(left) <= rounds, left_out_reason(left, rounds, limits))
+    run = len(blocks) // len(lbs)
+    out["order"] = order[:len(blocks)]  # the blocks run
+    out["rounds_run"] = run
+    if complete and stopped is None:
+        v.require(machine.ROUNDS_KEPT, len(kept) >= rounds, left_out_reason(left, len(kept), rounds, run, limits))
     if pair is not None and limits["max_cpu_pair_rtt_ns"] is not None:  # judged, so it must be measured
         v.require("cpu_pair_rtt_measured", pair.error is None,
                   f"the cache-line round trip between CPUs {pair.cpus[0]} and {pair.cpus[1]} could not be measured "
                   f"({pair.error}): build {machine.CPU_RTT} (make build), or set experiments.max_cpu_pair_rtt_ns: null")
     if stopped is None and final is not None:
         bookkeeping(v, complete, initial, final, rx_total, float(ex["check_tolerance_pct"]))
-    v.require("blocks_completed", stopped is None and len(complete) == len(order),
-              f"{len(complete)} of {len(order)} blocks completed" + (f", stopped early {stopped}" if stopped else ""))
+    v.require("blocks_completed", stopped is None and len(complete) == len(blocks) and len(blocks) % len(lbs) == 0,
+              f"{len(complete)} of {len(blocks)} blocks completed" + (f", stopped early {stopped}" if stopped else ""))
     gen = gen or {}
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "the generator reported no result")
     v.require("sampler_ok", series["error"] is None, series["error"] or "")
