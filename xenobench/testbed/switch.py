@@ -154,8 +154,9 @@ class BackendSink:
         recording that lost frames' times (the map was full: a narrower window or wider buckets)."""
         self._configure(0, 0)
         unrecorded = self.stats()["unrecorded"] - self._unrecorded0
-        recs = self.arrivals()
-        self.clear_arrivals()
+        entries = self._dump()  # one dump: read, then deleted by the keys it holds
+        recs = self._records(entries)
+        self._delete(entries)
         if unrecorded:
             raise TestbedError(f"Failed to record arrivals: {unrecorded} frames found sink_arrivals full "
                                f"(max_entries in switch/switch_common.h SINK_ARRIVAL_ENTRIES); record a shorter "
@@ -171,8 +172,12 @@ class BackendSink:
 
     def arrivals(self) -> list[Arrival]:
         """The records, CPUs merged (first: the earliest, last: the latest, packets summed)."""
+        return self._records(self._dump())
+
+    @staticmethod
+    def _records(entries: list[dict]) -> list[Arrival]:
         recs = []
-        for ent in self._dump():
+        for ent in entries:
             mac, bucket = struct.unpack(SINK_ARRIVAL_KEY, bytes(int(x, 16) for x in ent["key"]))
             per = [struct.unpack(SINK_ARRIVAL, bytes(int(x, 16) for x in v["value"])) for v in ent["values"]]
             per = [p for p in per if p[2]]  # a CPU that never saw this key holds zeros
@@ -183,8 +188,11 @@ class BackendSink:
 
     def clear_arrivals(self) -> None:
         """Delete every record (one bpftool batch)."""
+        self._delete(self._dump())
+
+    def _delete(self, entries: list[dict]) -> None:
         maps = self.pindir / "maps"
-        cmds = [f"map delete pinned {maps / 'sink_arrivals'} key hex {' '.join(e['key'])}" for e in self._dump()]
+        cmds = [f"map delete pinned {maps / 'sink_arrivals'} key hex {' '.join(e['key'])}" for e in entries]
         if cmds:
             _bpftool_batch(self.topo, "backend-sink-clear", cmds)
 
