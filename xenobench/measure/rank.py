@@ -11,7 +11,8 @@ block's rate is what the LB delivered of the same offered rate the reference got
    pinned, maps filled, stats loop running); Katran once per repetition (its start fills a
    65537-slot ring), as every other;
 2. rounds of every LB once in a shuffled order (latency.block_order, seed + repetition, recorded),
-   until `rounds` of them are kept by the machine rule (below), at most `max_rounds`; before a block its LB's program replaces the port's program atomically
+   until `rounds` of them are kept by the machine rule (below), at most `max_rounds`; before a
+   block its LB's program replaces the port's program atomically
    (xenobench.xdpswitch: never detached between blocks, the veth never goes down); `settle_s` after
    the swap are discarded, then the block's window of `block_s`;
 3. a block's rate is the slope of the backends' summed rx counter (xenobench.sampler.RateSampler,
@@ -50,8 +51,8 @@ so stopping at a count of kept rounds does not bias the ratios. A repetition tha
 settle and window:
 - `cpu_pair_rtt_ns`: the round trip of one cache line between the generator's CPU and the DUT's
   (loadgen/cpu_rtt, a program kept on the LB node; the fastest of 20 bursts of 100). The namespace
-  testbed hands every frame from one vCPU to the other, and for a minute or more at a time the host
-  may run the two vCPUs on cores that share no cache: the round trip is then several times longer,
+  testbed hands every frame from one vCPU to the other, and now and then (changing within seconds:
+  scripts/bench_placement.py) the host runs the two vCPUs on cores that share no cache: the round trip is then several times longer,
   a frame costs the DUT more CPU time, and an LB's ratio to the wire falls while the LBs' ratios to
   each other hold (docs/vm-noise.md; scripts/bench_rank.py prints the figures). Above
   experiments.max_cpu_pair_rtt_ns the round is left out (the machine rule, xenobench.machine.RULES);
