@@ -26,7 +26,7 @@ from xenobench.agents.dns_server import formerr, parse_records, respond
 from xenobench.agents.dns_xdp import CONFIG_SIZE, OBJ, STATS_NAMES, fill_maps, load, read_stats
 from xenobench.errors import ConfigError, NodeError
 from xenobench.agents.bpf import bpftool
-from xenobench.testbed import ensure_bpffs, unmount_bpffs_if_unused
+from xenobench.testbed import SINK_PROG, ensure_bpffs, unmount_bpffs_if_unused
 
 from .conftest import needs_root
 from .fixtures.dns.malformed import MALFORMED, QUERY
@@ -403,6 +403,8 @@ def test_bind9_missing_binary_leaves_nothing_running(testbed, tmp_path, monkeypa
     with pytest.raises(NodeError, match=r"Failed to start DNS server bind9 on fips2: .*nonexistent/named"):
         start_server(testbed, "bind9")
     assert not testbed.node("fips2").running(TAGS["bind9"])
+    # the interface given back as it was found: the backends' sink counts its frames again
+    assert testbed.sink.program("fips2") == SINK_PROG
 
 
 def _mutations(n=150, seed=6):

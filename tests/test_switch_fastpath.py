@@ -22,6 +22,7 @@ from xenobench import bpftest
 from xenobench.bpftest import Fixture
 from xenobench.config import load_config
 from xenobench.counters import diff, snapshot
+from xenobench.errors import TestbedError
 from xenobench.testbed import FASTPATH_PROG, SINK_PROG, get_testbed
 
 from .conftest import needs_root, send_udp
@@ -193,6 +194,21 @@ def test_backend_sink_records_arrival_times_on_the_harness_clock(testbed):
         assert t0 <= lo <= first <= last <= hi, (mac, t0, lo, first, last, hi)
         assert all(a.bucket == (a.first_ns - t0) // 1_000_000_000 for a in mine)
     assert rec.arrivals() == []  # read once, then cleared
+
+
+def test_a_recording_refuses_a_backend_without_the_sink(testbed):
+    """A backend whose interface runs no sink would count 0 frames, a wrong split: refused by name,
+    and nothing is recorded; the sink back on it, a recording starts."""
+    rec, b = testbed.arrival_recorder(), testbed.cfg.backend_nodes()[0]
+    testbed.release_backend_sink(b.name)
+    try:
+        with pytest.raises(TestbedError, match=rf"Failed to record arrivals: {b.name}'s {b.iface().name} runs "
+                                               rf"no XDP program, not the backend sink \({SINK_PROG}\).*uncounted"):
+            rec.start_arrivals(1_000_000_000)
+    finally:
+        testbed.restore_backend_sink(b.name)
+    rec.start_arrivals(1_000_000_000)
+    assert rec.stop_arrivals() == []
 
 
 def udp_no_ports(testbed, node: str) -> int:

@@ -166,11 +166,18 @@ def start_server(testbed, kind: str) -> dict:
             raise NodeError(f"Failed to start DNS server bind9 on {node.name}: named-checkconf {d}/named.conf: "
                             f"{(chk.stdout + chk.stderr).strip().splitlines()[-1:]}")
     argv = server_argv(testbed, kind)
-    tag = TAGS[kind]
-    log = node.log_path(tag)
-    offset = len(node.read_text(log))
+    offset = len(node.read_text(node.log_path(TAGS[kind])))
     testbed.release_backend_sink(node.name)  # the server's interface is its own while it runs
-    h = node.start(tag, argv, log=log)
+    try:
+        return _wait_ready(testbed, node, kind, s, argv, offset)
+    except BaseException:
+        stop_server(testbed, kind)  # one that never became ready leaves the interface as it found it
+        raise
+
+
+def _wait_ready(testbed, node, kind: str, s, argv: list[str], offset: int) -> dict:
+    tag = TAGS[kind]
+    h = node.start(tag, argv, log=node.log_path(tag))
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         text = node.read_text(h.log)[offset:]

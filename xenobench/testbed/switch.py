@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import REPO_ROOT
 from ..agents.bpf import bpftool_stdout, counters as bpf_counters
 from ..errors import TestbedError, XenobenchError
+from ..katran import DECAP_CHAIN_PROG
 from .topology import NamespaceTopology, ip
 
 FASTPATH_OBJ = REPO_ROOT / "switch" / "build" / "fastpath.bpf.o"
@@ -143,6 +144,16 @@ class BackendSink:
         the clock bpf_ktime_get_ns() reads)."""
         if bucket_ns <= 0:
             raise TestbedError(f"Failed to record arrivals: bucket width {bucket_ns} ns is not positive")
+        # a backend whose interface runs something else (a DNS server's program, or nothing) would
+        # count 0 frames: a wrong split, never a recording
+        other = {b: self.program(b.name) for b in self.topo.cfg.backend_nodes()}
+        other = {b: p for b, p in other.items() if p not in (SINK_PROG, DECAP_CHAIN_PROG)}
+        if other:
+            raise TestbedError(
+                "Failed to record arrivals: " + "; ".join(f"{b.name}'s {b.iface().name} runs {p or 'no XDP program'}, "
+                                                          f"not the backend sink ({SINK_PROG})" for b, p in other.items())
+                + ": its frames would go uncounted. Stop what holds the interface (a DNS server: `xenobench dns "
+                "stop`), or attach the sink again with `xenobench testbed up`")
         self.clear_arrivals()
         self._unrecorded0 = self.stats()["unrecorded"]
         t0 = time.monotonic_ns()
@@ -205,9 +216,14 @@ class BackendSink:
 
     def attached(self, node: str) -> bool:
         """Whether an XDP program is attached to a backend's interface."""
+        return self.program(node) is not None
+
+    def program(self, node: str) -> str | None:
+        """The name of the XDP program on a backend's interface, None where there is none."""
         n = self.topo.cfg.nodes[node]
         p = ip("-n", self.topo.ns(node), "-j", "link", "show", "dev", n.iface().name, check=False)
-        return bool(((json.loads(p.stdout or "[]") or [{}])[0]).get("xdp"))
+        xdp = ((json.loads(p.stdout or "[]") or [{}])[0]).get("xdp") or {}
+        return ((xdp.get("prog") or {}).get("name") or "an unnamed XDP program") if xdp else None
 
     def stats(self) -> dict[str, int]:
         """The sink's counters summed over CPUs and backends (enum sink_stat)."""
