@@ -9,7 +9,7 @@ import pytest
 from xenobench import machine
 from xenobench.layout import TrialDir
 from xenobench.report import _machine_section
-from xenobench.trials import Validity, run_trial
+from xenobench.trials import Validity, disturbed_only, run_trial
 
 from .conftest import needs_root
 
@@ -302,3 +302,5 @@ def test_a_disturbed_attempt_uses_a_spare_not_one_of_max_attempts(local_cfg, tmp
     res = run_trial(Testbed(), "unit", {"x": 4}, 1, TrialDir(tmp_path / "t"), proc, ifaces=[], max_attempts=1,
                     settle_s=0, cooldown_s=0, progress=lambda m: None)
     assert (len(res["attempts"]), res["valid"]) == (ran, valid)
+    # what a search makes up by its next trial: invalid with every attempt the machine's alone
+    assert disturbed_only(res) == (not valid and all(a in ("stolen", "rounds") for a in attempts[:ran]))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from xenobench.config import load_config
 from xenobench.errors import ConfigError
 from xenobench.layout import ResultsTree
-from xenobench.search import (Goal, Measured, SearchError, SearchSettings, linear_sweep_trials,
+from xenobench.search import (MADE_UP_TRIALS, Goal, Measured, SearchError, SearchSettings, linear_sweep_trials,
                               pessimistic_loss_ratio, run_search, trial_runner)
 from xenobench.trials import Validity
 
@@ -177,6 +177,47 @@ def test_measurer_counts(offered, received, intended, ratio):
     from xenobench.search import TrialMeasurer
     m = TrialMeasurer(lambda k, d, load: Measured(offered, received, d, intended), progress=lambda *_: None)
     assert m.measure(1.0, 20_000.0).loss_ratio == pytest.approx(ratio)
+
+
+# a search's trials k = 1.. as the trial function answers them: "ok", "machine" (every attempt
+# judged disturbed, nothing else failed), "other" (invalid for another reason)
+MADE_UP_CASES = [
+    # answers, trials the measurer asks for one measure(), left out, the error (None: measured)
+    (["ok"], [1], [], None),
+    (["machine", "ok"], [1, 2], [1], None),
+    (["machine"] * MADE_UP_TRIALS + ["ok"], list(range(1, MADE_UP_TRIALS + 2)), list(range(1, MADE_UP_TRIALS + 1)),
+     None),
+    (["machine"] * (MADE_UP_TRIALS + 1), list(range(1, MADE_UP_TRIALS + 2)), list(range(1, MADE_UP_TRIALS + 1)),
+     rf"Failed to measure search trial {MADE_UP_TRIALS + 1} .*steal.*\({MADE_UP_TRIALS} trials of this search "
+     rf"already made up for the machine, at most {MADE_UP_TRIALS}\)"),
+    (["other"], [1], [], r"Failed to measure search trial 1 .*: generator died$"),
+]
+
+
+@pytest.mark.parametrize("answers, asked, left_out, error", MADE_UP_CASES)
+def test_a_trial_the_machine_disturbed_is_made_up_at_the_same_load(answers, asked, left_out, error):
+    """The machine's state is not the device's: a trial invalid only for the machine rule is left
+    out and the next trial measures the same (duration, load), up to MADE_UP_TRIALS per search."""
+    from xenobench.search import TrialMeasurer
+    calls = []
+
+    def trial(k, duration, load):
+        calls.append((k, duration, load))
+        kind = answers[k - 1]
+        if kind == "ok":
+            return Measured(1000, 990, duration, 1000)
+        return Measured(0, 0, valid=False, reasons=["steal share 0.2 > 0.05" if kind == "machine" else "generator died"],
+                        machine_only=kind == "machine", path=f"trial-{k}")
+    m = TrialMeasurer(trial, progress=lambda *_: None)
+    if error is None:
+        assert m.measure(0.3, 50_000.0).loss_ratio == pytest.approx(0.01)
+        assert [t["trial"] for t in m.trials] == [asked[-1]]
+    else:
+        with pytest.raises(SearchError, match=error):
+            m.measure(0.3, 50_000.0)
+    assert calls == [(k, 0.3, 50_000.0) for k in asked]
+    assert [t["trial"] for t in m.left_out] == left_out
+    assert all(t["path"] == f"trial-{t['trial']}" and t["load_pps"] == 50_000.0 for t in m.left_out)
 
 
 def test_linear_sweep_count():

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 from .errors import ConfigError, XenobenchError
 from .layout import SearchDir
-from .trials import PointPlan, run_trial
+from .trials import PointPlan, disturbed_only, run_trial
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +129,26 @@ class Measured:
     reasons: list[str] = field(default_factory=list)
     path: str | None = None
     waited_s: float = 0.0  # searches taking turns: the time this trial waited for its turn (not its own)
+    machine_only: bool = False  # invalid only because the machine rule judged every attempt disturbed
 
     @classmethod
-    def from_outputs(cls, o: dict, valid: bool = True, reasons=(), path=None) -> "Measured":
-        return cls(int(o["offered"]), int(o["received"]), o.get("offered_duration_s"),
-                   o.get("intended_count"), valid, list(reasons), path)
+    def from_result(cls, res: dict, path) -> "Measured":
+        """A run_trial result (run or read back from disk) as the search sees it."""
+        reasons = [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for x in a["reasons"]]
+        o, machine_only = res["outputs"], not res["valid"] and disturbed_only(res)
+        if "offered" not in o:
+            return cls(0, 0, valid=False, reasons=reasons or ["no counts recorded"], path=str(path),
+                       machine_only=machine_only)
+        return cls(int(o["offered"]), int(o["received"]), o.get("offered_duration_s"), o.get("intended_count"),
+                   res["valid"], reasons, str(path), machine_only=machine_only)
 
 
 TrialFn = Callable[[int, float, float], Measured]  # (k, duration_s, load_pps) -> Measured
+
+#: trials of one search that the machine rule judged disturbed in every attempt (the trial's own
+#: machine_retries used up) and that the next trial makes up at the same duration and load; one
+#: more ends the search as any invalid trial does
+MADE_UP_TRIALS = 3
 
 
 class TrialMeasurer:
@@ -147,16 +159,28 @@ class TrialMeasurer:
         self.trial = trial
         self.progress = progress
         self.trials: list[dict] = []
+        self.left_out: list[dict] = []  # trials the machine rule judged disturbed, made up by the next
 
     def measure(self, intended_duration: float, intended_load: float) -> MeasurementResult:
         from MLRsearch import MeasurementResult
-        k = len(self.trials) + 1
         t0 = time.monotonic()
-        m = self.trial(k, float(intended_duration), float(intended_load))
+        while True:
+            k = len(self.trials) + len(self.left_out) + 1
+            m = self.trial(k, float(intended_duration), float(intended_load))
+            if m.valid or not m.machine_only or len(self.left_out) >= MADE_UP_TRIALS:
+                break
+            # the machine's state, not the device's: the same (duration, load) again as the next
+            # trial, so that one disturbed stretch does not end the search (and its paired ones)
+            self.left_out.append({"trial": k, "duration_s": intended_duration, "load_pps": intended_load,
+                                  "reasons": m.reasons, "path": m.path})
+            self.progress(f"[search] trial {k}: {intended_load:.0f} pps x {intended_duration:g} s left out "
+                          f"(the machine: {'; '.join(m.reasons)}), made up by trial {k + 1}")
         if not m.valid:
+            made_up = (f" ({len(self.left_out)} trials of this search already made up for the machine, "
+                       f"at most {MADE_UP_TRIALS})" if m.machine_only else "")
             raise SearchError(f"Failed to measure search trial {k} ({m.path or 'no directory'}) at "
                               f"{intended_load:.0f} pps for {intended_duration:g} s: "
-                              f"{'; '.join(m.reasons) or 'invalid'}")
+                              f"{'; '.join(m.reasons) or 'invalid'}{made_up}")
         # Frames received beyond those sent (a stray ARP at a backend) are no negative loss, and
         # frames sent beyond those intended (rounding) no negative shortfall: MLRsearch counts the
         # absolute value of either as bad.
@@ -243,6 +267,7 @@ def run_search(settings: SearchSettings, trial: TrialFn, sdir: SearchDir | None 
                       "below_min_load": lo is None})
     record = {"algorithm": "MLRsearch", "package": "mlrsearch==1.2.1", "settings": asdict(settings),
               "goals": goals, "trials": measurer.trials, "n_trials": len(measurer.trials),
+              "trials_left_out": measurer.left_out,
               "trial_seconds": round(sum(t["duration_s"] for t in measurer.trials), 3),
               "wall_s": round(wall, 3)}
     if sdir is not None:
@@ -258,17 +283,14 @@ def replaying(sdir: SearchDir, run: TrialFn) -> TrialFn:
         td = sdir.trial(k)
         if td.complete:
             res = td.read_result()
-            o, asked = res["outputs"], res.get("point") or {}
+            asked = res.get("point") or {}
             if (not math.isclose(float(asked.get("intended_duration_s", -1)), duration, rel_tol=1e-9)
                     or not math.isclose(float(asked.get("intended_load_pps", -1)), load, rel_tol=1e-9)):
                 raise SearchError(
                     f"Failed to resume the search in {sdir.path}: trial {k} on disk was "
                     f"{asked.get('intended_load_pps')} pps x {asked.get('intended_duration_s')} s, the search asks "
                     f"{load} pps x {duration} s (settings changed?); remove {sdir.path} to search again")
-            reasons = [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for x in a["reasons"]]
-            if "offered" not in o:
-                return Measured(0, 0, valid=False, reasons=reasons or ["no counts recorded"], path=str(td.path))
-            return Measured.from_outputs(o, res["valid"], reasons, str(td.path))
+            return Measured.from_result(res, td.path)
         return run(k, duration, load)
     return trial
 
@@ -289,11 +311,7 @@ def trial_runner(testbed, experiment: str, point: dict, repetition: int, sdir: S
         res = run_trial(testbed, experiment, pt, repetition, td, lambda ctx: procedure(ctx, duration, load),
                         ifaces=ifaces, max_attempts=max_attempts, settle_s=0.0, cooldown_s=0.0,
                         progress=progress, plan=plan)
-        reasons = [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for x in a["reasons"]]
-        o = res["outputs"]
-        if "offered" not in o:
-            return Measured(0, 0, valid=False, reasons=reasons or ["no counts recorded"], path=str(td.path))
-        return Measured.from_outputs(o, res["valid"], reasons, str(td.path))
+        return Measured.from_result(res, td.path)
     return replaying(sdir, run)
 
 

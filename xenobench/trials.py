@@ -425,6 +425,12 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
     return result
 
 
+def disturbed_only(result: dict) -> bool:
+    """Whether a trial's result (run_trial's) is invalid for the machine rule alone: every attempt
+    was judged disturbed, and nothing else failed."""
+    return not result["valid"] and bool(result["attempts"]) and all(_disturbed_only(a) for a in result["attempts"])
+
+
 def _machine_only(attempts: list[dict]) -> int:
     """How many of the attempts were invalid for the machine rule alone (machine.CHECKS)."""
     return sum(1 for a in attempts if _disturbed_only(a))

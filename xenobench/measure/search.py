@@ -109,6 +109,7 @@ def _search_outputs(rec: dict, settings: SearchSettings, record: str) -> dict:
     """What a repetition records of one finished search (`record`: its record's path, relative to the repetition)."""
     out = {"search_record": record, "max_load_pps": settings.max_load_pps, "min_load_pps": settings.min_load_pps,
            "relative_width_goal": settings.relative_width, "goals": rec["goals"], "n_trials": rec["n_trials"],
+           "trials_left_out": len(rec.get("trials_left_out") or ()),
            "trial_seconds": rec["trial_seconds"], "search_wall_s": rec["wall_s"]}
     ndr = goal(rec, "NDR")
     if ndr is not None and ndr["at_max_load"]:  # valid, but a lower bound only
