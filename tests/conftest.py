@@ -57,6 +57,22 @@ def testbed(local_cfg):
     tb.down()
 
 
+@pytest.fixture(autouse=True)
+def _backends_left_with_their_sink(request):
+    """After every test on the session testbed: each backend's interface runs the sink again (or
+    Katran's decap chain in front of it). A test that leaves one without it would make a later
+    test's arrival count fail far from its cause; this names the test that left it."""
+    yield
+    tb = getattr(request.node, "funcargs", {}).get("testbed")  # the fixture's testbed (a parameter may share the name)
+    if getattr(tb, "sink", None) is None or not tb.cfg.section("testbed")["backend_sink"] or not tb.is_up():
+        return
+    from xenobench.katran import DECAP_CHAIN_PROG
+    from xenobench.testbed import SINK_PROG
+    left = {b.name: tb.sink.program(b.name) for b in tb.cfg.backend_nodes()}
+    assert all(p in (SINK_PROG, DECAP_CHAIN_PROG) for p in left.values()), \
+        f"the test left a backend's interface without the sink ({SINK_PROG}): {left}"
+
+
 def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None = None):
     """A real OpenSSH server in a node's namespace, on its first address (or `listen`, e.g.
     127.0.0.1 for an out-of-band port); returns the client key, known_hosts and address. Stop it
