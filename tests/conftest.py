@@ -66,11 +66,8 @@ def _backends_left_with_their_sink(request):
     tb = getattr(request.node, "funcargs", {}).get("testbed")  # the fixture's testbed (a parameter may share the name)
     if getattr(tb, "sink", None) is None or not tb.cfg.section("testbed")["backend_sink"] or not tb.is_up():
         return
-    from xenobench.katran import DECAP_CHAIN_PROG
-    from xenobench.testbed import SINK_PROG
-    left = {b.name: tb.sink.program(b.name) for b in tb.cfg.backend_nodes()}
-    assert all(p in (SINK_PROG, DECAP_CHAIN_PROG) for p in left.values()), \
-        f"the test left a backend's interface without the sink ({SINK_PROG}): {left}"
+    left = {b.name: p for b, p in tb.sink.uncounted().items()}
+    assert not left, f"the test left a backend's interface without the sink: {left}"
 
 
 def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None = None):

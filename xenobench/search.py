@@ -135,7 +135,7 @@ class Measured:
     def from_result(cls, res: dict, path) -> "Measured":
         """A run_trial result (run or read back from disk) as the search sees it."""
         reasons = [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for x in a["reasons"]]
-        o, machine_only = res["outputs"], not res["valid"] and disturbed_only(res)
+        o, machine_only = res["outputs"], disturbed_only(res)
         if "offered" not in o:
             return cls(0, 0, valid=False, reasons=reasons or ["no counts recorded"], path=str(path),
                        machine_only=machine_only)

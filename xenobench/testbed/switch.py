@@ -146,8 +146,7 @@ class BackendSink:
             raise TestbedError(f"Failed to record arrivals: bucket width {bucket_ns} ns is not positive")
         # a backend whose interface runs something else (a DNS server's program, or nothing) would
         # count 0 frames: a wrong split, never a recording
-        other = {b: self.program(b.name) for b in self.topo.cfg.backend_nodes()}
-        other = {b: p for b, p in other.items() if p not in (SINK_PROG, DECAP_CHAIN_PROG)}
+        other = self.uncounted()
         if other:
             raise TestbedError(
                 "Failed to record arrivals: " + "; ".join(f"{b.name}'s {b.iface().name} runs {p or 'no XDP program'}, "
@@ -213,6 +212,12 @@ class BackendSink:
         argv = ["ip", "link", "set", "dev", n.iface().name, "xdpdrv",
                 *(["pinned", str(self.pindir / "progs" / SINK_PROG)] if attach else ["off"])]
         self.topo.run(self.topo.ns(node), *argv)
+
+    def uncounted(self) -> dict:
+        """The backends (NodeConfig -> the program there, None for none) whose interface runs
+        neither the sink nor Katran's decap chain in front of it: their frames go uncounted."""
+        progs = {b: self.program(b.name) for b in self.topo.cfg.backend_nodes()}
+        return {b: p for b, p in progs.items() if p not in (SINK_PROG, DECAP_CHAIN_PROG)}
 
     def attached(self, node: str) -> bool:
         """Whether an XDP program is attached to a backend's interface."""
