@@ -156,6 +156,73 @@ def test_a_condition_column_keys_the_row(tmp_path):
     assert {o.where["generator"] for o in res.only} == {"xdpgen", "trex"}
 
 
+# the intervals each run printed: (A's median, low, high, verdict), B's, and what diff reads of them:
+# each median inside the other's interval, inside it widened to the rerun interval, the same verdict
+PRINTED_CASES = [
+    # id, table, stem, unit, A, B, (A in B, B in A), (the same in the rerun intervals), same verdict
+    ("rerun inside", "rate_ranking", "rate_vs_wire", "ratio", (0.95, 0.93, 0.97, -1), (0.96, 0.94, 0.98, -1),
+     (True, True), (True, True), True),
+    ("rerun outside, verdict flips", "rate_ranking", "rate_vs_wire", "ratio", (0.95, 0.94, 0.96, -1),
+     (0.99, 0.97, 1.01, 0), (False, False), (False, False), False),
+    ("one way only", "rtt_paired", "rtt_vs_none", "us", (1.5, 0.4, 2.6, 1), (2.1, 1.9, 2.3, 1),
+     (False, True), (False, True), True),
+    ("inside the rerun interval only", "pps", "rate_vs_wire", "ratio", (1.0, 0.9, 1.1, 0), (1.12, 1.02, 1.22, 0),
+     (False, False), (True, True), True),
+    ("on the bound", "rtt_paired", "rtt_vs_none", "us", (1.9, 1.0, 2.1, 1), (2.1, 1.9, 2.3, 1),
+     (True, True), (True, True), True),
+]
+
+
+def _printed_rows(table: str, stem: str, unit: str, vals: tuple, background: float) -> list[dict]:
+    us = "_us" if unit == "us" else ""
+    common = dict(testbed="ci", experiment="x", point="payload-22", lb="xenoflow", payload_bytes=22,
+                  background_pps=background, source="trials/x")
+    return [row(**common, metric=f"{stem}_{part}{us}", value=v, unit=unit)
+            for part, v in zip(("median", "ci_low", "ci_high"), vals[:3])] + \
+        [row(**common, metric=f"{stem}_verdict", value=vals[3], unit="sign")]
+
+
+@pytest.mark.parametrize("case", PRINTED_CASES, ids=[c[0] for c in PRINTED_CASES])
+def test_each_runs_median_is_read_against_the_interval_the_other_printed(tmp_path, case):
+    """A rerun lands inside the interval a run printed, or diff names the key; the background's rate
+    (measured per run) does not key the row."""
+    _, table, stem, unit, va, vb, (a_in_b, b_in_a), (a_rerun, b_rerun), same = case
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_tidy(table, _printed_rows(table, stem, unit, va, 1.13e6), a, how="test")
+    write_tidy(table, _printed_rows(table, stem, unit, vb, 1.15e6), b, how="test")
+    res = d.diff(a, b)
+    (p,) = res.printed
+    assert (p.table, p.where["metric"], p.unit, p.a, p.b) == (table, stem, unit, va[:3], vb[:3])
+    assert (p.a_in_b, p.b_in_a, p.a_in_b_rerun, p.b_in_a_rerun, p.same_verdict) == (a_in_b, b_in_a, a_rerun,
+                                                                                      b_rerun, same)
+    assert res.only == []
+    out = run(a, b).output
+    assert (f"Intervals both runs printed (1: the paired and ranked rows): A's median inside B's interval "
+            f"{int(a_in_b)}, B's inside A's {int(b_in_a)}, both {int(a_in_b and b_in_a)}; inside the rerun "
+            f"interval (widened by 1.41: what a rerun's median falls in 95 % of the time) {int(a_rerun)} and "
+            f"{int(b_rerun)}; the same verdict {int(same)} of 1") in out
+    listed = [ln.split() for ln in out.splitlines() if ln.startswith("x/payload-22") and f"  {stem}  " in ln]
+    if a_in_b and b_in_a and same:
+        assert listed == []
+    else:
+        yn = lambda inside, rerun: "yes" if inside else "rerun" if rerun else "no"  # noqa: E731
+        (cells,) = listed
+        assert cells[-3:-1] == [yn(a_in_b, a_rerun), yn(b_in_a, b_rerun)]
+    j = json.loads(run(a, b, "--json").stdout)["printed"]
+    assert (j["intervals"], j["a_in_b"], j["b_in_a_rerun"], j["keys"][0]["same_verdict"]) == (
+        1, int(a_in_b), int(b_rerun), same)
+
+
+def test_an_interval_with_a_part_missing_or_twice_is_not_read(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    rows = _printed_rows("rate_ranking", "rate_vs_wire", "ratio", (0.95, 0.93, 0.97, -1), 0)
+    write_tidy("rate_ranking", rows, a, how="test")
+    write_tidy("rate_ranking", [r for r in rows if not r["metric"].endswith("ci_high")], b, how="test")
+    assert d.diff(a, b).printed == []
+    write_tidy("rate_ranking", rows + rows[:1], b, how="test")
+    assert d.diff(a, b).printed == []
+
+
 def test_json_csv_and_figure_record_the_seed_and_every_key(tmp_path):
     a, b = _tree(tmp_path / "a", 1), _tree(tmp_path / "b", 1, scale={"ebpf": 0.9})
     r = run(a, b, "--json", "--csv", tmp_path / "out.csv", "--figure", tmp_path / "out.png", "--seed", 7,

@@ -288,6 +288,13 @@ def test_pps_ratios_with_their_cis_and_the_reference_as_a_line_at_one(tmp_path, 
     ax = fig.axes[0]
     ref_line = [ln for ln in ax.lines if list(ln.get_ydata()) == [1, 1]]
     assert ref_line and ref_line[0].get_label() == f"{WIRE} (no-op, the reference): 1 by definition"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    for lb, points in s["ratios"].items():  # a filled marker and a hollow one each say what they mean
+        verdicts = {p["verdict"] for p in points.values()}
+        differs = f"{plots._name(lb)}: differs from {WIRE} (CI excludes 1)"
+        same = f"{plots._name(lb)}: not distinguishable from {WIRE} (CI includes 1)"
+        assert (differs in labels, same in labels) == (verdicts != {plots.NOT_DISTINGUISHABLE},
+                                                       plots.NOT_DISTINGUISHABLE in verdicts), (lb, verdicts, labels)
     caption = " ".join(t.get_text() for t in fig.texts)
     assert "bootstrap 95 % CI of the median ratio over this run's repetitions, then their rounds" in caption
     assert "does not cover another machine kind, nor the absolute rate (rx_pps in the CSV)" in caption

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,8 +41,9 @@ from .errors import DataError
 from .results import HIGHER, KINDS, LOWER, metric, read_all, read_sidecar, write_rows
 
 #: the columns that key a row besides its table: what was measured, with which LB, under which conditions
-KEY = ("experiment", "point", "lb", "metric", "payload_bytes", "server", "split", "background_pps",
-       "changes_per_s", "generator")
+#: (not background_pps: a background's rate is a share of the LB's maximum measured in the same run,
+#: different in every run; the point names its level)
+KEY = ("experiment", "point", "lb", "metric", "payload_bytes", "server", "split", "changes_per_s", "generator")
 CI_LEVEL = 0.95
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 1
@@ -90,6 +92,40 @@ class OneSide:
 
 
 @dataclass
+class Printed:
+    """An interval both runs printed for one key (the paired designs' differences, the ranked ratios:
+    <stem>_median, _ci_low, _ci_high and _verdict rows), each run's estimate read against the
+    other's interval: what a reader of one run expects of a rerun."""
+    table: str
+    where: dict  # KEY, its metric the stem (e.g. rate_vs_wire, rtt_vs_none)
+    unit: str
+    a: tuple[float, float, float]  # median, interval low, interval high
+    b: tuple[float, float, float]
+    verdict_a: int | None  # -1, 0, 1 (the stem's _verdict row); None where the run printed none
+    verdict_b: int | None
+
+    @property
+    def a_in_b(self) -> bool:
+        return _inside(self.a[0], self.b)
+
+    @property
+    def b_in_a(self) -> bool:
+        return _inside(self.b[0], self.a)
+
+    @property
+    def a_in_b_rerun(self) -> bool:
+        return _inside(self.a[0], self.b, RERUN_WIDEN)
+
+    @property
+    def b_in_a_rerun(self) -> bool:
+        return _inside(self.b[0], self.a, RERUN_WIDEN)
+
+    @property
+    def same_verdict(self) -> bool | None:
+        return None if self.verdict_a is None or self.verdict_b is None else self.verdict_a == self.verdict_b
+
+
+@dataclass
 class Tree:
     """What a results tree says about itself: its testbeds (the rows' column), and from the tables'
     sidecars the commits and the times they were written."""
@@ -107,6 +143,7 @@ class Diff:
     comparisons: list[Comparison]
     only: list[OneSide]
     undirected: list[str]  # metrics both measured that have no better direction: not compared
+    printed: list[Printed]
     seed: int
     resamples: int
     level: float = CI_LEVEL
@@ -120,6 +157,14 @@ class Diff:
         for c in self.comparisons:
             out[c.verdict] += 1
         return out
+
+    def printed_counts(self) -> dict[str, int]:
+        p = self.printed
+        return {"intervals": len(p), "a_in_b": sum(x.a_in_b for x in p), "b_in_a": sum(x.b_in_a for x in p),
+                "both_ways": sum(x.a_in_b and x.b_in_a for x in p),
+                "a_in_b_rerun": sum(x.a_in_b_rerun for x in p), "b_in_a_rerun": sum(x.b_in_a_rerun for x in p),
+                "verdicts": sum(x.same_verdict is not None for x in p),
+                "same_verdict": sum(bool(x.same_verdict) for x in p)}
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -140,24 +185,71 @@ def _tree(path: str | Path) -> tuple[Tree, dict[str, pd.DataFrame]]:
     return Tree(str(p), sorted(tables), testbeds, commits, written), tables
 
 
+_NUMERIC_KEY = ("payload_bytes", "changes_per_s")
+
+
 def _keyed(df: pd.DataFrame) -> pd.DataFrame:
     """The rows with their key cells as text ("" where empty), so empty matches empty."""
     out = df.copy()
     for c in KEY:
         v = out[c]
-        if c in ("payload_bytes", "background_pps", "changes_per_s"):
+        if c in _NUMERIC_KEY:
             out[f"k_{c}"] = v.map(lambda x: "" if pd.isna(x) else f"{x:g}")
         else:
             out[f"k_{c}"] = v.astype(object).map(lambda x: "" if pd.isna(x) else str(x))
     return out
 
 
-_NUMERIC_KEY = ("payload_bytes", "background_pps", "changes_per_s")
 
 
 def _where(kv: tuple) -> dict:
     """A key's cells: None where empty, numbers as numbers."""
     return {c: (None if v == "" else float(v) if c in _NUMERIC_KEY else v) for c, v in zip(KEY, kv)}
+
+
+#: A run's interval is its median's: a rerun's median carries its own noise as well, so the
+#: difference of two runs' medians has about sqrt(2) the spread of one. A 95 % interval holds a rerun's
+#: median about 83 % of the time (P(|Z| < 1.96 / sqrt(2)), both runs alike and normal); widened by
+#: sqrt(2) on each side, about 95 %: the rerun interval
+RERUN_WIDEN = math.sqrt(2)
+
+
+def _inside(x: float, iv: tuple[float, float, float], widen: float = 1.0) -> bool:
+    """x within the interval (median, low, high), each side widened by `widen` about the median."""
+    m, lo, hi = iv
+    return m - widen * (m - lo) <= x <= m + widen * (hi - m)
+
+
+#: a printed interval's rows: <stem>_median, <stem>_ci_low, <stem>_ci_high (each with _us for
+#: microseconds) and <stem>_verdict (xenobench.results' patterns for the paired and ranked rows)
+_PRINTED = re.compile(r"(?P<stem>.+)_(?P<part>median|ci_low|ci_high)(?:_us)?|(?P<vstem>.+)_verdict")
+
+
+def _printed(table: str, xa: pd.DataFrame, xb: pd.DataFrame) -> list[Printed]:
+    """The intervals both trees printed for one table's keys (a key whose parts are not one row each
+    on both sides is not read)."""
+    def parts(x: pd.DataFrame) -> dict[tuple, dict[str, tuple[float, str]]]:
+        out: dict[tuple, dict] = {}
+        for kv, g in x.groupby([f"k_{c}" for c in KEY], sort=True):
+            m = _PRINTED.fullmatch(kv[KEY.index("metric")])
+            if m is None:
+                continue
+            stem, part = (m["stem"], m["part"]) if m["stem"] else (m["vstem"], "verdict")
+            key = tuple(stem if c == "metric" else v for c, v in zip(KEY, kv))
+            bucket = out.setdefault(key, {})
+            bucket[part] = (float(g.value.iloc[0]), str(g.unit.iloc[0])) if len(g) == 1 else None
+        return out
+    pa, pb = parts(xa), parts(xb)
+    out = []
+    for key in sorted(set(pa) & set(pb)):
+        sa, sb = pa[key], pb[key]
+        triple = ("median", "ci_low", "ci_high")
+        if not all(sa.get(k) and sb.get(k) for k in triple):
+            continue
+        va, vb = sa.get("verdict"), sb.get("verdict")
+        out.append(Printed(table, _where(key), sa["median"][1], tuple(sa[k][0] for k in triple),
+                           tuple(sb[k][0] for k in triple), int(va[0]) if va else None, int(vb[0]) if vb else None))
+    return out
 
 
 # --- statistics ------------------------------------------------------------------------------------
@@ -227,7 +319,7 @@ def diff(a: str | Path, b: str | Path, resamples: int = DEFAULT_RESAMPLES, seed:
         raise DataError(f"Failed to diff {a} and {b}: resamples {resamples!r}: expected an integer >= 100")
     tree_a, tabs_a = _tree(a)
     tree_b, tabs_b = _tree(b)
-    comps, only, undirected = [], [], set()
+    comps, only, undirected, printed = [], [], set(), []
     for table in KINDS:
         xa = _keyed(tabs_a[table]) if table in tabs_a else None
         xb = _keyed(tabs_b[table]) if table in tabs_b else None
@@ -238,6 +330,8 @@ def diff(a: str | Path, b: str | Path, resamples: int = DEFAULT_RESAMPLES, seed:
             for kv in sorted(set(mine) - set(other)):
                 g = mine[kv]
                 only.append(OneSide(side, table, _where(kv), len(g), float(g.value.median())))
+        if xa is not None and xb is not None:
+            printed += _printed(table, xa, xb)
         for kv in sorted(set(by_a) & set(by_b)):
             where = _where(kv)
             rule = metric(where["metric"])
@@ -257,7 +351,7 @@ def diff(a: str | Path, b: str | Path, resamples: int = DEFAULT_RESAMPLES, seed:
                      f"B {', '.join(_short(c) for c in tree_b.commits)}")
     if not comps:
         notes.append("nothing both trees measured has a better direction: no comparison")
-    return Diff(tree_a, tree_b, comps, only, sorted(undirected), seed, resamples, CI_LEVEL, notes)
+    return Diff(tree_a, tree_b, comps, only, sorted(undirected), printed, seed, resamples, CI_LEVEL, notes)
 
 
 # --- output ----------------------------------------------------------------------------------------
@@ -288,7 +382,7 @@ def _label(c) -> tuple[str, str]:
     point = str(w["point"])
     cond = []
     for k, name in (("payload_bytes", "payload {} B"), ("server", "server {}"), ("split", "split {}"),
-                    ("background_pps", "{} pps background"), ("changes_per_s", "{} changes/s")):
+                    ("changes_per_s", "{} changes/s")):
         v = w.get(k)
         if v is None:
             continue
@@ -332,6 +426,31 @@ def table_lines(d: Diff) -> list[str]:
     if judged:  # each interval is a key's own: over many keys some exclude no change by chance
         L.append(f"Each interval is one key's {100 * d.level:g} %: of {judged} keys of two runs of one distribution, "
                  f"about {(1 - d.level) * judged:.1f} come out better or worse by chance (--fail-worse gates on size)")
+    return L + printed_lines(d)
+
+
+_SIGN = {-1: "lower", 0: "~", 1: "higher", None: "-"}
+
+
+def printed_lines(d: Diff) -> list[str]:
+    """The intervals both runs printed, each run's median read against the other's interval: the
+    counts, then every key where one falls outside or the verdicts differ."""
+    if not d.printed:
+        return []
+    n = d.printed_counts()
+    L = ["", f"Intervals both runs printed ({n['intervals']}: the paired and ranked rows): A's median inside B's "
+             f"interval {n['a_in_b']}, B's inside A's {n['b_in_a']}, both {n['both_ways']}; inside the rerun "
+             f"interval (widened by {RERUN_WIDEN:.3g}: what a rerun's median falls in 95 % of the time) "
+             f"{n['a_in_b_rerun']} and {n['b_in_a_rerun']}; the same verdict {n['same_verdict']} of {n['verdicts']}"]
+    off = [p for p in d.printed if not (p.a_in_b and p.b_in_a and p.same_verdict is not False)]
+    if off:
+        iv = lambda t: f"{_g(t[0])} [{_g(t[1])}, {_g(t[2])}]"  # noqa: E731
+        yn = lambda inside, rerun: "yes" if inside else "rerun" if rerun else "no"  # noqa: E731
+        L += _fixed(["point", "lb", "interval of", "A", "B", "A in B", "B in A", "verdict A/B"],
+                    [[*_label(p), p.where["metric"], iv(p.a), iv(p.b), yn(p.a_in_b, p.a_in_b_rerun),
+                      yn(p.b_in_a, p.b_in_a_rerun), f"{_SIGN[p.verdict_a]}/{_SIGN[p.verdict_b]}"] for p in off])
+        L.append("(yes: inside the other's interval; rerun: inside it widened by "
+                 f"{RERUN_WIDEN:.3g} only; no: outside both)")
     return L
 
 
@@ -344,7 +463,12 @@ def _fixed(head: list[str], rows: list[list[str]]) -> list[str]:
 def to_json(d: Diff, fail_worse: float | None = None) -> dict:
     out = {"a": asdict(d.a), "b": asdict(d.b), "notes": d.notes, "seed": d.seed, "resamples": d.resamples,
            "level": d.level, "counts": d.counts(), "comparisons": [asdict(c) for c in d.comparisons],
-           "only": [asdict(o) for o in d.only], "not_compared": d.undirected}
+           "only": [asdict(o) for o in d.only], "not_compared": d.undirected,
+           "printed": {**d.printed_counts(),
+                       "rerun_widen": RERUN_WIDEN,
+                       "keys": [{**asdict(p), "a_in_b": p.a_in_b, "b_in_a": p.b_in_a, "a_in_b_rerun": p.a_in_b_rerun,
+                                 "b_in_a_rerun": p.b_in_a_rerun, "same_verdict": p.same_verdict}
+                                for p in d.printed]}}
     if fail_worse is not None:
         out["fail_worse_pct"] = fail_worse
         out["worse_beyond"] = [asdict(c) for c in d.worse(fail_worse)]

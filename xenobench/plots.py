@@ -275,8 +275,8 @@ def _payload_ticks(ax, payloads: list[int]) -> None:
 
 def _ratio_panel(ax, ratios: dict, positions: dict, ref: str, join: bool = True,
                  over: str = "the rounds of ") -> tuple[dict, list[str]]:
-    """Each LB's ratio to `ref` at each position with its CI; hollow (and named in the legend) where
-    the verdict is "not distinguishable". ratios: {position key: [RateRatio]}; join: a line through
+    """Each LB's ratio to `ref` at each position with its CI; hollow where the verdict is "not
+    distinguishable", filled where the CI excludes 1 (each named in the legend). ratios: {position key: [RateRatio]}; join: a line through
     an LB's positions (not where they are no axis); over: what the median is over, before the
     repetitions' count. Returns the series ({lb: {key: {median, ci, verdict}}}) and the pairs of the
     other LBs as caption text."""
@@ -305,7 +305,9 @@ def _ratio_panel(ax, ratios: dict, positions: dict, ref: str, join: bool = True,
                     marker="none", lw=1.0, label=f"{_name(lb)} / {ref}: median over {over}"
                                                  f"{'-'.join(map(str, reps))} repetition{'s' if reps[-1] > 1 else ''}")
         fx = [x for x, f in zip(xs, filled) if f]
-        ax.scatter(fx, [m for m, f in zip(meds, filled) if f], marker=st["marker"], color=st["color"], zorder=4)
+        if fx:
+            ax.scatter(fx, [m for m, f in zip(meds, filled) if f], marker=st["marker"], color=st["color"], zorder=4,
+                       label=f"{_name(lb)}: differs from {ref} (CI excludes 1)")
         hx = [x for x, f in zip(xs, filled) if not f]
         if hx:
             ax.scatter(hx, [m for m, f in zip(meds, filled) if not f], marker=st["marker"], facecolor="white",

@@ -175,9 +175,12 @@ def _rank_section(tidy: dict) -> list[str]:
               "resamples the repetitions, then the rounds within them: the ratios move with the machine's state "
               "between repetitions (programs loaded afresh, minutes apart), not only from round to round. The second "
               "measure divides out the share of its CPU the LB port's pinned NAPI thread got in the block (on a "
-              "shared machine other threads take turns on that CPU). The interval covers a rerun of the study on a "
-              "machine of the same kind in the states the machine rule accepts; it does not cover a machine of "
-              "another kind (another host CPU or cache layout), where the ratio itself moves (docs/vm-noise.md).", ""]
+              "shared machine other threads take turns on that CPU). The interval is this run's median's: a rerun of "
+              "the study on a machine of the same kind, in the states the machine rule accepts, carries its own "
+              "noise as well, so its median falls inside this interval about 5 times in 6 and inside the interval "
+              "widened by the square root of 2 about 19 times in 20 (`xenobench diff` reads two runs' intervals "
+              "against each other). Neither covers a machine of another kind (another host CPU or cache layout), "
+              "where the ratio itself moves (docs/vm-noise.md).", ""]
     left = _rounds_left_out(tidy.get("rate_blocks"))
     if left:
         L += [f"Rounds left out of the ranking: {left} (a block the machine rule judged disturbed: over "
