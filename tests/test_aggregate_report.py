@@ -145,17 +145,17 @@ def test_report_lists_figures_invalid_trials_and_headlines(resdir, tmp_path):
     assert f"- `{figs / 'pps_vs_payload.png'}` (+ `.pdf`)" in text
     assert "| trials/pps/lb-xenoflow_payload-22/rep-3 | 1 | generator_ok: trafgen exited 1 |" in text
     assert "Trials: 7 (6 valid, 1 invalid) of the points the config plans." in text
-    assert "| rx rate, xenoflow, 22 B payload | 0.1950 Mpps | 2 |" in text
-    assert "| added RTT (rtt), xenoflow vs no LB | +5.0 µs | 1 |" in text
+    assert "| rx rate, xenoflow, 22 B payload | 0.1950 Mpps | 0.1900–0.2000 | 2 |" in text
+    assert "| added RTT (rtt), xenoflow vs no LB | +5.0 µs | — | 1 |" in text
     # an LB that seems to take time off the path is noise, and the report says so
     d = _trial(resdir, "rtt", "lb-ebpf_server-xdp", 1, {"lb": "ebpf", "server": "xdp"},
                {"server": "xdp", "probe": {"n": 5, "lost": 0}})
     _probes(d, [19000, 20000, 21000, 22000, 23000])
     aggregate(resdir, progress=lambda m: None)
     text = write_report(resdir, figs).read_text()
-    assert ("| added RTT (rtt), ebpf vs no LB | -1.0 µs (below 0: within the noise of this testbed) | 1 |"
+    assert ("| added RTT (rtt), ebpf vs no LB | -1.0 µs (below 0: within the noise of this testbed) | — | 1 |"
             in text)
-    assert "| loss at 50 kpps requested | 2.000 % | 1 |" in text
+    assert "| loss at 50 kpps requested | 2.000 % | — | 1 |" in text
     assert "never a BlueField-3" in text
 
 
@@ -178,8 +178,8 @@ def test_compare_rows_carry_the_lb_programs_time_and_the_report_both(resdir, tmp
         ("ebpf", "lb_prog_ns_per_frame", 41.5, "ns"), ("ebpf", "max_pps", 1.6e6, "packets/s"),
         ("wire", "max_pps", 1.8e6, "packets/s"), ("xenoflow", "max_pps", 1.7e6, "packets/s")]
     text = write_report(resdir, tmp_path).read_text()
-    assert "| max rate at 64 B frames, ebpf | 1.6000 Mpps | 1 |" in text
-    assert "| LB program time per frame (BPF run-time statistics), ebpf | 41.5 ns | 1 |" in text
+    assert "| max rate at 64 B frames, ebpf | 1.6000 Mpps | — | 1 |" in text
+    assert "| LB program time per frame (BPF run-time statistics), ebpf | 41.5 ns | — | 1 |" in text
     assert "program time per frame (BPF run-time statistics), xenoflow" not in text
 
 

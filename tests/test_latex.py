@@ -12,21 +12,21 @@ FIXTURES = Path(__file__).parent / "fixtures" / "results" / "small"
 
 
 def test_headline_table_text():
-    rows = [["rx rate, xenoflow, 22 B payload", "96.9000 Mpps", 2],
-            ["RTT median (rtt), none, server reflector", "11.1 µs", 1],
-            ["loss at 50000 kpps requested", "-0.100 %", 1]]
+    rows = [["rx rate, xenoflow, 22 B payload", "96.9000 Mpps", "96.8000–97.0000", 2],
+            ["RTT median (rtt), none, server reflector", "11.1 µs", "—", 1],
+            ["loss at 50000 kpps requested", "-0.100 %", "—", 1]]
     assert latex.headline_table(rows, "Headline numbers of testbed fx", "tab:headline-fx") == "\n".join([
         r"\begin{table}[htbp]",
         r"\centering",
         r"\caption{Headline numbers of testbed fx}",
         r"\label{tab:headline-fx}",
-        r"\begin{tabular}{lrr}",
+        r"\begin{tabular}{lrlr}",
         r"\toprule",
-        r"quantity & value & trials \\",
+        r"quantity & value & spread & trials \\",
         r"\midrule",
-        r"rx rate, xenoflow, 22 B payload & 96.9000 Mpps & 2 \\",
-        r"RTT median (rtt), none, server reflector & 11.1 \textmu{}s & 1 \\",
-        r"loss at 50000 kpps requested & -0.100 \% & 1 \\",
+        r"rx rate, xenoflow, 22 B payload & 96.9000 Mpps & 96.8000--97.0000 & 2 \\",
+        r"RTT median (rtt), none, server reflector & 11.1 \textmu{}s & --- & 1 \\",
+        r"loss at 50000 kpps requested & -0.100 \% & --- & 1 \\",
         r"\bottomrule",
         r"\end{tabular}",
         r"\end{table}",
@@ -76,5 +76,5 @@ def test_the_report_writes_its_tables_beside_report_md(tmp_path):
     assert md == res / "report.md" and tex.startswith("% xenobench run report, testbed fx: the tables of report.md\n")
     assert tex.count(r"\toprule") == 2  # the headline numbers; published vs measured on this testbed
     assert r"\label{tab:headline-fx}" in tex and r"\label{tab:published-vs-reproduced-fx}" in tex
-    assert r"RTT median (rtt), xenoflow, server reflector & 16.2 \textmu{}s & 1 \\" in tex.splitlines()
-    assert r"NDR (0 \% loss), xenoflow, 64 B frame & 95.5000 Mpps (searches: 95.0000-96.0000) & 3 \\" in tex
+    assert r"RTT median (rtt), xenoflow, server reflector & 16.2 \textmu{}s & --- & 1 \\" in tex.splitlines()
+    assert r"NDR (0 \% loss), xenoflow, 64 B frame & 95.5000 Mpps & 95.0000--96.0000 & 3 \\" in tex

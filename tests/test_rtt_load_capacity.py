@@ -247,7 +247,7 @@ def test_a_capacity_trial_is_a_capacity_row_never_an_rtt_row(tmp_path):
     assert aggregate(tree.dir, progress=lambda *_: None) == {"rtt_capacity": 1, "invalid": 1}
     assert not (tree.dir / "rtt_summary.csv").exists() and not (tree.dir / "rtt_samples.csv").exists()
     assert len(read_tidy(tree.dir, "rtt_capacity")) == 1
-    assert ["capacity under rtt_load's conditions (rtt_load's 100 %), xenoflow, split worst", "431.0 kpps", 1] in \
+    assert ["capacity under rtt_load's conditions (rtt_load's 100 %), xenoflow, split worst", "431.0 kpps", "—", 1] in \
         _headlines(read_all(tree.dir))
 
 

@@ -302,7 +302,7 @@ def test_installation_rows_figure_and_report(tmp_path):
     assert "| ebpf | 256 | 64,000 | 256,000 | 2 |" in text
     assert "| katran | 32769 | 819,225 | 1,638,450 | 2 |" in text
     assert "Above its limit (ebpf): 1 of 1 changes refused; its old set forwarded 5000+ frames" in text
-    assert ["capacity under update's conditions (update's 100 %), ebpf", "2000.0 kpps", 1] in \
+    assert ["capacity under update's conditions (update's 100 %), ebpf", "2000.0 kpps", "—", 1] in \
         _headlines(read_all(res))
 
 

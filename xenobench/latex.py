@@ -42,7 +42,7 @@ def tabular(header: list[str], rows: list[list], caption: str, label: str, wrap:
                       r"\midrule", *(line(r) for r in rows), r"\bottomrule", r"\end{tabular}", r"\end{table}", ""])
 
 
-HEADLINE_HEADER = ["quantity", "value", "trials"]
+HEADLINE_HEADER = ["quantity", "value", "spread", "trials"]  # spread: the trials' min-max, a ratio's CI
 COMPARE_HEADER = ["metric", "published", "reproduced", "unit", "deviation", "ok", "source"]
 
 

@@ -108,17 +108,19 @@ def _ndr_pdr_lines(tidy: dict) -> list[list]:
         for m, name in (("ndr_pps", "NDR (0 % loss)"), ("pdr_pps", "PDR (0.5 % loss)")):
             v = g[g.metric == m].value
             if len(v):
-                out.append([f"{name}, {lb}, {int(pl) + 42} B frame", f"{v.median() / 1e6:.4f} Mpps "
-                            f"(searches: {v.min() / 1e6:.4f}-{v.max() / 1e6:.4f})", len(v)])
+                out.append([f"{name}, {lb}, {int(pl) + 42} B frame", f"{v.median() / 1e6:.4f} Mpps", _span(v, 1e6),
+                            len(v)])
         if len(trials):
-            out.append([f"trials per search, {lb}, {int(pl) + 42} B frame", f"{trials.median():g}", len(trials)])
+            out.append([f"trials per search, {lb}, {int(pl) + 42} B frame", f"{trials.median():g}",
+                        _span(trials, fmt="g"), len(trials)])
     # the paired design: each LB's bound relative to the reference's searched in the same turns
     from .rateblocks import ratios_from_rows
     for pl, g in x.groupby("payload_bytes"):
         for goal in ("ndr", "pdr"):
             for r in ratios_from_rows(g, goal):
                 out.append([f"{goal.upper()} relative to {r.reference}, {r.lb}, {int(pl) + 42} B frame",
-                            f"{r.median:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {_verdict(r)}", r.repetitions])
+                            f"{r.median:.3f}: {_verdict(r)}", f"95 % CI [{r.ci_low:.3f}, {r.ci_high:.3f}]",
+                            r.repetitions])
     return out
 
 
@@ -262,47 +264,62 @@ def _update_section(tidy: dict) -> list[str]:
     return L
 
 
+NO_SPREAD = "—"  # a headline of one trial, or one the paired table gives with its interval
+
+
+def _span(v, scale: float = 1.0, fmt: str = ".4f", unit: str = "") -> str:
+    """The smallest and largest of a headline's trials ('—' for one)."""
+    if len(v) < 2:
+        return NO_SPREAD
+    return f"{v.min() / scale:{fmt}}–{v.max() / scale:{fmt}}" + (f" {unit}" if unit else "")
+
+
 def _headlines(tidy: dict) -> list[list]:
+    """[quantity, median, spread (the trials' min-max; a ratio's CI), trials] per headline number."""
     out = []
     if "pps" in tidy:
         x = tidy["pps"][tidy["pps"].metric == "rx_pps"]
         for (lb, pl), g in x.groupby(["lb", "payload_bytes"]):
-            out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps", len(g)])
+            out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps",
+                        _span(g.value, 1e6), len(g)])
     if "compare" in tidy:
         c = tidy["compare"]
         for lb, g in c[c.metric == "max_pps"].groupby("lb"):
-            out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps", len(g)])
+            out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps", _span(g.value, 1e6),
+                        len(g)])
         for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):
             out.append([f"LB program time per frame (BPF run-time statistics), {lb}",
-                        f"{g.value.median():.1f} ns", len(g)])
+                        f"{g.value.median():.1f} ns", _span(g.value, fmt=".1f"), len(g)])
     if "loss" in tidy:
         x = tidy["loss"][tidy["loss"].metric == "loss_pct"]
         for req, g in x.groupby(x.source.str.extract(r"rate_pps-(\d+)")[0].astype(float)):
-            out.append([f"loss at {int(req) / 1e3:g} kpps requested", f"{g.value.median():.3f} %", len(g)])
+            out.append([f"loss at {int(req) / 1e3:g} kpps requested", f"{g.value.median():.3f} %",
+                        _span(g.value, fmt=".3f"), len(g)])
     if "rtt_summary" in tidy:
         m = tidy["rtt_summary"]
         med = m[m.metric == "rtt_median_us"]
         idle = med[med.split.isna()]  # per experiment: the points without a background
         for exp, e in idle.groupby("experiment", sort=False):
             for (lb, srv), g in e.groupby(["lb", "server"], dropna=False):
-                out.append([f"RTT median ({exp}), {lb}, server {srv}", f"{g.value.median():.1f} µs", len(g)])
+                out.append([f"RTT median ({exp}), {lb}, server {srv}", f"{g.value.median():.1f} µs",
+                            _span(g.value, fmt=".1f"), len(g)])
             base = e[e.lb == "none"].value.median() if (e.lb == "none").any() else None
             if base is not None and not np.isnan(base):
                 for lb, g in e[e.lb != "none"].groupby("lb"):
                     added = g.value.median() - base
                     # an LB cannot take time off the path: a negative difference of medians is noise
                     note = " (below 0: within the noise of this testbed)" if added < 0 else ""
-                    out.append([f"added RTT ({exp}), {lb} vs no LB", f"{added:+.1f} µs{note}", len(g)])
+                    out.append([f"added RTT ({exp}), {lb} vs no LB", f"{added:+.1f} µs{note}", NO_SPREAD, len(g)])
         load = med[med.split.notna()]
         for (exp, lb, sp, bg), g in load.groupby(["experiment", "lb", "split", "background_pps"]):
             out.append([f"RTT median under load ({exp}), {lb}, split {sp}, {bg / 1e3:g} kpps",
-                        f"{g.value.median():.1f} µs", len(g)])
+                        f"{g.value.median():.1f} µs", _span(g.value, fmt=".1f"), len(g)])
     if "rtt_capacity" in tidy:  # what rtt_load's levels (update's load) are shares of (capacity_from: self)
         c = tidy["rtt_capacity"]
         c = c[c.metric == "max_pps"]
         for (exp, lb, sp), g in c.groupby(["experiment", "lb", c.split.fillna("")], sort=False):
             out.append([f"capacity under {exp}'s conditions ({exp}'s 100 %), {lb}" + (f", split {sp}" if sp else ""),
-                        f"{g.value.median() / 1e3:.1f} kpps", len(g)])
+                        f"{g.value.median() / 1e3:.1f} kpps", _span(g.value, 1e3, ".1f"), len(g)])
     return out
 
 
@@ -765,7 +782,9 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
         L += [f"Tidy results unreadable: {e}", ""]
     L += ["## Headline numbers (medians over valid repetitions)", ""]
     hl = _headlines(tidy) + _ndr_pdr_lines(tidy)
-    L += _table(["quantity", "value", "trials"], hl) if hl else ["No valid results."]
+    L += _table(latex.HEADLINE_HEADER, hl) + ["", "Spread: the smallest and largest of the trials (the repetitions, "
+                                           "or the searches); for a ratio its bootstrap 95 % CI."] \
+        if hl else ["No valid results."]
     L.append("")
 
     L += ["## Agreement of this run's tables (compare's ratios against rank's; the reference flat across payloads)", ""]
