@@ -122,6 +122,23 @@ def percpu_sum(pin: Path, fmt: str, run: Callable[..., str] = bpftool_stdout) ->
     return out
 
 
+def percpu_lookup(pin: Path, keys, fmt: str, run: Callable[..., str] = bpftool_stdout) -> dict[int, tuple]:
+    """Per-CPU array entries `keys` → {key: summed tuple}, one `map lookup` each. For a large array
+    of which a few entries count (Katran's reals_stats: 4096 entries, 2 of them a testbed's) a dump
+    and its parse cost ~0.1 s of CPU, which an agent reading its stats every interval takes from
+    the CPUs a trial measures."""
+    size = struct.calcsize(fmt)
+    out = {}
+    for key in keys:
+        ent = json.loads(run("map", "lookup", "pinned", str(pin), "key", *map(str, struct.pack("<I", key)), "-j"))
+        tot = None
+        for v in ent["values"]:
+            t = struct.unpack(fmt, bytes(int(x, 16) for x in v["value"])[:size])
+            tot = t if tot is None else tuple(a + b for a, b in zip(tot, t))
+        out[key] = tot
+    return out
+
+
 def counters(pin: Path, names: tuple[str, ...], run: Callable[..., str] = bpftool_stdout) -> dict[str, int]:
     """A per-CPU array of u64 counters indexed by an enum, as {name: total}."""
     st = percpu_sum(pin, "<Q", run)
