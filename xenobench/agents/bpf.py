@@ -110,16 +110,17 @@ def percpu_sum(pin: Path, fmt: str, run: Callable[..., str] = bpftool_stdout) ->
     """Per-CPU array → {key: summed tuple} (bpftool JSON dump; `run` executes bpftool where the
     maps are pinned: here, or on a node through a transport)."""
     dump = json.loads(run("map", "dump", "pinned", str(pin), "-j") or "[]")
+    return {struct.unpack("<I", bytes(int(x, 16) for x in ent["key"]))[0]: _cpu_sum(ent, fmt) for ent in dump}
+
+
+def _cpu_sum(entry: dict, fmt: str) -> tuple | None:
+    """One per-CPU entry of bpftool's JSON ({"values": [{"cpu", "value": [hex bytes]}]}) summed over the CPUs."""
     size = struct.calcsize(fmt)
-    out = {}
-    for ent in dump:
-        key = struct.unpack("<I", bytes(int(x, 16) for x in ent["key"]))[0]
-        tot = None
-        for v in ent["values"]:
-            t = struct.unpack(fmt, bytes(int(x, 16) for x in v["value"])[:size])
-            tot = t if tot is None else tuple(a + b for a, b in zip(tot, t))
-        out[key] = tot
-    return out
+    tot = None
+    for v in entry["values"]:
+        t = struct.unpack(fmt, bytes(int(x, 16) for x in v["value"])[:size])
+        tot = t if tot is None else tuple(a + b for a, b in zip(tot, t))
+    return tot
 
 
 def percpu_lookup(pin: Path, keys, fmt: str, run: Callable[..., str] = bpftool_stdout) -> dict[int, tuple]:
@@ -127,16 +128,9 @@ def percpu_lookup(pin: Path, keys, fmt: str, run: Callable[..., str] = bpftool_s
     of which a few entries count (Katran's reals_stats: 4096 entries, 2 of them a testbed's) a dump
     and its parse cost ~0.1 s of CPU, which an agent reading its stats every interval takes from
     the CPUs a trial measures."""
-    size = struct.calcsize(fmt)
-    out = {}
-    for key in keys:
-        ent = json.loads(run("map", "lookup", "pinned", str(pin), "key", *map(str, struct.pack("<I", key)), "-j"))
-        tot = None
-        for v in ent["values"]:
-            t = struct.unpack(fmt, bytes(int(x, 16) for x in v["value"])[:size])
-            tot = t if tot is None else tuple(a + b for a, b in zip(tot, t))
-        out[key] = tot
-    return out
+    return {key: _cpu_sum(json.loads(run("map", "lookup", "pinned", str(pin), "key", *map(str, struct.pack("<I", key)),
+                                         "-j")), fmt)
+            for key in keys}
 
 
 def counters(pin: Path, names: tuple[str, ...], run: Callable[..., str] = bpftool_stdout) -> dict[str, int]:
