@@ -21,6 +21,11 @@ Per matched key and metric (only metrics with a better direction, xenobench.resu
   With one repetition a side the interval is the samples' alone: a change of the machine between
   the runs shows as a difference.
 
+The intervals the runs printed themselves (the paired and ranked rows: <stem>_median, _ci_low,
+_ci_high, _verdict) are read apart (Printed): each run's median against the other's interval and
+against the rerun interval (RERUN_WIDEN), and the verdicts side by side: what a reader of one run
+expects of a rerun.
+
 `change` puts a comparison on one scale for `--fail-worse`: the relative change of the medians in %
 (B/A - 1, or (B - A) / |A|), for percentages the difference in percentage points (a loss from 0.1 %
 to 0.2 % is 0.1 points, not +100 %).
@@ -198,8 +203,6 @@ def _keyed(df: pd.DataFrame) -> pd.DataFrame:
         else:
             out[f"k_{c}"] = v.astype(object).map(lambda x: "" if pd.isna(x) else str(x))
     return out
-
-
 
 
 def _where(kv: tuple) -> dict:

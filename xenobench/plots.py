@@ -276,9 +276,9 @@ def _payload_ticks(ax, payloads: list[int]) -> None:
 def _ratio_panel(ax, ratios: dict, positions: dict, ref: str, join: bool = True,
                  over: str = "the rounds of ") -> tuple[dict, list[str]]:
     """Each LB's ratio to `ref` at each position with its CI; hollow where the verdict is "not
-    distinguishable", filled where the CI excludes 1 (each named in the legend). ratios: {position key: [RateRatio]}; join: a line through
-    an LB's positions (not where they are no axis); over: what the median is over, before the
-    repetitions' count. Returns the series ({lb: {key: {median, ci, verdict}}}) and the pairs of the
+    distinguishable", filled where the CI excludes 1 (each named in the legend). ratios: {position
+    key: [RateRatio]}; join: a line through an LB's positions (not where they are no axis); over:
+    what the median is over, before the repetitions' count. Returns the series ({lb: {key: {median, ci, verdict}}}) and the pairs of the
     other LBs as caption text."""
     series: dict = {}
     pairs: list[str] = []

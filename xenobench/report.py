@@ -267,11 +267,11 @@ def _update_section(tidy: dict) -> list[str]:
 NO_SPREAD = "—"  # a headline of one trial, or one the paired table gives with its interval
 
 
-def _span(v, scale: float = 1.0, fmt: str = ".4f", unit: str = "") -> str:
-    """The smallest and largest of a headline's trials ('—' for one)."""
+def _span(v, scale: float = 1.0, fmt: str = ".4f") -> str:
+    """The smallest and largest of a headline's trials, in the unit of its value ('—' for one)."""
     if len(v) < 2:
         return NO_SPREAD
-    return f"{v.min() / scale:{fmt}}–{v.max() / scale:{fmt}}" + (f" {unit}" if unit else "")
+    return f"{v.min() / scale:{fmt}}–{v.max() / scale:{fmt}}"
 
 
 def _headlines(tidy: dict) -> list[list]:
