@@ -96,6 +96,11 @@ def test_a_loss_onset_beyond_the_spread_is_claimed(tmp_path):
     ({1e6: 1.0, 2e6: 1.0, 3e6: 1.0}, None,
      "at every offered rate up to 3 Mpps XenoFlow's delivered rate is not distinguishable from the reference's in "
      "the same rounds (its ratio's CI includes 1)"),
+    # below 1 beyond the CI, but by less than an onset's 0.1 percentage points: not an onset
+    ({1e6: 1.0, 2e6: 0.9995, 3e6: 0.8}, 3.0, None),
+    ({1e6: 1.0, 2e6: 0.9995, 3e6: 0.9992}, None,
+     "at 2 Mpps XenoFlow delivered less than the reference in the same rounds, but by less than an onset's 0.1 "
+     "percentage points (its ratio's CI reaches 0.9995), and by no more at any rate up to 3 Mpps"),
 ])
 def test_the_paired_loss_onset_is_where_the_lb_delivers_less_than_the_reference(tmp_path, ratios, onset, why):
     """In the paired design the onset is the lowest rate whose ratio's CI lies below 1, even where
