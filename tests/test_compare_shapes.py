@@ -54,6 +54,17 @@ def test_a_step_from_one_repetition_has_no_spread_to_be_judged_by(tmp_path):
         "22 B → 24 B: 1 repetition at one of them, no spread to judge the drop against")
 
 
+def test_a_rate_already_low_at_the_smallest_payload_is_no_step(tmp_path):
+    """The smallest payload's rate below the plateaus' midpoint: nothing measured before it, no step claimed."""
+    write_tidy("pps", pps(tmp_path, {2: [0.80e5, 0.81e5], 22: [1.00e5, 1.01e5], 24: [0.85e5, 0.86e5],
+                                     64: [0.85e5, 0.86e5]}), tmp_path)
+    unclaimed = {}
+    assert "pps_drop_payload_bytes" not in reproduced(tmp_path, unclaimed)
+    assert unclaimed["pps_drop_payload_bytes"] == (
+        "the rate is below the midpoint of the two plateaus already at 2 B, the smallest payload measured: there is "
+        "no step into it to judge")
+
+
 def test_a_step_in_the_paired_design_is_judged_by_the_ratios_cis(tmp_path):
     """Where the pps table holds the ratio rows, the drop of XenoFlow's ratio to the reference is
     compared with the CIs (rank_rows' rows, every round at the same ratio: a zero-width CI)."""

@@ -103,7 +103,8 @@ def _drop_evidence(pps: pd.DataFrame, x: pd.DataFrame, drop: float) -> tuple[boo
     payloads = sorted(x.payload_bytes.unique())
     i = payloads.index(drop)
     if i == 0:
-        return False, f"no payload measured below {drop:g} B"
+        return False, (f"the rate is below the midpoint of the two plateaus already at {drop:g} B, the smallest "
+                       "payload measured: there is no step into it to judge")
     before = payloads[i - 1]
     ra, rb = _ratio_interval(pps, "xenoflow", before), _ratio_interval(pps, "xenoflow", drop)
     if ra and rb:
