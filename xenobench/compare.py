@@ -87,13 +87,18 @@ def step_beyond_spread(a, b) -> tuple[bool, float, float]:
     return bool(len(a) >= 2 and len(b) >= 2 and effect > width), effect, width
 
 
+def _to_reference(rows: pd.DataFrame, lb: str):
+    """lb's rate relative to the reference (rateblocks.RateRatio) from one point's paired ratio rows;
+    None where they hold none."""
+    return next((r for r in rateblocks.ratios_from_rows(rows, "rate")
+                 if r.lb == lb and LBS.get(r.reference) is not None and LBS[r.reference].reference), None)
+
+
 def _ratio_interval(pps: pd.DataFrame, lb: str, payload: float) -> tuple[float, float, float] | None:
     """(median, ci_low, ci_high) of lb's rate relative to the reference at one payload, where the
     pps table holds the paired design's ratio rows."""
-    for r in rateblocks.ratios_from_rows(pps[pps.payload_bytes == payload], "rate"):
-        if r.lb == lb and LBS.get(r.reference) is not None and LBS[r.reference].reference:
-            return r.median, r.ci_low, r.ci_high
-    return None
+    r = _to_reference(pps[pps.payload_bytes == payload], lb)
+    return (r.median, r.ci_low, r.ci_high) if r is not None else None
 
 
 def _drop_evidence(pps: pd.DataFrame, x: pd.DataFrame, drop: float) -> tuple[bool, str]:
@@ -174,27 +179,25 @@ def reproduced(resdir: str | Path, unclaimed: dict | None = None) -> dict[str, f
         if len(others):
             out["compare_speedup_min"] = out["compare_xenoflow_64b_mpps"] / float(others.value.max())
     loss = _try(resdir, "loss")
-    verdicts = loss[(loss.lb == "xenoflow") & loss.metric.str.match(r"rate_vs_.+_verdict$")] if loss is not None else []
-    if len(verdicts):
+    ratios = {} if loss is None else {pt: r for pt, g in loss.groupby("point")
+                                      if (r := _to_reference(g, "xenoflow")) is not None}
+    if ratios:
         # the paired design: where XenoFlow delivered less of the same offered rate than the
-        # reference, in the same rounds (its ratio's CI below 1), not where its own loss rose
+        # reference, in the same rounds (its ratio's CI below 1), not where its own loss rose;
         # by at least what starts a loss in the unpaired design (LOSS_ONSET_PP): a ratio whose CI lies
         # below 1 by less is a difference this method resolves, not a loss onset
         nominal = loss[loss.metric == "nominal_offered_pps"].groupby("point").value.median()
-        x = loss[loss.lb == "xenoflow"]
-        high = dict(zip(x.point[x.metric.str.match(r"rate_vs_.+_ci_high$")],
-                        x.value[x.metric.str.match(r"rate_vs_.+_ci_high$")]))
-        by_rate = sorted((float(nominal[pt]), float(v), float(high.get(pt, np.nan)))
-                         for pt, v in zip(verdicts.point, verdicts.value) if pt in nominal.index)
+        by_rate = sorted(((float(nominal[pt]), r) for pt, r in ratios.items() if pt in nominal.index),
+                         key=lambda x: x[0])
         below = 1 - LOSS_ONSET_PP / 100
-        onset = next((r for r, v, hi in by_rate if v < 0 and hi < below), None)
-        slight = [(r, hi) for r, v, hi in by_rate if v < 0]
+        onset = next((n for n, r in by_rate if r.verdict == "slower" and r.ci_high < below), None)
+        slight = [(n, r.ci_high) for n, r in by_rate if r.verdict == "slower"]
         if onset is not None:
             out["loss_onset_mpps"] = onset / 1e6
         elif slight:
-            r, hi = slight[0]
+            n, hi = slight[0]
             unclaimed["loss_onset_mpps"] = (
-                f"at {r / 1e6:g} Mpps XenoFlow delivered less than the reference in the same rounds, but by less "
+                f"at {n / 1e6:g} Mpps XenoFlow delivered less than the reference in the same rounds, but by less "
                 f"than an onset's {LOSS_ONSET_PP:g} percentage points (its ratio's CI reaches {hi:.4f}), and by no "
                 f"more at any rate up to {by_rate[-1][0] / 1e6:g} Mpps")
         elif by_rate:
