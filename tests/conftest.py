@@ -41,7 +41,7 @@ def local_cfg():
     stays judged): the tests check procedures and their records on a machine other suites share, not
     that machine's state; tests/test_machine.py and tests/test_rank.py check the rule itself."""
     cfg = load_config()
-    cfg.section("experiments").update(max_cpu_pair_rtt_ns=None, max_page_allocs_per_frame=None,
+    cfg.section("experiments").update(max_cpu_pair_rtt_ns=None, max_page_allocs_per_frame=None, max_received_share=None,
                                       max_other_load_share=None)
     return cfg
 

@@ -21,8 +21,8 @@ from xenobench import machine
 from xenobench.machine import CPU_RTT, cpu_pair_rtt
 from xenobench.layout import TrialDir
 from xenobench.measure.rank import (PageAllocReader, bookkeeping, per_lb, check_switchable, counter_at,
-                            dut_cpu_reader, interleaved_rates, left_out_reason, precheck, rounds_left_out,
-                            window_rate)
+                            dut_cpu_reader, interleaved_rates, left_out_reason, offered_reader, precheck,
+                            rounds_left_out, window_rate)
 from xenobench.procedures import point_plan
 from xenobench.report import write_report
 from xenobench.machine import page_allocs
@@ -130,12 +130,14 @@ def test_page_allocs_sums_the_zones():
 
 
 def _blocks(per_round: dict[int, list]) -> list[dict]:
-    """per round, one (cache-line round trip ns, page allocations per frame) per LB's block"""
-    return [{"round": r, "lb": lb, "cpu_pair_rtt_ns": rtt, "page_allocs_per_frame": pa}
-            for r, vals in per_round.items() for lb, (rtt, pa) in zip(("wire", "xenoflow", "ebpf"), vals)]
+    """per round, one (cache-line round trip ns, page allocations per frame[, share of the offered
+    frames received]) per LB's block"""
+    return [{"round": r, "lb": lb, "cpu_pair_rtt_ns": f[0], "page_allocs_per_frame": f[1],
+             "received_share": f[2] if len(f) > 2 else 0.6}
+            for r, vals in per_round.items() for lb, f in zip(("wire", "xenoflow", "ebpf"), vals)]
 
 
-LIMITS = {"max_cpu_pair_rtt_ns": 200, "max_page_allocs_per_frame": 0.1}
+LIMITS = {"max_cpu_pair_rtt_ns": 200, "max_page_allocs_per_frame": 0.1, "max_received_share": 0.95}
 OK = (76.0, 0.004)
 ROUND_CASES = [
     # description, figures per round, limits, rounds kept, rounds left out with the figures over a limit
@@ -146,10 +148,13 @@ ROUND_CASES = [
      {1: {"page_allocs_per_frame": 0.28}}),
     ("both in one round", {1: [(360.0, 0.3), OK, OK]}, LIMITS, set(),
      {1: {"cpu_pair_rtt_ns": 360.0, "page_allocs_per_frame": 0.3}}),
-    ("at the limit is kept", {1: [(200.0, 0.1), OK, OK]}, LIMITS, {1}, {}),
-    ("no figure (no prober, no frames) leaves the round in", {1: [(None, None), OK, OK]}, LIMITS, {1}, {}),
-    ("limits null judge nothing", {1: [(400.0, 0.3), OK, OK]},
-     {"max_cpu_pair_rtt_ns": None, "max_page_allocs_per_frame": None}, {1}, {}),
+    ("the generator set a block's rate", {1: [OK, OK, OK], 2: [OK, (76.0, 0.004, 0.98), OK]}, LIMITS, {1},
+     {2: {"received_share": 0.98}}),
+    ("at the limit is kept", {1: [(200.0, 0.1, 0.95), OK, OK]}, LIMITS, {1}, {}),
+    ("no figure (no prober, no frames, paced) leaves the round in", {1: [(None, None, None), OK, OK]}, LIMITS,
+     {1}, {}),
+    ("limits null judge nothing", {1: [(400.0, 0.3, 1.0), OK, OK]},
+     {"max_cpu_pair_rtt_ns": None, "max_page_allocs_per_frame": None, "max_received_share": None}, {1}, {}),
 ]
 
 
@@ -362,18 +367,34 @@ def test_the_dut_napi_threads_cpu_time_grows_with_the_load_and_its_reader_ends(t
 def test_the_generators_page_allocations_are_read_on_its_node_and_the_reader_ends(testbed):
     """The allocator state's figure: /proc/vmstat's pgalloc_* on the loadgen node through a reader
     kept there, the same count a direct read gives (it only grows), and no reader after close()."""
-    import subprocess
     node = testbed.node(testbed.cfg.role("loadgen").name)
     allocs = PageAllocReader(node)
     try:
         a0 = allocs()
+        proc = allocs._session.p  # its own reading program (another test's may run beside it)
         direct = page_allocs(node.run(["cat", "/proc/vmstat"]).stdout)
         a1 = allocs()
     finally:
         allocs.close()
     assert a0 is not None and a0 <= direct <= a1, (a0, direct, a1)
-    left = subprocess.run(["pgrep", "-f", "readfile /proc/vmstat"], capture_output=True, text=True).stdout
-    assert left == "", left
+    assert proc.poll() is not None
+
+
+@needs_root
+def test_what_the_generator_offered_is_read_on_its_port_exactly(testbed):
+    """The received share's denominator: the loadgen port's tx_packets + tx_drop through a reader kept
+    on its node rise by exactly the frames xdpgen sent (its own counter), and the reader ends."""
+    offered = offered_reader(testbed)
+    try:
+        t0, n0 = offered()
+        proc = offered._session.p
+        sent = start_traffic(testbed, "udp_payload", {"payload": 22, "flows": 256}, 50000, duration_s=0.5).wait()
+        t1, n1 = offered()
+    finally:
+        offered.close()
+    assert sent["valid"] and sent["tx_packets"] == 25000, sent
+    assert n1 - n0 == sent["tx_packets"] and t1 > t0
+    assert proc.poll() is not None
 
 
 @needs_root
@@ -448,6 +469,8 @@ def test_a_round_the_rule_leaves_out_is_made_up_until_rounds_are_kept(testbed, t
     assert out["rounds_run"] == len(run) and sorted({b["round"] for b in out["blocks"]}) == run
     assert sorted({b["round"] for b in out["blocks"] if b["round_kept"]}) == kept
     assert len(out["order"]) == 2 * len(run)
+    # paced: the generator's rate is the one asked for, no figure of the generator's own rate
+    assert all(b["offered_pps"] is None and b["received_share"] is None for b in out["blocks"])
     # the rule's own check (on a loaded machine the paced generator may miss its rate: judged apart)
     assert v.checks["rounds_kept"] is valid, v.reasons
     # the made-up rounds' blocks pass the bookkeeping: each forwarded by its own LB, and no other
@@ -460,6 +483,29 @@ def test_a_round_the_rule_leaves_out_is_made_up_until_rounds_are_kept(testbed, t
     else:
         ratio = next(r for r in out["ranking"] if r["lb"] == "ebpf" and r["vs"] == "wire")
         assert ratio["rounds"] == 2  # the kept rounds only
+
+
+@needs_root
+def test_an_unpaced_block_the_generator_set_leaves_its_round_out(testbed, tmp_path, monkeypatch):
+    """Live, unpaced: every block records what the generator offered over its window and the share of
+    it the backends received (their rate over it). A limit below every share (0.01: as if the
+    generator, not the LB, had set every block's rate) leaves every round out, by name."""
+    real = machine.limits
+    monkeypatch.setattr(machine, "limits", lambda cfg: {**dict.fromkeys(real(cfg)), "max_received_share": 0.01})
+    base = point_plan(testbed.cfg, "rank", {"payload": 22})
+    sec = {**base.section, "lbs": ["wire", "ebpf"], "rounds": 1, "max_rounds": 2, "rate_pps": 0,
+           "block_s": 0.2, "settle_s": 0.05, "sample_interval_s": 0.02}
+    ctx = TrialContext(testbed, "rank", {"payload": 22}, 1, TrialDir(tmp_path / "t").attempt(1), {},
+                       plan=PointPlan(base.definition, sec))
+    out, v = interleaved_rates(ctx)
+    assert len(out["blocks"]) == 4 and not any(b["round_kept"] for b in out["blocks"])
+    for b in out["blocks"]:
+        assert b["offered_pps"] > 1e5 and b["received_share"] == round(b["rate_pps"] / b["offered_pps"], 4), b
+        assert 0.01 < b["received_share"] < 1.1, b
+    reason = next(r for r in v.reasons if r.startswith("rounds_kept"))
+    assert reason.startswith("rounds_kept: 0 of the 1 rounds wanted kept in 2 rounds run (max_rounds); 2 left out "
+                             "(2 with the generator's own rate, not the LB, set an unpaced block's rate"), reason
+    assert "> experiments.max_received_share 0.01" in reason
 
 
 def _port(node, iface) -> tuple[int, int]:

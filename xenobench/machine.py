@@ -1,6 +1,8 @@
 """What the machine did to a trial, and the one rule that judges it (RULES): CPU steal time, the
 other load on the trial's CPUs, the placement of the generator's and the DUT's vCPUs (a cache line's
-round trip between them), the generator's page allocations per frame; the CPUs' frequency is
+round trip between them), the generator's page allocations per frame, and in an unpaced block of an
+interleaved design the share of what the generator itself sent that the backends received (near 1,
+the generator's own rate, not the LB, set the block's rate); the CPUs' frequency is
 recorded beside them. xenobench.trials records the figures per attempt in every trial's
 metadata.json (`machine`) and judges every attempt of every kind by RULES once (`machine_undisturbed`:
 an attempt over a limit is retried like any invalid attempt, after waiting for the placement to
@@ -198,12 +200,14 @@ MIN_JUDGED_S = 0.5
 
 @dataclass(frozen=True)
 class Rule:
-    """One figure of the machine's state, the experiments key of its limit (None: not judged) and
-    what a value over the limit means."""
+    """One figure of the machine's state, the experiments key of its limit (None: not judged), what a
+    value over the limit means, and whether each block of an interleaved design records it, so that
+    its rounds are judged one by one (xenobench.measure.rank)."""
     figure: str
     key: str
     what: str
     unit: str
+    per_block: bool = False
 
 
 #: the one rule: every attempt (xenobench.trials.run_trial) and every round of an interleaved design
@@ -214,9 +218,14 @@ RULES = (
     Rule("other_load_share", "max_other_load_share",
          "a trial CPU's time taken by tasks other than the packet path's (other load share)", "share"),
     Rule("cpu_pair_rtt_ns", "max_cpu_pair_rtt_ns",
-         "the generator's and the DUT's vCPUs on cores without a shared cache (cache-line round trip, ns)", "ns"),
+         "the generator's and the DUT's vCPUs on cores without a shared cache (cache-line round trip, ns)", "ns",
+         per_block=True),
     Rule("page_allocs_per_frame", "max_page_allocs_per_frame",
-         "the generator's frames through the page allocator (page allocations per frame)", "pages/frame"),
+         "the generator's frames through the page allocator (page allocations per frame)", "pages/frame",
+         per_block=True),
+    Rule("received_share", "max_received_share",
+         "the generator's own rate, not the LB, set an unpaced block's rate (share of the frames the generator "
+         "offered that the backends received)", "share", per_block=True),
 )
 
 

@@ -185,10 +185,9 @@ def _rank_section(tidy: dict) -> list[str]:
               "where the ratio itself moves (docs/vm-noise.md).", ""]
     left = _rounds_left_out(tidy.get("rate_blocks"))
     if left:
-        L += [f"Rounds left out of the ranking: {left} (a block the machine rule judged disturbed: over "
-              "experiments.max_cpu_pair_rtt_ns, the host ran the generator's and the DUT's vCPUs on cores without a "
-              "shared cache; or over max_page_allocs_per_frame, the generator's frame pages went through the page "
-              "allocator. rate_blocks.csv has their blocks, block_round_kept 0).", ""]
+        why = "; ".join(f"over experiments.{r.key}, {r.what}" for r in machine.RULES if r.per_block)
+        L += [f"Rounds left out of the ranking: {left} (a block the machine rule judged disturbed: {why}. "
+              "rate_blocks.csv has their blocks, block_round_kept 0).", ""]
     return L
 
 

@@ -177,9 +177,11 @@ METRICS = {
     # ... and its rx per second of the DUT NAPI thread's CPU time (xenobench.measure.rank.dut_cpu_reader)
     "block_rx_per_dut_cpu_s": Metric("packets/cpu-s", 0, MAX_PPS, better=HIGHER),
     # ... what the round it is in was judged by (the machine rule, xenobench.machine.RULES; a round over a limit is in
-    # no ranking, block_round_kept 0): the page allocations on the generator's node per frame received
-    # and the cache-line round trip between the generator's and the DUT's CPU (the machine, not the LB)
+    # no ranking, block_round_kept 0): the page allocations on the generator's node per frame received,
+    # the cache-line round trip between the generator's and the DUT's CPU (the machine, not the LB) and,
+    # unpaced, the share of the frames the generator offered that the backends received
     "block_page_allocs_per_frame": Metric("pages/frame", 0),
+    "block_received_share": Metric("share", 0),
     "block_cpu_pair_rtt_ns": Metric("ns", 0, 1e9, low_open=True),
     "block_round_kept": Metric("flag", values=(0, 1)),
 }

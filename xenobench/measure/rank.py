@@ -60,8 +60,13 @@ settle and window:
   (/proc/vmstat's pgalloc_*, a kept reader). xdpgen's frames are pages of the kernel's test-run
   page pool, recycled through a ring the kernel sizes by the run's batch: at the kernel's default
   batch of 64 it overflows at full load and costs the DUT rate; xdpgen runs batches of 256 when
-  unpaced. Above experiments.max_page_allocs_per_frame the round is left out.
-Neither happens on the thesis testbed (TRex's DPDK pools; the generator and the LB on separate hosts),
+  unpaced. Above experiments.max_page_allocs_per_frame the round is left out;
+- `offered_pps`, `received_share` (unpaced only): what the generator offered on its port over the
+  window (OfferedReader: the loadgen interface's own counters) and the share of it the backends
+  received. A block measures the LB's maximum only while the generator offers more than the LB
+  forwards; near 1 the generator's own rate (held down by whatever took its CPU) set the block's
+  rate. Above experiments.max_received_share the round is left out.
+None of these happens on the thesis testbed (TRex's DPDK pools; the generator and the LB on separate hosts),
 where no round is left out.
 
 Valid only with every LB process alive through the repetition (xenobench.actors.Watch), the
@@ -77,7 +82,8 @@ import time
 import numpy as np
 
 from .. import machine, rateblocks
-from ..errors import ConfigError, NodeError, XenobenchError
+from ..counters import parse_proc_net_dev
+from ..errors import ConfigError, DataError, NodeError, XenobenchError
 from ..latency import block_order
 from ..lb import get_lb, stop_all
 from ..machine import page_allocs
@@ -260,9 +266,36 @@ class PageAllocReader(KeptFile):
         return page_allocs(text)
 
 
+class OfferedReader(KeptFile):
+    """The frames the generator has offered so far on its port: the loadgen interface's tx_packets
+    plus tx_drop of /proc/net/dev (a veth counts there the frames its peer's ring took, and refused:
+    xdpgen's tx_queue_N_xdp_xmit and _errors), read through a program kept on the node
+    (sampler.KeptFile). Callable: (time.monotonic() at the read's middle, frames), None when it
+    cannot be read (a generator the kernel does not see: TRex's DPDK)."""
+
+    def __init__(self, node, iface: str):
+        super().__init__(node, "/proc/net/dev")
+        self.iface = iface
+
+    def __call__(self) -> tuple[float, int] | None:
+        t0 = time.monotonic()
+        try:
+            text = self.read().decode(errors="replace")
+            n = parse_proc_net_dev(text, self.iface, "tx_packets") + parse_proc_net_dev(text, self.iface, "tx_drop")
+        except (NodeError, DataError):
+            return None
+        return (t0 + time.monotonic()) / 2, n
+
+
+def offered_reader(testbed) -> OfferedReader:
+    """The reader of what the generator offers on the loadgen node's port (OfferedReader)."""
+    lg = testbed.cfg.role("loadgen")
+    return OfferedReader(testbed.node(lg.name), lg.iface().name)
+
+
 #: the machine rule's figures each block records (its settle's cache-line round trip, its window's page
-#: allocations per frame), judged per round, not per repetition: a repetition keeps its undisturbed rounds
-ROUND_FIGURES = tuple((r.figure, r.unit) for r in machine.RULES if r.figure in ("cpu_pair_rtt_ns", "page_allocs_per_frame"))
+#: allocations per frame and, unpaced, the share of the offered frames received), judged per round, not per repetition: a repetition keeps its undisturbed rounds
+ROUND_FIGURES = tuple((r.figure, r.unit) for r in machine.RULES if r.per_block)
 
 
 def rounds_left_out(blocks: list[dict], limits: dict[str, float | None]) -> tuple[set[int], dict[int, dict[str, float]]]:
@@ -305,6 +338,10 @@ def block_figures(b: dict, samples) -> None:
     b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
     b["page_allocs_per_frame"] = (round(b["page_allocs"] / b["rx_window"], 5)
                                   if b.get("page_allocs") is not None and b["rx_window"] > 0 else None)
+    # unpaced: the share of the generator's offered frames the backends received (machine rule: near 1
+    # the generator's own rate, not the LB, set the block's rate)
+    b["received_share"] = (round(b["rate_pps"] / b["offered_pps"], 4)
+                           if b.get("offered_pps") and b["rate_pps"] is not None else None)
 
 
 def _samples_past(sampler: RateSampler, t: float, timeout_s: float = 0.5) -> list:
@@ -341,6 +378,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     stop_all(tb)  # the port is the switcher's
     cpu = dut_cpu_reader(tb)
     allocs = PageAllocReader(tb.node(cfg.role("loadgen").name))  # the generator's page allocator state
+    offered = offered_reader(tb) if not rate else None  # unpaced: what the generator itself offers
     limits = machine.limits(cfg)  # the machine rule judges every block (xenobench.machine.RULES)
     # the generator's and the DUT's CPU: a shared cache or not (the trial's prober, else one of its own)
     own_pair = ctx.pair_rtt is None and limits["max_cpu_pair_rtt_ns"] is not None
@@ -384,16 +422,19 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
             rtt = pair() if pair else None  # in the settle: ~1 ms of both CPUs
             time.sleep(max(0.0, settle_s - (time.monotonic() - ts)))
             a0 = allocs()
+            g0 = offered() if offered else None
             c0 = cpu() if cpu else None
             w0 = time.monotonic()
             time.sleep(block_s)
             w1 = time.monotonic()
             c1 = cpu() if cpu else None
+            g1 = offered() if offered else None
             a1 = allocs()
             blocks.append({"block": i, "round": (i - 1) // len(lbs) + 1, "lb": kind, "t_in": t_in, "fwd_in": fwd_in,
                            "window": [w0, w1],
                            "dut_cpu_s": (c1 - c0) / 1e9 if c0 is not None and c1 is not None else None,
                            "page_allocs": a1 - a0 if a0 is not None and a1 is not None else None,
+                           "offered_pps": (g1[1] - g0[1]) / (g1[0] - g0[0]) if g0 and g1 and g1[0] > g0[0] else None,
                            "cpu_pair_rtt_ns": rtt})
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
@@ -425,6 +466,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         series = sampler.stop() if sampling else {"samples": [], "error": None}
         sampler.close()
         allocs.close()
+        if offered is not None:
+            offered.close()
         if pair is not None and own_pair:
             pair.close()
         if cpu is not None:
