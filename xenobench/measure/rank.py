@@ -45,8 +45,10 @@ read back is in the outputs (`dut_napi_scheduling`).
 
 Rounds the testbed disturbed are left out of every ranking (`rounds_left_out`; their blocks stay in
 the outputs with `round_kept` false) and made up: each round is judged as it ends, and the
-repetition runs on until it has kept `rounds`. The rule's figures do not depend on the LBs' rates,
-so stopping at a count of kept rounds does not bias the ratios. A repetition that reaches
+repetition runs on until it has kept `rounds`. The placement's and the allocator's figures do not
+depend on the LBs' rates, so stopping at a count of kept rounds does not bias the ratios; the
+received share does, and leaves a round out only where a block's rate was the generator's, which
+is no LB's maximum. A repetition that reaches
 `max_rounds` with fewer kept is invalid (`rounds_kept`) and retried. Each block records, during its
 settle and window:
 - `cpu_pair_rtt_ns`: the round trip of one cache line between the generator's CPU and the DUT's
