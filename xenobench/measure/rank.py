@@ -295,8 +295,9 @@ def offered_reader(testbed) -> OfferedReader:
     return OfferedReader(testbed.node(lg.name), lg.iface().name)
 
 
-#: the machine rule's figures each block records (its settle's cache-line round trip, its window's page
-#: allocations per frame and, unpaced, the share of the offered frames received), judged per round, not per repetition: a repetition keeps its undisturbed rounds
+#: the machine rule's figures each block records (Rule.per_block: its settle's cache-line round trip,
+#: its window's page allocations per frame and, unpaced, the share of the offered frames received),
+#: judged per round, not per repetition: a repetition keeps its undisturbed rounds
 ROUND_FIGURES = tuple((r.figure, r.unit) for r in machine.RULES if r.per_block)
 
 
