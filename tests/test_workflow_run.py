@@ -156,7 +156,12 @@ def test_full_ci_run(clean_ci):
     rk = cfg.section("experiments")["rank"]
     assert valid["rank"] > 0, "\n".join(inv)  # why every rank trial was invalid
     rb = read_tidy(ROOT / "results/ci", "rate_blocks")
-    assert len(rb[rb.metric == "block_rx_pps"]) == valid["rank"] * rk["rounds"] * len(rk["lbs"])
+    # every block a valid repetition ran is a row, those of the rounds the machine rule left out too (a
+    # repetition runs until it keeps `rounds`); the kept ones are `rounds` a repetition
+    ran = sum(r["outputs"]["rounds_run"] for r in results["rank"] if r["valid"])
+    assert len(rb[rb.metric == "block_rx_pps"]) == ran * len(rk["lbs"])
+    kept = rb[rb.metric == "block_round_kept"]
+    assert kept.value.sum() == valid["rank"] * rk["rounds"] * len(rk["lbs"])
     samples = read_tidy(ROOT / "results/ci", "rtt_samples")
     n = summ[summ.metric == "n"]
     assert len(samples) == n.value.sum()
