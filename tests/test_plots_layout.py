@@ -341,11 +341,11 @@ def test_rehearsal_lab_figures_say_the_numbers_are_the_labs_path(tmp_path, figur
     assert "Rehearsal" not in " ".join(t.get_text() for t in figures["pps_vs_payload"].texts)
 
 
-def _trial(resdir, exp, point, rep, valid, reasons):
+def _trial(resdir, exp, point, rep, valid, reasons, pt=None):
     t = resdir / "trials" / exp / point / f"rep-{rep}"
     t.mkdir(parents=True)
     (t / "result.json").write_text(json.dumps({
-        "experiment": exp, "point": {"payload": 22}, "repetition": rep, "valid": valid, "chosen_attempt": 2,
+        "experiment": exp, "point": pt or {"payload": 22}, "repetition": rep, "valid": valid, "chosen_attempt": 2,
         "attempts": [{"attempt": 1, "reasons": ["not this attempt's"]}, {"attempt": 2, "reasons": reasons}],
         "outputs": {}}))
 
@@ -363,6 +363,33 @@ def test_placeholder_names_every_invalid_trial_and_its_reasons(tmp_path, monkeyp
     assert line == ("pps_vs_payload: no data, placeholder written (every trial of pps was invalid (3 of 3): "
                     "generator_ok: xdpgen stopped (2 trials); sampler_ok: no samples)")
     assert (tmp_path / "f" / "pps_vs_payload.png").stat().st_size > 1000
+
+
+def test_a_point_whose_every_trial_is_invalid_is_named_under_the_figure(tmp_path, figures):
+    """rtt_under_load draws the levels with a valid trial; a level whose every trial is invalid is
+    named under it with the checks that failed (block numbers aside), a level with a valid trial and
+    a capacity point (no figure draws one) are not."""
+    d = tmp_path / "local"
+    lost = "block_{}_loss_below_1pct: block {} (xenoflow): 61 of 100 probes lost (> 1 %)"
+    _trial(d, "rtt_load", "level-0.8_split-50-50", 1, False, [lost.format(1, 1), lost.format(4, 4)])
+    _trial(d, "rtt_load", "level-0.8_split-50-50", 2, False, [lost.format(2, 2), "actors_alive: dns server gone"])
+    _trial(d, "rtt_load", "level-0.8_split-single", 1, False, [lost.format(1, 1)])
+    _trial(d, "rtt_load", "level-0.8_split-single", 2, True, [])
+    _trial(d, "rtt_load", "level-max_split-worst_lb-xenoflow", 1, False, ["generator_ok: stopped"],
+           pt={"level": "max", "split": "worst", "lb": "xenoflow"})
+    assert plots.invalid_points(d, "rtt_load") == {
+        "level-0.8_split-50-50": {"block_loss_below_1pct": 2, "actors_alive": 1}}
+    head = ("testbed,experiment,point,lb,server,payload_bytes,frame_bytes,offered_pps,measured_pps,repetition,split,"
+            "background_pps,metric,value,unit,source\n")
+    (d / "rtt_summary.csv").write_text(head + "".join(
+        f"local,rtt_load,{p},xenoflow,xdp,,,,,1,{sp},{bg},rtt_{k}_us,{15 + dv},us,fixture\n"
+        for p, sp, bg in (("level-0_split-none", "none", 0), ("level-0.8_split-single", "single", 2e6))
+        for k, dv in (("median", 0), ("p25", -1), ("p75", 1))))
+    plots.rtt_under_load(d, tmp_path / "f", "local")
+    caption = " ".join(t.get_text() for t in figures["rtt_under_load"].texts)
+    assert ("Not drawn, every trial invalid (rtt_load; the checks that failed, in how many trials; invalid.csv has the "
+            "reasons): level-0.8_split-50-50 (block_loss_below_1pct in 2, actors_alive in 1).") in caption
+    assert plots.invalid_points_note(tmp_path / "none", "rtt_load") is None
 
 
 def test_placeholder_of_valid_trials_without_a_table_says_to_aggregate(tmp_path):

@@ -9,6 +9,7 @@ rather than the pixels.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from . import latency  # noqa: E402
 from .compare import THESIS_64B_PAYLOAD, read_published  # noqa: E402
 from .errors import ConfigError, DataError  # noqa: E402
 from .lb import LBS, by_hash, label as lb_label  # noqa: E402
-from .definitions import NO_SPLIT, definitions  # noqa: E402
+from .definitions import NO_SPLIT, definitions, is_capacity_point  # noqa: E402
 from .rateblocks import NOT_DISTINGUISHABLE, ratios_from_rows  # noqa: E402
 from .layout import TrialDir  # noqa: E402
 from .results import HEADERS, l1_gbps, l2_gbps, line_rate_pps, read_tidy  # noqa: E402
@@ -678,13 +679,14 @@ def rtt_under_load(resdir, outdir, testbed) -> dict:
         top = m[m.metric.isin(["rtt_median_us", "rtt_p75_us"])].value.max()
         ax.set_ylim(0, top * 1.15)  # headroom for the note at the top
         note = hash_split_note(m.lb.iloc[0]) if len(m) else None
-        ax.legend(title="background split" + (" (the profile's classes)" if note else ""), loc="lower right", ncols=2)
         ax.text(0.01, 0.97, "published (paper Sec. 5.5, text): flat below 90 Mpps, slight increase at 90 Mpps",
                 transform=ax.transAxes, fontsize=7, va="top")
+        _legend_outside(ax, title="background split" + (" (the profile's classes)" if note else ""))
         if note:
             _caption(fig, note)
         elif testbed == "thesis":
             _caption(fig, ASSUMED_SPLIT + "; the thesis's figure calls the uneven case 70/30.")
+        _caption(fig, invalid_points_note(resdir, "rtt_load"))
         _title(ax, "RTT under background load", testbed)
         _save(fig, outdir, "rtt_under_load")
     return series
@@ -1236,6 +1238,50 @@ def _trial_outcomes(resdir, experiments) -> dict[str, tuple[int, int, dict[str, 
 
 
 MAX_REASONS = 3  # the most frequent reasons a placeholder names
+
+
+def invalid_points(resdir, experiment: str) -> dict[str, dict[str, int]]:
+    """The measured points of `experiment` whose every completed trial is invalid (none of them is in a
+    table, so no figure draws them), capacity points left out (no figure draws those): point id ->
+    {check: trials}, the checks of each trial's chosen attempt, block numbers left out
+    ("block_3_loss_below_1pct" counts as "block_loss_below_1pct")."""
+    out: dict[str, dict[str, int]] = {}
+    for pdir in sorted((Path(resdir) / "trials" / experiment).glob("*")):
+        checks: dict[str, int] = {}
+        valid = total = 0
+        for d in sorted(pdir.glob("rep-*")):
+            t = TrialDir(d)
+            if not t.complete:
+                continue
+            try:
+                res = t.read_result()
+            except DataError:
+                continue
+            if is_capacity_point(res.get("point") or {}):
+                break
+            total += 1
+            if res["valid"]:
+                valid += 1
+                continue
+            seen = {re.sub(r"^block_\d+_", "block_", str(r).split(":", 1)[0].strip())
+                    for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]}
+            for c in seen or {"(no reason recorded)"}:
+                checks[c] = checks.get(c, 0) + 1
+        if total and not valid:
+            out[pdir.name] = checks
+    return out
+
+
+def invalid_points_note(resdir, experiment: str) -> str | None:
+    """A figure's caption line naming the points invalid_points finds, with each one's reasons; None
+    where there are none."""
+    bad = invalid_points(resdir, experiment)
+    if not bad:
+        return None
+    parts = [f"{p} ({', '.join(f'{c} in {n}' for c, n in sorted(ch.items(), key=lambda kv: (-kv[1], kv[0])))})"
+             for p, ch in bad.items()]
+    return (f"Not drawn, every trial invalid ({experiment}; the checks that failed, in how many trials; invalid.csv "
+            f"has the reasons): {'; '.join(parts)}.")
 
 
 def why_no_data(resdir, name: str, error: str) -> str:
