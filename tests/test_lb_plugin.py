@@ -348,9 +348,9 @@ def test_live_a_pps_point_of_mylb_is_run_aggregated_and_drawn_with_its_label(myl
     legends = {}
     real_save = plots._save
 
-    def save(fig, outdir, name):
+    def save(fig, outdir, name, resdir=None):
         legends[name] = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
-        real_save(fig, outdir, name)
+        real_save(fig, outdir, name, resdir)
 
     monkeypatch.setattr(plots, "_save", save)
     series = plots.FIGURES["pps_vs_payload"](resdir, tmp_path / "figures", cfg.name)

@@ -302,7 +302,7 @@ def test_figure_draws_the_ratios_hollow_where_not_distinguishable(tmp_path, monk
     r, _ = _tree(tmp_path, SIX)
     drawn = []
     save = plots._save
-    monkeypatch.setattr(plots, "_save", lambda fig, outdir, name: (drawn.append(fig), save(fig, outdir, name)))
+    monkeypatch.setattr(plots, "_save", lambda fig, outdir, name, resdir=None: (drawn.append(fig), save(fig, outdir, name, resdir)))
     series = ndr_pdr(r, tmp_path / "fig", "local")
     assert (tmp_path / "fig" / "ndr_pdr.png").exists()
     (ax,) = drawn[0].axes

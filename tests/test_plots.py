@@ -28,10 +28,10 @@ def _drawn_not_written(monkeypatch, written=()):
     from xenobench import plots
     save = plots._save
 
-    def close(fig, outdir, name):
+    def close(fig, outdir, name, resdir=None):
         if name in written:
-            return save(fig, outdir, name)
-        plots._place_captions(fig)
+            return save(fig, outdir, name, resdir)
+        plots._finish(fig, name, resdir)
         plt.close(fig)
     monkeypatch.setattr(plots, "_save", close)
 

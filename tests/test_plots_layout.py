@@ -31,8 +31,8 @@ def figures(monkeypatch):
     """The figures the functions draw, kept open (captions placed as when saved, nothing written)."""
     kept = {}
 
-    def keep(fig, outdir, name):
-        plots._place_captions(fig)
+    def keep(fig, outdir, name, resdir=None):
+        plots._finish(fig, name, resdir)
         kept[name] = fig
 
     monkeypatch.setattr(plots, "_save", keep)

@@ -192,8 +192,19 @@ class FigureNotWritten(DataError):
     """A figure that could not be written (a full or read-only disk): the run stops, never a placeholder."""
 
 
-def _save(fig, outdir: Path, name: str) -> None:
+def _finish(fig, name: str, resdir=None) -> None:
+    """The figure's last notes before it is written: with the results tree it was drawn from
+    (`resdir`), the points of its experiments that it does not draw because every trial of theirs
+    was invalid (invalid_points_note); then every caption placed."""
+    if resdir is not None:
+        for exp in drawn_by().get(name, ()):
+            _caption(fig, invalid_points_note(resdir, exp))
     _place_captions(fig)
+
+
+def _save(fig, outdir: Path, name: str, resdir=None) -> None:
+    """The figure finished (_finish) and written as PNG and PDF."""
+    _finish(fig, name, resdir)
     outdir = Path(outdir)
     try:
         outdir.mkdir(parents=True, exist_ok=True)
@@ -331,7 +342,7 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
     rows = _rows(resdir, "pps", "pps_vs_payload")
     rr = ratio_rows(rows)
     if len(rr):
-        return _pps_ratios(rows, rr, outdir, testbed)
+        return _pps_ratios(rows, rr, outdir, testbed, resdir)
     x = _need(rows.query("metric == 'rx_pps'"), "pps_vs_payload", resdir)
     payloads = sorted(int(p) for p in x.payload_bytes.unique())
     pos = {p: i for i, p in enumerate(payloads)}  # categorical axis, like the thesis's figure
@@ -380,7 +391,7 @@ def pps_vs_payload(resdir, outdir, testbed) -> dict:
             _caption(fig, local_note(x))
         _legend_outside(ax)
         _title(ax, "Packet rate vs payload", testbed)
-        _save(fig, outdir, "pps_vs_payload")
+        _save(fig, outdir, "pps_vs_payload", resdir)
     return series
 
 
@@ -396,7 +407,7 @@ def _ratios_by(groups: dict, figure: str, measure: str = RATIO_MEASURE) -> tuple
     return ratios, reference_of([r for rs in ratios.values() for r in rs])
 
 
-def _pps_ratios(rows, rr, outdir, testbed) -> dict:
+def _pps_ratios(rows, rr, outdir, testbed, resdir=None) -> dict:
     ratios, ref = _ratios_by({int(p): rr[rr.payload_bytes == p] for p in rr.payload_bytes.dropna().unique()},
                              "pps_vs_payload")
     payloads = list(ratios)
@@ -410,7 +421,7 @@ def _pps_ratios(rows, rr, outdir, testbed) -> dict:
         _caption(fig, interval_note() + pairs_note(pairs))
         if not reference(testbed):
             _caption(fig, local_note(rows))
-        _save(fig, outdir, "pps_vs_payload")
+        _save(fig, outdir, "pps_vs_payload", resdir)
     return series
 
 
@@ -470,7 +481,7 @@ def bandwidth_vs_payload(resdir, outdir, testbed) -> dict:
             _caption(fig, local_note(x))
         _legend_outside(ax)
         _title(ax, "Bandwidth vs payload", testbed)
-        _save(fig, outdir, "bandwidth_vs_payload")
+        _save(fig, outdir, "bandwidth_vs_payload", resdir)
     return series
 
 
@@ -493,7 +504,7 @@ def loss_vs_load(resdir, outdir, testbed) -> dict:
     rows = _rows(resdir, "loss", "loss_vs_load")
     rr = ratio_rows(rows)
     if len(rr):
-        return _loss_ratios(rows, rr, outdir, testbed)
+        return _loss_ratios(rows, rr, outdir, testbed, resdir)
     x = _need(rows[rows.metric == "loss_pct"].copy(), "loss_vs_load", resdir)
     x["nominal"] = nominal_rates(pd.concat([x, rows[rows.metric == "nominal_offered_pps"]])).loc[x.index]
     scale, unit = _rate_unit(x.nominal)
@@ -542,11 +553,11 @@ def loss_vs_load(resdir, outdir, testbed) -> dict:
         _title(ax, "Loss vs offered load (22 B payload)", testbed)
         if not reference(testbed):
             _caption(fig, local_note(x))
-        _save(fig, outdir, "loss_vs_load")
+        _save(fig, outdir, "loss_vs_load", resdir)
     return series
 
 
-def _loss_ratios(rows, rr, outdir, testbed) -> dict:
+def _loss_ratios(rows, rr, outdir, testbed, resdir=None) -> dict:
     nominal = rows[rows.metric == "nominal_offered_pps"].groupby("point").value.median()
     missing = sorted(set(rr.point) - set(nominal.index))
     if missing:
@@ -570,7 +581,7 @@ def _loss_ratios(rows, rr, outdir, testbed) -> dict:
                  + interval_note("each LB's own loss, which holds the machine's (loss_pct in the CSV)") + pairs_note(pairs))
         if not reference(testbed):
             _caption(fig, local_note(rows))
-        _save(fig, outdir, "loss_vs_load")
+        _save(fig, outdir, "loss_vs_load", resdir)
     return series
 
 
@@ -631,7 +642,7 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
         _legend_outside(cdf)
         _title(ax, "RTT with and without LB", testbed)
         cdf.set_title("CDF")
-        _save(fig, outdir, "rtt_lb_vs_none")
+        _save(fig, outdir, "rtt_lb_vs_none", resdir)
     return series
 
 
@@ -686,13 +697,12 @@ def rtt_under_load(resdir, outdir, testbed) -> dict:
             _caption(fig, note)
         elif testbed == "thesis":
             _caption(fig, ASSUMED_SPLIT + "; the thesis's figure calls the uneven case 70/30.")
-        _caption(fig, invalid_points_note(resdir, "rtt_load"))
         _title(ax, "RTT under background load", testbed)
-        _save(fig, outdir, "rtt_under_load")
+        _save(fig, outdir, "rtt_under_load", resdir)
     return series
 
 
-def _compare_ratios(c: pd.DataFrame, outdir, testbed) -> dict:
+def _compare_ratios(c: pd.DataFrame, outdir, testbed, resdir=None) -> dict:
     """lb_comparison from the paired design's rows: each LB's rate relative to the reference with
     its CI; "not distinguishable" written where the CI includes 1, no difference drawn."""
     rr = ratio_rows(c)
@@ -725,7 +735,7 @@ def _compare_ratios(c: pd.DataFrame, outdir, testbed) -> dict:
         _caption(fig, interval_note() + pairs_note(pairs))
         if not reference(testbed):
             _caption(fig, local_note(c))
-        _save(fig, outdir, "lb_comparison")
+        _save(fig, outdir, "lb_comparison", resdir)
     return series
 
 
@@ -738,7 +748,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
     except DataError:
         c = None
     if c is not None and len(ratio_rows(c)):
-        return _compare_ratios(c, outdir, testbed)
+        return _compare_ratios(c, outdir, testbed, resdir)
     pub = read_published()
     pub = pub[pub.metric.str.startswith("compare_") & (pub.unit == "Mpps")]
     if not reference(testbed):
@@ -825,7 +835,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         else:
             _caption(fig, SHARED_MACHINE_NOTE)
             _caption(fig, local_note(pd.concat(rate_tables) if rate_tables else None))
-        _save(fig, outdir, "lb_comparison")
+        _save(fig, outdir, "lb_comparison", resdir)
     return {"measured": measured, "spread": {k: (lo, hi) for k, (lo, hi, n) in bars.items()}, "above_reference":
             sorted(above), "prog_ns": prog_ns, "published": dict(zip(pub.lb, pub.value.astype(float)))}
 
@@ -847,7 +857,7 @@ def ndr_pdr(resdir, outdir, testbed) -> dict:
     reference's per frame size with its CI instead (the absolute values stay in the CSV)."""
     rows = _rows(resdir, "ndr_pdr", "ndr_pdr")
     if any(len(ratio_rows(rows, m)) for m, _ in NDR_PDR_GOALS):
-        return _ndr_pdr_ratios(rows, outdir, testbed)
+        return _ndr_pdr_ratios(rows, outdir, testbed, resdir)
     x = _need(rows[rows.metric.isin(["ndr_pps", "pdr_pps"])], "ndr_pdr", resdir)
     groups = sorted({(lb, int(p)) for lb, p in zip(x.lb, x.payload_bytes)}, key=lambda g: (g[1], g[0]))
     scale, unit = _rate_unit(x.value)
@@ -882,11 +892,11 @@ def ndr_pdr(resdir, outdir, testbed) -> dict:
                       "MLRsearch classed as a lower bound at 0 % / 0.5 % loss (its relevant lower bound; the "
                       "exceed ratio, widths and every trial are in each search's search.json)."
                       + ("" if reference(testbed) else " " + local_note(x)), y=-0.1)
-        _save(fig, outdir, "ndr_pdr")
+        _save(fig, outdir, "ndr_pdr", resdir)
     return series
 
 
-def _ndr_pdr_ratios(rows, outdir, testbed) -> dict:
+def _ndr_pdr_ratios(rows, outdir, testbed, resdir=None) -> dict:
     ratios: dict = {}
     refs = []
     for m, name in NDR_PDR_GOALS:
@@ -913,7 +923,7 @@ def _ndr_pdr_ratios(rows, outdir, testbed) -> dict:
                                  " only (each ratio one repetition's, no rounds within it)") + pairs_note(pairs))
         if not reference(testbed):
             _caption(fig, local_note(rows))
-        _save(fig, outdir, "ndr_pdr")
+        _save(fig, outdir, "ndr_pdr", resdir)
     return series
 
 
@@ -983,7 +993,7 @@ def rtt_added(resdir, outdir, testbed) -> dict:
         _caption(fig, "Median of per-round differences to no LB, bar: bootstrap 95 % CI (seed recorded in "
                       "rtt_paired.csv). Ranking ('<' only where the pair's CI excludes zero, '~' not "
                       "distinguishable): " + "; ".join(lines), y=-0.08)
-        _save(fig, outdir, "rtt_added")
+        _save(fig, outdir, "rtt_added", resdir)
     return series
 
 
@@ -1023,7 +1033,7 @@ def update_latency(resdir, outdir, testbed) -> dict:
         _title(ax, "One backend change under load", testbed)
         _caption(fig, "Each dot one change; bars: medians. Frame times are stamped where the frames arrive "
                       "(the backends' XDP sink, bpf_ktime_get_ns = the harness's CLOCK_MONOTONIC).", y=-0.06)
-        _save(fig, outdir, "update_latency")
+        _save(fig, outdir, "update_latency", resdir)
     return series
 
 
@@ -1050,7 +1060,7 @@ def update_disruption(resdir, outdir, testbed) -> dict:
         _caption(fig, "Frames after done: whole 1 ms buckets after the LB's report (a lower bound). An LB whose "
                       "connection table keeps flows on a removed backend (Katran's LRU) keeps delivering to it.",
                  y=-0.06)
-        _save(fig, outdir, "update_disruption")
+        _save(fig, outdir, "update_disruption", resdir)
     return series
 
 
@@ -1077,7 +1087,7 @@ def update_throughput(resdir, outdir, testbed) -> dict:
         ax.legend()
         _title(ax, "Throughput during a burst of changes", testbed)
         _caption(fig, local_note(x), y=-0.06)
-        _save(fig, outdir, "update_throughput")
+        _save(fig, outdir, "update_throughput", resdir)
     return series
 
 
@@ -1123,7 +1133,7 @@ def update_install(resdir, outdir, testbed) -> dict:
         _title(ax, "Installation rate under load", testbed)
         _caption(fig, "An entry: XenoFlow a class's pipe entry (remove + add), eBPF a class's slot, Katran a ring "
                       "slot whose real changed. Each change and its way back are samples.", y=-0.06)
-        _save(fig, outdir, "update_install")
+        _save(fig, outdir, "update_install", resdir)
     return series
 
 
@@ -1167,7 +1177,7 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
                       "95 % CI (bootstrap of the repetitions, then of their rounds), "
                       "hollow: CI includes 1. " + "; ".join(pairs)
                       + ("" if reference(testbed) else " " + local_note(x)), y=-0.14)
-        _save(fig, outdir, "rate_ranking")
+        _save(fig, outdir, "rate_ranking", resdir)
     return series
 
 
