@@ -17,7 +17,7 @@ import pandas as pd
 from . import measure
 from .errors import ConfigError, DataError
 from .experiments import definition, order, points
-from .layout import TrialDir, point_id, trial_results
+from .layout import TrialDir, chosen_reasons, point_id, trial_results
 from .measure import TrialRecord
 from .results import COLUMNS, KINDS, remove_tidy, validate, write_rows, write_tidy
 
@@ -119,7 +119,7 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print,
                               "point": point_id(res["point"]), "valid": bool(res.get("valid"))})
             continue
         if not res.get("valid"):
-            reasons = [r for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]]
+            reasons = chosen_reasons(res)
             invalid.append({"trial": str(trial.path.relative_to(resdir)), "experiment": res["experiment"],
                             "point": point_id(res["point"]), "attempts": len(res["attempts"]),
                             "reasons": "; ".join(reasons)})

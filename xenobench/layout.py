@@ -129,6 +129,11 @@ _RESULT_KEYS = {"experiment": (str, "a string"), "point": (dict, "an object"),
                 "outputs": (dict, "an object")}
 
 
+def chosen_reasons(res: dict) -> list[str]:
+    """The validity reasons of a result.json's chosen attempt (the one its outputs are)."""
+    return [str(r) for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]]
+
+
 def check_result(res, where) -> None:
     """Refuse a result.json that run_trial could not have written, naming the key and value."""
     def bad(key, v, want):

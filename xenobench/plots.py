@@ -27,7 +27,7 @@ from .errors import ConfigError, DataError  # noqa: E402
 from .lb import LBS, by_hash, label as lb_label  # noqa: E402
 from .definitions import NO_SPLIT, definitions, is_capacity_point  # noqa: E402
 from .rateblocks import NOT_DISTINGUISHABLE, ratios_from_rows  # noqa: E402
-from .layout import TrialDir  # noqa: E402
+from .layout import TrialDir, chosen_reasons  # noqa: E402
 from .results import HEADERS, l1_gbps, l2_gbps, line_rate_pps, read_tidy  # noqa: E402
 
 # One style for all figures, readable in print: Okabe-Ito colours (colour-blind safe), distinct
@@ -1221,7 +1221,7 @@ def _trial_outcomes(resdir, experiments) -> dict[str, tuple[int, int, dict[str, 
             if res["valid"]:
                 valid += 1
                 continue
-            chosen = [r for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]]
+            chosen = chosen_reasons(res)
             for r in chosen or ["(no reason recorded)"]:
                 reasons[str(r)] = reasons.get(str(r), 0) + 1
         out[exp] = (valid, total, reasons)
@@ -1273,8 +1273,7 @@ def invalid_points(resdir, experiment: str) -> dict[str, dict[str, int]]:
             if res["valid"]:
                 valid += 1
                 continue
-            seen = {re.sub(r"^block_\d+_", "block_", str(r).split(":", 1)[0].strip())
-                    for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for r in a["reasons"]}
+            seen = {re.sub(r"^block_\d+_", "block_", r.split(":", 1)[0].strip()) for r in chosen_reasons(res)}
             for c in seen or {"(no reason recorded)"}:
                 checks[c] = checks.get(c, 0) + 1
         if total and not valid:

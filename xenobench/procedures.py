@@ -21,7 +21,7 @@ from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, XenobenchError
 from .experiments import (available_lbs, capacity_points, check_lbs, definition, is_capacity_point, paired, points,
                           repetitions, section)
-from .layout import ResultsTree, check_results_root, point_id, write_json_atomic
+from .layout import ResultsTree, check_results_root, chosen_reasons, point_id, write_json_atomic
 from .lb import NONE, get_lb, stop_all
 from .measure.common import measured_ifaces, watch_lb
 from .resume import stop_when_orphaned
@@ -188,8 +188,7 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
     for r in range(1, reps + 1):
         res = tree.trial(experiment, point, r).read_result()
         results.append({"repetition": r, "valid": res["valid"],
-                        "reasons": [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"]
-                                    for x in a["reasons"]]})
+                        "reasons": chosen_reasons(res)})
     summary = {"experiment": experiment, "point": point, "testbed": cfg.name, "repetitions": results,
                "valid": sum(r["valid"] for r in results), "invalid": sum(not r["valid"] for r in results)}
     write_json_atomic(tree.point_summary(experiment, point), summary, indent=1)

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import REPO_ROOT, latex, machine
 from .errors import DataError, XenobenchError
-from .layout import read_json, trial_results
+from .layout import chosen_reasons, read_json, trial_results
 from .lb import LBS
 from .results import read_all
 
@@ -753,7 +753,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     if inv:
         rows = []
         for t, r in inv:
-            reasons = [x for a in r["attempts"] if a["attempt"] == r["chosen_attempt"] for x in a["reasons"]]
+            reasons = chosen_reasons(r)
             rows.append([str(t.path.relative_to(resdir)), len(r["attempts"]), "; ".join(reasons)])
         L += _table(["trial", "attempts", "reasons"], rows)
         L += ["", "To measure them again: `xenobench --config <the run's config> experiment retry-invalid` "

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from MLRsearch import Config, MeasurementResult
 
 from .errors import ConfigError, XenobenchError
-from .layout import SearchDir
+from .layout import SearchDir, chosen_reasons
 from .trials import PointPlan, disturbed_only, run_trial
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class Measured:
     @classmethod
     def from_result(cls, res: dict, path) -> "Measured":
         """A run_trial result (run or read back from disk) as the search sees it."""
-        reasons = [x for a in res["attempts"] if a["attempt"] == res["chosen_attempt"] for x in a["reasons"]]
+        reasons = chosen_reasons(res)
         o, machine_only = res["outputs"], disturbed_only(res)
         if "offered" not in o:
             return cls(0, 0, valid=False, reasons=reasons or ["no counts recorded"], path=str(path),
