@@ -543,3 +543,61 @@ def test_restore_state_of_another_prefix_leaves_this_generator_running(xtb, monk
         monkeypatch.undo()
         xtb.restore_state()
     assert not lg.running(TAG)
+
+
+# --- 4. the harness's own CPUs while the NAPI runs inline ----------------------------------------------
+HARNESS_CPUS = [
+    # (mode, generator's CPU, CPUs the harness was started with, CPUs it keeps to)
+    ("inline", 0, {0, 1}, {1}),
+    ("inline", 1, {0, 1, 2, 3}, {0, 2, 3}),
+    ("inline", 0, {0}, {0}),  # nothing else to run on: left as started
+    ("inline", 2, {0, 1}, {0, 1}),  # started away from the generator already
+    ("inline", None, {0, 1}, {0, 1}),  # the generator not pinned, or harness_off_generator false
+    ("threaded", 0, {0, 1}, {0, 1}),  # rates: the DUT's CPU runs its NAPI thread at SCHED_FIFO
+]
+
+
+@pytest.mark.parametrize("mode,gen,allowed,want", HARNESS_CPUS)
+def test_harness_cpus(mode, gen, allowed, want):
+    from xenobench.testbed.napi import harness_cpus
+    assert harness_cpus(mode, gen, allowed) == want
+
+
+def _cpu_list(text: str) -> set[int]:
+    """/proc's Cpus_allowed_list ("1", "0,2-3") as a set."""
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out |= set(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+@needs_root
+def test_inline_placement_keeps_the_harness_and_what_it_starts_off_the_generators_cpu(testbed):
+    """A paced background through an inline path leaves the generator's CPU little to spare: the
+    harness's threads (one started before the placement too) and a process it starts afterwards on
+    a node keep off it, the trial's metadata says where the harness ran, and the rates' placement
+    gives the harness back every CPU it was started with."""
+    import threading
+    gen = testbed.napi.generator_cpu()
+    started = set(os.sched_getaffinity(0))
+    if gen is None or started <= {gen}:
+        pytest.skip(f"the generator's CPU {gen} is the only CPU this process may use ({sorted(started)})")
+    want = started - {gen}
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        testbed.place_dut("inline")
+        assert {int(x): os.sched_getaffinity(int(x)) for x in os.listdir("/proc/self/task")} == \
+            dict.fromkeys(map(int, os.listdir("/proc/self/task")), want)
+        assert os.sched_getaffinity(t.native_id) == want
+        r = testbed.node_for_role("loadgen").run(["grep", "^Cpus_allowed_list:", "/proc/self/status"])
+        assert _cpu_list(r.stdout.split()[-1]) == want
+        assert testbed.cpu_placement()["harness_cpus"] == sorted(want)
+    finally:
+        testbed.place_dut("threaded")
+        stop.set()
+    assert os.sched_getaffinity(0) == started
+    assert os.sched_getaffinity(t.native_id) == started
+    assert testbed.cpu_placement()["harness_cpus"] == sorted(started)

@@ -2,6 +2,10 @@
 ingress port runs threaded NAPI pinned to `testbed.cpus.dut`, so the LB (and everything it
 forwards) runs on one CPU and the generator (traffic.xdpgen.cpu) on another; for latency
 measurements it runs inline. The switch hops named by testbed.cpus.hops follow the DUT's mode.
+With the NAPI inline, the harness itself and everything it starts (prober, capture, servers) keep
+off the generator's CPU (harness_cpus): a paced background through an inline path leaves that CPU
+little to spare, and a prober or capture started there held the generator up beyond its catch-up
+bucket (`scripts/bench_rtt_load_cpus.py`).
 The threads made are recorded in the topology's record, so they are told apart from the same-named
 threads of other testbeds and read back into every trial's metadata.
 """
@@ -93,7 +97,8 @@ class NapiPlacement:
         - "threaded": each as a kthread pinned to its CPU at SCHED_FIFO, so the LB's XDP program
           and every hop after it run on a CPU of their own, away from the generator's (rates);
         - "inline": in softirq on the CPU that handed the frame over, as a NIC's interrupt runs it
-          (latency: a sleeping kthread's wake-up on another vCPU adds 5-30 µs to every RTT)."""
+          (latency: a sleeping kthread's wake-up on another vCPU adds 5-30 µs to every RTT), with the
+          harness off the generator's CPU (place_harness)."""
         if mode not in DUT_MODES:
             raise TestbedError(f"Failed to place the LB's NAPI: mode {mode!r} is not one of {', '.join(DUT_MODES)}")
         placements = self.placements()
@@ -102,6 +107,8 @@ class NapiPlacement:
                 who = "the LB's NAPI" if key == "testbed.cpus.dut" else f"the NAPI of switch port {dev}"
                 raise TestbedError(f"Failed to pin {who}: {key}: CPU {cpu} does not exist "
                                    f"(this machine has {os.cpu_count()}; {self.cfg.path})")
+        off = self.cfg.section("testbed")["cpus"]["harness_off_generator"]
+        place_harness(mode, self.generator_cpu() if off else None)  # the harness's own process: no record
         placed = self.placed_threads()
         if self.topo.record().get("dut_napi") == mode and (mode == "inline" or (
                 set(placed) == {p[0] for p in placements}
@@ -118,6 +125,11 @@ class NapiPlacement:
                 placed[what] = self._place_napi(ns, dev, cpu)
                 self.topo.write_record(napi_threads=placed)
             self.topo.write_record(dut_napi="threaded")
+
+    def generator_cpu(self) -> int | None:
+        """The CPU the generator pins itself to (traffic.xdpgen.cpu; None: not pinned)."""
+        cpu = (self.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
+        return cpu if isinstance(cpu, int) else None
 
     def _place_napi(self, ns: str, dev: str, cpu: int) -> dict[str, str]:
         """Threaded NAPI on a veth, its kthread pinned to `cpu` (checked by place_dut) at
@@ -199,9 +211,40 @@ class NapiPlacement:
         placements = self.placements()
         (_, ns, dev, _, _), hops = placements[0], placements[1:]
         tb = self.cfg.section("testbed")
-        gen = (self.cfg.section("traffic").get("xdpgen") or {}).get("cpu")
+        gen = self.generator_cpu()
         out = {"cpus_online": os.cpu_count(), "generator_cpu": gen, "dut_cpu": tb["cpus"]["dut"],
+               "harness_cpus": sorted(os.sched_getaffinity(0)),
                "dut_napi": read("dut", ns, dev), "switch_fastpath": bool(tb["switch_fastpath"])}
         if hops:
             out["hop_napi"] = {what: {"cpu": cpu, **read(what, hns, hdev)} for what, hns, hdev, cpu, _ in hops}
         return out
+
+
+#: the harness's CPUs before place_harness first narrowed them (None: never narrowed)
+_HARNESS_CPUS: set[int] | None = None
+
+
+def harness_cpus(mode: str, generator_cpu: int | None, allowed: set[int]) -> set[int]:
+    """The CPUs the harness keeps to, of those it was started with (`allowed`):
+    - the DUT's NAPI "inline" (latency): every one but the generator's, where one is left. The
+      generator's CPU then does its sending and the path's softirq work and nothing else of ours.
+    - "threaded" (rates): all of them. The DUT's CPU then runs its NAPI thread at SCHED_FIFO, which
+      would starve a harness kept there (its samplers read every few ms) while the DUT is saturated."""
+    if mode != "inline" or generator_cpu is None or allowed <= {generator_cpu}:
+        return set(allowed)
+    return allowed - {generator_cpu}
+
+
+def place_harness(mode: str, generator_cpu: int | None) -> list[int]:
+    """Pin every thread of this process (and so what it starts from now on) to harness_cpus;
+    returns the CPUs. The mask it was started with is kept, and "threaded" restores it."""
+    global _HARNESS_CPUS
+    if _HARNESS_CPUS is None:
+        _HARNESS_CPUS = set(os.sched_getaffinity(0))
+    cpus = harness_cpus(mode, generator_cpu, _HARNESS_CPUS)
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except (ProcessLookupError, PermissionError):  # a thread that ended meanwhile; not ours to move
+            pass
+    return sorted(cpus)
