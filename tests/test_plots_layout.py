@@ -13,6 +13,7 @@ from matplotlib.text import Text
 
 from xenobench import plots
 from xenobench.lb import LBS
+from xenobench.measure.latency import paired_rows
 from xenobench.measure.rank import rank_rows
 from xenobench.results import row, write_tidy
 
@@ -240,6 +241,39 @@ def test_ratio_figures_hold_their_layout(tmp_path, figures, n_lbs, n_points):
     for name in ("pps_vs_payload", "lb_comparison", "bandwidth_vs_payload"):
         plots.FIGURES[name](d, tmp_path / "f", "local")
         check_layout(figures[name], f"{name} (ratios) with {n_lbs} LBs, {n_points} points")
+
+
+def rtt_paired_rows(n_load: int, lbs=("none", "xenoflow"), seed=4) -> list[dict]:
+    """rtt_paired rows (made by the producer, xenobench.measure.latency.paired_rows) of rtt's idle
+    point and of n_load rtt_load points: the level-0 origin, then splits in turn at backgrounds with
+    as many digits as a run's shares of a measured capacity have."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n_load + 1):
+        blocks = [(rep, rnd, lb, 9 + 2 * i + k / 4 + rng.gamma(2.0)) for rep in (1, 2, 3) for rnd in (1, 2)
+                  for i, lb in enumerate(lbs)]
+        if k == 0:
+            common = dict(testbed="fx", experiment="rtt", point="server-xdp", server="xdp", source="fixture")
+        else:
+            split = "none" if k == 1 else ("single", "50/50", "70/30", "worst")[k % 4]
+            bg = 0.0 if k == 1 else 1.8e6 * (0.5 + 0.4 * k / (n_load + 1)) * (1 + 1e-5 * k) + 0.37
+            common = dict(testbed="fx", experiment="rtt_load", point=f"p{k}", server="xdp", split=split,
+                          background_pps=bg, source="fixture")
+        out += paired_rows(blocks, list(lbs), common, 200, 1)
+    return out
+
+
+@pytest.mark.parametrize("n_load", [1, 9, 20])
+def test_rtt_added_under_load_labels_hold_for_up_to_twenty_points(tmp_path, figures, n_load):
+    """The load panel's tick labels (split and background rate) stay apart for up to 20 points, and
+    a rate measured to the packet is written with three significant digits, not six."""
+    d = write(tmp_path / "r", rtt_paired=rtt_paired_rows(n_load))
+    plots.rtt_added(d, tmp_path / "f", "local")
+    fig = figures["rtt_added"]
+    check_layout(fig, f"rtt_added with {n_load} points under load")
+    labels = [t.get_text() for t in fig.axes[1].get_xticklabels()]
+    assert len(labels) == n_load
+    assert all(len(x.split()[-2].replace(".", "").lstrip("0")) <= 3 for x in labels), labels
 
 
 @pytest.mark.parametrize("n_lbs", [1, 2, 5, 6])

@@ -985,7 +985,10 @@ def rtt_added(resdir, outdir, testbed) -> dict:
                     pts.append(d.median_us)
                     series.setdefault("load", {})[f"{lb}/{sp}/{bg:g}"] = {"median_us": d.median_us, "verdict": d.verdict}
             scale, unit = _rate_unit([k[1] for k in keys])
-            lx.set_xticks(range(len(keys)), [f"{sp}\n{bg / scale:g} {unit}" for sp, bg in keys], fontsize=7)
+            # a share of a measured capacity has as many digits as the packet count: three are read
+            upright = len(keys) > 4  # one line each, turned upright, where more than four share the axis
+            lx.set_xticks(range(len(keys)), [f"{sp}{' ' if upright else chr(10)}{bg / scale:.3g} {unit}" for sp, bg in keys],
+                          fontsize=7, rotation=90 if upright else 0)
             lx.axhline(0, color="grey", lw=0.8)
             lx.set_ylabel("added RTT vs no LB (µs)")
             lx.set_title("under background load (hollow: CI includes 0)")
