@@ -3,12 +3,13 @@
 CPU? Runs rtt_load's capacity point and one level's point for each SPLIT with the harness kept off
 the generator's CPU (testbed.cpus.harness_off_generator true, the default) and free to run anywhere
 (false), the two interleaved split by split, PASSES times, each run in a results tree of its own
-with one attempt a trial (nothing retried, so every attempt is counted once).
+with the config's attempts and machine retries (a capacity point must be valid for its level point
+to run); every attempt of a level point is counted once.
 
 Printed per attempt of a level point: the background's achieved / requested rate, the frames its
 token bucket dropped because the generator was held up longer than traffic.xdpgen.bucket_ms
 (tokens_lost), the probes lost, the largest cache-line round trip of the attempt and its verdict;
-then per placement: attempts whose background reached 99 % (rtt_load's rule), attempts without a
+then per placement: attempts, those whose background reached 99 % (rtt_load's rule), attempts without a
 lost token, probes lost, valid attempts.
 
 What it does not tell: how often the host separates the two vCPUs (both placements meet that state
@@ -27,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from xenobench.config import load_config
+from xenobench.errors import XenobenchError
 from xenobench.experiments import points
 from xenobench.layout import ResultsTree
 from xenobench.procedures import run_point
@@ -36,51 +38,56 @@ import benchargs  # noqa: E402  (scripts/benchargs.py)
 PLACEMENTS = (("off the generator's CPU", True), ("anywhere", False))
 
 
-def bench_config(base: Path, off: bool, d: Path) -> Path:
-    """A config extending `base`: the harness's placement, one attempt a trial, no machine retries."""
+def bench_config(base: Path, off: bool, level: float, splits: list[str], d: Path) -> Path:
+    """A config extending `base`: the harness's placement, rtt_load at the one level and the splits."""
     f = d / f"bench-harness-off-{str(off).lower()}.yaml"
     f.write_text(yaml.safe_dump({"extends": str(base.resolve()),
                                  "testbed": {"cpus": {"harness_off_generator": off}},
-                                 "experiments": {"max_attempts": 1, "machine_retries": 0}}))
+                                 "experiments": {"rtt_load": {"levels": [level], "splits": splits}}}))
     return f
 
 
 def attempts(cfg, point: dict, root: Path) -> list[dict]:
-    """Every attempt of the point's repetitions: background share, tokens lost, probes lost, verdict."""
+    """Every attempt of the point's repetitions, each once: background share, tokens lost, probes
+    lost, the largest cache-line round trip, verdict."""
     out = []
     tree = ResultsTree(root, cfg.name)
     for rep in range(1, int(cfg.section("experiments")["repetitions"]) + 1):
         trial = tree.trial("rtt_load", point, rep)
-        res = trial.read_result()
         machine = json.loads(trial.metadata.read_text()).get("machine") or {}
-        o = res["outputs"]
-        bg = o.get("background") or {}
-        req = bg.get("requested_pps") or 0
-        rtts = [x for rec in machine.values() for x in rec.get("cpu_pair_rtt_ns") or ()]
-        out.append({"share": (bg.get("achieved_pps") or 0) / req if req else None,
-                    "tokens_lost": bg.get("tokens_lost"),
-                    "probes_lost": sum(int(b["probe"].get("lost") or 0) for b in o.get("blocks") or [] if b.get("probe")),
-                    "valid": res["valid"], "reasons": [r for a in res["attempts"] for r in a["reasons"]],
-                    "pair_rtt_ns": max(rtts) if rtts else None})
+        for a in trial.read_result()["attempts"]:
+            att = trial.attempt(a["attempt"])
+            o = json.loads(att.outputs.read_text())
+            bg = o.get("background") or {}
+            req = bg.get("requested_pps") or 0
+            rtts = (machine.get(att.path.name) or {}).get("cpu_pair_rtt_ns") or ()
+            out.append({"share": (bg.get("achieved_pps") or 0) / req if req else None,
+                        "tokens_lost": bg.get("tokens_lost"),
+                        "probes_lost": sum(int(b["probe"].get("lost") or 0) for b in o.get("blocks") or [] if b.get("probe")),
+                        "valid": a["valid"], "reasons": a["reasons"], "pair_rtt_ns": max(rtts) if rtts else None})
     return out
 
 
 def main(argv):
-    a = benchargs.parse(__doc__, ("LEVEL", benchargs.positive_float, 0.8, "rtt_load level (a share of the capacity)"),
+    a = benchargs.parse(__doc__, ("LEVEL", benchargs.positive_float, 0.8, "rtt_load level, a share of the capacity (need not be in CONFIG)"),
                         ("SPLITS", str, "single,70/30", "rtt_load splits, comma-separated"),
                         ("PASSES", benchargs.positive_int, 2, "runs of each placement, interleaved"),
                         ("CONFIG", benchargs.existing_file, "config/local.yaml", "testbed config to extend"), argv=argv)
     splits = [s.strip() for s in a.splits.split(",") if s.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="xb-bench-rtt-load-cpus-"))
-    cfgs = {off: load_config(bench_config(Path(a.config), off, tmp)) for _, off in PLACEMENTS}
+    try:
+        cfgs = {off: load_config(bench_config(Path(a.config), off, a.level, splits, tmp)) for _, off in PLACEMENTS}
+    except XenobenchError as e:  # a level or split the schema refuses, named with the key
+        print(f"bench_rtt_load_cpus: LEVEL {a.level} or SPLITS {a.splits!r}: {e}", file=sys.stderr)
+        return 2
     plan = points(cfgs[True], "rtt_load")
     chosen = {}
     for s in splits:
         cap = [p for p in plan if p.get("split") == s and p.get("level") == "max"]
         lvl = [p for p in plan if p.get("split") == s and p.get("level") == a.level]
         if not cap or not lvl:
-            print(f"bench_rtt_load_cpus: rtt_load in {a.config} has no level {a.level} or capacity point for "
-                  f"split {s!r} (`xenobench experiment plan --only rtt_load` lists them)", file=sys.stderr)
+            print(f"bench_rtt_load_cpus: rtt_load has no level {a.level} or capacity point for split {s!r} "
+                  "(`xenobench experiment plan --only rtt_load` lists the points)", file=sys.stderr)
             return 2
         chosen[s] = cap + lvl
     print(f"bench_rtt_load_cpus: level {a.level}, splits {splits}, {a.passes} passes; results under {tmp}", flush=True)
