@@ -2,12 +2,15 @@
 loss onset), and the agreement checks across one run's tables (compare vs rate_ranking, the
 reference's rate flat below the network limit), from fixture tables."""
 
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from xenobench.compare import NOT_DISTINGUISHABLE_HERE, Finding, agreement, compare, reproduced
+from xenobench.compare import (FLAT_PERMUTATIONS, NOT_DISTINGUISHABLE_HERE, Finding, agreement, compare, flat_p_value,
+                               reproduced, smallest_p_value)
 from xenobench.lb import LBS
 from xenobench.measure.rank import rank_rows
 from xenobench.results import read_tidy, row, write_tidy
@@ -168,20 +171,62 @@ def test_compare_and_rank_that_contradict_are_named(tmp_path):
 
 
 def test_the_references_rate_is_flat_below_the_network_limit(tmp_path):
-    write_tidy("pps", pps(tmp_path, {2: [1.00e5, 1.03e5], 22: [1.02e5, 1.04e5], 48: [0.99e5, 1.025e5],
-                                     128: [0.5e5, 0.52e5]}, lb=WIRE), tmp_path)
-    assert agreement(tmp_path) == [Finding(
-        f"reference_flat/{WIRE}", True,
-        f"{WIRE}'s rate below 64 B payload: flat within its intervals over 3 payloads (every min-max overlaps "
-        "0.102-0.1025 Mpps)")]
+    write_tidy("pps", pps(tmp_path, {2: [1.00e5, 1.03e5, 1.01e5], 22: [1.02e5, 1.00e5, 1.04e5],
+                                     48: [0.99e5, 1.025e5, 1.005e5], 128: [0.5e5, 0.52e5, 0.51e5]}, lb=WIRE), tmp_path)
+    [f] = agreement(tmp_path)
+    assert (f.check, f.ok) == (f"reference_flat/{WIRE}", True)
+    assert f.text.startswith(f"{WIRE}'s rate below 64 B payload: flat: its 3 payloads' medians range from "
+                             "0.1005 Mpps at 48 B to 0.102 Mpps at 22 B, no further apart than its repetitions' own "
+                             "spread gives (permutation test of the payloads, p = ")
+    assert f.text.endswith(" ≥ 0.05)")
 
 
 def test_a_reference_rate_that_moves_between_payloads_is_named(tmp_path):
+    write_tidy("pps", pps(tmp_path, {2: [1.00e5, 1.01e5, 1.005e5], 22: [1.02e5, 1.03e5, 1.025e5],
+                                     48: [0.90e5, 0.91e5, 0.905e5]}, lb=WIRE), tmp_path)
+    [(ok, text)] = [(x.ok, x.text) for x in agreement(tmp_path)]
+    head, p, tail = re.fullmatch(r"(.*, p = )([0-9.e-]+)( < 0\.05\).*)", text).groups()
+    assert (ok, head, tail) == (False, (
+        f"{WIRE}'s rate below 64 B payload: not flat: its 3 payloads' medians range from 0.0905 Mpps at 48 B to "
+        "0.1025 Mpps at 22 B, further apart than its repetitions' own spread gives (permutation test of the "
+        "payloads, p = "), " < 0.05): the machine's state moved between payloads, or the path depends on the payload")
+    # the observed partition is the most extreme one: p is the design's smallest, 1/280, up to the
+    # Monte Carlo error of FLAT_PERMUTATIONS relabellings
+    assert abs(float(p) - smallest_p_value([3, 3, 3])) < 4 * (smallest_p_value([3, 3, 3]) / FLAT_PERMUTATIONS) ** 0.5
+
+
+@pytest.mark.parametrize("step, share_flat", [
+    # a flat rate, repetitions with a 5 % CV: judged flat in about 95 % of studies (the test's level);
+    # the min-max overlap this check used before judged it flat in about 43 % (six payloads of three)
+    (1.00, (0.92, 1.0)),
+    # two of six payloads 15 % slower: judged not flat in nearly every study
+    (0.85, (0.0, 0.05)),
+])
+def test_how_often_the_flat_check_says_flat(step, share_flat):
+    rng = np.random.default_rng(7)
+    flat = 0
+    for _ in range(200):
+        groups = [rng.normal(1e5 * (step if i < 2 else 1.0), 5e3, 3) for i in range(6)]
+        flat += flat_p_value(groups, permutations=400, seed=int(rng.integers(1 << 30))) >= 0.05
+    assert share_flat[0] <= flat / 200 <= share_flat[1]
+
+
+@pytest.mark.parametrize("sizes, smallest", [
+    ([2, 2], 1 / 3),             # {a,b}{c,d}: 3 partitions into two pairs
+    ([2, 2, 2], 1 / 15),         # 15 partitions into three pairs: never below 0.05
+    ([3, 3, 3], 1 / 280),
+    ([2, 3], 1 / 10),
+])
+def test_the_smallest_p_value_a_design_can_give(sizes, smallest):
+    assert smallest_p_value(sizes) == pytest.approx(smallest)
+
+
+def test_too_few_repetitions_to_tell_are_not_judged(tmp_path):
     write_tidy("pps", pps(tmp_path, {2: [1.00e5, 1.01e5], 22: [1.02e5, 1.03e5], 48: [0.90e5, 0.91e5]}, lb=WIRE),
                tmp_path)
-    assert [x.text for x in agreement(tmp_path)] == [
-        f"{WIRE}'s rate below 64 B payload: not flat: 22 B 0.1025 [0.102, 0.103] Mpps and 48 B 0.0905 [0.09, 0.091] "
-        "Mpps do not overlap (the machine's state moved between payloads, or the path depends on the payload)"]
+    assert [(x.ok, x.text) for x in agreement(tmp_path)] == [
+        (None, f"{WIRE}'s rate below 64 B payload: not judged, 3 payloads of 2/2/2 repetitions cannot show a "
+               "difference at 95% (the smallest p-value they can give is 0.067)")]
 
 
 def test_nothing_to_check_is_no_finding(tmp_path):
@@ -193,4 +238,5 @@ def test_nothing_to_check_is_no_finding(tmp_path):
 def test_a_reference_with_one_repetition_is_not_judged(tmp_path, n):
     write_tidy("pps", pps(tmp_path, {2: [1e5] * n, 22: [1e5]}, lb=WIRE), tmp_path)
     assert [(x.ok, x.text) for x in agreement(tmp_path)] == [
-        (None, f"{WIRE}'s rate below 64 B payload: not judged, a payload with one repetition (no interval)")]
+        (None, f"{WIRE}'s rate below 64 B payload: not judged, a payload with one repetition (no spread to "
+               "judge the payloads' differences against)")]

@@ -9,6 +9,7 @@ with their verdict but do not change the exit status.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -434,11 +435,52 @@ def _compare_vs_rank(resdir) -> list[Finding]:
     return out
 
 
+#: the flatness check's permutation test (flat_p_value): how many random relabellings, and their seed
+FLAT_PERMUTATIONS, FLAT_SEED = 2000, 1
+
+
+def _between_spread(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per row of `values` (one labelling each), the groups' spread about the grand mean:
+    sum over groups of size x (group mean - grand mean)^2 (one-way ANOVA's between-group sum of
+    squares; the groups are the consecutive runs of `sizes` values starting at `starts`)."""
+    means = np.add.reduceat(values, starts, axis=1) / sizes
+    return ((means - values.mean(axis=1, keepdims=True)) ** 2 * sizes).sum(axis=1)
+
+
+def smallest_p_value(sizes) -> float:
+    """The smallest p-value a permutation test of groups of these sizes can give: the share of all
+    labellings that make the same partition as the observed one (its members reordered within each
+    group, and groups of equal size swapped)."""
+    sizes = [int(n) for n in sizes]
+    same = math.prod(math.factorial(n) for n in sizes) * math.prod(
+        math.factorial(sizes.count(n)) for n in set(sizes))
+    return same / math.factorial(sum(sizes))
+
+
+def flat_p_value(groups, permutations: int = FLAT_PERMUTATIONS, seed: int = FLAT_SEED) -> float:
+    """The p-value of "every group has the same rate" (the groups: one payload's repetitions each):
+    the share of random relabellings of all values across the groups, sizes kept, whose spread
+    between the groups (_between_spread) is at least the observed one, the observed labelling
+    counted as one of them (a Monte Carlo permutation test; exact in level whatever the
+    distribution of the values, as long as they are exchangeable where the rate is flat). numpy
+    only, as the bootstraps here: scipy, whose permutation_test does the same, is not a dependency."""
+    vals = [np.asarray(g, dtype=float) for g in groups]
+    x = np.concatenate(vals)
+    sizes = np.array([len(v) for v in vals], dtype=float)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+    observed = _between_spread(x[None, :], starts, sizes)[0]
+    rng = np.random.default_rng(seed)
+    relabelled = rng.permuted(np.tile(x, (int(permutations), 1)), axis=1)
+    hits = int((_between_spread(relabelled, starts, sizes) >= observed * (1 - 1e-12)).sum())
+    return (1 + hits) / (1 + int(permutations))
+
+
 def _reference_flat(resdir) -> list[Finding]:
     """The reference LB's (the wire's) absolute rate across the pps payloads below the network
     limit (published network_bound_from_payload_bytes: the thesis's rate is flat below it, the
-    network not yet the bottleneck) is flat within its interval: the repetitions' min-max of every
-    payload overlap a common rate."""
+    network not yet the bottleneck) is flat: its payloads' repetitions differ between payloads no
+    more than within them (flat_p_value at 1 - latency.CI_LEVEL). Not judged where a payload has
+    one repetition, or where so few repetitions cannot reach that level (smallest_p_value)."""
     pps = _tables(resdir, "pps")
     if pps is None:
         return []
@@ -448,27 +490,35 @@ def _reference_flat(resdir) -> list[Finding]:
     if not len(limit):
         return []
     limit = float(limit.iloc[0])
+    alpha = 1 - latency.CI_LEVEL
     out = []
     for lb in sorted(k for k in set(pps.lb) if LBS.get(k) is not None and LBS[k].reference):
         x = pps[(pps.lb == lb) & (pps.payload_bytes < limit)]
-        agg = x.groupby("payload_bytes").value.agg(["median", "min", "max", "count"]).sort_index()
-        if len(agg) < 2:
+        groups = {float(p): g.value.to_numpy(dtype=float) for p, g in x.groupby("payload_bytes")}
+        if len(groups) < 2:
             continue
-        if agg["count"].min() < 2:
-            out.append(Finding(f"reference_flat/{lb}", None,
-                               f"{lb}'s rate below {limit:g} B payload: not judged, a payload with one repetition "
-                               "(no interval)"))
+        check, head = f"reference_flat/{lb}", f"{lb}'s rate below {limit:g} B payload: "
+        sizes = [len(g) for g in groups.values()]
+        if min(sizes) < 2:
+            out.append(Finding(check, None, head + "not judged, a payload with one repetition (no spread to "
+                                                   "judge the payloads' differences against)"))
             continue
-        lo_p, hi_p = agg["max"].idxmin(), agg["min"].idxmax()  # the payloads whose intervals lie furthest apart
-        flat = float(agg["min"].max()) <= float(agg["max"].min())
-        def iv(p):
-            return f"{agg['median'][p] / 1e6:.4g} [{agg['min'][p] / 1e6:.4g}, {agg['max'][p] / 1e6:.4g}] Mpps"
-        out.append(Finding(f"reference_flat/{lb}", flat,
-                           f"{lb}'s rate below {limit:g} B payload: " + (
-                               f"flat within its intervals over {len(agg)} payloads (every min-max overlaps "
-                               f"{float(agg['min'].max()) / 1e6:.4g}-{float(agg['max'].min()) / 1e6:.4g} Mpps)" if flat
-                               else f"not flat: {hi_p:g} B {iv(hi_p)} and {lo_p:g} B {iv(lo_p)} do not overlap "
-                                    "(the machine's state moved between payloads, or the path depends on the payload)")))
+        floor = smallest_p_value(sizes)
+        if floor > alpha:
+            out.append(Finding(check, None, head + f"not judged, {len(groups)} payloads of {'/'.join(map(str, sizes))} "
+                                                   f"repetitions cannot show a difference at {latency.CI_LEVEL:.0%} "
+                                                   f"(the smallest p-value they can give is {floor:.2g})"))
+            continue
+        p = flat_p_value(list(groups.values()))
+        med = {k: float(np.median(v)) for k, v in groups.items()}
+        lo, hi = min(med, key=med.get), max(med, key=med.get)
+        span = (f"its {len(groups)} payloads' medians range from {med[lo] / 1e6:.4g} Mpps at {lo:g} B to "
+                f"{med[hi] / 1e6:.4g} Mpps at {hi:g} B")
+        test = f"(permutation test of the payloads, p = {p:.2g} {'≥' if p >= alpha else '<'} {alpha:.2g})"
+        out.append(Finding(check, bool(p >= alpha), head + (
+            f"flat: {span}, no further apart than its repetitions' own spread gives {test}" if p >= alpha
+            else f"not flat: {span}, further apart than its repetitions' own spread gives {test}: the machine's "
+                 "state moved between payloads, or the path depends on the payload")))
     return out
 
 
