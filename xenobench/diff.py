@@ -43,18 +43,17 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataError
+from .latency import CI_LEVEL, NOT_DISTINGUISHABLE
 from .results import HIGHER, KINDS, LOWER, metric, read_all, read_sidecar, write_rows
 
 #: the columns that key a row besides its table: what was measured, with which LB, under which conditions
 #: (not background_pps: a background's rate is a share of the LB's maximum measured in the same run,
 #: different in every run; the point names its level)
 KEY = ("experiment", "point", "lb", "metric", "payload_bytes", "server", "split", "changes_per_s", "generator")
-CI_LEVEL = 0.95
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 1
 DIFFERENCE_UNITS = ("us", "%")  # compared as B - A: round trips, percentages
 BETTER, WORSE = "better", "worse"
-NOT_DISTINGUISHABLE = "not distinguishable"
 NO_INTERVAL = "no interval"
 MIN_VALUES = 4  # per side for an interval (module docstring)
 MAX_DRAW_CELLS = 4_000_000  # values drawn per numpy call in a plain bootstrap (bounds memory to ~32 MB)

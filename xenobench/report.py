@@ -31,7 +31,9 @@ import numpy as np
 from . import REPO_ROOT, latex, machine
 from .errors import DataError, XenobenchError
 from .layout import chosen_reasons, read_json, trial_results
+from .latency import NOT_DISTINGUISHABLE
 from .lb import LBS
+from .rateblocks import MIN_ROUNDS, ratios_from_rows
 from .results import read_all
 
 HARDWARE_TESTBEDS = ("fips", "thesis")
@@ -114,7 +116,6 @@ def _ndr_pdr_lines(tidy: dict) -> list[list]:
             out.append([f"trials per search, {lb}, {int(pl) + 42} B frame", f"{trials.median():g}",
                         _span(trials, fmt="g"), len(trials)])
     # the paired design: each LB's bound relative to the reference's searched in the same turns
-    from .rateblocks import ratios_from_rows
     for pl, g in x.groupby("payload_bytes"):
         for goal in ("ndr", "pdr"):
             for r in ratios_from_rows(g, goal):
@@ -126,12 +127,11 @@ def _ndr_pdr_lines(tidy: dict) -> list[list]:
 
 def _verdict(r) -> str:
     """A ratio's verdict in words (rateblocks.RateRatio), saying why where too few ratios make it."""
-    from .rateblocks import MIN_ROUNDS
-    if r.verdict != "not distinguishable":
+    if r.verdict != NOT_DISTINGUISHABLE:
         return f"{r.lb} {r.verdict} than {r.reference}"
     if r.rounds < MIN_ROUNDS:
-        return f"not distinguishable ({r.rounds} ratios; an order needs {MIN_ROUNDS})"
-    return "not distinguishable"
+        return f"{NOT_DISTINGUISHABLE} ({r.rounds} ratios; an order needs {MIN_ROUNDS})"
+    return NOT_DISTINGUISHABLE
 
 
 def _paired_section(tidy: dict) -> list[str]:
@@ -160,7 +160,6 @@ def _paired_section(tidy: dict) -> list[str]:
 def _rank_section(tidy: dict) -> list[str]:
     """The interleaved rate design (xenobench.measure.rank): per point each LB against the reference and
     every pair, median ratio with its bootstrap 95 % CI; an order only where the CI excludes 1."""
-    from .rateblocks import ratios_from_rows
     if "rate_ranking" not in tidy:
         return []
     x = tidy["rate_ranking"]
