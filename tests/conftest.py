@@ -37,12 +37,12 @@ needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root: network namespa
 
 @pytest.fixture(scope="session")
 def local_cfg():
-    """config/local.yaml with the machine rule's placement, allocator and other-load limits off (steal
-    stays judged): the tests check procedures and their records on a machine other suites share, not
-    that machine's state; tests/test_machine.py and tests/test_rank.py check the rule itself."""
+    """config/local.yaml with the machine rule's placement, allocator, other-load and steadiness limits
+    off (steal stays judged): the tests check procedures and their records on a machine other suites
+    share, not that machine's state; tests/test_machine.py and tests/test_rank.py check the rule itself."""
     cfg = load_config()
     cfg.section("experiments").update(max_cpu_pair_rtt_ns=None, max_page_allocs_per_frame=None, max_received_share=None,
-                                      max_other_load_share=None)
+                                      max_other_load_share=None, max_unpaced_cv_pct=None)
     return cfg
 
 

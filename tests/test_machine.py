@@ -143,6 +143,31 @@ def test_the_machine_rule(desc, limits, pair, over):
     assert rec["over"] == over and rec["disturbed"] == bool(over)
 
 
+# what an unpaced trial's procedure hands the rule (machine.MEASURED_KEY) -> the figures over the limit
+MEASURED_CASES = [
+    ("the rate moved within the trial", {"unpaced_cv_pct": 22.5}, {"unpaced_cv_pct": 22.5}),
+    ("a steady rate", {"unpaced_cv_pct": 4.0}, {}),
+    ("at the limit is not over", {"unpaced_cv_pct": 10.0}, {}),
+    ("too few intervals for a spread", {"unpaced_cv_pct": None}, {}),
+    ("a paced trial hands nothing", None, {}),
+    # a procedure measures only what MEASURED names: it cannot override a figure of the snapshots
+    # (the fixture's steal share, 0.2, judged here against 0.05)
+    ("no say over steal", {"steal_share": 0.0, "unpaced_cv_pct": 1.0}, {"steal_share": 0.2}),
+]
+
+
+@pytest.mark.parametrize("desc, measured, over", MEASURED_CASES, ids=[c[0] for c in MEASURED_CASES])
+def test_a_figure_the_procedure_measured_is_judged_by_the_same_rule(desc, measured, over):
+    b, a = {"local": machine.parse_snapshot(BEFORE)}, {"local": machine.parse_snapshot(AFTER)}
+    steal = 0.05 if "steal_share" in (measured or {}) else None
+    rec = machine.record(b, a, PLACEMENT, {**lim(steal), "max_unpaced_cv_pct": 10.0}, [], measured)
+    assert rec["over"] == over and rec["disturbed"] == bool(over)
+    if "unpaced_cv_pct" in over:
+        assert machine.reason(rec) == (
+            "an unpaced trial's rate moved within it, nothing but the machine changing (CV of its steady intervals' "
+            "rates, %) 22.5 > experiments.max_unpaced_cv_pct 10: the machine's state, not the LB's")
+
+
 def test_a_span_too_short_judges_no_share():
     """3 ticks: one tick of steal would be a third of it"""
     short = AFTER.replace("cpu0 1120 0 520 8040 0 0 120 0 0 0", "cpu0 1001 0 501 8001 0 0 100 0 0 0").replace(
@@ -203,6 +228,30 @@ def test_run_trial_records_the_machine_and_retries_a_stolen_attempt(local_cfg, t
     assert "| t | attempt-1: steal_share 0.2 | valid (a later attempt) |" in text
     assert "## Trials the machine disturbed (1 of 1 trials;" in text
     assert "largest a trial CPU's time the hypervisor gave to someone else (steal share) 0.2;" in text
+
+
+def test_an_unpaced_trial_whose_rate_moved_is_retried(tmp_path, monkeypatch):
+    from xenobench.config import load_config
+    cfg = load_config()  # config/local.yaml judges an unpaced trial's steadiness
+
+    class Testbed:
+        def cpu_placement(self):
+            return PLACEMENT
+    Testbed.cfg = cfg
+    _snapshots(monkeypatch, [BEFORE, BEFORE] * 2)  # no steal, no load: only the procedure's figure judges
+    cvs = iter([22.5, 3.1])
+
+    def unpaced(ctx):
+        return {machine.MEASURED_KEY: {"unpaced_cv_pct": next(cvs)}}, Validity()
+    res = run_trial(Testbed(), "unit", {"x": 3}, 1, TrialDir(tmp_path / "t"), unpaced, ifaces=[], max_attempts=1,
+                    settle_s=0, cooldown_s=0, progress=lambda m: None)
+    limit = cfg.section("experiments")["max_unpaced_cv_pct"]
+    assert res["valid"] and res["chosen_attempt"] == 2  # a spare attempt: the machine's, not the trial's
+    assert res["attempts"][0]["reasons"] == [
+        "machine_undisturbed: an unpaced trial's rate moved within it, nothing but the machine changing (CV of its "
+        f"steady intervals' rates, %) 22.5 > experiments.max_unpaced_cv_pct {limit:g}: the machine's state, not the LB's"]
+    meta = json.loads((tmp_path / "t" / "metadata.json").read_text())["machine"]
+    assert [meta[a]["figures"]["unpaced_cv_pct"] for a in ("attempt-1", "attempt-2")] == [22.5, 3.1]
 
 
 @needs_root

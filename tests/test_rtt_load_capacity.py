@@ -276,6 +276,11 @@ def test_a_09_level_asks_09_of_the_maximum_measured_under_its_own_conditions(tes
     maximum = delivered_pps(cap_out)
     assert maximum > 0
     assert "probe" not in cap_out  # a capacity point sends no probes
+    # unpaced: its steadiness goes to the machine rule, recorded beside the snapshots' figures
+    from xenobench.machine import MEASURED_KEY
+    assert cap_out[MEASURED_KEY] == {"unpaced_cv_pct": cap_out["rx_cv_pct"]}
+    cap_meta = json.loads(cap_trial.metadata.read_text())["machine"][f"attempt-{cap_res['chosen_attempt']}"]
+    assert cap_meta["figures"]["unpaced_cv_pct"] == cap_out["rx_cv_pct"]
     level = {"level": 0.9, "split": "worst"}
     run_point(testbed, "rtt_load", level, results_root=tmp_path, progress=quiet)
     res = tree.trial("rtt_load", level, 1).read_result()
@@ -285,6 +290,7 @@ def test_a_09_level_asks_09_of_the_maximum_measured_under_its_own_conditions(tes
         assert o["capacity_pps"] == {"xenoflow": maximum}
         assert o["background_pps"] == float(round(0.9 * maximum))
         assert bg.get("achieved_pps", 0) > 0
+        assert MEASURED_KEY not in o  # paced: its rate is the one asked for, no steadiness to judge
         print(f"attempt {a['attempt']}: capacity {maximum:.0f} pps, asked {o['background_pps']:.0f} pps, reached "
               f"{bg['achieved_pps']:.0f} pps ({bg['achieved_pps'] / o['background_pps']:.3f}): "
               f"{a['reasons'] or 'valid'}")

@@ -1,9 +1,10 @@
 """What the machine did to a trial, and the one rule that judges it (RULES): CPU steal time, the
 other load on the trial's CPUs, the placement of the generator's and the DUT's vCPUs (a cache line's
-round trip between them), the generator's page allocations per frame, and in an unpaced block of an
+round trip between them), the generator's page allocations per frame, in an unpaced block of an
 interleaved design the share of what the generator itself sent that the backends received (near 1,
-the generator's own rate, not the LB, set the block's rate); the CPUs' frequency is
-recorded beside them. xenobench.trials records the figures per attempt in every trial's
+the generator's own rate, not the LB, set the block's rate), and in an unpaced trial the spread of
+its rate over its steady intervals (the procedure measures it: MEASURED; nothing but the machine
+changes within such a trial); the CPUs' frequency is recorded beside them. xenobench.trials records the figures per attempt in every trial's
 metadata.json (`machine`) and judges every attempt of every kind by RULES once (`machine_undisturbed`:
 an attempt over a limit is retried like any invalid attempt, after waiting for the placement to
 come back: wait_calm); the interleaved designs (xenobench.measure.rank) judge each round's blocks by
@@ -226,7 +227,15 @@ RULES = (
     Rule("received_share", "max_received_share",
          "the generator's own rate, not the LB, set an unpaced block's rate (share of the frames the generator "
          "offered that the backends received)", "share", per_block=True),
+    Rule("unpaced_cv_pct", "max_unpaced_cv_pct",
+         "an unpaced trial's rate moved within it, nothing but the machine changing (CV of its steady intervals' "
+         "rates, %)", "%"),
 )
+
+#: the figures a procedure measures itself and hands to the rule in its outputs (MEASURED_KEY: figure ->
+#: value): an unpaced trial's rate is steady unless the machine's state moved within it
+MEASURED_KEY = "machine_figures"
+MEASURED = frozenset({"unpaced_cv_pct"})
 
 
 #: the validity checks that judge the machine's state, not the trial: an attempt as a whole
@@ -277,14 +286,16 @@ def figures(rec: dict) -> dict[str, float | None]:
             "cpu_pair_rtt_ns": max(pair) if pair else None}
 
 
-def record(before: dict, after: dict, placement: dict | None, lim: dict, pair_rtt_ns: list | None = None) -> dict:
+def record(before: dict, after: dict, placement: dict | None, lim: dict, pair_rtt_ns: list | None = None,
+           measured: dict | None = None) -> dict:
     """metadata.json's `machine` entry of one attempt: per host the load of the trial's CPUs, the
-    cache-line round trips sampled (pair_rtt_ns), the judged figures (figures) and those over their
-    limits (`over`; `disturbed` where any)."""
+    cache-line round trips sampled (pair_rtt_ns), the judged figures (figures, and those the
+    procedure measured itself: `measured`, of MEASURED) and those over their limits (`over`;
+    `disturbed` where any)."""
     cpus = trial_cpus(placement)
     per_host = {h: host_load(before.get(h, {"error": "no snapshot before"}), a, cpus) for h, a in after.items()}
     rec = {"trial_cpus": cpus, "hosts": per_host, "cpu_pair_rtt_ns": list(pair_rtt_ns or []), "limits": lim}
-    rec["figures"] = figures(rec)
+    rec["figures"] = {**figures(rec), **{k: v for k, v in (measured or {}).items() if k in MEASURED}}
     rec["over"] = over(rec["figures"], lim)
     rec["disturbed"] = bool(rec["over"])
     return rec

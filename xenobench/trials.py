@@ -387,7 +387,7 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
         inside = set(outputs.get("machine_judged_per_round") or ())
         judged = {r.key: (None if r.figure in inside else limits[r.key]) for r in machine.RULES}
         load = machine.record(m0, machine.snapshot(testbed), meta.get("cpu_placement"), judged,
-                              [x for x in rtts if x is not None])
+                              [x for x in rtts if x is not None], outputs.get(machine.MEASURED_KEY))
         if waited is not None:
             load["waited"] = waited
         meta.setdefault("machine", {})[att.path.name] = load

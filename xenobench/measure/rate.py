@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 
+from .. import machine
 from ..errors import DataError, XenobenchError
 from ..progcost import measure as measure_prog_cost
 from ..results import metric, row
@@ -91,6 +92,8 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
            "loss_pct": (100.0 * (1 - rx / tx)) if tx else None,
            "lb_forwarded": fwd, "lb_per_backend": per_backend, "lb_stats_after": st1,
            "stopped_early": "; ".join(gone) if gone else None}
+    if rate == 0:  # unpaced: its rate moves only with the machine's state, which the machine rule judges
+        out[machine.MEASURED_KEY] = {"unpaced_cv_pct": steady.cv_pct}
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "generator reported invalid")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
     v.require("sampler_ok", series["error"] is None, series["error"] or "")
