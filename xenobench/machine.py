@@ -4,12 +4,12 @@ round trip between them), the generator's page allocations per frame, in an unpa
 interleaved design the share of what the generator itself sent that the backends received (near 1,
 the generator's own rate, not the LB, set the block's rate), and in an unpaced trial the spread of
 its rate over its steady intervals (the procedure measures it: MEASURED; nothing but the machine
-changes within such a trial); the CPUs' frequency is recorded beside them. xenobench.trials records the figures per attempt in every trial's
-metadata.json (`machine`) and judges every attempt of every kind by RULES once (`machine_undisturbed`:
-an attempt over a limit is retried like any invalid attempt, after waiting for the placement to
-come back: wait_calm); the interleaved designs (xenobench.measure.rank) judge each round's blocks by
-the same RULES and limits. The run report counts and names the trials it judged disturbed
-(xenobench.report). docs/vm-noise.md is the method.
+changes within such a trial); the CPUs' frequency is recorded beside them. xenobench.trials records
+the figures per attempt in every trial's metadata.json (`machine`) and judges every attempt of every
+kind by RULES once (`machine_undisturbed`: an attempt over a limit is retried like any invalid
+attempt, after waiting for the placement to come back: wait_calm); the interleaved designs
+(xenobench.measure.rank) judge each round's blocks by the same RULES and limits. The run report
+counts and names the trials it judged disturbed (xenobench.report). docs/vm-noise.md is the method.
 
 How it is measured: one snapshot before and one after the procedure, of every host that runs the
 trial's CPUs (the load generator's and the LB's node, named by the first node read on it; on the
