@@ -6,8 +6,8 @@ so that every attempt is recorded as it came; then judges the same attempts with
 limit. Both variants see exactly the same attempts: a paired comparison by construction, no
 interleaving needed.
 
-Printed per attempt: the maximum (the steady rate the study would take), the CV of its steady
-intervals' rates, the largest cache-line round trip, and the verdict of the rest of the rule; then
+Printed per attempt: the maximum (the steady rate the study would take), the figure the limit
+judges (the CV of the rates of its steady span's quarters), the largest cache-line round trip, and the verdict of the rest of the rule; then
 for the attempts the rest of the rule accepts, with the limit and without it: how many, the median
 maximum, its min-max and the spread (CV) of the maxima across trials, and the median of the maxima
 the limit leaves out.
@@ -57,8 +57,10 @@ def attempts(cfg, point: dict, root: Path, trials: int) -> list[dict]:
         for a in trial.read_result()["attempts"]:
             att = trial.attempt(a["attempt"])
             o = json.loads(att.outputs.read_text())
-            rtts = (machine.get(att.path.name) or {}).get("cpu_pair_rtt_ns") or ()
-            out.append({"rep": rep, "rx_pps": o.get("rx_pps"), "cv_pct": o.get("rx_cv_pct"), "valid": a["valid"],
+            rec = machine.get(att.path.name) or {}
+            rtts = rec.get("cpu_pair_rtt_ns") or ()
+            cv = (rec.get("figures") or {}).get("unpaced_cv_pct")  # recorded though not judged here
+            out.append({"rep": rep, "rx_pps": o.get("rx_pps"), "cv_pct": cv, "valid": a["valid"],
                         "reasons": a["reasons"], "pair_rtt_ns": max(rtts) if rtts else None})
     return out
 

@@ -323,11 +323,13 @@ def test_live_a_config_declared_lb_forwards_like_the_package(mylb, testbed, tmp_
 @needs_root
 @pytest.mark.e2e  # a whole point: run, aggregate, draw; make test keeps the live forwarding test above
 def test_live_a_pps_point_of_mylb_is_run_aggregated_and_drawn_with_its_label(mylb, testbed, tmp_path, monkeypatch):
-    # the thesis's protocol (one point per LB), and the machine's placement not judged: this checks the
-    # driver's path through the harness on a machine other suites share (tests/test_machine.py: the rule)
+    # the thesis's protocol (one point per LB), and the machine's placement, other load and an unpaced
+    # trial's steadiness not judged: this checks the driver's path through the harness on a machine
+    # other suites share (tests/test_machine.py: the rule)
     p = cfg_file(tmp_path, experiments={"pps": {"repetitions": 1, "lbs": ["mylb"], "payloads": [22], "paired": False,
                                                 "rate_pps": 0, "duration_s": 1},
-                                        "max_cpu_pair_rtt_ns": None, "max_other_load_share": None})
+                                        "max_cpu_pair_rtt_ns": None, "max_other_load_share": None,
+                                        "max_unpaced_cv_pct": None})
     cfg = load_config(p)
     pid = point_id({"lb": "mylb", "payload": 22})
     r = xb("--config", str(p), "experiment", "run", "pps", pid, "--results", str(tmp_path / "results"), timeout=600)

@@ -164,8 +164,8 @@ def test_a_figure_the_procedure_measured_is_judged_by_the_same_rule(desc, measur
     assert rec["over"] == over and rec["disturbed"] == bool(over)
     if "unpaced_cv_pct" in over:
         assert machine.reason(rec) == (
-            "an unpaced trial's rate moved within it, nothing but the machine changing (CV of its steady intervals' "
-            "rates, %) 22.5 > experiments.max_unpaced_cv_pct 10: the machine's state, not the LB's")
+            "an unpaced trial's rate moved within it, nothing but the machine changing (CV of the rates of its steady "
+            "span's quarters, %) 22.5 > experiments.max_unpaced_cv_pct 10: the machine's state, not the LB's")
 
 
 def test_a_span_too_short_judges_no_share():
@@ -248,8 +248,8 @@ def test_an_unpaced_trial_whose_rate_moved_is_retried(tmp_path, monkeypatch):
     limit = cfg.section("experiments")["max_unpaced_cv_pct"]
     assert res["valid"] and res["chosen_attempt"] == 2  # a spare attempt: the machine's, not the trial's
     assert res["attempts"][0]["reasons"] == [
-        "machine_undisturbed: an unpaced trial's rate moved within it, nothing but the machine changing (CV of its "
-        f"steady intervals' rates, %) 22.5 > experiments.max_unpaced_cv_pct {limit:g}: the machine's state, not the LB's"]
+        "machine_undisturbed: an unpaced trial's rate moved within it, nothing but the machine changing (CV of the "
+        f"rates of its steady span's quarters, %) 22.5 > experiments.max_unpaced_cv_pct {limit:g}: the machine's state, not the LB's"]
     meta = json.loads((tmp_path / "t" / "metadata.json").read_text())["machine"]
     assert [meta[a]["figures"]["unpaced_cv_pct"] for a in ("attempt-1", "attempt-2")] == [22.5, 3.1]
 

@@ -4,7 +4,7 @@ per-second counters, the harness's sampled rx counters, a generator's tx counter
 import numpy as np
 import pytest
 
-from xenobench.steady import steady_range, steady_state, steady_state_of_counter
+from xenobench.steady import parts_cv_pct, steady_range, steady_state, steady_state_of_counter
 
 
 def test_sampled_counter_drops_ramp_intervals():
@@ -38,3 +38,41 @@ def test_weighted_span_rate_uses_interval_durations():
     assert s.span_rate == pytest.approx(100)
     s = steady_state([100, 99, 100], durations=[1, 2, 1])
     assert s.span_rate == pytest.approx((100 + 198 + 100) / 4)
+
+
+def counter(interval_s: float, rates) -> list[tuple[float, float]]:
+    """(time_s, cumulative count) samples of a counter running at `rates`, one per interval."""
+    out, n = [(0.0, 0.0)], 0.0
+    for i, r in enumerate(rates, 1):
+        n += r * interval_s
+        out.append((interval_s * i, n))
+    return out
+
+
+STEADINESS = [
+    # 1 s at 20 ms: the intervals alternate +-15 % (the scheduler's scatter), the quarters do not move
+    ("20 ms scatter", counter(0.02, [1.15e6, 0.85e6] * 25), 0.0, 1.0),
+    # the same second at 250 ms, the last quarter 40 % faster: the rate itself moved
+    ("250 ms, a faster last quarter", counter(0.25, [1e6, 1e6, 1e6, 1.4e6]), 18.1, 18.3),
+    # at 20 ms the same move gives the same figure
+    ("20 ms, a faster last quarter", counter(0.02, [1e6] * 38 + [1.4e6] * 12), 17.5, 19.5),
+    # the ramp intervals at either end are not part of the steady span
+    ("ramps left out", counter(0.25, [0.2e6, 1e6, 1e6, 1e6, 1e6, 0.3e6]), 0.0, 0.0),
+    # three intervals: three parts
+    ("three intervals", counter(0.25, [1e6, 1.1e6, 1e6]), 5.5, 5.7),
+]
+
+
+@pytest.mark.parametrize("desc, samples, low, high", STEADINESS, ids=[c[0] for c in STEADINESS])
+def test_how_steady_a_span_was_does_not_depend_on_the_sampling_interval(desc, samples, low, high):
+    assert low <= parts_cv_pct(samples) <= high
+
+
+@pytest.mark.parametrize("samples", [[(0, 0), (0.25, 100)], [(0, 5), (1, 5)], [(0, 0)]])
+def test_a_span_of_one_interval_has_no_steadiness(samples):
+    assert parts_cv_pct(samples) is None
+
+
+def test_uneven_intervals_keep_every_part_non_empty():
+    # one short interval then a long one: the cut for two parts falls after the first
+    assert parts_cv_pct([(0, 0), (0.1, 1e5), (1.0, 1e6)]) == pytest.approx(0.0)

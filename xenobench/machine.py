@@ -3,10 +3,10 @@ other load on the trial's CPUs, the placement of the generator's and the DUT's v
 round trip between them), the generator's page allocations per frame, in an unpaced block of an
 interleaved design the share of what the generator itself sent that the backends received (near 1,
 the generator's own rate, not the LB, set the block's rate), and in an unpaced trial the spread of
-its rate over its steady intervals (the procedure measures it: MEASURED; nothing but the machine
-changes within such a trial); the CPUs' frequency is recorded beside them. xenobench.trials records
-the figures per attempt in every trial's metadata.json (`machine`) and judges every attempt of every
-kind by RULES once (`machine_undisturbed`: an attempt over a limit is retried like any invalid
+its rate over the quarters of its steady span (the procedure measures it: MEASURED; nothing but the
+machine changes within such a trial); the CPUs' frequency is recorded beside them. xenobench.trials
+records the figures per attempt in every trial's metadata.json (`machine`) and judges every attempt
+of every kind by RULES once (`machine_undisturbed`: an attempt over a limit is retried like any invalid
 attempt, after waiting for the placement to come back: wait_calm); the interleaved designs
 (xenobench.measure.rank) judge each round's blocks by the same RULES and limits. The run report
 counts and names the trials it judged disturbed (xenobench.report). docs/vm-noise.md is the method.
@@ -228,8 +228,8 @@ RULES = (
          "the generator's own rate, not the LB, set an unpaced block's rate (share of the frames the generator "
          "offered that the backends received)", "share", per_block=True),
     Rule("unpaced_cv_pct", "max_unpaced_cv_pct",
-         "an unpaced trial's rate moved within it, nothing but the machine changing (CV of its steady intervals' "
-         "rates, %)", "%"),
+         "an unpaced trial's rate moved within it, nothing but the machine changing (CV of the rates of its steady "
+         "span's quarters, %)", "%"),
 )
 
 #: the figures a procedure measures itself and hands to the rule in its outputs (MEASURED_KEY: figure ->

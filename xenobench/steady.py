@@ -82,3 +82,29 @@ def steady_state_of_counter(samples) -> Steady:
     """The rule on samples of a cumulative counter [(time_s, value), ...]."""
     rates, durations = interval_rates(samples)
     return steady_state(rates, durations)
+
+
+#: the stretches a steady range is cut into to judge how steady it was (parts_cv_pct)
+STEADINESS_PARTS = 4
+
+
+def parts_cv_pct(samples, parts: int = STEADINESS_PARTS) -> float | None:
+    """How steady a cumulative counter's steady range was, whatever its sampling interval: the range
+    (steady_range) cut at whole intervals into `parts` consecutive stretches of about equal duration
+    (fewer where it has fewer intervals), the CV (%) of their mean rates. Interval rates sampled
+    every few ms scatter with the scheduler; a quarter of the range averages that out and keeps a
+    change of the rate itself. None under two stretches."""
+    rates, durations = interval_rates(samples)
+    a, b = steady_range(rates)
+    r, d = rates[a:b], durations[a:b]
+    n = min(int(parts), len(r))
+    if n < 2:
+        return None
+    ends = np.cumsum(d)
+    # after the interval that reaches k/n of the duration; every stretch keeps an interval
+    cuts = sorted({min(max(int(np.searchsorted(ends, ends[-1] * k / n, side="left")) + 1, 1), len(r) - 1)
+                   for k in range(1, n)})
+    frames, secs = np.add.reduceat(r * d, [0, *cuts]), np.add.reduceat(d, [0, *cuts])
+    means = frames / secs
+    mean = float(np.mean(means))
+    return float(100.0 * np.std(means, ddof=1) / mean) if mean > 0 else None

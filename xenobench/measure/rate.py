@@ -25,7 +25,7 @@ from ..errors import DataError, XenobenchError
 from ..progcost import measure as measure_prog_cost
 from ..results import metric, row
 from ..sampler import RateSampler
-from ..steady import steady_state_of_counter
+from ..steady import parts_cv_pct, steady_state_of_counter
 from ..traffic import run_traffic
 from ..trials import TrialContext, Validity
 from . import rank
@@ -93,7 +93,7 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
            "lb_forwarded": fwd, "lb_per_backend": per_backend, "lb_stats_after": st1,
            "stopped_early": "; ".join(gone) if gone else None}
     if rate == 0:  # unpaced: its rate moves only with the machine's state, which the machine rule judges
-        out[machine.MEASURED_KEY] = {"unpaced_cv_pct": steady.cv_pct}
+        out[machine.MEASURED_KEY] = {"unpaced_cv_pct": parts_cv_pct(series["samples"])}
     v.require("generator_ok", bool(gen.get("valid")), gen.get("reason") or "generator reported invalid")
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
     v.require("sampler_ok", series["error"] is None, series["error"] or "")
