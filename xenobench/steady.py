@@ -11,7 +11,10 @@ counters of every traffic executor) are computed alike:
   (leading and trailing ramp intervals are excluded; interior dips are kept: they are measurement);
 - the steady-state rate is the median of the steady range's interval rates; `span_rate` is the
   counter difference over the steady range's time (the mean rate, what a generator's achieved/
-  requested ratio needs); cv_pct is their spread.
+  requested ratio needs); cv_pct is their spread;
+- how steady the steady range was, whatever the sampling interval (parts_cv_pct): the spread of the
+  mean rates of its quarters, which the machine rule judges for an unpaced trial
+  (xenobench.machine, unpaced_cv_pct).
 
 This module is a leaf: numpy only, so node-side agents may import it.
 """
