@@ -7,10 +7,10 @@ limit. Both variants see exactly the same attempts: a paired comparison by const
 interleaving needed.
 
 Printed per attempt: the maximum (the steady rate the study would take), the figure the limit
-judges (the CV of the rates of its steady span's quarters), the largest cache-line round trip, and the verdict of the rest of the rule; then
-for the attempts the rest of the rule accepts, with the limit and without it: how many, the median
-maximum, its min-max and the spread (CV) of the maxima across trials, and the median of the maxima
-the limit leaves out.
+judges (the CV of the rates of its steady span's quarters), the largest cache-line round trip, and
+the verdict of the rest of the rule; then for the attempts the rest of the rule accepts, with the
+limit and without it: how many, the median maximum, its min-max and the spread (CV) of the maxima
+across trials, and the median of the maxima the limit leaves out.
 
 What it does not tell: what a retry of a left-out attempt would have measured (the study retries
 it; the machine may still be in the state that moved it), and another machine kind.
@@ -79,24 +79,23 @@ def main(argv):
                         ("LIMIT", benchargs.positive_float, None, "CV limit in per cent (None: the config's max_unpaced_cv_pct)"),
                         ("CONFIG", benchargs.existing_file, "config/local.yaml", "testbed config to extend"), argv=argv)
     tmp = Path(tempfile.mkdtemp(prefix="xb-bench-unpaced-cv-"))
+
+    def refuse(why: str) -> int:  # before touching the machine: nothing left behind
+        shutil.rmtree(tmp)
+        print(f"bench_unpaced_cv: {why}", file=sys.stderr)
+        return 2
     try:
         cfg = load_config(bench_config(Path(a.config), a.split, a.trials, tmp))
         limit = a.limit if a.limit is not None else load_config(a.config).section("experiments").get("max_unpaced_cv_pct")
     except XenobenchError as e:  # a split the schema refuses, named with the key
-        shutil.rmtree(tmp)
-        print(f"bench_unpaced_cv: SPLIT {a.split!r}: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"SPLIT {a.split!r}: {e}")
     if limit is None:
-        shutil.rmtree(tmp)
-        print(f"bench_unpaced_cv: {a.config} does not judge an unpaced trial's steadiness "
-              "(experiments.max_unpaced_cv_pct is null): give LIMIT", file=sys.stderr)
-        return 2
+        return refuse(f"{a.config} does not judge an unpaced trial's steadiness (experiments.max_unpaced_cv_pct "
+                      "is null): give LIMIT")
     cap = [p for p in points(cfg, "rtt_load") if p.get("split") == a.split and p.get("level") == "max"]
     if not cap:
-        shutil.rmtree(tmp)
-        print(f"bench_unpaced_cv: rtt_load has no capacity point for split {a.split!r} (`xenobench experiment plan "
-              "--only rtt_load` lists the points)", file=sys.stderr)
-        return 2
+        return refuse(f"rtt_load has no capacity point for split {a.split!r} (`xenobench experiment plan --only "
+                      "rtt_load` lists the points)")
     print(f"bench_unpaced_cv: split {a.split}, {a.trials} trials, limit {limit:g} %; results under {tmp}", flush=True)
     tb = get_testbed(cfg)
     tb.down()

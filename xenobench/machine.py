@@ -6,8 +6,8 @@ the generator's own rate, not the LB, set the block's rate), and in an unpaced t
 its rate over the quarters of its steady span (the procedure measures it: MEASURED; nothing but the
 machine changes within such a trial); the CPUs' frequency is recorded beside them. xenobench.trials
 records the figures per attempt in every trial's metadata.json (`machine`) and judges every attempt
-of every kind by RULES once (`machine_undisturbed`: an attempt over a limit is retried like any invalid
-attempt, after waiting for the placement to come back: wait_calm); the interleaved designs
+of every kind by RULES once (`machine_undisturbed`: an attempt over a limit is retried like any
+invalid attempt, after waiting for the placement to come back: wait_calm); the interleaved designs
 (xenobench.measure.rank) judge each round's blocks by the same RULES and limits. The run report
 counts and names the trials it judged disturbed (xenobench.report). docs/vm-noise.md is the method.
 
@@ -202,13 +202,15 @@ MIN_JUDGED_S = 0.5
 @dataclass(frozen=True)
 class Rule:
     """One figure of the machine's state, the experiments key of its limit (None: not judged), what a
-    value over the limit means, and whether each block of an interleaved design records it, so that
-    its rounds are judged one by one (xenobench.measure.rank)."""
+    value over the limit means, whether each block of an interleaved design records it, so that
+    its rounds are judged one by one (xenobench.measure.rank), and whether the trial's procedure
+    measures it itself and hands it over (MEASURED_KEY) instead of the snapshots."""
     figure: str
     key: str
     what: str
     unit: str
     per_block: bool = False
+    by_procedure: bool = False
 
 
 #: the one rule: every attempt (xenobench.trials.run_trial) and every round of an interleaved design
@@ -229,13 +231,13 @@ RULES = (
          "offered that the backends received)", "share", per_block=True),
     Rule("unpaced_cv_pct", "max_unpaced_cv_pct",
          "an unpaced trial's rate moved within it, nothing but the machine changing (CV of the rates of its steady "
-         "span's quarters, %)", "%"),
+         "span's quarters, %)", "%", by_procedure=True),
 )
 
-#: the figures a procedure measures itself and hands to the rule in its outputs (MEASURED_KEY: figure ->
-#: value): an unpaced trial's rate is steady unless the machine's state moved within it
+#: where a procedure hands the rule the figures it measures itself (its outputs' key: figure -> value);
+#: only those of MEASURED are taken, so that no procedure overrides a figure of the snapshots
 MEASURED_KEY = "machine_figures"
-MEASURED = frozenset({"unpaced_cv_pct"})
+MEASURED = frozenset(r.figure for r in RULES if r.by_procedure)
 
 
 #: the validity checks that judge the machine's state, not the trial: an attempt as a whole
