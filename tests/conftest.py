@@ -29,6 +29,7 @@ settings.register_profile("quick", max_examples=25)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 
 from xenobench.config import load_config  # noqa: E402
+from xenobench.lb import LBS  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
 
 IS_ROOT = os.geteuid() == 0
@@ -55,6 +56,16 @@ def testbed(local_cfg):
     tb.up()
     yield tb
     tb.down()
+
+
+@pytest.fixture(autouse=True)
+def _lb_kinds_as_the_test_found_them():
+    """The LB kinds a config declares stay declared until another config is loaded (xenobench.lb:
+    the last config loaded owns them). A test that loads such a config would hand them to the next
+    test of its worker; each test ends with the kinds it started with."""
+    declared = LBS._declared
+    yield
+    LBS._declared = declared
 
 
 @pytest.fixture(autouse=True)

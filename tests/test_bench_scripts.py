@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from xenobench import REPO_ROOT
-from xenobench.lb import KINDS as LB_KINDS
+from xenobench.lb import kinds as lb_kinds
 
 SCRIPTS = sorted((REPO_ROOT / "scripts").glob("bench_*.py"))
 
@@ -51,7 +51,7 @@ def test_help_and_a_bad_first_argument(script):
     r = _run(script, "no-such-value")
     if script.name == "bench_search.py":  # LB: a name, checked against the LBs
         assert (r.returncode, r.stderr.strip()) == (
-            1, f"Failed to run the benchmark: LB 'no-such-value' is not one of {', '.join(LB_KINDS)}")
+            1, f"Failed to run the benchmark: LB 'no-such-value' is not one of {', '.join(lb_kinds())}")
     else:
         assert r.returncode == 2, (r.stdout, r.stderr)
         last = r.stderr.splitlines()[-1]
