@@ -5,7 +5,7 @@ send: one raw Ethernet/IPv4/UDP frame with an explicit destination MAC (so it ca
 send --ipip-to REAL: the same datagram inside an outer IPv4 header to REAL (IPIP, RFC 2003),
       as an encapsulating LB (Katran) sends it, addressed to --dst-mac, the L3 gateway's.
 recv: wait for a UDP datagram to BIND:PORT carrying the expected payload on IFACE; prints
-      `received ...`; one still inside IPIP (the interface does not decapsulate) is named so and
+      `listening on IFACE` once its socket is bound, then `received ...`; one still inside IPIP (the interface does not decapsulate) is named so and
       exits 4. It reads IPv4 packets off the interface with an AF_PACKET socket (packet(7):
       a packet socket gets every frame of its protocol as the driver hands it up, before IP
       routing), not with a UDP socket bound to the address: a datagram to the VIP reaches a UDP
@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     eth_p_ip = 0x0800
     with socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(eth_p_ip)) as sk:
         sk.bind((a.iface, eth_p_ip))
+        print(f"listening on {a.iface}", flush=True)  # the sender waits for this line
         deadline = time.monotonic() + a.timeout
         while (left := deadline - time.monotonic()) > 0:
             sk.settimeout(left)

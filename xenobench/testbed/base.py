@@ -205,12 +205,14 @@ class Testbed:
         backend = self.node(b.name)
         port = 9
         token = f"xenobench-check-{b.name}-{time.time_ns()}"
-        recv = backend.start("check-recv", backend.python_argv(
-            "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--iface", b.iface().name,
-            "--port", str(port),
-            "--expect", token, "--timeout", "5"))
+        try:  # sent once the receiver's socket is bound (a fixed wait lost the datagram on a busy machine)
+            recv = backend.start_until("check-recv", backend.python_argv(
+                "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--iface", b.iface().name,
+                "--port", str(port), "--expect", token, "--timeout", "5"),
+                "listening on", what=f"the check's UDP receiver ({b.iface().name})")
+        except NodeError as e:
+            return desc, False, str(e)
         try:
-            time.sleep(0.3)
             sender.run(sender.python_argv(
                 "xenobench.agents.udpcheck", "send", *send, "--dst-ip", self.cfg.service.vip,
                 "--port", str(port), "--payload", token), timeout=10)
