@@ -115,8 +115,6 @@ def test_the_checks_datagram_goes_out_once_its_receiver_listens(testbed):
     client, b = testbed.node_for_role("client"), testbed.cfg.backend_nodes()[0]
     _, ok, detail = testbed._check_vip_to_backend(client, b)
     assert ok and detail.startswith("received "), detail
-    log = testbed.node(b.name).read_text(testbed.node(b.name).log_path("check-recv")).splitlines()
-    assert log[-2:] == [f"listening on {b.iface().name}", detail]
     gone = dataclasses.replace(b, interfaces=(dataclasses.replace(b.iface(), name="xbnosuch0"),))
     _, ok, detail = testbed._check_vip_to_backend(client, gone)
     assert (ok, detail) == (False, f"Failed to start the check's UDP receiver (xbnosuch0) on {b.name}: "

@@ -15,11 +15,10 @@ def test_recv_without_the_address_configured_on_the_backend(testbed):
     assert NOT_HERE not in node.run(["ip", "-o", "addr"]).stdout
     token = f"xbd-check-{time.time_ns()}"
     offset = len(node.read_text(node.log_path("udpcheck-test")))  # logs are appended across runs
-    h = node.start("udpcheck-test", node.python_argv(
+    h = node.start_until("udpcheck-test", node.python_argv(
         "xenobench.agents.udpcheck", "recv", "--bind", NOT_HERE, "--iface", b.iface().name,
-        "--port", "9", "--expect", token, "--timeout", "5"))
+        "--port", "9", "--expect", token, "--timeout", "5"), "listening on", what="udpcheck recv")
     try:
-        time.sleep(0.5)
         send_udp(testbed, "client", dst_mac=b.iface().mac, dst_ip="10.99.0.46", port=9, payload=token, count=1)
         send_udp(testbed, "client", dst_mac=b.iface().mac, dst_ip=NOT_HERE, port=8, payload=token, count=1)
         send_udp(testbed, "client", dst_mac=b.iface().mac, dst_ip=NOT_HERE, port=9, payload=token, count=1)
@@ -30,5 +29,6 @@ def test_recv_without_the_address_configured_on_the_backend(testbed):
     finally:
         node.stop("udpcheck-test")
     ci = testbed.cfg.role("client").iface()
-    # only the datagram to NOT_HERE:9 matched (other address, other port ignored)
-    assert out == [f"received {len(token)} bytes from {ci.addr}:40000"]
+    # it says when its socket is bound (the sender waits for that); then only the datagram to
+    # NOT_HERE:9 matched (other address, other port ignored)
+    assert out == [f"listening on {b.iface().name}", f"received {len(token)} bytes from {ci.addr}:40000"]
