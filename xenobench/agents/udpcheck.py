@@ -4,15 +4,15 @@ send: one raw Ethernet/IPv4/UDP frame with an explicit destination MAC (so it ca
       backend directly while carrying the VIP as destination IP), via an AF_PACKET socket.
 send --ipip-to REAL: the same datagram inside an outer IPv4 header to REAL (IPIP, RFC 2003),
       as an encapsulating LB (Katran) sends it, addressed to --dst-mac, the L3 gateway's.
-recv: wait for a UDP datagram to BIND:PORT carrying the expected payload on IFACE; prints
-      `listening on IFACE` once its socket is bound, then `received ...`; one still inside IPIP (the interface does not decapsulate) is named so and
-      exits 4. It reads IPv4 packets off the interface with an AF_PACKET socket (packet(7):
-      a packet socket gets every frame of its protocol as the driver hands it up, before IP
-      routing), not with a UDP socket bound to the address: a datagram to the VIP reaches a UDP
-      socket only if the VIP is configured on the host (ip(7): bind() of a non-local address is
-      EADDRNOTAVAIL, and IP_FREEBIND/IP_TRANSPARENT only allow the bind, the kernel still does not
-      deliver locally a packet for an address it does not own), and a backend behind an XDP LB
-      needs no VIP (the XDP responder answers in the driver).
+recv: wait for a UDP datagram to BIND:PORT carrying the expected payload on IFACE; prints `listening
+      on IFACE` once its socket is bound, then `received ...`; one still inside IPIP (the interface
+      does not decapsulate) is named so and exits 4. It reads IPv4 packets off the interface with an
+      AF_PACKET socket (packet(7): a packet socket gets every frame of its protocol as the driver
+      hands it up, before IP routing), not with a UDP socket bound to the address: a datagram to the
+      VIP reaches a UDP socket only if the VIP is configured on the host (ip(7): bind() of a
+      non-local address is EADDRNOTAVAIL, and IP_FREEBIND/IP_TRANSPARENT only allow the bind, the
+      kernel still does not deliver locally a packet for an address it does not own), and a backend
+      behind an XDP LB needs no VIP (the XDP responder answers in the driver).
 """
 
 import argparse

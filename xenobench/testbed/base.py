@@ -205,7 +205,7 @@ class Testbed:
         backend = self.node(b.name)
         port = 9
         token = f"xenobench-check-{b.name}-{time.time_ns()}"
-        try:  # sent once the receiver's socket is bound (a fixed wait lost the datagram on a busy machine)
+        try:  # sent once the receiver's socket is bound (after a fixed wait it could arrive before the bind)
             recv = backend.start_until("check-recv", backend.python_argv(
                 "xenobench.agents.udpcheck", "recv", "--bind", self.cfg.service.vip, "--iface", b.iface().name,
                 "--port", str(port), "--expect", token, "--timeout", "5"),
