@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /* xdpgen: send one compiled stream cycle (a pcap written by `xenobench traffic compile`) out of a
- * device as XDP live frames, at the maximum rate or paced, and print a JSON result on stdout.
+ * device from XDP, at the maximum rate or paced, and print a JSON result on stdout.
  *
- * How: BPF_PROG_RUN of xdpgen.bpf.c with BPF_F_TEST_XDP_LIVE_FRAMES (kernel >= 5.18,
+ * Two drivers, one program logic and one result (README.md, "Drivers"): live frames where the
+ * kernel allows them, else the loop (xg_loop.c): frames circulating in a private veth pair, each
+ * lap sending a copy. --driver auto (the default) asks the kernel first (xdpgen_probe).
+ *
+ * Live: BPF_PROG_RUN of xdpgen.bpf.c with BPF_F_TEST_XDP_LIVE_FRAMES (kernel >= 5.18,
  * Documentation/bpf/bpf_prog_run.rst): the run repeats the program, each repetition turns a
  * page-pool frame into the next frame of the cycle and redirects it to the device. A trial is one
  * long test run: every call costs two RCU grace periods (measured ~30 ms here), so batches of
@@ -15,7 +19,8 @@
  * peer's ring took or refused), summed over queues, null where the driver has no such counters.
  *
  * Exit codes: 0 done (count, duration or SIGINT/SIGTERM), 1 bad option, 2 bad pcap, 3 no such
- * device, 4 CPU pinning failed, 5 BPF load failed, 6 a test run failed. Errors on stderr as
+ * device, 4 CPU pinning failed, 5 BPF load failed, 6 a test run failed (e.g. live frames forced on
+ * a kernel that refuses them), 7 the loop could not be set up. Errors on stderr as
  * "Failed to <call>: <reason>". See README.md. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,6 +48,8 @@
 #include <bpf/libbpf.h>
 #include "xdpgen_common.h"
 #include "xdpgen.skel.h"
+#include "xg_dev.h"
+#include "xg_loop.h"
 
 #define XG_VERSION "1.0"
 
@@ -54,7 +61,12 @@ enum xg_exit {
 	XG_EXIT_CPU = 4,
 	XG_EXIT_BPF = 5,
 	XG_EXIT_RUN = 6,
+	XG_EXIT_LOOP = 7,
 };
+
+/* how frames are made: --driver */
+enum xg_driver { XG_AUTO, XG_LIVE, XG_LOOP };
+static const char *const driver_names[] = {"auto", "live", "loop"};
 
 #define POLL_S 0.001          /* watcher: counters polled (count limit, duration, samples) */
 #define DEFAULT_BUCKET_S 0.010 /* paced: frames that may leave back to back when behind (10 ms) */
@@ -92,6 +104,9 @@ static const struct xg_option options[] = {
 	{"repeat", 'R', "N", "test-run repetitions per call (default: the most; a trial is one call)"},
 	{"xdp-batch", 'x', "N", "frames per XDP flush inside a call, 1..256 (default: 256 unpaced, the page pool's recycling ring is as large; 64 paced)"},
 	{"sample-ms", 's', "MS", "period of the [seconds, frames] samples in the result (default 10; 0: none)"},
+	{"driver", 'D', "NAME", "auto (default): live frames where the kernel allows them, else loop; live: XDP live frames (BPF_PROG_RUN); loop: frames circulating in a private veth pair"},
+	{"loop-frames", 'L', "N", "loop: frames circulating, 1..192 (default 64)"},
+	{"probe", 'P', NULL, "send nothing: tell whether this kernel allows XDP live frames and which driver --driver picks (JSON); --dev and --pcap not needed"},
 	{"help", 'h', NULL, "print this help"},
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -107,17 +122,22 @@ struct xg_config {
 	int repeat;       /* repetitions per test-run call */
 	uint32_t xdp_batch;
 	double sample_s;
+	enum xg_driver driver;
+	uint32_t loop_frames;
+	bool probe;
 };
 
 static const struct xg_config defaults = {
 	.rate = 0, .duration = 0, .count = 0, .cpu = -1, .bucket_s = DEFAULT_BUCKET_S,
-	.repeat = DEFAULT_REPEAT, .xdp_batch = 0, .sample_s = 0.010,
+	.repeat = DEFAULT_REPEAT, .xdp_batch = 0, .sample_s = 0.010, .driver = XG_AUTO,
+	.loop_frames = XG_LOOP_DEFAULT_FRAMES, .probe = false,
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: xdpgen --dev IFNAME --pcap FILE [options]\n"
-		   "Send a compiled stream cycle as XDP live frames; JSON result on stdout.\n\n");
+		   "Send a compiled stream cycle from XDP (live frames, or a loop where the kernel refuses\n"
+		   "them); JSON result on stdout.\n\n");
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		char left[40];
 		snprintf(left, sizeof(left), "-%c, --%s%s%s", options[i].key, options[i].name,
@@ -224,6 +244,22 @@ static int parse_args(int argc, char **argv, struct xg_config *cfg)
 			cfg->sample_s = ms / 1000.0;
 			break;
 		}
+		case 'D': {
+			int k;
+			for (k = 0; k < 3 && strcmp(optarg, driver_names[k]); k++)
+				;
+			if (k == 3) {
+				fail("Failed to parse --driver '%s': not one of auto, live, loop", optarg);
+				return -1;
+			}
+			cfg->driver = (enum xg_driver)k;
+			break;
+		}
+		case 'L':
+			if (parse_u64("loop-frames", optarg, 1, XG_LOOP_MAX_FRAMES, &u)) return -1;
+			cfg->loop_frames = (uint32_t)u;
+			break;
+		case 'P': cfg->probe = true; break;
 		case 'h': return 1;
 		default:
 			fail("Failed to parse arguments: unknown option or missing value in '%s' (see --help)",
@@ -235,7 +271,7 @@ static int parse_args(int argc, char **argv, struct xg_config *cfg)
 		fail("Failed to parse arguments: unexpected '%s' (see --help)", argv[optind]);
 		return -1;
 	}
-	if (!cfg->dev || !cfg->pcap) {
+	if (!cfg->probe && (!cfg->dev || !cfg->pcap)) {
 		fail("Failed to parse arguments: --dev and --pcap are required (see --help)");
 		return -1;
 	}
@@ -366,78 +402,6 @@ out:
 	return ret;
 }
 
-/* ---- device counters (ethtool -S) ------------------------------------------------------------ */
-struct xg_xmit {
-	bool have;
-	uint64_t xmit, errors;
-};
-
-/* Sum of tx_queue_N_xdp_xmit and tx_queue_N_xdp_xmit_errors (veth's names, drivers/net/veth.c). */
-static int read_xmit(const char *dev, struct xg_xmit *x)
-{
-	struct ethtool_sset_info *info = NULL;
-	struct ethtool_gstrings *names = NULL;
-	struct ethtool_stats *stats = NULL;
-	struct ifreq ifr = {};
-	int fd, ret = -1;
-	uint32_t n;
-
-	memset(x, 0, sizeof(*x));
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev);
-	info = calloc(1, sizeof(*info) + sizeof(uint32_t));
-	if (!info)
-		goto out;
-	info->cmd = ETHTOOL_GSSET_INFO;
-	info->sset_mask = 1ULL << ETH_SS_STATS;
-	ifr.ifr_data = (void *)info;
-	if (ioctl(fd, SIOCETHTOOL, &ifr) || !(info->sset_mask & (1ULL << ETH_SS_STATS))) {
-		ret = 0; /* no statistics: x->have stays false */
-		goto out;
-	}
-	n = info->data[0];
-	names = calloc(1, sizeof(*names) + (size_t)n * ETH_GSTRING_LEN);
-	stats = calloc(1, sizeof(*stats) + (size_t)n * sizeof(uint64_t));
-	if (!names || !stats)
-		goto out;
-	names->cmd = ETHTOOL_GSTRINGS;
-	names->string_set = ETH_SS_STATS;
-	names->len = n;
-	ifr.ifr_data = (void *)names;
-	if (ioctl(fd, SIOCETHTOOL, &ifr))
-		goto out;
-	stats->cmd = ETHTOOL_GSTATS;
-	stats->n_stats = n;
-	ifr.ifr_data = (void *)stats;
-	if (ioctl(fd, SIOCETHTOOL, &ifr))
-		goto out;
-	for (uint32_t i = 0; i < n; i++) {
-		char name[ETH_GSTRING_LEN + 1];
-		unsigned q;
-		int end = 0;
-		memcpy(name, names->data + (size_t)i * ETH_GSTRING_LEN, ETH_GSTRING_LEN);
-		name[ETH_GSTRING_LEN] = '\0';
-		if (sscanf(name, "tx_queue_%u_xdp_xmit%n", &q, &end) != 1 || !end)
-			continue;
-		if (name[end] == '\0') {
-			x->xmit += stats->data[i];
-			x->have = true;
-		} else if (!strcmp(name + end, "_errors")) {
-			x->errors += stats->data[i];
-			x->have = true;
-		}
-	}
-	ret = 0;
-out:
-	free(info);
-	free(names);
-	free(stats);
-	close(fd);
-	return ret;
-}
-
 /* ---- run ------------------------------------------------------------------------------------- */
 static double now_s(void)
 {
@@ -482,6 +446,9 @@ struct xg_run {
 	atomic_int stop;          /* 0 running, else why it stopped */
 	atomic_int sender_done;
 	struct xg_samples smp;
+	volatile __u32 *halt;     /* loop: the program's halt flag, set by the watcher (the sender's
+	                           * CPU is busy with the loop's softirq and may not run it soon) */
+	double t_halt;            /* loop: when the watcher halted it */
 };
 
 enum { XG_RUNNING = 0, XG_BY_COUNT, XG_BY_DURATION, XG_BY_SIGNAL, XG_BY_ERROR };
@@ -526,6 +493,10 @@ static void *watcher(void *arg)
 		}
 		if (why || atomic_load(&r->sender_done)) {
 			int expected = XG_RUNNING;
+			if (r->halt) {
+				*r->halt = 1;
+				r->t_halt = now_s();
+			}
 			atomic_compare_exchange_strong(&r->stop, &expected, why ? why : XG_BY_ERROR);
 			break;
 		}
@@ -554,6 +525,78 @@ static void json_str(const char *s)
 	putchar('"');
 }
 
+
+/* ---- the drivers ----------------------------------------------------------------------------- */
+/* 0 if the kernel runs a live-frames test run (of xdpgen_probe, which sends nothing), else errno */
+static int probe_live(struct xdpgen_bpf *skel, const struct xg_cycle *c)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts,
+		.data_in = c->frames,
+		.data_size_in = c->len,
+		.repeat = 1,
+		.flags = BPF_F_TEST_XDP_LIVE_FRAMES,
+	);
+	return bpf_prog_test_run_opts(bpf_program__fd(skel->progs.xdpgen_probe), &opts) ? errno : 0;
+}
+
+static void live_answer(int live_errno, char *buf, size_t len)
+{
+	if (live_errno < 0)
+		snprintf(buf, len, "not asked (--driver loop)");
+	else if (!live_errno)
+		snprintf(buf, len, "allowed");
+	else
+		snprintf(buf, len, "refused: %s (%s)", strerror(live_errno),
+			 strerrorname_np(live_errno) ? strerrorname_np(live_errno) : "?");
+}
+
+/* Live frames: test runs until the watcher stops the run; the number of calls. */
+static uint64_t run_live(struct xg_run *run, const struct xg_config *cfg, const struct xg_cycle *c,
+			 int prog_fd, int *run_errno)
+{
+	uint64_t calls = 0;
+	while (!atomic_load(&run->stop)) {
+		/* one call per trial where possible: each call costs two RCU grace periods (the XDP
+		 * dispatcher is switched to the program and back, net/bpf/test_run.c), tens of ms on a
+		 * busy machine, during which nothing is sent */
+		LIBBPF_OPTS(bpf_test_run_opts, opts,
+			.data_in = c->frames,
+			.data_size_in = c->len,
+			.repeat = cfg->repeat,
+			.flags = BPF_F_TEST_XDP_LIVE_FRAMES,
+			.batch_size = cfg->xdp_batch,
+		);
+		int err = bpf_prog_test_run_opts(prog_fd, &opts);
+		calls++;
+		if (err && errno != EINTR) {
+			*run_errno = errno;
+			break;
+		}
+	}
+	return calls;
+}
+
+/* The loop: seed it from this (pinned) thread, so its NAPI polls on this CPU; every ms put back the
+ * frames the loop lost; when the watcher stops the run, halt it (every frame drops on its next
+ * lap). false if not one frame could be seeded. */
+static bool run_loop(struct xg_run *run, struct xg_loop *lp, const struct xg_config *cfg,
+		     const struct xg_cycle *c, struct xdpgen_bpf *skel)
+{
+	struct timespec tick = {0, 1000000};
+	if (xg_loop_seed(lp, c->frames, c->len, (int)cfg->loop_frames) <= 0) {
+		atomic_store(&run->stop, XG_BY_ERROR);
+		return false;
+	}
+	while (!atomic_load(&run->stop)) {
+		nanosleep(&tick, NULL);
+		uint64_t lost = xg_loop_newly_lost(lp);
+		if (lost && !atomic_load(&run->stop))
+			xg_loop_seed(lp, c->frames, c->len, (int)(lost < XG_LOOP_MAX_FRAMES ? lost : XG_LOOP_MAX_FRAMES));
+	}
+	skel->bss->halt = 1; /* the watcher did, unless it stopped on an error */
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	struct xg_config cfg;
@@ -561,8 +604,10 @@ int main(int argc, char **argv)
 	struct xg_run run = {};
 	struct xdpgen_bpf *skel = NULL;
 	struct xg_xmit x0 = {}, x1 = {};
+	struct xg_loop loop = {};
 	pthread_t watch;
-	bool watching = false;
+	bool watching = false, looping = false;
+	int ctl_fd = -1;
 	sigset_t block;
 	int ret, err;
 
@@ -586,14 +631,23 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR1, &sa, NULL);
 
-	if (read_cycle(cfg.pcap, &cyc))
+	if (cfg.probe) {
+		/* a zero frame stands for the cycle: the probe's program drops it */
+		cyc = (struct xg_cycle){.frames = calloc(1, 64), .n = 1, .len = 64, .span = XG_HDR_LEN};
+		if (!cyc.frames) {
+			fail("Failed to allocate the probe frame: %s", strerror(ENOMEM));
+			return XG_EXIT_INPUT;
+		}
+	} else if (read_cycle(cfg.pcap, &cyc)) {
 		return XG_EXIT_INPUT;
-	unsigned ifindex = if_nametoindex(cfg.dev);
-	if (!ifindex) {
+	}
+	unsigned ifindex = 0;
+	if (!cfg.probe && !(ifindex = if_nametoindex(cfg.dev))) {
 		fail("Failed to find interface %s: %s", cfg.dev, strerror(errno));
 		ret = XG_EXIT_DEV;
 		goto out;
 	}
+	ctl_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0); /* this namespace's device counters */
 	skel = xdpgen_bpf__open();
 	if (!skel) {
 		fail("Failed to open BPF skeleton: %s", strerror(errno));
@@ -604,6 +658,7 @@ int main(int argc, char **argv)
 	skel->rodata->cycle = cyc.n;
 	skel->rodata->span_len = cyc.span;
 	skel->rodata->limit = cfg.count;
+	skel->rodata->frame_len = cyc.len;
 	if (cfg.rate > 0) {
 		double period = 1e9 / cfg.rate * (double)(1u << XG_FP_SHIFT);
 		double bucket = floor(cfg.rate * cfg.bucket_s);
@@ -630,19 +685,66 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	uint32_t key0 = 0;
-	if (bpf_map_update_elem(bpf_map__fd(skel->maps.tx_port), &key0, &ifindex, BPF_ANY)) {
-		fail("Failed to update map tx_port[0] = %s (ifindex %u): %s", cfg.dev, ifindex, strerror(errno));
+
+	/* the driver: the kernel's answer to one live-frames test run of a program that sends nothing */
+	enum xg_driver driver = cfg.driver;
+	int live_errno = -1; /* -1: not asked */
+	if (driver != XG_LOOP) {
+		live_errno = probe_live(skel, &cyc);
+		if (driver == XG_AUTO)
+			driver = live_errno ? XG_LOOP : XG_LIVE;
+	}
+	char answer[160], why[200];
+	live_answer(live_errno, answer, sizeof(answer));
+	if (cfg.driver != XG_AUTO)
+		snprintf(why, sizeof(why), "forced (--driver %s)", driver_names[cfg.driver]);
+	else if (driver == XG_LIVE)
+		snprintf(why, sizeof(why), "this kernel allows XDP live frames");
+	else
+		snprintf(why, sizeof(why), "this kernel refuses XDP live frames (%s): using the XDP loop",
+			 strerrorname_np(live_errno) ? strerrorname_np(live_errno) : strerror(live_errno));
+	bool refused = driver == XG_LIVE && live_errno;
+	if (refused)
+		fail("Failed to run XDP live frames%s%s: %s (this kernel refuses BPF_F_TEST_XDP_LIVE_FRAMES; "
+		     "--driver auto or loop sends through an XDP loop instead)", cfg.dev ? " on " : "",
+		     cfg.dev ? cfg.dev : "", strerror(live_errno));
+	if (cfg.probe) {
+		printf("{\"tool\": \"xdpgen\", \"version\": \"%s\", \"probe\": true, \"live_frames\": ", XG_VERSION);
+		json_str(answer);
+		printf(", \"driver\": \"%s\", \"driver_reason\": ", driver_names[driver]);
+		json_str(why);
+		printf(", \"usable\": %s}\n", refused ? "false" : "true");
+		fflush(stdout);
+		ret = refused ? XG_EXIT_RUN : XG_EXIT_OK;
+		goto out;
+	}
+	if (refused) {
+		ret = XG_EXIT_RUN;
+		goto out;
+	}
+	uint32_t key = XG_TX_TARGET;
+	if (bpf_map_update_elem(bpf_map__fd(skel->maps.tx_port), &key, &ifindex, BPF_ANY)) {
+		fail("Failed to update map tx_port[%u] = %s (ifindex %u): %s", key, cfg.dev, ifindex, strerror(errno));
 		ret = XG_EXIT_BPF;
 		goto out;
 	}
-	int prog_fd = bpf_program__fd(skel->progs.xdpgen);
-	if (read_xmit(cfg.dev, &x0))
+	if (driver == XG_LOOP) {
+		char msg[256];
+		if (xg_loop_open(&loop, cyc.len, skel->progs.xdpgen_loop, bpf_map__fd(skel->maps.tx_port),
+				 XG_TX_LOOP, msg, sizeof(msg))) {
+			fail("Failed to set up the XDP loop: %s", msg);
+			ret = XG_EXIT_LOOP;
+			goto out;
+		}
+		looping = true;
+	}
+	if (ctl_fd < 0 || xg_read_xmit(ctl_fd, cfg.dev, &x0))
 		fprintf(stderr, "xdpgen: no ethtool counters for %s: %s\n", cfg.dev, strerror(errno));
 
 	run.cfg = &cfg;
 	run.st = &skel->bss->st;
 	run.sender = pthread_self();
+	run.halt = driver == XG_LOOP ? &skel->bss->halt : NULL;
 	err = pthread_create(&watch, NULL, watcher, &run);
 	if (err) {
 		fail("Failed to start the watcher thread: %s", strerror(err));
@@ -651,7 +753,8 @@ int main(int argc, char **argv)
 	}
 	watching = true;
 	/* pinned after the watcher started: the watcher keeps the process's affinity, so the
-	 * scheduler can run it off the sender's CPU */
+	 * scheduler can run it off the sender's CPU. The loop's NAPI polls where its frames were
+	 * seeded from: this thread, so the pin places the loop too. */
 	if (cfg.cpu >= 0) {
 		cpu_set_t set;
 		CPU_ZERO(&set);
@@ -663,6 +766,7 @@ int main(int argc, char **argv)
 		}
 	}
 
+	fprintf(stderr, "xdpgen: driver %s: %s\n", driver_names[driver], why);
 	fprintf(stderr, "xdpgen: sending %u-frame cycle of %u B (template %u B) from %s on %s (ifindex %u)%s\n",
 		cyc.n, cyc.len, cyc.span, cfg.pcap, cfg.dev, ifindex, cfg.cpu >= 0 ? ", pinned" : "");
 	fflush(stderr);
@@ -675,23 +779,10 @@ int main(int argc, char **argv)
 	int run_errno = 0;
 	struct timespec cpu0, cpu1;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
-	while (!atomic_load(&run.stop)) {
-		/* one call per trial where possible: each call costs two RCU grace periods (the XDP
-		 * dispatcher is switched to the program and back, net/bpf/test_run.c), tens of ms on a
-		 * busy machine, during which nothing is sent */
-		LIBBPF_OPTS(bpf_test_run_opts, opts,
-			.data_in = cyc.frames,
-			.data_size_in = cyc.len,
-			.repeat = cfg.repeat,
-			.flags = BPF_F_TEST_XDP_LIVE_FRAMES,
-			.batch_size = cfg.xdp_batch,
-		);
-		err = bpf_prog_test_run_opts(prog_fd, &opts);
-		calls++;
-		if (err && errno != EINTR) {
-			run_errno = errno;
-			break;
-		}
+	if (driver == XG_LIVE) {
+		calls = run_live(&run, &cfg, &cyc, bpf_program__fd(skel->progs.xdpgen), &run_errno);
+	} else if (!run_loop(&run, &loop, &cfg, &cyc, skel)) {
+		run_errno = EIO;
 	}
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 	double t_stopped = now_s(); /* every counted frame left before this */
@@ -700,11 +791,21 @@ int main(int argc, char **argv)
 	pthread_join(watch, NULL);
 	watching = false;
 	if (run_errno) {
-		fail("Failed to run XDP live frames on %s: %s", cfg.dev, strerror(run_errno));
-		ret = XG_EXIT_RUN;
+		if (driver == XG_LIVE)
+			fail("Failed to run XDP live frames on %s: %s", cfg.dev, strerror(run_errno));
+		else
+			fail("Failed to seed the XDP loop: the seeding end took no frame (%s)", strerror(errno));
+		ret = driver == XG_LIVE ? XG_EXIT_RUN : XG_EXIT_LOOP;
 		goto out;
 	}
-	if (read_xmit(cfg.dev, &x1))
+	if (driver == XG_LOOP) {
+		if (run.t_halt > 0)
+			t_stopped = run.t_halt;
+		/* frames the loop redirected last are flushed at the end of its NAPI poll */
+		struct timespec drain = {0, 2000000};
+		nanosleep(&drain, NULL);
+	}
+	if (ctl_fd < 0 || xg_read_xmit(ctl_fd, cfg.dev, &x1))
 		x1.have = false;
 
 	volatile struct xg_state *st = run.st;
@@ -722,6 +823,10 @@ int main(int argc, char **argv)
 	json_str(cfg.dev);
 	printf(", \"ifindex\": %u, \"pcap\": ", ifindex);
 	json_str(cfg.pcap);
+	printf(", \"driver\": \"%s\", \"driver_reason\": ", driver_names[driver]);
+	json_str(why);
+	printf(", \"live_frames\": ");
+	json_str(answer);
 	printf(", \"cycle\": %u, \"frame_len\": %u, \"span_bytes\": %u", cyc.n, cyc.len, cyc.span);
 	printf(", \"requested_pps\": %.17g, \"frames\": %llu", cfg.rate, (unsigned long long)frames);
 	printf(", \"idle_runs\": %llu, \"tokens_lost\": %llu, \"no_template\": %llu, \"store_failed\": %llu",
@@ -736,10 +841,24 @@ int main(int argc, char **argv)
 	printf(", \"cpu\": %d, \"pinned\": %s", cfg.cpu >= 0 ? cfg.cpu : sched_getcpu(),
 	       cfg.cpu >= 0 ? "true" : "false");
 	/* CPU time the sender got while sending (softirq work done on its behalf may be accounted
-	 * elsewhere): well below elapsed_s means the generator shared its CPU */
-	printf(", \"sender_cpu_s\": %.6f", (double)(cpu1.tv_sec - cpu0.tv_sec) + (double)(cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9);
-	printf(", \"calls\": %llu, \"xdp_batch\": %u, \"bucket\": %llu", (unsigned long long)calls,
-	       cfg.xdp_batch, (unsigned long long)skel->rodata->bucket);
+	 * elsewhere): well below elapsed_s means the generator shared its CPU. The loop sends from its
+	 * NAPI poll, in softirq: its thread only seeds and watches, so there is no such figure */
+	if (driver == XG_LIVE)
+		printf(", \"sender_cpu_s\": %.6f",
+		       (double)(cpu1.tv_sec - cpu0.tv_sec) + (double)(cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9);
+	else
+		printf(", \"sender_cpu_s\": null");
+	printf(", \"calls\": %llu, \"bucket\": %llu", (unsigned long long)calls,
+	       (unsigned long long)skel->rodata->bucket);
+	if (driver == XG_LIVE) /* the loop's batches are its NAPI polls' */
+		printf(", \"xdp_batch\": %u", cfg.xdp_batch);
+	else
+		printf(", \"xdp_batch\": null");
+	if (driver == XG_LOOP)
+		printf(", \"loop_frames\": %u, \"loop_seeded\": %llu, \"loop_foreign\": %llu", cfg.loop_frames,
+		       (unsigned long long)loop.seeded, (unsigned long long)st->loop_foreign);
+	else
+		printf(", \"loop_frames\": null, \"loop_seeded\": null, \"loop_foreign\": null");
 	if (cfg.count)
 		printf(", \"count\": %llu", (unsigned long long)cfg.count);
 	else
@@ -759,7 +878,11 @@ out:
 		atomic_store(&run.sender_done, 1);
 		pthread_join(watch, NULL);
 	}
+	if (looping)
+		xg_loop_close(&loop);
 	xdpgen_bpf__destroy(skel);
+	if (ctl_fd >= 0)
+		close(ctl_fd);
 	free(cyc.frames);
 	free(run.smp.t);
 	free(run.smp.v);

@@ -24,6 +24,11 @@
  * long-run rate is exact to 1 part in 2^16 of a nanosecond per frame) */
 #define XG_FP_SHIFT 16
 
+/* slots of the tx_port devmap: where frames leave, and the loop driver's way back round */
+#define XG_TX_TARGET 0
+#define XG_TX_LOOP 1
+#define XG_TX_SLOTS 2
+
 /* the program's state, in .bss (the loader reads it through the skeleton's mmap while running) */
 struct xg_state {
 	__u64 frames;        /* frames redirected to the device */
@@ -37,6 +42,8 @@ struct xg_state {
 	__u64 credit;        /* frames that may leave before the clock is read again */
 	__u64 tokens_lost;   /* paced: frames that fell due while the run was held up longer than
 	                      * the bucket and were never sent (the achieved rate's shortfall) */
+	__u64 loop_halted;   /* loop: circulating frames dropped after the loader set `halt` */
+	__u64 loop_foreign;  /* loop: frames of another length that reached the loop, dropped */
 	__u32 next_frame;    /* index of the next frame in the cycle */
 	__u32 pad;
 };

@@ -4,7 +4,9 @@ The namespace prefix defaults to `xbt-` so the tests never touch a testbed a use
 the default `xb-`; set XENOBENCH_NS_PREFIX to run several suites side by side on one machine.
 """
 
+import json
 import os
+import subprocess
 from contextlib import contextmanager
 
 import pytest
@@ -31,9 +33,38 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 from xenobench.config import load_config  # noqa: E402
 from xenobench.lb import LBS  # noqa: E402
 from xenobench.testbed import get_testbed  # noqa: E402
+from xenobench.traffic.xdpgen import BINARY as XDPGEN  # noqa: E402
 
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root: network namespaces, XDP, bpftool")
+
+
+def _live_frames_refused() -> str | None:
+    """None where this kernel allows XDP live frames; else why not, from xdpgen's own probe (the
+    generator's live driver: BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, EPERM on some kernels even
+    for root)."""
+    if not IS_ROOT:
+        return "needs root"
+    if not XDPGEN.is_file():
+        subprocess.run(["make", "-s", "-C", str(XDPGEN.parents[1])], check=False, capture_output=True)
+    p = subprocess.run([str(XDPGEN), "--probe", "--driver", "live"], capture_output=True, text=True)
+    try:
+        answer = json.loads(p.stdout)["live_frames"]
+    except (ValueError, KeyError):
+        return f"xdpgen --probe failed: {p.stderr.strip() or p.returncode}"
+    return None if answer == "allowed" else answer
+
+
+LIVE_FRAMES_REFUSED = _live_frames_refused()
+#: xdpgen's drivers as test parameters: every test of a driver runs where the kernel runs it (the
+#: loop everywhere; live frames where allowed), so one suite covers both kinds of kernel
+GENERATOR_DRIVERS = [
+    pytest.param("live", id="live", marks=pytest.mark.skipif(
+        LIVE_FRAMES_REFUSED is not None,
+        reason=f"xdpgen's live driver: this kernel's XDP live frames are {LIVE_FRAMES_REFUSED} "
+               "(the same tests ran with the loop driver)")),
+    pytest.param("loop", id="loop"),
+]
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,10 @@
-"""xdpgen (loadgen/): the XDP live-frames generator, selected by `traffic.generator: xdpgen` in a
-config that extends the session's (config/local.yaml). Real namespaces, a real BPF_PROG_RUN with
-BPF_F_TEST_XDP_LIVE_FRAMES, tcpdump at the LB node's ingress; the expected frames come from the
-CLI (`xenobench traffic compile ... --out x.pcap`), as in test_traffic.py.
+"""xdpgen (loadgen/): the XDP generator, selected by `traffic.generator: xdpgen` in a config that
+extends the session's (config/local.yaml). Every test of the generator's contract runs once per
+driver this kernel runs (conftest.GENERATOR_DRIVERS): live frames (a real BPF_PROG_RUN with
+BPF_F_TEST_XDP_LIVE_FRAMES) where the kernel allows them, the XDP loop everywhere; a driver the
+kernel refuses is skipped with the kernel's answer. Real namespaces, tcpdump at the LB node's
+ingress; the expected frames come from the CLI (`xenobench traffic compile ... --out x.pcap`), as
+in test_traffic.py.
 
 Speed figures (maximum rate, achieved/requested at 1-90 % of it) are printed by
 scripts/bench_generator.py, not asserted here: the ladder asserts exact counts and that the token
@@ -27,20 +30,32 @@ from xenobench.traffic import TrafficError, TrialSpec, compile_for, run_traffic,
 from xenobench.traffic.profiles import compile_frames, read_pcap, write_pcap
 from xenobench.traffic.xdpgen import BINARY, TAG, XdpgenRun, achieved_rate
 
-from .conftest import needs_root
+from .conftest import GENERATOR_DRIVERS, LIVE_FRAMES_REFUSED, needs_root
 from .xdp_sink import xdp_sink_pair
 
 pytestmark = needs_root
 
 
+@pytest.fixture(scope="module", params=GENERATOR_DRIVERS)
+def driver(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def xtb(testbed, tmp_path_factory):
-    """The session's namespace testbed seen through a config that selects xdpgen."""
+def xtb(testbed, tmp_path_factory, driver):
+    """The session's namespace testbed seen through a config that selects xdpgen with `driver`."""
     if not BINARY.is_file():
         subprocess.run(["make", "-s", "-C", str(REPO_ROOT / "loadgen")], check=True)
     p = tmp_path_factory.mktemp("xdpgen") / "xdpgen.yaml"
-    p.write_text(f"extends: {testbed.cfg.path.resolve()}\ntraffic:\n  generator: xdpgen\n")
+    p.write_text(f"extends: {testbed.cfg.path.resolve()}\ntraffic:\n  generator: xdpgen\n"
+                 f"  xdpgen: {{driver: {driver}}}\n")
     return get_testbed(load_config(p))
+
+
+def _gen(ns, driver, *args, timeout=60):
+    """xdpgen with `driver` in namespace ns; the completed process."""
+    return subprocess.run(["ip", "netns", "exec", ns, str(BINARY), "--driver", driver, *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def _capture(tb, n, path):
@@ -71,8 +86,8 @@ def _no_leftovers(tb):
     assert "xdp" not in json.loads(link)[0], link  # xdpgen never attaches anything
 
 
-def _xdpgen(tb, *args):
-    return tb.node("fips4").run([str(BINARY), *map(str, args)], check=False)
+def _xdpgen(tb, driver, *args):
+    return tb.node("fips4").run([str(BINARY), "--driver", driver, *map(str, args)], check=False)
 
 
 # --- bytes on the wire ---------------------------------------------------------------------------
@@ -80,7 +95,7 @@ def _xdpgen(tb, *args):
     ("udp_payload", {"payload": 22, "flows": 8}, 20),
     ("background_split", {"split": "70/30"}, 45),
 ])
-def test_xdpgen_emits_the_compiled_frames_in_order(xtb, tmp_path, profile, tun, n):
+def test_xdpgen_emits_the_compiled_frames_in_order(xtb, driver, tmp_path, profile, tun, n):
     cap = tmp_path / "cap.pcap"
     p = _capture(xtb, n, cap)
     try:
@@ -92,6 +107,7 @@ def test_xdpgen_emits_the_compiled_frames_in_order(xtb, tmp_path, profile, tun, 
             p.wait()
     # counts, not the rate: a 13-frame trial's rate is at the mercy of one descheduling
     assert res["generator"] == "xdpgen" and res["tx_packets"] == n and res["stopped_by"] == "count", res
+    assert res["driver"] == driver and res["driver_reason"] == f"forced (--driver {driver})", res
     assert res["tx_link_packets"] == n and res["peer_dropped"] == 0 and res["tx_dropped"] == 0, res
     got = read_pcap(cap)
     want_file = tmp_path / "want.pcap"
@@ -113,7 +129,7 @@ def test_xdpgen_emits_the_compiled_frames_in_order(xtb, tmp_path, profile, tun, 
 
 
 # --- rates and counts ----------------------------------------------------------------------------
-def test_every_differing_byte_is_rewritten_in_order(local_cfg, tmp_path):
+def test_every_differing_byte_is_rewritten_in_order(local_cfg, driver, tmp_path):
     """A hand-made cycle whose frames differ past the headers (offsets 20, 150 + i and the last
     byte): xdpgen's template span must reach the last differing byte, and a capture on the
     receiving veth must hold the cycle, repeated, byte for byte."""
@@ -135,8 +151,7 @@ def test_every_differing_byte_is_rewritten_in_order(local_cfg, tmp_path):
                              stderr=subprocess.PIPE, text=True)
         try:
             assert "listening on" in p.stderr.readline()
-            r = subprocess.run(["ip", "netns", "exec", gen, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
-                                "--rate", "1000", "--count", str(n)], capture_output=True, text=True, timeout=30)
+            r = _gen(gen, driver, "--dev", "gen0", "--pcap", pcap, "--rate", "1000", "--count", n, timeout=30)
             assert r.returncode == 0, r.stderr
             p.wait(timeout=10)
         finally:
@@ -159,7 +174,7 @@ def sink(local_cfg):
         yield gen
 
 
-def test_paced_ladder_counts_exact_and_never_above_the_rate(sink, tmp_path):
+def test_paced_ladder_counts_exact_and_never_above_the_rate(sink, driver, tmp_path):
     """Counts are exact at every rate; the token bucket never runs ahead of the requested rate
     (a stall only delays frames). Achieved/requested (the steady-state rule's span rate) is
     printed, not asserted: on this shared 2-core machine the generator is descheduled for tens of
@@ -169,16 +184,16 @@ def test_paced_ladder_counts_exact_and_never_above_the_rate(sink, tmp_path):
     ratios = {}
     for rate in (10_000, 100_000, 1_000_000):
         n = rate // 2  # half a second
-        p = subprocess.run(["ip", "netns", "exec", sink, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
-                            "--rate", str(rate), "--count", str(n)], capture_output=True, text=True, timeout=60)
+        p = _gen(sink, driver, "--dev", "gen0", "--pcap", pcap, "--rate", rate, "--count", n)
         assert p.returncode == 0, p.stderr
         r = json.loads(p.stdout)
         achieved, _ = achieved_rate(r)
         ratios[rate] = round(achieved / rate, 4)
         msg = f"{rate} pps: achieved {achieved:.0f} ({achieved / rate:.4f}); stderr {p.stderr.strip()}; {r}"
         assert r["frames"] == n and r["stopped_by"] == "count" and r["idle_runs"] > 0, msg
-        # paced: flushes of 64 (at 256 a caught-up batch overflowed the sink's 256-slot ring: loadgen/xdpgen.c)
-        assert r["xdp_batch"] == 64, msg
+        # live, paced: flushes of 64 (at 256 a caught-up batch overflowed the sink's 256-slot ring:
+        # loadgen/xdpgen.c); the loop's batches are its NAPI polls'
+        assert r["xdp_batch"] == (64 if driver == "live" else None), msg
         assert r["xdp_xmit"] == n and r["xdp_xmit_errors"] == 0, msg  # the sink's ring took every frame
         # the n-th frame is never due before (n - 1) periods after the first: xdpgen's own rate
         # (first to last frame) cannot exceed the request, whatever the scheduler did
@@ -186,9 +201,11 @@ def test_paced_ladder_counts_exact_and_never_above_the_rate(sink, tmp_path):
         # tokens_lost: the frames that fell due while it was held up beyond its bucket were never
         # sent, so the last frame was due (n - 1 + tokens_lost) periods after the first
         assert isinstance(r["tokens_lost"], int) and r["elapsed_s"] * rate >= 0.99 * (n - 1 + r["tokens_lost"]), msg
-    print("xdpgen achieved/requested into an XDP sink:", ratios)
+    print(f"xdpgen ({driver}) achieved/requested into an XDP sink:", ratios)
 
 
+@pytest.mark.skipif(LIVE_FRAMES_REFUSED is not None,
+                    reason=f"live frames only (their test run's batch): this kernel's are {LIVE_FRAMES_REFUSED}")
 def test_unpaced_runs_flush_batches_of_256_and_an_explicit_batch_wins(sink, tmp_path):
     """At the maximum rate xdpgen flushes 256 frames at a time (the test run's page pool recycles
     through a ring as large as the batch: loadgen/xdpgen.c); --xdp-batch overrides either default."""
@@ -196,23 +213,20 @@ def test_unpaced_runs_flush_batches_of_256_and_an_explicit_batch_wins(sink, tmp_
     write_pcap(compile_frames("udp_payload", {"payload": 22}).frames, pcap)
     # the paced run at 100 kpps: paced (its default batch is 64), over in 0.2 s
     for extra, want in (([], 256), (["--xdp-batch", "32"], 32), (["--rate", "100000", "--xdp-batch", "128"], 128)):
-        p = subprocess.run(["ip", "netns", "exec", sink, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
-                            "--count", "20000", *extra], capture_output=True, text=True, timeout=60)
+        p = _gen(sink, "live", "--dev", "gen0", "--pcap", pcap, "--count", "20000", *extra)
         assert p.returncode == 0, p.stderr
         r = json.loads(p.stdout)
         assert r["xdp_batch"] == want and r["frames"] == 20000, (extra, r)
 
 
-def test_a_bucket_too_small_to_catch_up_loses_tokens_and_says_how_many(sink, tmp_path):
+def test_a_bucket_too_small_to_catch_up_loses_tokens_and_says_how_many(sink, driver, tmp_path):
     """A one-frame bucket at 2 Mpps (one period: 500 ns, less than a batch of 64 frames takes):
     the frames that fall due while a batch is flushed are lost, counted in tokens_lost, and the
     achieved rate falls short by exactly them: every token is sent or counted lost."""
     pcap = tmp_path / "u22.pcap"
     write_pcap(compile_frames("udp_payload", {"payload": 22}).frames, pcap)
     rate, n = 2_000_000, 1_000_000
-    p = subprocess.run(["ip", "netns", "exec", sink, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
-                        "--rate", str(rate), "--count", str(n), "--bucket-ms", "0.0005"],
-                       capture_output=True, text=True, timeout=60)
+    p = _gen(sink, driver, "--dev", "gen0", "--pcap", pcap, "--rate", rate, "--count", n, "--bucket-ms", "0.0005")
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert r["bucket"] == 1 and r["frames"] == n and r["tokens_lost"] > 0, r
@@ -267,12 +281,12 @@ def test_background_start_stop_and_cpu_recorded(xtb):
     (["--dev", "eth0", "--pcap", "UNEQUAL"], 2,
      "frame 1 has 65 bytes, frame 0 has 64 (a cycle's frames must be of equal length)"),
 ])
-def test_cli_bad_input_is_named_and_leaves_nothing(xtb, tmp_path, args, code, msg):
+def test_cli_bad_input_is_named_and_leaves_nothing(xtb, driver, tmp_path, args, code, msg):
     files = {"GOOD": tmp_path / "good.pcap", "UNEQUAL": tmp_path / "unequal.pcap"}
     write_pcap(compile_for(xtb, "udp_payload", {"payload": 22, "flows": 2}).frames, files["GOOD"])
     write_pcap([bytes(64), bytes(65)], files["UNEQUAL"])
     argv = [str(files.get(a, a)) for a in args]
-    r = _xdpgen(xtb, *argv)
+    r = _xdpgen(xtb, driver, *argv)
     assert r.returncode == code and msg in r.stderr and r.stdout == "", \
         f"xdpgen {' '.join(argv)}: exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
     _no_leftovers(xtb)
@@ -303,7 +317,7 @@ def test_dry_run_names_the_configured_local_generator():
     assert plan["generator"] == "xdpgen" and plan["frames_per_cycle"] == 256 and plan["frame_len"] == 64
 
 
-def test_a_cycle_beyond_65536_frames_is_sent_whole(sink, tmp_path):
+def test_a_cycle_beyond_65536_frames_is_sent_whole(sink, driver, tmp_path):
     """TRex's field engines cycle over more than 65,536 frames (a tuple of 100,000 flows): xdpgen
     takes the whole cycle as its templates and wraps after its last frame."""
     base = bytearray(60)
@@ -316,8 +330,7 @@ def test_a_cycle_beyond_65536_frames_is_sent_whole(sink, tmp_path):
     pcap = tmp_path / "big.pcap"
     write_pcap(frames, pcap)
     n = 100_003
-    p = subprocess.run(["ip", "netns", "exec", sink, str(BINARY), "--dev", "gen0", "--pcap", str(pcap),
-                        "--count", str(n)], capture_output=True, text=True, timeout=120)
+    p = _gen(sink, driver, "--dev", "gen0", "--pcap", pcap, "--count", n, timeout=120)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert r["cycle"] == 100_000 and r["frames"] == n and r["stopped_by"] == "count", r
@@ -343,3 +356,126 @@ def test_what_xdpgen_cannot_send_is_refused_by_name(lens, n, msg):
     with pytest.raises(TrafficError) as e:
         check_frames(c)
     assert str(e.value) == msg
+
+
+# --- drivers: the kernel's answer, the choice, what a killed loop leaves ---------------------------
+def _probe(driver):
+    p = subprocess.run([str(BINARY), "--probe", "--driver", driver], capture_output=True, text=True, timeout=30)
+    return p, json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("driver", ["auto", "live", "loop"])
+def test_probe_names_the_driver_the_kernel_allows_and_why(driver):
+    """--probe sends nothing: auto takes live frames where the kernel allows them and the loop where
+    it refuses them, saying so; a forced driver is taken as forced, and live forced on a kernel that
+    refuses it is unusable with one line naming the kernel's answer and the fix (exit 6)."""
+    p, r = _probe(driver)
+    refused = LIVE_FRAMES_REFUSED is not None
+    want = {"auto": "loop" if refused else "live", "live": "live", "loop": "loop"}[driver]
+    assert r["driver"] == want and r["probe"] is True, r
+    if driver == "loop":
+        assert r["live_frames"] == "not asked (--driver loop)", r
+    else:
+        assert r["live_frames"] == (LIVE_FRAMES_REFUSED if refused else "allowed"), r
+    if driver == "auto":
+        assert r["driver_reason"] == ("this kernel refuses XDP live frames (EPERM): using the XDP loop" if refused
+                                      else "this kernel allows XDP live frames"), r
+    else:
+        assert r["driver_reason"] == f"forced (--driver {driver})", r
+    unusable = driver == "live" and refused
+    assert r["usable"] is (not unusable) and p.returncode == (6 if unusable else 0), (p.returncode, r, p.stderr)
+    if unusable:
+        assert p.stderr.strip() == (
+            "xdpgen: Failed to run XDP live frames: Operation not permitted (this kernel refuses "
+            "BPF_F_TEST_XDP_LIVE_FRAMES; --driver auto or loop sends through an XDP loop instead)"), p.stderr
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--driver", "dpdk"], "xdpgen: Failed to parse --driver 'dpdk': not one of auto, live, loop"),
+    (["--loop-frames", "0"], "xdpgen: Failed to parse --loop-frames '0': not an integer in 1..192"),
+    (["--loop-frames", "300"], "xdpgen: Failed to parse --loop-frames '300': not an integer in 1..192"),
+])
+def test_bad_driver_options_are_named(args, msg):
+    p = subprocess.run([str(BINARY), "--probe", *args], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and p.stderr.strip() == msg and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+
+
+def _loop_objects(pid):
+    """(prog ids, link ids) of the BPF objects process pid holds, from its file descriptors' fdinfo."""
+    progs, links = set(), set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            info = open(f"/proc/{pid}/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        for line in info.splitlines():
+            key, _, val = line.partition(":")
+            if key == "link_id":
+                links.add(int(val))
+            elif key == "prog_id" and "link_type" not in info:
+                progs.add(int(val))
+    return progs, links
+
+
+def test_a_killed_loop_generator_leaves_no_device_program_or_link(sink, tmp_path):
+    """SIGKILL of xdpgen while its loop runs: its private namespace, the veth pair in it, the loop's
+    XDP link and its programs are gone with the process (nothing to clean up; nothing another
+    prefix's generator could see)."""
+    pcap = tmp_path / "u22.pcap"
+    write_pcap(compile_frames("udp_payload", {"payload": 22}).frames, pcap)
+    p = subprocess.Popen(["ip", "netns", "exec", sink, str(BINARY), "--driver", "loop", "--dev", "gen0",
+                          "--pcap", str(pcap), "--rate", "100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        lines = [p.stderr.readline() for _ in range(3)]
+        assert lines[-1].startswith("xdpgen: first frame sent"), lines
+        pid = p.pid
+        # `ip netns exec` execs xdpgen: the pid is xdpgen's
+        netns = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")
+                 if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("net:")}
+        progs, links = _loop_objects(pid)
+        assert len(links) == 1 and progs, (progs, links)
+        assert len(netns) == 2, netns  # its own namespace (where it runs) and the loop's private one
+    finally:
+        p.kill()
+        p.wait()
+    deadline = time.monotonic() + 10
+    ids = lambda: ({i["id"] for i in json.loads(subprocess.run(["bpftool", "-j", kind, "show"], capture_output=True,  # noqa: E731
+                                                               text=True).stdout)} for kind in ("prog", "link"))
+    while time.monotonic() < deadline:
+        live_progs, live_links = ids()
+        if not (progs & live_progs) and not (links & live_links):
+            break
+        time.sleep(0.1)
+    live_progs, live_links = ids()
+    assert not (progs & live_progs) and not (links & live_links), (progs & live_progs, links & live_links)
+
+
+def test_testbed_check_names_the_driver_and_proves_the_generator_sends(testbed, tmp_path):
+    """`testbed check` asks the kernel and sends: the driver chosen and why, then frames to a backend's
+    MAC that its counter must see. Live frames forced on a kernel that refuses them fail the check
+    in seconds with the kernel's answer and the fix, before any trial."""
+    def check(driver):
+        p = tmp_path / f"{driver}.yaml"
+        p.write_text(f"extends: {testbed.cfg.path.resolve()}\ntraffic:\n  generator: xdpgen\n"
+                     f"  xdpgen: {{driver: {driver}}}\n")
+        t0 = time.monotonic()
+        r = CliRunner().invoke(cli, ["--config", str(p), "testbed", "check"])
+        return r, time.monotonic() - t0, p
+
+    r, _, _ = check("auto")
+    want = "loop" if LIVE_FRAMES_REFUSED else "live"
+    assert r.exit_code == 0, r.output
+    assert f"ok   xdpgen on fips4 sends with driver {want} (live frames: " in r.output, r.output
+    assert (f"ok   xdpgen sends 200 frames from fips4 to fips2's MAC {testbed.cfg.nodes['fips2'].iface().mac}, "
+            f"fips2 receives them: sent 200, received 200 ({want} driver)") in r.output, r.output
+    if LIVE_FRAMES_REFUSED is None:
+        return
+    r, secs, path = check("live")
+    assert r.exit_code == 1, r.output
+    fail = [line for line in r.output.splitlines() if line.startswith("FAIL")]
+    assert fail == [f"FAIL xdpgen on fips4 sends with driver live (live frames: {LIVE_FRAMES_REFUSED}): Failed to run "
+                    "XDP live frames: Operation not permitted (this kernel refuses BPF_F_TEST_XDP_LIVE_FRAMES; "
+                    "--driver auto or loop sends through an XDP loop instead); fix: traffic.xdpgen.driver: auto "
+                    f"(or loop) in {path}"], r.output
+    assert secs < 30, secs

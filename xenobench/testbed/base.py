@@ -15,6 +15,7 @@ from ..fabric import BackendDecap
 from ..lb import unavailable
 from ..nodes import Node, make_node
 from ..shipping import purge as purge_deployed
+from ..traffic import check_generator
 from ..traffic.xdpgen import stop_leftover
 from .bpffs import BPFFS
 
@@ -150,7 +151,8 @@ class Testbed:
                           for n in self.nodes()}}
 
     def check(self) -> list[tuple[str, bool, str]]:
-        """Connectivity proofs: (description, ok, detail) rows."""
+        """Connectivity proofs, (description, ok, detail) rows: client → backends, VIP → backend MACs,
+        Katran's IPIP path where it runs, and the generator: how it sends and that it does."""
         rows = []
         client = self.node_for_role("client")
         for b in self.cfg.backend_nodes():
@@ -162,7 +164,7 @@ class Testbed:
             rows.append(self._check_vip_to_backend(client, b))
         if uses_lb(self.cfg, "katran") and not unavailable("katran", self.cfg):  # a left-out Katran: not probed
             rows += self.check_ipip()
-        return rows
+        return rows + check_generator(self)
 
     def _check_vip_to_backend(self, client: Node, b: NodeConfig) -> tuple[str, bool, str]:
         """Send one UDP datagram to the VIP addressed to the backend's MAC; it must arrive there."""

@@ -21,6 +21,7 @@ import difflib
 
 from ..backends import load_backends
 from ..errors import NodeError
+from ..sampler import CounterReader
 from ..errors import TrafficError  # noqa: F401  (the traffic layer's error type, importable from here)
 from . import trafgen, trex, xdpgen
 from .profiles import (Compiled, compile_frames, port_for, declared_tunables, resolve_profile,  # noqa: F401
@@ -113,6 +114,43 @@ def generator_of(cfg) -> Generator:
         raise TrafficError(f"Failed to select the traffic generator: traffic.generator {g!r} in {cfg.path} "
                            f"is not one of {', '.join(GENERATORS)}" + (f" (did you mean {near[0]!r}?)" if near else ""))
     return GENERATORS[g]
+
+
+#: the generator's smoke test in `testbed check`: frames of the udp_payload profile sent to a
+#: backend's MAC, paced, which its receive counter must see
+SMOKE_FRAMES = 200
+SMOKE_PPS = 20_000.0
+
+
+def check_generator(testbed) -> list[tuple[str, bool, str]]:
+    """`testbed check`'s rows for the configured generator: what it says of itself without sending
+    (Generator.check), then, for a local generator, SMOKE_FRAMES frames through the testbed's
+    switch to the first backend's MAC, which its receive counter must count. A generator that cannot
+    send fails here, before the study's first trial."""
+    gen = generator_of(testbed.cfg)
+    rows = list(gen.check(testbed)) if gen.check is not None else []
+    if not all(ok for _, ok, _ in rows) or not gen.counts:
+        return rows  # TRex's server is started after the check (rule trex_server) and checks itself
+    b = testbed.cfg.backend_nodes()[0]
+    desc = (f"{gen.name} sends {SMOKE_FRAMES} frames from {testbed.cfg.role('loadgen').name} to "
+            f"{b.name}'s MAC {b.iface().mac}, {b.name} receives them")
+    reader = CounterReader(testbed.node(b.name), b.iface().name)
+    try:
+        rx0 = reader.read()
+        res = run_traffic(testbed, "udp_payload", {"payload": 22, "flows": 16, "dst_mac": b.iface().mac},
+                          SMOKE_PPS, count=SMOKE_FRAMES)
+        rx = reader.read() - rx0
+    except (TrafficError, NodeError) as e:
+        return [*rows, (desc, False, str(e))]
+    finally:
+        reader.close()
+    tx = int(res.get("tx_packets") or 0)
+    ok = tx == SMOKE_FRAMES and rx >= SMOKE_FRAMES
+    detail = f"sent {tx}, received {rx}" + (f" ({res.get('driver')} driver)" if res.get("driver") else "")
+    if not ok:
+        detail += (f"; {res.get('reason') or 'frames lost between the generator and the backend'}: "
+                   "see the generator's log under the testbed's state directory")
+    return [*rows, (desc, ok, detail)]
 
 
 def start_traffic(testbed, profile, tunables: dict | None, rate_pps: float, duration_s: float | None = None,

@@ -153,9 +153,12 @@ class TrialResult(dict):
 @dataclass(frozen=True)
 class Generator:
     """A registered generator: its name (config traffic.generator), how it starts a trial, how it
-    plans one (the dry run), and whether it sends a rate x duration trial as an exact count of
+    plans one (the dry run), what `testbed check` asks of it, and whether it sends a rate x duration trial as an exact count of
     frames (counts=True, the local generators) or for the duration (TRex)."""
     name: str
     start: Callable   # (testbed, profile, tunables, spec: TrialSpec, **opts) -> started run
     plan: Callable    # (cfg, profile, tunables, spec: TrialSpec) -> dict, nothing sent
     counts: bool = True
+    #: (testbed) -> [(description, ok, detail)]: whether it can send on this node and how, asked
+    #: without sending (xdpgen: the kernel's answer on live frames, the driver chosen and why)
+    check: Callable | None = None

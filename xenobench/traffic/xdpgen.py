@@ -1,5 +1,7 @@
-"""Local executor on XDP live frames: a compiled profile sent by loadgen/build/xdpgen from the
-loadgen node (loadgen/README.md). The same interface and result keys as trafgen.py's TrafgenRun.
+"""Local executor from XDP: a compiled profile sent by loadgen/build/xdpgen from the loadgen node
+(loadgen/README.md), with live frames where the kernel allows them and an XDP loop where it refuses
+them (traffic.xdpgen.driver; probe() asks the kernel). The same interface and result keys as
+trafgen.py's TrafgenRun.
 
     run = XdpgenRun(testbed, compiled, TrialSpec.of(1e6, duration_s=2), cpu=0).start()
     res = run.wait()        # or run.stop() at any time; both return the TrialResult (idempotent)
@@ -106,6 +108,25 @@ def stop_leftover(node, binary: Path = BINARY, wait_s: float = 5.0) -> list[str]
     return out
 
 
+#: xdpgen's --driver values (loadgen/xdpgen.c driver_names; config traffic.xdpgen.driver)
+DRIVERS = ("auto", "live", "loop")
+
+
+def probe(node, driver: str = "auto", binary: Path = BINARY) -> dict:
+    """What xdpgen's --probe answers on the node, sending nothing: whether the kernel allows XDP
+    live frames, the driver `driver` picks there and why, and whether it can send ("usable"). A
+    probe that could not run raises TrafficError with xdpgen's own line."""
+    if node.is_local and not Path(binary).is_file():
+        raise TrafficError(f"Failed to probe xdpgen: {binary} does not exist (build it: `make build`)")
+    r = node.run([str(binary), "--probe", "--driver", driver], check=False, timeout=30)
+    res = parse_result(r.stdout)
+    if res is None:
+        raise TrafficError(f"Failed to probe xdpgen on {node.name}: "
+                           f"{failure(r.stderr) or r.stderr.strip()[-300:] or f'exit status {r.returncode}'}")
+    res["failure"] = failure(r.stderr) if not res.get("usable") else None
+    return res
+
+
 MAX_FRAMES = 4194304        # loadgen/xdpgen_common.h XG_MAX_FRAMES: frames in one cycle
 MAX_FRAME_LEN = 3000        # XG_MAX_FRAME_LEN: bytes of a live frame (a page minus XDP's own)
 
@@ -180,7 +201,10 @@ class XdpgenRun:
     raises TrafficError with xdpgen's own message); stop()/wait() → the result dict."""
 
     def __init__(self, testbed, compiled: Compiled, spec: TrialSpec, cpu: int | None = None,
-                 iface: str | None = None, bucket_ms: float | None = None, binary: str | Path | None = None):
+                 iface: str | None = None, bucket_ms: float | None = None, binary: str | Path | None = None,
+                 driver: str | None = None, loop_frames: int | None = None):
+        if driver is not None and driver not in DRIVERS:
+            raise TrafficError(f"Failed to start xdpgen: driver {driver!r} is not one of {', '.join(DRIVERS)}")
         if cpu is not None and (_integer(cpu) is None or _integer(cpu) < 0):
             raise TrafficError(f"Failed to start xdpgen: cpu {cpu!r} must be a CPU number >= 0")
         if bucket_ms is not None and not ((_number(bucket_ms) or 0) > 0):
@@ -195,6 +219,8 @@ class XdpgenRun:
         self.cpu = _integer(cpu) if cpu is not None else None
         self.bucket_ms = _number(bucket_ms) if bucket_ms is not None else None
         self.binary = Path(binary) if binary else BINARY
+        self.driver = driver
+        self.loop_frames = _integer(loop_frames) if loop_frames is not None else None
         self.node = testbed.node_for_role("loadgen")
         self.iface = iface or self.node.ncfg.iface().name
         self.h = None
@@ -212,6 +238,10 @@ class XdpgenRun:
             a += ["--cpu", str(int(self.cpu))]
         if self.bucket_ms is not None:
             a += ["--bucket-ms", repr(float(self.bucket_ms))]
+        if self.driver is not None:
+            a += ["--driver", self.driver]
+        if self.loop_frames is not None:
+            a += ["--loop-frames", str(self.loop_frames)]
         return a
 
     def _out(self) -> str:
@@ -302,6 +332,8 @@ class XdpgenRun:
             steady_intervals=steady.intervals if steady else None,
             steady_s=samples[steady.last][0] - samples[steady.first][0] if steady else None,
             sender_cpu_s=r.get("sender_cpu_s"), idle_runs=r.get("idle_runs"),
+            driver=r.get("driver"), driver_reason=r.get("driver_reason"), live_frames=r.get("live_frames"),
+            loop_seeded=r.get("loop_seeded"),
             tokens_lost=r.get("tokens_lost"), stopped_by=r.get("stopped_by"),
             bucket=r.get("bucket"), span_bytes=r.get("span_bytes"))
 
@@ -310,18 +342,36 @@ def start(testbed, profile, tunables: dict, spec: TrialSpec, cpu: int | None = N
           bucket_ms: float | None = None) -> XdpgenRun:
     """The contract's start: the profile compiled with the filled tunables for the testbed's port
     (its MACs where the profile leaves scapy's, as TRex fills them), sent by xdpgen with the
-    config's traffic.xdpgen settings (cpu, bucket_ms), overridable here."""
+    config's traffic.xdpgen settings (cpu, bucket_ms, driver, loop_frames); cpu and bucket_ms
+    overridable here."""
     xc = testbed.cfg.section("traffic").get("xdpgen") or {}
     c = compile_frames(profile, tunables, port_for(testbed.cfg))
     check_local("xdpgen", c, spec)
     check_frames(c)
     return XdpgenRun(testbed, c, spec,
                      cpu=xc.get("cpu") if cpu is None else cpu, iface=iface,
-                     bucket_ms=xc.get("bucket_ms") if bucket_ms is None else bucket_ms).start()
+                     bucket_ms=xc.get("bucket_ms") if bucket_ms is None else bucket_ms,
+                     driver=xc.get("driver"), loop_frames=xc.get("loop_frames")).start()
 
 
 def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
     return frames_plan("xdpgen", profile, tunables, spec, port_for(cfg))
 
 
-GENERATOR = Generator("xdpgen", start, plan, counts=True)
+def check(testbed) -> list[tuple[str, bool, str]]:
+    """`testbed check`'s row: the driver xdpgen takes on the loadgen node (traffic.xdpgen.driver)
+    and why; a driver the kernel refuses fails the row with the fix."""
+    node = testbed.node_for_role("loadgen")
+    want = (testbed.cfg.section("traffic").get("xdpgen") or {}).get("driver", "auto")
+    try:
+        p = probe(node, want)
+    except TrafficError as e:
+        return [(f"xdpgen can send on {node.name}", False, str(e))]
+    desc = f"xdpgen on {node.name} sends with driver {p.get('driver')} (live frames: {p.get('live_frames')})"
+    if p.get("usable"):
+        return [(desc, True, p.get("driver_reason") or "")]
+    return [(desc, False, f"{p.get('failure') or 'refused'}; fix: traffic.xdpgen.driver: auto (or loop) "
+                          f"in {testbed.cfg.path}")]
+
+
+GENERATOR = Generator("xdpgen", start, plan, counts=True, check=check)
