@@ -479,3 +479,22 @@ def test_testbed_check_names_the_driver_and_proves_the_generator_sends(testbed, 
                     "--driver auto or loop sends through an XDP loop instead); fix: traffic.xdpgen.driver: auto "
                     f"(or loop) in {path}"], r.output
     assert secs < 30, secs
+
+
+def test_the_loop_costs_a_page_per_frame_it_sends_as_the_machine_rule_assumes(sink, driver, tmp_path):
+    """The machine rule's page-allocator figure does not count what the generator's frames cost by
+    design (xdpgen.PAGES_PER_FRAME: the loop clones every frame it sends; live frames recycle their
+    pages): measured here, system-wide, into an XDP sink. Other processes only add allocations, so
+    the loop's figure is at least its design; the live driver's is printed (its pages are recycled)."""
+    from xenobench.machine import page_allocs
+    from xenobench.traffic.xdpgen import PAGES_PER_FRAME
+    pcap = tmp_path / "u22.pcap"
+    write_pcap(compile_frames("udp_payload", {"payload": 22}).frames, pcap)
+    n = 300_000
+    a0 = page_allocs(open("/proc/vmstat").read())
+    p = _gen(sink, driver, "--dev", "gen0", "--pcap", pcap, "--rate", "1000000", "--count", n)
+    a1 = page_allocs(open("/proc/vmstat").read())
+    assert p.returncode == 0 and json.loads(p.stdout)["frames"] == n, p.stderr
+    per_frame = (a1 - a0) / n
+    print(f"xdpgen ({driver}): {per_frame:.3f} page allocations per frame sent (design {PAGES_PER_FRAME[driver]})")
+    assert per_frame >= 0.9 * PAGES_PER_FRAME[driver], per_frame

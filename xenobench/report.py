@@ -573,6 +573,9 @@ def run_header(resdir: str | Path, config: str | Path | None = None, trials=None
     hosts = sorted({f"{m.get('harness_host')} (Linux {m.get('harness_kernel')})" for m in metas if m.get("harness_host")})
     here = f"{platform.node()} (Linux {platform.release()}, {os.cpu_count()} CPUs, {_cpu_model() or 'CPU model unknown'})"
     rows.append(("machine", (", ".join(hosts) + f"; report written on {here}") if hosts else here))
+    gens = sorted({generator_line(m["generator"]) for m in metas if isinstance(m.get("generator"), dict)})
+    if gens:
+        rows.append(("generator", "; ".join(gens)))
     per: dict[str, list[int]] = {}
     for _, r in trials:
         c = per.setdefault(str(r.get("experiment")), [0, 0])
@@ -581,6 +584,14 @@ def run_header(resdir: str | Path, config: str | Path | None = None, trials=None
     rows.append(("trials", f"{len(trials)}: {valid} valid, {len(trials) - valid} invalid"
                  + ("" if not per else " (" + "; ".join(f"{e} {v} valid, {i} invalid" for e, (v, i) in per.items()) + ")")))
     return rows
+
+
+def generator_line(g: dict) -> str:
+    """One trial's generator as the header names it: 'xdpgen, loop driver (this kernel refuses XDP
+    live frames (EPERM): using the XDP loop)'."""
+    if g.get("driver"):
+        return f"{g.get('name')}, {g['driver']} driver ({g.get('driver_reason') or 'no reason recorded'})"
+    return str(g.get("name")) + (f" ({g['error']})" if g.get("error") else "")
 
 
 def rst_text(text) -> str:

@@ -39,6 +39,7 @@ from .actors import Watch
 from .counters import diff, snapshot
 from .errors import ConfigError, DataError, NodeError, XenobenchError
 from .results import source_commit
+from .traffic import generator_summary
 from .layout import POINT_SUMMARY, AttemptDir, ResultsTree, TrialDir, read_json, write_failed, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -256,6 +257,7 @@ def host_metadata(testbed, ifaces: list[tuple[str, str]]) -> dict:
             meta[tool] = (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr) else None
         except (OSError, subprocess.TimeoutExpired):
             meta[tool] = None
+    meta["generator"] = generator_summary(testbed)  # which one, and how it sends here (xdpgen: its driver)
     # generator and DUT CPUs, read back (None: not placed, or a testbed double without the method)
     meta["cpu_placement"] = getattr(testbed, "cpu_placement", lambda: None)()
     return meta

@@ -56,11 +56,13 @@ def down(obj, purge):
 @click.pass_obj
 def status(obj, as_json):
     """Show namespaces, interfaces, attached XDP programs and background processes."""
+    from ..report import generator_line
     st = obj.testbed(root=False).status()
     if as_json:
         click.echo(json.dumps(st, indent=1))
         return
     click.echo(f"testbed {st['testbed']} ({st['kind']}): {'up' if st.get('up', True) else 'down'}")
+    click.echo(f"  generator {generator_line(st['generator'])}")
     for name, n in st["nodes"].items():
         ifs = ", ".join(f"{k}{'' if v is None else (' up' if v['up'] else ' down')}"
                         f"{' xdp=' + str(v['xdp']) if v and v.get('xdp') else ''}"

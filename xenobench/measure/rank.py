@@ -59,7 +59,8 @@ settle and window:
   each other hold (docs/vm-noise.md; scripts/bench_rank.py prints the figures). Above
   experiments.max_cpu_pair_rtt_ns the round is left out (the machine rule, xenobench.machine.RULES);
 - `page_allocs_per_frame`: page allocations on the generator's node per frame the backends received
-  (/proc/vmstat's pgalloc_*, a kept reader). xdpgen's frames are pages of the kernel's test-run
+  (/proc/vmstat's pgalloc_*, a kept reader), less those the generator's frames cost by design
+  (Generator.describe: xdpgen's loop clones each frame it sends). xdpgen's frames are pages of the kernel's test-run
   page pool, recycled through a ring the kernel sizes by the run's batch: at the kernel's default
   batch of 64 it overflows at full load and costs the DUT rate; xdpgen runs batches of 256 when
   unpaced. Above experiments.max_page_allocs_per_frame the round is left out;
@@ -91,7 +92,7 @@ from ..lb import get_lb, stop_all
 from ..machine import page_allocs
 from ..results import row
 from ..sampler import KeptFile, RateSampler
-from ..traffic import start_traffic
+from ..traffic import generator_summary, start_traffic
 from ..trials import TrialContext, Validity
 from ..xdpswitch import XdpSwitch
 from .common import DRAIN_S, backend_ifaces, payload_tunables, watch_generator, watch_lb, within_skew
@@ -335,11 +336,12 @@ def max_rounds(ex: dict) -> int:
 
 def block_figures(b: dict, samples) -> None:
     """A completed block's rate over its window (`window_rate`), the backends' rx in it and the
-    figures derived from that: rx per DUT CPU-second, page allocations per frame (machine rule)."""
+    figures derived from that: rx per DUT CPU-second, page allocations per frame beyond those the
+    generator's frames cost by design (machine rule)."""
     b["rate_pps"], b["samples"] = window_rate(samples, *b["window"])
     b["rx_window"] = (counter_at(samples, b["window"][1]) - counter_at(samples, b["window"][0])) if samples else 0.0
     b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
-    b["page_allocs_per_frame"] = (round(b["page_allocs"] / b["rx_window"], 5)
+    b["page_allocs_per_frame"] = (round((b["page_allocs"] - b.get("generator_pages", 0.0)) / b["rx_window"], 5)
                                   if b.get("page_allocs") is not None and b["rx_window"] > 0 else None)
     # unpaced: the share of the generator's offered frames the backends received (machine rule: near 1
     # the generator's own rate, not the LB, set the block's rate)
@@ -404,6 +406,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         sw.attach(pins[order[0]])
         t_in = sum(sw.last) / 2
         fwd_in = initial[order[0]]
+        design_pages = float(generator_summary(tb).get("pages_per_frame") or 0.0)
+        out["generator_pages_per_frame"] = design_pages
         h = start_traffic(tb, ctx.plan.profile, tun, rate)
         gen_key = watch_generator(ctx, h)
         sampler.start()
@@ -437,6 +441,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                            "window": [w0, w1],
                            "dut_cpu_s": (c1 - c0) / 1e9 if c0 is not None and c1 is not None else None,
                            "page_allocs": a1 - a0 if a0 is not None and a1 is not None else None,
+                           # what the generator's frames cost the allocator by design (Generator.describe)
+                           "generator_pages": design_pages * (g1[1] - g0[1]) if g0 and g1 else 0.0,
                            "offered_pps": (g1[1] - g0[1]) / (g1[0] - g0[0]) if g0 and g1 and g1[0] > g0[0] else None,
                            "cpu_pair_rtt_ns": rtt})
             if ctx.watch.check():

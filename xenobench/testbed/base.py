@@ -15,7 +15,7 @@ from ..fabric import BackendDecap
 from ..lb import unavailable
 from ..nodes import Node, make_node
 from ..shipping import purge as purge_deployed
-from ..traffic import check_generator
+from ..traffic import check_generator, generator_summary
 from ..traffic.xdpgen import stop_leftover
 from .bpffs import BPFFS
 
@@ -145,7 +145,7 @@ class Testbed:
         return {"removed": [], "purged": purged}
 
     def status(self) -> dict:
-        return {"testbed": self.cfg.name, "kind": self.kind,
+        return {"testbed": self.cfg.name, "kind": self.kind, "generator": generator_summary(self),
                 "nodes": {n.name: {"role": n.ncfg.role, "transport": n.ncfg.transport,
                                    "processes": [h.tag for h in n.handles() if n.running(h.tag)]}
                           for n in self.nodes()}}

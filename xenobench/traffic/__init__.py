@@ -122,6 +122,20 @@ SMOKE_FRAMES = 200
 SMOKE_PPS = 20_000.0
 
 
+def generator_summary(testbed) -> dict:
+    """The configured generator and how it sends on this testbed (Generator.describe): every trial's
+    metadata and the report's header name it. A generator that cannot say is named only; one whose
+    answer failed says why (error)."""
+    gen = generator_of(testbed.cfg)
+    out = {"name": gen.name}
+    if gen.describe is not None:
+        try:
+            out.update(gen.describe(testbed))
+        except (TrafficError, NodeError) as e:
+            out["error"] = str(e)
+    return out
+
+
 def check_generator(testbed) -> list[tuple[str, bool, str]]:
     """`testbed check`'s rows for the configured generator: what it says of itself without sending
     (Generator.check), then, for a local generator, SMOKE_FRAMES frames through the testbed's

@@ -162,3 +162,9 @@ class Generator:
     #: (testbed) -> [(description, ok, detail)]: whether it can send on this node and how, asked
     #: without sending (xdpgen: the kernel's answer on live frames, the driver chosen and why)
     check: Callable | None = None
+    #: (testbed) -> how it sends there, for every trial's metadata and the report's header (xdpgen:
+    #: driver, driver_reason, live_frames) and pages_per_frame: the page allocations its frames cost
+    #: by design per frame sent (xdpgen's loop clones each frame it sends into a new page; live
+    #: frames and TRex's DPDK pools recycle theirs), which the machine rule's page-allocator figure
+    #: does not count against the machine
+    describe: Callable | None = None

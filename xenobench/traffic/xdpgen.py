@@ -358,6 +358,29 @@ def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
     return frames_plan("xdpgen", profile, tunables, spec, port_for(cfg))
 
 
+#: page allocations per frame sent, by driver: the loop's devmap broadcast clones every frame it
+#: sends into a new page (kernel/bpf/devmap.c, xdpf_clone); live frames come from the test run's
+#: page pool and are recycled. tests/test_xdpgen.py measures both into an XDP sink, and
+#: scripts/bench_generator.py prints them
+PAGES_PER_FRAME = {"live": 0.0, "loop": 1.0}
+
+#: (node, driver asked for) -> the probe's answer, once per harness process
+_PROBED: dict[tuple[str, str], dict] = {}
+
+
+def describe(testbed) -> dict:
+    """How xdpgen sends on the loadgen node with the config's traffic.xdpgen.driver (the kernel asked
+    once per harness process): driver, driver_reason, live_frames, pages_per_frame."""
+    node = testbed.node_for_role("loadgen")
+    want = (testbed.cfg.section("traffic").get("xdpgen") or {}).get("driver", "auto")
+    key = (f"{testbed.cfg.prefix}{node.name}", want)
+    if key not in _PROBED:
+        _PROBED[key] = probe(node, want)
+    p = _PROBED[key]
+    return {"driver": p["driver"], "driver_reason": p.get("driver_reason"), "live_frames": p.get("live_frames"),
+            "pages_per_frame": PAGES_PER_FRAME[p["driver"]]}
+
+
 def check(testbed) -> list[tuple[str, bool, str]]:
     """`testbed check`'s row: the driver xdpgen takes on the loadgen node (traffic.xdpgen.driver)
     and why; a driver the kernel refuses fails the row with the fix."""
@@ -374,4 +397,4 @@ def check(testbed) -> list[tuple[str, bool, str]]:
                           f"in {testbed.cfg.path}")]
 
 
-GENERATOR = Generator("xdpgen", start, plan, counts=True, check=check)
+GENERATOR = Generator("xdpgen", start, plan, counts=True, check=check, describe=describe)
