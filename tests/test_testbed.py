@@ -61,8 +61,11 @@ def test_up_check_down_leaves_machine_as_before(fresh):
     assert st["up"] and all(n["exists"] for n in st["nodes"].values())
     assert st["nodes"]["fips5"]["interfaces"]["p1"]["mac"] == "02:00:00:00:05:01"
     rows = fresh.check()
-    # ping and UDP to the VIP per backend, and (config/local.yaml runs Katran) IPIP to each real
-    assert [d.split(" ")[0] for d, _, _ in rows] == ["client", "client", "UDP", "UDP", "IPIP", "IPIP"], rows
+    # ping and UDP to the VIP per backend, (config/local.yaml runs Katran) IPIP to each real, then the
+    # generator: its driver, and frames it sends to a backend
+    assert [d.split(" ")[0] for d, _, _ in rows] == ["client", "client", "UDP", "UDP", "IPIP", "IPIP",
+                                                     "xdpgen", "xdpgen"], rows
+    assert st["generator"]["name"] == "xdpgen" and st["generator"]["driver"] in ("live", "loop"), st["generator"]
     assert [r for r in rows if not r[1]] == []
     # the topology lives in namespaces only: the root namespace has no new link
     assert machine_state(U)["links"] == before["links"]

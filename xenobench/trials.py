@@ -257,7 +257,8 @@ def host_metadata(testbed, ifaces: list[tuple[str, str]]) -> dict:
             meta[tool] = (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr) else None
         except (OSError, subprocess.TimeoutExpired):
             meta[tool] = None
-    meta["generator"] = generator_summary(testbed)  # which one, and how it sends here (xdpgen: its driver)
+    # which generator, and how it sends here (xdpgen: its driver); None for a testbed double without nodes
+    meta["generator"] = generator_summary(testbed) if hasattr(testbed, "node_for_role") else None
     # generator and DUT CPUs, read back (None: not placed, or a testbed double without the method)
     meta["cpu_placement"] = getattr(testbed, "cpu_placement", lambda: None)()
     return meta
