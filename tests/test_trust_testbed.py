@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+from xenobench.traffic import GENERATORS
+
 from .conftest import needs_root
 
 from xenobench.backends import check_testbed, load_backends, load_for_testbed
@@ -227,19 +229,6 @@ def test_snapshot_of_a_deleted_namespace_is_a_failed_interface(local_cfg):
 
 
 # --- 3. a harness killed inside a point: the testbed's state read back, not its record ----------------
-@pytest.fixture(scope="module")
-def xtb(testbed, tmp_path_factory):
-    """The session's namespace testbed through a config that selects xdpgen."""
-    from xenobench.config import load_config
-    from xenobench.testbed import get_testbed
-    from xenobench.traffic.xdpgen import BINARY
-    if not BINARY.is_file():
-        pytest.skip(f"{BINARY} is not built (scripts/build.sh)")
-    p = tmp_path_factory.mktemp("trust") / "xdpgen.yaml"
-    p.write_text(f"extends: {testbed.cfg.path.resolve()}\ntraffic:\n  generator: xdpgen\n")
-    return get_testbed(load_config(p))
-
-
 def test_place_dut_resets_the_napi_threads_scheduling_left_by_a_killed_rank(testbed):
     """rank runs the DUT's NAPI thread at other priorities and restores it in a `finally`; a
     SIGKILL skips that, and place_dut trusted its record ("threaded")."""
@@ -287,38 +276,61 @@ time.sleep(60)
 """
 
 
-def _leftover_generator(xtb):
-    """An open-ended xdpgen of a harness killed with SIGKILL inside it."""
+def _leftover_generator(tb):
+    """An open-ended run of the testbed's generator, of a harness killed with SIGKILL inside it."""
     import signal
     import subprocess
     import sys
-    p = subprocess.Popen([sys.executable, "-c", KILLED_HARNESS, str(xtb.cfg.path)], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-c", KILLED_HARNESS, str(tb.cfg.path)], stdout=subprocess.PIPE,
                          text=True, env={**os.environ})
     assert p.stdout.readline().strip() == "sending"
     p.send_signal(signal.SIGKILL)
     p.wait()
 
 
-def test_a_killed_harness_leaves_no_generator_that_blocks_later_trials(xtb):
+#: the local generators (those a harness starts as a process on the loadgen node)
+LOCAL_GENERATORS = [name for name, g in GENERATORS.items() if g.leftover is not None]
+
+
+@pytest.fixture(scope="module", params=LOCAL_GENERATORS)
+def gtb(testbed, tmp_path_factory, request):
+    """The session's namespace testbed through a config that selects each local generator."""
+    from xenobench.config import load_config
+    from xenobench.testbed import get_testbed
+    p = tmp_path_factory.mktemp("trust") / f"{request.param}.yaml"
+    p.write_text(f"extends: {testbed.cfg.path.resolve()}\ntraffic:\n  generator: {request.param}\n")
+    return get_testbed(load_config(p))
+
+
+def _tag(tb) -> str:
+    return tb.cfg.section("traffic")["generator"]
+
+
+def test_a_killed_harness_leaves_no_generator_that_blocks_later_trials(gtb):
     from xenobench.traffic import run_traffic
-    from xenobench.traffic.xdpgen import TAG
-    lg = xtb.node(xtb.cfg.role("loadgen").name)
-    _leftover_generator(xtb)
-    assert lg.running(TAG)  # still sending, the harness gone
-    r = run_traffic(xtb, "udp_payload", {"payload": 22, "flows": 4}, 2000, count=200)
+    lg = gtb.node(gtb.cfg.role("loadgen").name)
+    _leftover_generator(gtb)
+    assert lg.running(_tag(gtb))  # still sending, the harness gone
+    r = run_traffic(gtb, "udp_payload", {"payload": 22, "flows": 4}, 2000, count=200)
     assert r["tx_packets"] == 200, r  # sent, where it used to fail "already running"
-    assert not lg.running(TAG)
+    assert not lg.running(_tag(gtb))
 
 
-def test_restore_state_stops_only_this_prefixs_generator(xtb):
-    from xenobench.traffic.xdpgen import TAG
-    lg = xtb.node(xtb.cfg.role("loadgen").name)
-    _leftover_generator(xtb)
-    pid = lg.handle(TAG).pid
-    fixed = xtb.restore_state()
-    assert fixed[0].startswith(f"xdpgen pid {pid} on {lg.name} (recorded, ")
-    assert not lg.running(TAG)
-    assert xtb.restore_state() == []
+def test_restore_state_puts_back_what_this_prefixs_generator_left(gtb):
+    """Whichever local generator a killed harness ran: its process, and trafgen's pacing qdisc (which
+    would pace every later trial on the port) are put back and named."""
+    tag = _tag(gtb)
+    lg = gtb.node(gtb.cfg.role("loadgen").name)
+    iface = lg.ncfg.iface().name
+    _leftover_generator(gtb)
+    pid = lg.handle(tag).pid
+    fixed = gtb.restore_state()
+    assert fixed[0].startswith(f"{tag} pid {pid} on {lg.name} (recorded, "), fixed
+    if tag == "trafgen":
+        assert fixed[1:] == [f"trafgen's tbf qdisc on {lg.name}:{iface}"], fixed
+    assert not lg.running(tag)
+    assert "tbf" not in lg.run(["tc", "qdisc", "show", "dev", iface, "root"]).stdout
+    assert gtb.restore_state() == []
 
 
 # --- 4. DNS through Katran, whichever starts first ------------------------------------------------------
@@ -524,24 +536,24 @@ def test_deploy_readiness_row_for_bpffs(stat, row):
     assert (r.ready, r.detail, r.fix) == row
 
 
-def test_restore_state_of_another_prefix_leaves_this_generator_running(xtb, monkeypatch):
+def test_restore_state_of_another_prefix_leaves_this_generator_running(gtb, monkeypatch):
     """Concurrent testbeds on one machine differ by prefix: another prefix's set-up must not stop
     this one's generator (its record lives under its own state directory, its processes in its own
     namespaces)."""
     from xenobench.config import load_config
     from xenobench.testbed import get_testbed
-    from xenobench.traffic.xdpgen import TAG
-    lg = xtb.node(xtb.cfg.role("loadgen").name)
-    _leftover_generator(xtb)
+    TAG = _tag(gtb)
+    lg = gtb.node(gtb.cfg.role("loadgen").name)
+    _leftover_generator(gtb)
     try:
-        monkeypatch.setenv("XENOBENCH_NS_PREFIX", xtb.cfg.prefix.rstrip("-") + "o-")
-        other = get_testbed(load_config(xtb.cfg.path))
-        assert other.cfg.prefix != xtb.cfg.prefix
+        monkeypatch.setenv("XENOBENCH_NS_PREFIX", gtb.cfg.prefix.rstrip("-") + "o-")
+        other = get_testbed(load_config(gtb.cfg.path))
+        assert other.cfg.prefix != gtb.cfg.prefix
         assert other.restore_state() == []
         assert lg.running(TAG)
     finally:
         monkeypatch.undo()
-        xtb.restore_state()
+        gtb.restore_state()
     assert not lg.running(TAG)
 
 

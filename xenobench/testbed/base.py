@@ -15,8 +15,7 @@ from ..fabric import BackendDecap
 from ..lb import unavailable
 from ..nodes import Node, make_node
 from ..shipping import purge as purge_deployed
-from ..traffic import check_generator, generator_summary
-from ..traffic.xdpgen import stop_leftover
+from ..traffic import GENERATORS, check_generator, generator_summary
 from .bpffs import BPFFS
 
 log = logging.getLogger(__name__)
@@ -64,12 +63,12 @@ class Testbed:
 
     def restore_state(self) -> list[str]:
         """Put back what a harness killed mid-point (SIGKILL: no `finally` runs) may have left,
-        read from the testbed itself rather than from its records: an xdpgen of this testbed still
-        sending, whichever generator the config names, since it pollutes every trial
-        (xenobench.traffic.xdpgen.stop_leftover: only this testbed's, never another prefix's).
-        NamespaceTestbed adds its NAPI threads' scheduling. Returns what was put back, one line
-        each; a point's set-up calls it first."""
-        return stop_leftover(self.node_for_role("loadgen"))
+        read from the testbed itself rather than from its records: what any local generator left
+        (Generator.leftover: xdpgen's or trafgen's process, trafgen's pacing qdisc), whichever
+        generator the config names now, since it pollutes every trial (only this testbed's, never
+        another prefix's). NamespaceTestbed adds its NAPI threads' scheduling. Returns what was put
+        back, one line each; a point's set-up calls it first and names it in its progress line."""
+        return [line for g in GENERATORS.values() if g.leftover is not None for line in g.leftover(self)]
 
     def decap_in_front(self, node: str) -> bool:
         """A service (a DNS server) attached or removed an XDP program on a backend's interface:

@@ -34,12 +34,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import shutil
 import threading
 import time
 from pathlib import Path
 
 from ..counters import read_proc_net_dev, snapshot
 from ..steady import steady_state_of_counter
+from .leftover import disown, own, stop_leftover
 from .profiles import FCS, Compiled, check_local, compile_frames, frames_plan, port_for, to_trafgen
 from .trial import Generator, TrialResult, TrialSpec
 
@@ -147,6 +149,8 @@ class TrafgenRun:
     def start(self) -> "TrafgenRun":
         cfg_path = write_config(self.tb, self.c)
         remote = self.node.stage(cfg_path, f"traffic/{cfg_path.name}")
+        # a killed harness's run holds the tag and sends into this trial's counters: stopped first
+        stop_leftover(self.node, TAG, trafgen_binary())
         try:
             if self.rate > 0:
                 self._set_rate()
@@ -155,6 +159,7 @@ class TrafgenRun:
             log = self.node.log_path(TAG)
             self.log_offset = len(self.node.read_text(log))
             self.h = self.node.start(TAG, self.argv(remote), log=log, ready=0.0)
+            own(self.node, TAG, self.h.pid)
             # /proc/<pid>/net/dev is readable only where the process runs on this host
             self.sampler = TxSampler(self.h.pid, self.iface) if self.node.is_local else None
         except Exception:
@@ -197,6 +202,8 @@ class TrafgenRun:
             return self._result
         try:
             self.node.stop(TAG, timeout=1.0 if self.stalled else 5.0)
+            if self.h is not None:
+                disown(self.node, TAG, self.h.pid)
             self.t1 = time.monotonic()
             samples = self.sampler.stop() if self.sampler else []
             if self.qdisc:
@@ -256,7 +263,28 @@ def plan(cfg, profile, tunables: dict, spec: TrialSpec) -> dict:
     return frames_plan("trafgen", profile, tunables, spec, port_for(cfg))
 
 
-GENERATOR = Generator("trafgen", start, plan, counts=True)
+def trafgen_binary() -> str:
+    """The trafgen program a process of ours runs (its /proc/PID/exe), for finding leftovers."""
+    return shutil.which("trafgen") or "/usr/sbin/trafgen"
+
+
+def leftover(testbed) -> list[str]:
+    """What a killed harness left of trafgen on the loadgen node: its process, and the tbf qdisc that
+    paced it (which would pace every later trial of any generator on the port)."""
+    node = testbed.node_for_role("loadgen")
+    iface = node.ncfg.iface().name
+    out = stop_leftover(node, TAG, trafgen_binary())
+    if node.running(TAG):  # a run of this harness process is under way: its qdisc is its own
+        return out
+    q = node.run(["tc", "qdisc", "show", "dev", iface, "root"], check=False).stdout
+    if q.startswith("qdisc tbf "):
+        node.run(["tc", "qdisc", "del", "dev", iface, "root"], check=False)
+        out.append(f"trafgen's tbf qdisc on {node.name}:{iface}")
+        logger.warning("%s: removed a leftover generator's qdisc: %s", node.name, q.strip())
+    return out
+
+
+GENERATOR = Generator("trafgen", start, plan, counts=True, leftover=leftover)
 
 
 class TxSampler:

@@ -168,3 +168,6 @@ class Generator:
     #: frames and TRex's DPDK pools recycle theirs), which the machine rule's page-allocator figure
     #: does not count against the machine
     describe: Callable | None = None
+    #: (testbed) -> what a harness killed mid-trial left of it, stopped or removed now, one line each
+    #: (xenobench.traffic.leftover; Testbed.restore_state calls every generator's)
+    leftover: Callable | None = None

@@ -33,13 +33,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import signal
 import time
 from pathlib import Path
 
 from .. import REPO_ROOT
 from ..steady import Steady, steady_state_of_counter
+from .leftover import disown, own, stop_leftover
 from .profiles import FCS, Compiled, TrafficError, check_local, compile_frames, frames_plan, port_for, write_pcap
 from .trial import Generator, TrialResult, TrialSpec, _number
 
@@ -53,59 +52,10 @@ STARTUP_S = 15.0            # from start to "xdpgen: sending" (BPF load, templat
 READY_LINE = "xdpgen: sending"
 
 
-#: (node, pid) of the xdpgen runs this harness process started and has not collected: any other
-#: xdpgen of this testbed is a leftover (stop_leftover)
-_OURS: set[tuple[str, int]] = set()
-
-
-def _exe(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return None
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
-
-
-def stop_leftover(node, binary: Path = BINARY, wait_s: float = 5.0) -> list[str]:
-    """Stop an xdpgen of this testbed that no run of this harness process owns: one left running by
-    a harness killed inside an open-ended run (which makes every later start fail "already
-    running"). Only this testbed's own are looked for, so concurrent testbeds of other prefixes are
-    never touched: the process record of the tag (under this config's and prefix's state directory)
-    and, on a namespace node, the processes inside this prefix's namespace of the node that run
-    `binary`. Returns what was stopped, one line each."""
-    out = []
-    h = node.handle(TAG)
-    if h is not None and node.running(TAG) and (node.name, h.pid) not in _OURS:
-        node.stop(TAG, timeout=wait_s)
-        out.append(f"xdpgen pid {h.pid} on {node.name} (recorded, `{' '.join(h.argv[:3])} ...`)")
-    if getattr(node, "netns", None) and node.is_local:
-        exe = str(Path(binary).resolve())
-        ours = {pid for n, pid in _OURS if n == node.name}
-        stray = [pid for pid in node.pids() if _exe(pid) == exe and pid not in ours and _pgid(pid) not in ours]
-        for pid in stray:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-        deadline = time.monotonic() + wait_s
-        while any(_exe(pid) == exe for pid in stray) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for pid in stray:
-            if _exe(pid) == exe:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            out.append(f"xdpgen pid {pid} in namespace {node.netns}")
-    for line in out:
-        logger.warning("%s: stopped a leftover generator: %s", node.name, line)
-    return out
+def leftover(testbed) -> list[str]:
+    """What a killed harness left of xdpgen on the loadgen node: its process (the loop's namespace,
+    pair and link die with it)."""
+    return stop_leftover(testbed.node_for_role("loadgen"), TAG, BINARY)
 
 
 #: xdpgen's --driver values (loadgen/xdpgen.c driver_names; config traffic.xdpgen.driver)
@@ -256,9 +206,9 @@ class XdpgenRun:
         log = self.node.log_path(TAG)
         self.log_offset = len(self.node.read_text(log))
         self.t0 = time.monotonic()
-        stop_leftover(self.node, self.binary)  # a killed harness's open-ended run holds the tag
+        stop_leftover(self.node, TAG, self.binary)  # a killed harness's open-ended run holds the tag
         self.h = self.node.start(TAG, self.argv(pcap), log=log, ready=0.0)
-        _OURS.add((self.node.name, self.h.pid))
+        own(self.node, TAG, self.h.pid)
         # until the BPF program is loaded and the first test run is about to start
         while True:
             out = self._out()
@@ -301,7 +251,7 @@ class XdpgenRun:
         # SIGTERM: xdpgen ends its test run between two XDP batches and prints its result
         self.node.stop(TAG, timeout=5.0)
         if self.h is not None:
-            _OURS.discard((self.node.name, self.h.pid))
+            disown(self.node, TAG, self.h.pid)
         self.t1 = time.monotonic()
         out = self._out()
         self._result = self._collect(out)
@@ -397,4 +347,4 @@ def check(testbed) -> list[tuple[str, bool, str]]:
                           f"in {testbed.cfg.path}")]
 
 
-GENERATOR = Generator("xdpgen", start, plan, counts=True, check=check, describe=describe)
+GENERATOR = Generator("xdpgen", start, plan, counts=True, check=check, describe=describe, leftover=leftover)
