@@ -289,3 +289,25 @@ def test_not_root_reads_what_it_may(monkeypatch):
     from xenobench.cli import needs_root
     from xenobench.config import load_config
     assert needs_root(load_config(DEFAULT_CONFIG)) and not needs_root(load_config(DEFAULT_CONFIG.parent / "fips.yaml"))
+
+
+#: plans the dry run used to accept and every run refused: (id, old, new in config/local.yaml, the line)
+REFUSED_PLANS = [
+    ("rank-reference-not-listed", "rank: {repetitions: 3, lbs: [wire, xenoflow, ebpf]",
+     "rank: {repetitions: 3, lbs: [xenoflow, ebpf]",
+     "Failed to plan experiment rank: experiments.rank.reference 'wire' is not in its lbs ['xenoflow', 'ebpf']"),
+    ("pps-paired-without-wire", "  pps: {lbs: [wire, xenoflow, ebpf]", "  pps: {lbs: [xenoflow, ebpf]",
+     "Failed to plan experiment pps: experiments.pps.reference 'wire' is not in its lbs ['xenoflow', 'ebpf']"),
+]
+
+
+@pytest.mark.parametrize("name,old,new,line", REFUSED_PLANS, ids=[r[0] for r in REFUSED_PLANS])
+@pytest.mark.parametrize("command", [["config", "check"], ["experiment", "plan"], ["experiment", "plan", "--json"]])
+def test_the_dry_run_refuses_what_the_run_refuses(tmp_path, name, old, new, line, command):
+    """`config check` and `experiment plan` plan the study as the workflow and `experiment run` do
+    (xenobench.experiments.plan: the kinds' section checks), so they refuse the same plans with the
+    same line and exit 2."""
+    f = local_with(tmp_path, old, new)
+    r = CliRunner().invoke(main, ["--config", str(f), *command])
+    assert r.exit_code == 2, r.output
+    assert line in r.output and "Traceback" not in r.output, r.output

@@ -11,8 +11,11 @@ def config_group():
 @config_group.command("check")
 @click.pass_obj
 def check(obj):
-    """Validate the configuration; exit 0, or 2 with file, key path and bad value."""
+    """Validate the configuration and the study it plans; exit 0, or 2 with file, key path and bad
+    value (the plan refused as `experiment run` and the workflow refuse it)."""
+    from ..experiments import plan
     cfg = obj.config
+    plan(cfg)
     roles = ", ".join(f"{n.name}={n.role}" for n in cfg.nodes.values())
     click.echo(f"{cfg.path}: ok (testbed {cfg.name}, kind {cfg.testbed_kind}, transport {cfg.transport}; {roles})")
 

@@ -19,12 +19,13 @@ def experiment_group():
 def plan_cmd(obj, only, as_json):
     """List the points and trial counts of the configured testbed (touches nothing)."""
     from ..errors import ConfigError
-    from ..experiments import order, points, repetitions
+    from ..experiments import order, plan, points, repetitions
     from ..layout import point_id
     unknown = [e for e in only if e not in order()]
     if unknown:  # a typo would otherwise plan 0 trials and exit 0
         raise ConfigError(f"Failed to plan experiment {unknown[0]!r}: unknown (known: {', '.join(order())})")
     cfg = obj.config
+    plan(cfg, list(only) or None)  # refuses what `experiment run` and the workflow refuse, with their line
     rows = [{"experiment": e, "point": p, "point_id": point_id(p), "trials": repetitions(cfg, e)}
             for e in (only or order()) for p in points(cfg, e)]
     if as_json:
