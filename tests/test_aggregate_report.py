@@ -278,3 +278,24 @@ def test_retry_invalid_sets_aside_only_the_invalid_trials_and_reopens_their_poin
     res = CliRunner().invoke(main, ["--config", "config/local.yaml", "experiment", "retry-invalid",
                                     "--results", str(tmp_path / "none")])
     assert res.exit_code != 0 and "no trials under" in res.output and "Traceback" not in res.output
+
+
+#: (offered_pps per row, measured_pps per row, the label the headline gets)
+GENERATOR_BOUND = [
+    ([3.0e6, 3.0e6, 3.1e6], [2.95e6, 2.99e6, 3.05e6],
+     " — generator-bound at 3.000 Mpps (the LB forwarded what the generator offered)"),
+    ([3.0e6, 3.0e6, 3.0e6], [2.80e6, 2.84e6, 2.70e6], ""),  # 0.94 of the offered rate: the LB's
+    ([None, None, None], [1.0e6, 1.0e6, 1.0e6], ""),  # no offered rate recorded (TRex's per-stream)
+]
+
+
+@pytest.mark.parametrize("offered,measured,label", GENERATOR_BOUND)
+def test_a_rate_the_generator_set_is_labelled_generator_bound(offered, measured, label):
+    """A headline rate whose backends received at least GENERATOR_BOUND_SHARE of what the generator
+    offered is the generator's, and says so with the generator's rate."""
+    import pandas as pd
+
+    from xenobench.report import generator_bound
+    g = pd.DataFrame({"offered_pps": pd.array(offered, dtype="Float64").astype(float),
+                      "measured_pps": measured, "value": measured})
+    assert generator_bound(g) == label

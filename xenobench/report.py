@@ -34,7 +34,7 @@ from .layout import chosen_reasons, read_json, trial_results
 from .latency import NOT_DISTINGUISHABLE
 from .lb import LBS
 from .rateblocks import MIN_ROUNDS, ratios_from_rows
-from .results import read_all
+from .results import GENERATOR_BOUND_SHARE, read_all
 
 HARDWARE_TESTBEDS = ("fips", "thesis")
 
@@ -272,19 +272,31 @@ def _span(v, scale: float = 1.0, fmt: str = ".4f") -> str:
     return f"{v.min() / scale:{fmt}}–{v.max() / scale:{fmt}}"
 
 
+def generator_bound(g) -> str:
+    """' — generator-bound at N Mpps' for rows of an unpaced rate whose backends received at least
+    GENERATOR_BOUND_SHARE of what the generator offered (medians of the rows' measured_pps and
+    offered_pps): the generator's rate, not the LB's; '' otherwise or without an offered rate."""
+    if "offered_pps" not in g or "measured_pps" not in g:
+        return ""
+    offered, measured = g.offered_pps.median(), g.measured_pps.median()
+    if not offered or np.isnan(offered) or np.isnan(measured) or measured < GENERATOR_BOUND_SHARE * offered:
+        return ""
+    return f" — generator-bound at {offered / 1e6:.3f} Mpps (the LB forwarded what the generator offered)"
+
+
 def _headlines(tidy: dict) -> list[list]:
     """[quantity, median, spread (the trials' min-max; a ratio's CI), trials] per headline number."""
     out = []
     if "pps" in tidy:
         x = tidy["pps"][tidy["pps"].metric == "rx_pps"]
         for (lb, pl), g in x.groupby(["lb", "payload_bytes"]):
-            out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps",
+            out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps{generator_bound(g)}",
                         _span(g.value, 1e6), len(g)])
     if "compare" in tidy:
         c = tidy["compare"]
         for lb, g in c[c.metric == "max_pps"].groupby("lb"):
-            out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps", _span(g.value, 1e6),
-                        len(g)])
+            out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps{generator_bound(g)}",
+                        _span(g.value, 1e6), len(g)])
         for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):
             out.append([f"LB program time per frame (BPF run-time statistics), {lb}",
                         f"{g.value.median():.1f} ns", _span(g.value, fmt=".1f"), len(g)])

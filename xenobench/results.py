@@ -73,6 +73,10 @@ OPTIONAL = ("server", "generator", "changes_per_s")  # added later; files writte
 # (read_tidy: aggregate, plot, report, compare, the notebooks). A known metric with another unit is
 # an error (a Mpps value in a packets/s column is the classic silent factor-10^6 bug); a value out
 # of its range was not measured as the file says. Other metrics are allowed (unit and range free).
+#: an unpaced rate whose backends received at least this share of what the generator offered (the
+#: rows' measured_pps / offered_pps) is the generator's own rate, not the LB's: the report names it
+#: "generator-bound" (the machine rule's experiments.max_received_share judges a block by the same share)
+GENERATOR_BOUND_SHARE = 0.95
 COUNTER_SKEW = (0.001, 10)  # received <= sent x (1 + 0.001) + 10: the counters' tolerance (stray
                             # frames, a counter read a moment apart), as xenobench.procedures checks it
 RATE_SKEW = 0.5  # a received rate is the steady-state median of short samples (0.25 s here, 1 s on the
