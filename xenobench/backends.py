@@ -390,6 +390,15 @@ def is_yaml(path) -> bool:
     return Path(path).suffix in (".yaml", ".yml")
 
 
+def _file_kind(mode: int) -> str | None:
+    """What a path that is neither a regular file nor a directory is, in XenoFlow's words
+    (lb/src/backends.c file_kind); None for a regular file or a directory (open says "Is a directory")."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "of an unknown type")
+
+
 def read_document(path):
     """The decoded document of a backends file, read with every limit above; BackendsError
     "Failed to load backends <path>: ..." otherwise."""
@@ -399,6 +408,9 @@ def read_document(path):
         raise BackendsError(f"Failed to load backends {path}: (top level): {msg}")
 
     try:
+        kind = _file_kind(os.stat(path).st_mode)
+        if kind:  # a FIFO would block the reader, a device may act when opened (XenoFlow refuses them alike)
+            raise BackendsError(f"Failed to load backends {path}: is not a regular file ({kind})")
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
             if stat.S_ISREG(st.st_mode) and st.st_size > MAX_BYTES:
@@ -455,8 +467,12 @@ def write_canonical(src, dest_dir, rule: WeightRule = CLASSES) -> Path:
     dest = Path(dest_dir) / f"{Path(src).stem}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".tmp")
-    tmp.write_bytes(text)
-    os.replace(tmp, dest)
+    try:
+        tmp.write_bytes(text)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return dest
 
 

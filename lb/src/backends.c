@@ -3,7 +3,8 @@
  * validated; xenobench/backends.py is the reference for the checks). This reader takes that form
  * and hand-written files of the same shape (the thesis's backends.json, §6.1.3), and refuses
  * anything else safely, in its own words:
- *   - at most XF_BACKENDS_MAX_BYTES (one byte of slack tells a growing file or /dev/zero);
+ *   - a regular file that only root or the invoking user can have written (open_checked below);
+ *   - at most XF_BACKENDS_MAX_BYTES (one byte of slack tells a growing file);
  *   - RFC 8259 syntax, read as the schema leads: nesting is at most 3 by construction, every key
  *     is one it knows, and a key given twice is refused (no "last one wins");
  *   - strings: valid UTF-8, no raw control characters, escapes decoded, U+0000 and unpaired
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backends.h"
@@ -384,6 +386,93 @@ static int document(struct rd *r, struct xf_backends *out)
 	return 0;
 }
 
+static const char *file_kind(mode_t m)
+{
+	return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" :
+	       S_ISSOCK(m) ? "a socket" : "of an unknown type";
+}
+
+/* The user XenoFlow acts for: its real uid, or, when that is root and sudo started it, the user
+ * who ran sudo (SUDO_UID, which sudo sets itself; on the DPU the login that owns the file runs
+ * XenoFlow through a sudo rule, so the real uid is root's). */
+static uid_t invoking_uid(void)
+{
+	const char *s = getenv("SUDO_UID");
+	char *end;
+	unsigned long v;
+
+	if (getuid() != 0 || !s || *s < '0' || *s > '9')
+		return getuid();
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	return errno || *end || v != (unsigned long)(uid_t)v || (uid_t)v == (uid_t)-1 ? 0 : (uid_t)v;
+}
+
+__attribute__((format(printf, 5, 6))) static int refuse(int fd, char *err, size_t errlen, const char *path,
+							  const char *fmt, ...)
+{
+	int k = snprintf(err, errlen, "Failed to load backends %s: ", path);
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (k >= 0 && (size_t)k < errlen)
+		vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+	va_end(ap);
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* a file that is not a regular one: a directory in the words of open/read (xenobench/backends.py
+ * says the same), anything else by its kind */
+static int not_regular(int fd, char *err, size_t errlen, const char *path, mode_t m)
+{
+	if (S_ISDIR(m))
+		return refuse(fd, err, errlen, path, "%s", strerror(EISDIR));
+	return refuse(fd, err, errlen, path, "is not a regular file (%s)", file_kind(m));
+}
+
+/* Open the backends file for reading (the descriptor), or refuse it (err filled, -1). XenoFlow
+ * runs as root (a sudo rule on the DPU) and reads the file at start and on every SIGHUP, so the
+ * file must be one only root or the invoking user can have written: not a symbolic link
+ * (O_NOFOLLOW: ELOOP), a regular file (a FIFO would block the reader, a device may act when
+ * opened), not writable by group or others, owned by root or the invoking user. lstat first, so
+ * that nothing but a regular file is opened; the verdict is fstat's, on the descriptor opened (the
+ * name may have been replaced in between), and the file is read from that descriptor only. */
+static int open_checked(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	uid_t me = invoking_uid();
+	int fd, flags;
+
+	if (lstat(path, &st))
+		return refuse(-1, err, errlen, path, "%s", strerror(errno));
+	if (S_ISLNK(st.st_mode))
+		return refuse(-1, err, errlen, path, "is a symbolic link; give the file itself");
+	if (!S_ISREG(st.st_mode))
+		return not_regular(-1, err, errlen, path, st.st_mode);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 && errno == ELOOP)
+		return refuse(-1, err, errlen, path, "is a symbolic link; give the file itself");
+	if (fd < 0 || fstat(fd, &st))
+		return refuse(fd, err, errlen, path, "%s", strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return not_regular(fd, err, errlen, path, st.st_mode);
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return refuse(fd, err, errlen, path, "is writable by group or others (mode %04o); chmod go-w it",
+			      (unsigned)(st.st_mode & 07777));
+	if (st.st_uid != 0 && st.st_uid != me) {
+		if (me)
+			return refuse(fd, err, errlen, path, "is owned by uid %u, neither root nor the invoking user (uid %u)",
+				      (unsigned)st.st_uid, (unsigned)me);
+		return refuse(fd, err, errlen, path, "is owned by uid %u, not by root (the invoking user)",
+			      (unsigned)st.st_uid);
+	}
+	if ((flags = fcntl(fd, F_GETFL)) >= 0) /* O_NONBLOCK only kept a FIFO from blocking the open */
+		fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+	return fd;
+}
+
 int xf_backends_load(const char *path, struct xf_backends *out, char *err, size_t errlen)
 {
 	struct rd r = {.path = path, .err = err, .errlen = errlen};
@@ -395,11 +484,8 @@ int xf_backends_load(const char *path, struct xf_backends *out, char *err, size_
 	memset(out, 0, sizeof(*out));
 	if ((len >= 5 && !strcmp(path + len - 5, ".yaml")) || (len >= 4 && !strcmp(path + len - 4, ".yml")))
 		return fail(&r, "(top level)", "XenoFlow reads JSON only; `xenobench lb start` writes it from YAML");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(err, errlen, "Failed to load backends %s: %s", path, strerror(errno));
+	if ((fd = open_checked(path, err, errlen)) < 0)
 		return -1;
-	}
 	text = malloc(XF_BACKENDS_MAX_BYTES + 1);
 	if (!text)
 		abort();

@@ -35,7 +35,11 @@ struct xf_backends {
 };
 
 /* 0 on success; otherwise fills err with "Failed to load backends <path>: <where>: <reason>"
- * (<where>: a key path, or "line L column C") or "Failed to load backends <path>: <strerror>". */
+ * (<where>: a key path, or "line L column C") or "Failed to load backends <path>: <reason>" for a
+ * file it does not read: <strerror>, or a refused file (XenoFlow runs as root): "is a symbolic
+ * link; ...", "is not a regular file (a FIFO)", "is writable by group or others (mode 0664); ...",
+ * "is owned by uid U, neither root nor the invoking user (uid V)". The file is opened once
+ * (O_NOFOLLOW, O_CLOEXEC), checked with fstat and read from that descriptor. */
 int xf_backends_load(const char *path, struct xf_backends *out, char *err, size_t errlen);
 void xf_backends_free(struct xf_backends *bs);
 

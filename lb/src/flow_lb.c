@@ -7,8 +7,6 @@
 
 DOCA_LOG_REGISTER(XENOFLOW_PIPE);
 
-#define XF_PROCESS_TIMEOUT_US 10000 /* doca_flow_entries_process timeout (the samples' DEFAULT_TIMEOUT_US) */
-
 void xf_check_for_valid_entry(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue,
 			      enum doca_flow_entry_status status, enum doca_flow_entry_op op, void *user_ctx)
 {
@@ -148,12 +146,8 @@ doca_error_t xf_setup_class_counters(struct doca_flow_port *port, int n, uint32_
 	return r;
 }
 
-/* Process queue 0 of `port` until `want` more entries have completed (the callback counts them in
- * st->nb_processed) or a round completes none: a failed entry or a stall is an error. */
-static doca_error_t process_batch(struct doca_flow_port *port, struct xf_entries_status *st, int want)
+doca_error_t xf_process_until(struct doca_flow_port *port, struct xf_entries_status *st, int target)
 {
-	int target = st->nb_processed + want;
-
 	while (st->nb_processed < target) {
 		int before = st->nb_processed;
 		doca_error_t r = doca_flow_entries_process(port, 0, XF_PROCESS_TIMEOUT_US, (uint32_t)(target - before));
@@ -188,7 +182,7 @@ doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_
 			if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], status,
 						       entries ? &entries[c] : &entry)))
 				return r;
-		if ((r = process_batch(ingress, status, n)) != DOCA_SUCCESS) {
+		if ((r = xf_process_until(ingress, status, status->nb_processed + n)) != DOCA_SUCCESS) {
 			DOCA_LOG_ERR("Failed to process entries: %s (%d of %d processed%s)", doca_error_get_descr(r),
 				     status->nb_processed - first, nslots, status->failure ? ", some failed" : "");
 			return r;

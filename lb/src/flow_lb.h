@@ -39,6 +39,17 @@ struct xf_entries_status {
 	int nb_processed;
 };
 
+/* doca_flow_entries_process's timeout in microseconds (the 2.9 samples' DEFAULT_TIMEOUT_US) */
+#define XF_PROCESS_TIMEOUT_US 10000
+
+/* Process queue 0 of `port` until st->nb_processed (the entry-process callback counts completions
+ * of the entries whose user context st is) reaches `target`. Each call asks for exactly the
+ * operations still outstanding: doca_flow_entries_process returns once it completed that many,
+ * whereas max_processed_entries 0 "will proceed until timeout" (doca_flow.h), i.e. takes the whole
+ * timeout every call. A failed entry, or a call that completes none (a stall), is an error. The
+ * start's batches of adds and each update round (update.c) go through here. */
+doca_error_t xf_process_until(struct doca_flow_port *port, struct xf_entries_status *st, int target);
+
 /* the DOCA Flow entry-process callback (doca_flow_cfg_set_cb_entry_process) */
 void xf_check_for_valid_entry(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue,
 			      enum doca_flow_entry_status status, enum doca_flow_entry_op op, void *user_ctx);

@@ -8,32 +8,12 @@
 
 DOCA_LOG_REGISTER(XENOFLOW_UPDATE);
 
-#define XF_PROCESS_TIMEOUT_US 10000 /* as flow_lb.c: the samples' DEFAULT_TIMEOUT_US */
-
 static double mono(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* doca_flow_entries_process on queue 0 until `target` updates of this status completed (the
- * entries' user context counts OP_UPD completions); a round that completes nothing is a stall. */
-static doca_error_t process_until(struct xf_running *rt, int target)
-{
-	while (rt->status.nb_processed < target) {
-		int before = rt->status.nb_processed;
-		doca_error_t r = doca_flow_entries_process(rt->ingress, 0, XF_PROCESS_TIMEOUT_US, 0);
-
-		if (r != DOCA_SUCCESS)
-			return r;
-		if (rt->status.failure)
-			return DOCA_ERROR_BAD_STATE;
-		if (rt->status.nb_processed == before)
-			return DOCA_ERROR_TIME_OUT;
-	}
-	return DOCA_SUCCESS;
 }
 
 doca_error_t xf_update_classes(struct xf_running *rt, int nslots, const uint8_t (*cur)[6], const uint8_t (*next)[6],
@@ -56,7 +36,8 @@ doca_error_t xf_update_classes(struct xf_running *rt, int nslots, const uint8_t 
 			target++;
 			(*changed)++;
 		}
-		if ((r = process_until(rt, target)) != DOCA_SUCCESS) {
+		/* exactly this round's updates (target: the completions counted so far plus them) */
+		if ((r = xf_process_until(rt->ingress, &rt->status, target)) != DOCA_SUCCESS) {
 			DOCA_LOG_ERR("Failed to process the changed entries: %s", doca_error_get_descr(r));
 			return r;
 		}

@@ -121,8 +121,9 @@ int main(int argc, char **argv)
 			;
 		t0 = now();
 		/* 198.18.0.16 → class 0 */
+		/* max_processed_entries 1, the one add: 0 would wait out the timeout (doca_flow.h) */
 		if (xf_add_class_entry(pipe, 0, BMAC, LB_OUT, ids[0], &st, &e) ||
-		    doca_flow_entries_process(ports[0], 0, 10000, 0) || st.nb_processed != 1 || st.failure)
+		    doca_flow_entries_process(ports[0], 0, 10000, 1) || st.nb_processed != 1 || st.failure)
 			return 1;
 		t_call = now();
 		while (!t1) {
@@ -144,7 +145,7 @@ int main(int argc, char **argv)
 		lat[r] = (t1 - t0) * 1e6;
 		call[r] = (t_call - t0) * 1e6;
 		/* a removal completes at processing (lb/emu: the same queue rule as an add) */
-		if (doca_flow_pipe_remove_entry(0, 0, e) || doca_flow_entries_process(ports[0], 0, 10000, 0))
+		if (doca_flow_pipe_remove_entry(0, 0, e) || doca_flow_entries_process(ports[0], 0, 10000, 1))
 			return 1;
 		usleep(20000);
 	}

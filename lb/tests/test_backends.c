@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <yaml.h>
@@ -230,6 +231,110 @@ static void test_missing_file_names_path_and_reason(void **state)
 	assert_string_equal(err, "Failed to load backends /nonexistent/b.json: No such file or directory");
 }
 
+/* The file itself (XenoFlow runs as root through a sudo rule and reads it at start and on every
+ * SIGHUP): one a user other than root or the invoking one could have written, or one that is not a
+ * plain file, is refused before a byte of it is read. A fixture table; each row is one file in a
+ * fresh directory: `kind` what it is, `mode`, `owner` (-1: as created), SUDO_UID for the call
+ * (NULL: unset), then the verdict (NULL: read). */
+#define GOOD_JSON "{\"backends\":[{\"name\":\"a\",\"mac_address\":\"02:00:00:00:00:01\"}]}"
+
+enum fixture { REGULAR, SYMLINK, FIFO, DIRECTORY, DEVICE };
+
+static const struct {
+	const char *name;
+	enum fixture kind;
+	mode_t mode;
+	int owner;
+	const char *sudo_uid;
+	const char *expect;
+} file_rows[] = {
+	{"good", REGULAR, 0644, -1, NULL, NULL},
+	{"good-0600", REGULAR, 0600, -1, NULL, NULL},
+	{"symlink", SYMLINK, 0644, -1, NULL, "is a symbolic link; give the file itself"},
+	{"fifo", FIFO, 0644, -1, NULL, "is not a regular file (a FIFO)"},
+	{"directory", DIRECTORY, 0755, -1, NULL, "Is a directory"},
+	{"device", DEVICE, 0, -1, NULL, "is not a regular file (a character device)"},
+	{"group-writable", REGULAR, 0664, -1, NULL, "is writable by group or others (mode 0664); chmod go-w it"},
+	{"others-writable", REGULAR, 0646, -1, NULL, "is writable by group or others (mode 0646); chmod go-w it"},
+	/* the rows below chown: root only */
+	{"owned-by-another", REGULAR, 0644, 12345, NULL,
+	 "is owned by uid 12345, not by root (the invoking user)"},
+	{"owned-by-the-sudo-user", REGULAR, 0644, 12345, "12345", NULL},
+	{"owned-by-another-than-the-sudo-user", REGULAR, 0644, 12345, "12346",
+	 "is owned by uid 12345, neither root nor the invoking user (uid 12346)"},
+	{"bad-sudo-uid-is-root", REGULAR, 0644, 12345, "12345x",
+	 "is owned by uid 12345, not by root (the invoking user)"},
+};
+
+static void test_file_not_plain_or_writable_by_others_is_refused(void **state)
+{
+	char dir[] = "/tmp/xf-backends-file-XXXXXX";
+	bool root = getuid() == 0;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	alarm(10); /* a FIFO opened for reading without O_NONBLOCK would block here */
+	for (size_t i = 0; i < sizeof(file_rows) / sizeof(file_rows[0]); i++) {
+		static struct xf_backends bs;
+		char path[256], target[256], err[1024] = "", want[1024];
+		FILE *f;
+		int rc;
+
+		if (file_rows[i].owner >= 0 && !root)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s.json", dir, file_rows[i].name);
+		snprintf(target, sizeof(target), "%s/%s.target.json", dir, file_rows[i].name);
+		switch (file_rows[i].kind) {
+		case REGULAR:
+		case SYMLINK:
+			f = fopen(file_rows[i].kind == SYMLINK ? target : path, "w");
+			assert_non_null(f);
+			fputs(GOOD_JSON, f);
+			fclose(f);
+			assert_int_equal(chmod(file_rows[i].kind == SYMLINK ? target : path, file_rows[i].mode), 0);
+			if (file_rows[i].kind == SYMLINK) /* to a good file */
+				assert_int_equal(symlink(target, path), 0);
+			break;
+		case FIFO:
+			assert_int_equal(mkfifo(path, file_rows[i].mode), 0);
+			break;
+		case DIRECTORY:
+			assert_int_equal(mkdir(path, file_rows[i].mode), 0);
+			break;
+		case DEVICE:
+			snprintf(path, sizeof(path), "/dev/null");
+			break;
+		}
+		if (file_rows[i].owner >= 0)
+			assert_int_equal(chown(path, (uid_t)file_rows[i].owner, (gid_t)-1), 0);
+		if (file_rows[i].sudo_uid)
+			setenv("SUDO_UID", file_rows[i].sudo_uid, 1);
+		else
+			unsetenv("SUDO_UID");
+		rc = xf_backends_load(path, &bs, err, sizeof(err));
+		unsetenv("SUDO_UID");
+		if (!file_rows[i].expect) {
+			if (rc)
+				fail_msg("row %s: refused: %s", file_rows[i].name, err);
+			assert_int_equal(bs.n, 1);
+			assert_string_equal(bs.b[0].mac_str, "02:00:00:00:00:01");
+			xf_backends_free(&bs);
+		} else {
+			snprintf(want, sizeof(want), "Failed to load backends %s: %s", path, file_rows[i].expect);
+			assert_int_equal(rc, -1);
+			if (strcmp(err, want))
+				fail_msg("row %s:\n  want %s\n  got  %s", file_rows[i].name, want, err);
+		}
+		if (file_rows[i].kind == DIRECTORY)
+			rmdir(path);
+		else if (file_rows[i].kind != DEVICE)
+			unlink(path);
+		unlink(target);
+	}
+	alarm(0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -238,10 +343,12 @@ int main(void)
 		cmocka_unit_test(test_refusals_say_where_and_why),
 		cmocka_unit_test(test_names_decoded_and_kept_as_json),
 		cmocka_unit_test(test_missing_file_names_path_and_reason),
+		cmocka_unit_test(test_file_not_plain_or_writable_by_others_is_refused),
 	};
 	FILE *f = fopen(CASES_YAML, "r");
 	yaml_parser_t p;
 
+	umask(022); /* the files the tests write are refused if group- or others-writable */
 	if (!f) {
 		perror("Failed to open " CASES_YAML);
 		return 1;

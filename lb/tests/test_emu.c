@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/if_link.h>
 #include <bpf/libbpf.h>
@@ -940,6 +941,71 @@ static void test_queue_depth_set_explicitly_and_partial_processing(void **state)
 	assert_int_equal(doca_flow_entries_process(ports[0], 1, 10000, 0), DOCA_ERROR_INVALID_VALUE);
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* doca_flow.h (2.x): doca_flow_entries_process's max_processed_entries is the "flow entries number
+ * to process", and "if it is 0, it will proceed until timeout" (microseconds; "process once if
+ * timeout is 0"). 0 completes what is queued and returns only once the timeout has passed; N
+ * returns as soon as N operations completed; N above what is queued completes them and waits out
+ * the timeout. The emulation ignored the timeout, so a caller passing 0 (XenoFlow's update
+ * rounds did) looked as fast here as it is slow on the hardware. Coarse bounds (a 200 ms timeout,
+ * a noisy machine): waiting >= 150 ms, not waiting < 100 ms. */
+static void test_entries_process_honours_the_timeout(void **state)
+{
+	struct doca_flow_pipe *pipe = lb_pipe(0x7, DOCA_FLOW_RESOURCE_TYPE_SHARED);
+	double t;
+	(void)state;
+
+	add(pipe, 0, BMAC[0], 0);
+	add(pipe, 1, BMAC[1], 1);
+	t = mono_s();
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 200000, 0), DOCA_SUCCESS);
+	t = mono_s() - t;
+	assert_int_equal(processed, 2);
+	if (t < 0.150)
+		fail_msg("max_processed_entries 0 returned after %.1f ms, before its 200 ms timeout", t * 1e3);
+	/* N = what is queued: back as soon as they completed */
+	add(pipe, 2, BMAC[2], 2);
+	add(pipe, 3, BMAC[3], 3);
+	t = mono_s();
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 200000, 2), DOCA_SUCCESS);
+	t = mono_s() - t;
+	assert_int_equal(processed, 4);
+	if (t >= 0.100)
+		fail_msg("max_processed_entries 2 with 2 queued took %.1f ms (timeout 200 ms)", t * 1e3);
+	/* N below what is queued: N completed, the rest stays queued, no wait */
+	add(pipe, 4, BMAC[0], 4);
+	add(pipe, 5, BMAC[1], 5);
+	t = mono_s();
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 200000, 1), DOCA_SUCCESS);
+	t = mono_s() - t;
+	assert_int_equal(processed, 5);
+	if (t >= 0.100)
+		fail_msg("max_processed_entries 1 with 2 queued took %.1f ms (timeout 200 ms)", t * 1e3);
+	/* N above what is queued (1 left, 2 asked): it completes and the call waits out the timeout */
+	t = mono_s();
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 200000, 2), DOCA_SUCCESS);
+	t = mono_s() - t;
+	assert_int_equal(processed, 6);
+	if (t < 0.150)
+		fail_msg("max_processed_entries 2 with 1 queued returned after %.1f ms, before its 200 ms timeout", t * 1e3);
+	/* timeout 0: one pass, whatever max_processed_entries says */
+	add(pipe, 6, BMAC[2], 6);
+	t = mono_s();
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, 0, 0), DOCA_SUCCESS);
+	t = mono_s() - t;
+	assert_int_equal(processed, 7);
+	assert_int_equal(failed, 0);
+	if (t >= 0.100)
+		fail_msg("timeout 0 took %.1f ms", t * 1e3);
+}
+
 /* DPDK 22.11 doc/guides/nics/mlx5.rst, Limitations: "Hairpin in switchdev SR-IOV mode is not
  * supported till now"; a BlueField in DPU mode has its Arm PFs in switchdev (DOCA Switching). The
  * emulated PFs are switchdev with DOCA_FLOW_EMU_ESWITCH_MODE=switchdev: the hairpin queue that
@@ -1067,6 +1133,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_queue_depth_default_128_bounds_unprocessed_entries, setup, teardown),
 		cmocka_unit_test_prestate_setup_teardown(test_queue_depth_set_explicitly_and_partial_processing, setup,
 							 teardown, (void *)&DEPTH_4),
+		cmocka_unit_test_setup_teardown(test_entries_process_honours_the_timeout, setup, teardown),
 		cmocka_unit_test_prestate_setup_teardown(test_hairpin_refused_with_pfs_in_switchdev, setup, teardown,
 							 (void *)&DPDK_ONLY),
 	};

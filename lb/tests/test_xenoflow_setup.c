@@ -10,6 +10,9 @@
  *   - the default RSS is set over the regular queues (it set none: a DOCA Flow queue count above
  *     the DPDK queues went unnoticed);
  *   - and, end to end, a class frame arriving on port 0 leaves on port 1 with the backend's MAC.
+ * Then the runtime change (update.c): in place, in rounds within the queue's margin, each round
+ * back once its updates completed (it asked doca_flow_entries_process for 0 entries, i.e. the
+ * whole timeout, every round), and a refused file on SIGHUP keeps the running set.
  * Runs as root in a private network namespace with two veth pairs (xe0, xe1 for ports 0, 1). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -22,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -29,6 +34,7 @@
 #include <doca_flow_emu.h>
 #include <doca_log.h>
 
+#include "backends.h"
 #include "flow_lb.h"
 #include "update.h"
 #include "ports.h"
@@ -237,6 +243,154 @@ static void test_256_classes_updated_in_place_in_rounds_within_the_margin(void *
 	}
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* An update round returns once its updates completed, not at the timeout: update.c called
+ * doca_flow_entries_process(port, 0, XF_PROCESS_TIMEOUT_US, 0), and 0 "will proceed until timeout"
+ * (doca_flow.h), so on a BlueField every round took the whole timeout (10 ms) whatever it changed;
+ * the emulation honours the timeout as the hardware does (test_emu.c), and update.c now asks for
+ * exactly the round's updates (xf_process_until). 20 changes of one class, one round each: under
+ * 100 ms in all (with 0, at least 20 x 10 ms). */
+static void test_an_update_round_returns_when_its_updates_completed(void **state)
+{
+	static struct xf_running rt;
+	struct doca_flow_pipe *pipe = NULL;
+	uint8_t cur[2][6], next[2][6];
+	uint32_t ids[2];
+	int changed = -1;
+	double t;
+	(void)state;
+
+	bring_up(DPDK.nb_queues);
+	assert_int_equal(xf_init_doca_flow_ports(2, ports), DOCA_SUCCESS);
+	assert_int_equal(xf_setup_class_counters(ports[0], 2, ids), DOCA_SUCCESS);
+	memset(&rt, 0, sizeof(rt));
+	assert_int_equal(xf_install_classes(ports[0], 1, 2, MACS, LB_OUT, ids, &rt.status, rt.entries, &pipe),
+			 DOCA_SUCCESS);
+	rt.ingress = ports[0];
+	rt.pipe = pipe;
+	rt.ids = ids;
+	memcpy(rt.src_mac, LB_OUT, 6);
+	memcpy(cur, MACS, sizeof(cur));
+	memcpy(next, MACS, sizeof(next));
+	t = mono_s();
+	for (int i = 0; i < 20; i++) { /* class 1: MACS[1] -> MACS[0] -> MACS[1] ... */
+		memcpy(next[1], MACS[i % 2 ? 1 : 0], 6);
+		assert_int_equal(xf_update_classes(&rt, 2, (const uint8_t(*)[6])cur, (const uint8_t(*)[6])next, &changed),
+				 DOCA_SUCCESS);
+		assert_int_equal(changed, 1);
+		memcpy(cur[1], next[1], 6);
+	}
+	t = mono_s() - t;
+	assert_int_equal(rt.status.nb_processed, 2 + 20);
+	assert_false(rt.status.failure);
+	if (t >= 0.100)
+		fail_msg("20 update rounds of one class took %.1f ms (%.1f ms a round; the process timeout is %d us)",
+			 t * 1e3, t * 1e3 / 20, XF_PROCESS_TIMEOUT_US);
+}
+
+/* xf_reload's JSON line (stdout) for `path`, into line */
+static void reload_line(struct xf_running *rt, const char *path, struct xf_backends *bs, char *line, size_t n)
+{
+	char out[] = "/tmp/xf-reload-out-XXXXXX";
+	int fd = mkstemp(out), saved;
+	ssize_t got;
+
+	assert_true(fd >= 0);
+	fflush(stdout);
+	saved = dup(1);
+	dup2(fd, 1);
+	xf_reload(rt, path, bs);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	got = pread(fd, line, n - 1, 0);
+	line[got > 0 ? got : 0] = 0;
+	close(fd);
+	unlink(out);
+}
+
+static void write_backends(const char *path, const uint8_t mac1[6])
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fprintf(f, "{\"backends\": [{\"name\": \"a\", \"mac_address\": \"02:00:00:00:0a:00\"}, {\"name\": \"b\", "
+		   "\"mac_address\": \"%02x:%02x:%02x:%02x:%02x:%02x\"}]}",
+		mac1[0], mac1[1], mac1[2], mac1[3], mac1[4], mac1[5]);
+	fclose(f);
+	assert_int_equal(chmod(path, 0644), 0);
+}
+
+/* SIGHUP (xf_reload) with a -b file the reader refuses as a file (here: the name replaced by a
+ * symbolic link to a good file) is an update_refused line, and XenoFlow keeps its running set
+ * and entries, as for any refused file; the same name as a plain file again is applied. */
+static void test_reload_of_a_refused_file_keeps_the_running_table(void **state)
+{
+	static struct xf_running rt;
+	static struct xf_backends bs;
+	static const uint8_t OTHER[6] = {0x02, 0, 0, 0, 0x0a, 2};
+	char dir[] = "/tmp/xf-reload-XXXXXX", path[64], target[64], err[256], line[4096];
+	struct doca_flow_pipe *pipe = NULL;
+	uint8_t macs[2][6], out[128];
+	uint32_t ids[2], olen;
+	int verdict;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/backends.json", dir);
+	snprintf(target, sizeof(target), "%s/other.json", dir);
+	write_backends(path, MACS[1]);
+	if (xf_backends_load(path, &bs, err, sizeof(err)))
+		fail_msg("%s", err);
+	bring_up(DPDK.nb_queues);
+	assert_int_equal(xf_init_doca_flow_ports(2, ports), DOCA_SUCCESS);
+	assert_int_equal(xf_setup_class_counters(ports[0], 2, ids), DOCA_SUCCESS);
+	for (int c = 0; c < 2; c++)
+		memcpy(macs[c], bs.b[bs.slots[c]].mac, 6);
+	memset(&rt, 0, sizeof(rt));
+	assert_int_equal(xf_install_classes(ports[0], 1, 2, (const uint8_t(*)[6])macs, LB_OUT, ids, &rt.status,
+					    rt.entries, &pipe),
+			 DOCA_SUCCESS);
+	rt.ingress = ports[0];
+	rt.pipe = pipe;
+	rt.ids = ids;
+	memcpy(rt.src_mac, LB_OUT, 6);
+	/* the name becomes a symbolic link to a good file that moves class 1 */
+	write_backends(target, OTHER);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink(target, path), 0);
+	reload_line(&rt, path, &bs, line, sizeof(line));
+	if (!strstr(line, "\"event\": \"update_refused\"") || !strstr(line, "is a symbolic link"))
+		fail_msg("%s", line);
+	assert_int_equal(rt.status.nb_processed, 2); /* no entry touched */
+	assert_memory_equal(bs.b[1].mac, MACS[1], 6);
+	olen = sizeof(out);
+	assert_int_equal(doca_flow_emu_test_run(0, FRAME, sizeof(FRAME), &verdict, out, &olen), DOCA_SUCCESS);
+	assert_int_equal(verdict, XDP_REDIRECT);
+	assert_memory_equal(out, MACS[1], 6); /* class 1 still at its backend */
+	/* a plain file under the name again: applied */
+	assert_int_equal(unlink(path), 0);
+	write_backends(path, OTHER);
+	reload_line(&rt, path, &bs, line, sizeof(line));
+	if (!strstr(line, "\"event\": \"updated\""))
+		fail_msg("%s", line);
+	assert_memory_equal(bs.b[1].mac, OTHER, 6);
+	olen = sizeof(out);
+	assert_int_equal(doca_flow_emu_test_run(0, FRAME, sizeof(FRAME), &verdict, out, &olen), DOCA_SUCCESS);
+	assert_memory_equal(out, OTHER, 6);
+	xf_backends_free(&bs);
+	unlink(path);
+	unlink(target);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +401,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_main_sequence_forwards_a_class_frame_rewritten, teardown),
 		cmocka_unit_test_teardown(test_256_classes_are_added_in_batches_within_the_queue_depth, teardown),
 		cmocka_unit_test_teardown(test_256_classes_updated_in_place_in_rounds_within_the_margin, teardown),
+		cmocka_unit_test_teardown(test_an_update_round_returns_when_its_updates_completed, teardown),
+		cmocka_unit_test_teardown(test_reload_of_a_refused_file_keeps_the_running_table, teardown),
 	};
 
 	if (geteuid() != 0) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/if_link.h>
 #include <bpf/bpf.h>
@@ -1150,15 +1151,39 @@ static void zero_counter(struct bpf_map *map, uint32_t idx)
 	}
 }
 
+/* The rest of doca_flow_entries_process's `timeout` (microseconds from t0): sleep until it passed. */
+static void wait_out(const struct timespec *t0, uint64_t timeout_us)
+{
+	struct timespec end = *t0;
+
+	end.tv_sec += (time_t)(timeout_us / 1000000);
+	end.tv_nsec += (long)(timeout_us % 1000000) * 1000;
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL) == EINTR)
+		; /* a signal (XenoFlow's SIGHUP, SIGUSR1) does not end the call early */
+}
+
+/* doca_flow.h (2.x): `timeout` is the "max time in micro seconds for this function to process
+ * entries" ("process once if timeout is 0"), `max_processed_entries` the "flow entries number to
+ * process"; "if it is 0, it will proceed until timeout". So the call returns once it has completed
+ * max_processed_entries operations of this port and queue, or when the timeout has passed: with 0
+ * it always takes the whole timeout. The emulation completes every queued operation at once, so a
+ * call that asked for none (0) or for more than were queued has only the timeout left to wait, and
+ * sleeps it out as the hardware call keeps polling (nothing queued meanwhile by another thread is
+ * completed by this call: the emulation is not thread safe). An error returns at once. */
 doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pipe_queue, uint64_t timeout,
 				       uint32_t max_processed_entries)
 {
 	struct doca_flow_pipe_entry **pp, *e;
+	struct timespec t0;
 	uint32_t done = 0;
 	doca_error_t r;
 	int err;
 
-	(void)timeout;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!port || !port->started)
 		return DOCA_ERROR_INVALID_VALUE;
 	if (pipe_queue >= (g.cfg.pipe_queues ? g.cfg.pipe_queues : 1))
@@ -1262,6 +1287,8 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 		DOCA_LOG_INFO("port %d: datapath attached to %s (%s mode)", port->id, port->ifname,
 			      g.xdp_flags & XDP_FLAGS_SKB_MODE ? "generic" : "native");
 	}
+	if (!max_processed_entries || done < max_processed_entries)
+		wait_out(&t0, timeout);
 	return DOCA_SUCCESS;
 }
 
