@@ -112,10 +112,12 @@ def _backends_left_with_their_sink(request):
     assert not left, f"the test left a backend's interface without the sink: {left}"
 
 
-def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None = None):
+def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None = None, *, sftp: bool = True,
+               tag: str = "sshd-test"):
     """A real OpenSSH server in a node's namespace, on its first address (or `listen`, e.g.
     127.0.0.1 for an out-of-band port); returns the client key, known_hosts and address. Stop it
-    with testbed.node(node_name).stop("sshd-test")."""
+    with testbed.node(node_name).stop(tag). `sftp`: False leaves out the `Subsystem sftp` line
+    (a hardened sshd: SFTP refused, exec channels only)."""
     import subprocess
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True)
@@ -125,9 +127,9 @@ def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None 
         f"Port {port}\nListenAddress {addr}\nHostKey {d / 'host_key'}\n"
         f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "UsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\n")
+        "UsePAM no\nStrictModes no\n" + ("Subsystem sftp internal-sftp\n" if sftp else ""))
     subprocess.run(["mkdir", "-p", "/run/sshd"], check=True)
-    testbed.node(node_name).start("sshd-test", ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+    testbed.node(node_name).start(tag, ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
                                   ready=0.5)
     host_pub = (d / "host_key.pub").read_text().split()
     (d / "known_hosts").write_text(f"[{addr}]:{port} {host_pub[0]} {host_pub[1]}\n")

@@ -4,6 +4,7 @@ their BPF objects inside it, a second deploy copies nothing, the readiness table
 missing with its fix, purge removes it."""
 
 import dataclasses
+import itertools
 import os
 import ipaddress
 
@@ -92,6 +93,71 @@ def test_deploy_table_names_each_missing_thing_with_its_fix(testbed, sshd, tmp_p
     assert lines[0].split() == ["node", "role", "check", "status", "detail", "fix"]
     assert [ln.split()[:5] for ln in lines if "enp24s0f0np0" in ln] == \
         [["fips2", "dns_backend", "interface", "enp24s0f0np0", "MISSING"]]
+
+
+NO_SFTP_PORT = 2232
+
+
+@pytest.fixture(scope="module")
+def sshd_without_sftp(testbed, tmp_path_factory):
+    """A hardened sshd: no `Subsystem sftp` line, so SFTP is refused (paramiko: Channel closed.)."""
+    d = tmp_path_factory.mktemp("sshd-nosftp")
+    server = testbed.cfg.role("dns_backend")
+    start_sshd(testbed, server.name, d, NO_SFTP_PORT, sftp=False, tag="sshd-nosftp")
+    yield d, server
+    testbed.node(server.name).stop("sshd-nosftp")
+
+
+@needs_root
+@ssh_needed
+def test_deploy_without_sftp_ships_over_exec_and_prints_the_table_with_a_failed_shipment_as_a_row(
+        testbed, sshd_without_sftp, tmp_path):
+    """`xenobench deploy` against an sshd without SFTP: the artefact goes over an exec channel; a
+    node whose shipment fails both ways (a file where its deploy directory goes) is a row of the
+    table, one line naming the node, the file and the fix, and the other node is shipped."""
+    from types import SimpleNamespace
+
+    from click.testing import CliRunner
+
+    from xenobench.cli.deploy_cmd import deploy_cmd
+
+    d, server = sshd_without_sftp
+    homes = {"fips2": tmp_path / "ok", "no-room": tmp_path / "no-room"}
+    nodes = []
+    for name, home in homes.items():
+        home.mkdir()
+        n = ssh_node(testbed, d, server, home, name=name)
+        n.ssh = dataclasses.replace(n.ssh, port=NO_SFTP_PORT)
+        nodes.append(n)
+    (homes["no-room"] / SshNode.deploy_dir).write_text("")
+    tb = SimpleNamespace(cfg=testbed.cfg, nodes=lambda: nodes, check_ipip=lambda: [])
+    obj = SimpleNamespace(config=testbed.cfg, testbed=lambda root: tb)
+    try:
+        res = CliRunner().invoke(deploy_cmd, [], obj=obj)
+    finally:
+        for n in nodes:
+            n.close()
+    assert isinstance(res.exception, SystemExit) and res.exit_code == 1, res.output  # something is MISSING
+    assert "Traceback" not in res.output
+    digest, tarball = dp.build_artefact("lb", testbed.cfg.state_dir / "deploy")
+    art = homes["fips2"] / SshNode.deploy_dir / digest
+    assert (art / ".complete").exists() and (homes["fips2"] / SshNode.deploy_dir / "current").resolve() == art
+    lines = res.output.splitlines()
+    assert lines[0] == f"fips2: agents {digest}: copied"
+    assert lines[1].split() == ["node", "role", "check", "status", "detail", "fix"]
+    at = [i for i, ln in enumerate(lines) if ln.split()[:3] == ["no-room", "lb", "shipment"]]
+    assert len(at) == 1 and lines[at[0]].split()[3] == "MISSING"
+    wrapped = [lines[at[0]].split(None, 4)[4].rsplit(None, 1)[0]]  # the detail's first line, less the [n]
+    wrapped += [ln.strip() for ln in itertools.takewhile(lambda ln: ln.startswith(" "), lines[at[0] + 1:])]
+    dest = f"{homes['no-room'] / SshNode.deploy_dir}/{digest}.tar.gz"
+    assert " ".join(wrapped).startswith(
+        f"Failed to put {tarball} to no-room:{dest}: the node's sshd has no `Subsystem sftp` (paramiko: Channel "
+        "closed.) and writing the file over an exec channel (`cat` to a temporary file, then `mv`) failed: mkdir: "
+        f"cannot create directory '{homes['no-room'] / SshNode.deploy_dir}': File exists; add `Subsystem sftp "
+        "internal-sftp` to the node's sshd_config"), wrapped
+    assert "[1] add `Subsystem sftp internal-sftp` to the node's sshd_config and reload sshd, or fix what the copy " \
+        "reported (the detail)" in lines
+    assert sorted(p.name for p in homes["no-room"].iterdir()) == [SshNode.deploy_dir]  # nothing left beside it
 
 
 def test_artefact_is_content_addressed_and_byte_identical(tmp_path):

@@ -382,6 +382,130 @@ def test_full_results_disk_mid_trial_is_one_error_and_nothing_half_written(tmp_p
         subprocess.run(["umount", str(disk)], check=True)
 
 
+ENOSPC_TEXT = "No space left on device"
+RAW = f"[Errno 28] {ENOSPC_TEXT}"  # a writer whose caller names the file (a node's agent, the state directory)
+
+
+def _write_json_atomic(d, monkeypatch):
+    from xenobench.layout import write_json_atomic
+    (d / "attempt-1").mkdir()
+    write_json_atomic(d / "attempt-1" / "outputs.json", {"rx": 1}, indent=1)
+
+
+def _probe_records(d, monkeypatch):
+    """The prober's records, streamed a line a record, into the paired design's block directory."""
+    from xenobench.agents.prober import write_records
+    write_records([{"seq": i, "status": "ok", "rtt_ns": 1000 + i} for i in range(5000)],
+                  d / "attempt-1" / "block-1-ebpf" / "probes.jsonl")
+
+
+def _tidy_rows(d, monkeypatch):
+    from xenobench.results import write_rows
+    write_rows(d / "rtt.csv", ["lb", "median_us"], [{"lb": "ebpf", "median_us": 10.5}] * 2000, "tidy results")
+
+
+def _artefact(d, monkeypatch):
+    from xenobench.shipping import build_artefact
+    build_artefact("client", d / "deploy")
+
+
+def _profile_cache(d, monkeypatch):
+    from xenobench.traffic import profiles
+    monkeypatch.setattr(profiles, "DISK_CACHE", d / "stl-profiles")
+    profiles._disk_write("udp_1pkt", [{"stream": i, "frame": "00" * 64} for i in range(2000)])
+
+
+def _trafgen_config(d, monkeypatch):
+    from types import SimpleNamespace
+    from xenobench.traffic import trafgen
+    monkeypatch.setattr(trafgen, "to_trafgen", lambda c: "{ 0x00, }\n" * 20000)
+    trafgen.write_config(SimpleNamespace(cfg=SimpleNamespace(state_dir=d)), SimpleNamespace(profile=Path("udp.py")))
+
+
+def _xdpgen_frames(d, monkeypatch):
+    from types import SimpleNamespace
+    from xenobench.traffic.xdpgen import write_frames
+    write_frames(SimpleNamespace(cfg=SimpleNamespace(state_dir=d)),
+                 SimpleNamespace(profile=Path("udp.py"), frames=[bytes(64 + i % 1400) for i in range(200)]))
+
+
+def _topology_record(d, monkeypatch):
+    from types import SimpleNamespace
+    from xenobench.testbed.topology import NamespaceTopology
+    NamespaceTopology.write_record(SimpleNamespace(record_file=d / "xb-topology.json", record=dict),
+                                   nodes=[f"n{i}" for i in range(5000)])
+
+
+def _canonical_backends(d, monkeypatch):
+    from xenobench.backends import write_canonical
+    write_canonical(Path(__file__).resolve().parents[1] / "config" / "backends.json", d / "canon")
+
+
+#: (writer, its error on a full disk: a function of the case's directory; None: it raises none)
+ATOMIC_WRITERS = [
+    (_write_json_atomic, lambda d: f"Failed to write {d / 'attempt-1' / 'outputs.json'}: {ENOSPC_TEXT} (free space "
+                                   "on its file system, or give --results a directory on another one, and run the "
+                                   "same command again (the trial is re-run))"),
+    (_probe_records, lambda d: RAW),
+    (_tidy_rows, lambda d: f"Failed to write tidy results {d / 'rtt.csv'}: {ENOSPC_TEXT}"),
+    (_artefact, lambda d: RAW),
+    (_profile_cache, lambda d: None),  # a cache that cannot be written costs the next process its load only
+    (_trafgen_config, lambda d: RAW),
+    (_xdpgen_frames, lambda d: RAW),
+    (_topology_record, lambda d: RAW),
+    (_canonical_backends, lambda d: RAW),
+]
+
+
+@pytest.fixture(scope="module")
+def full_disk(tmp_path_factory):
+    """A 256 KiB tmpfs with every block taken: any write there fails with ENOSPC (directories and
+    empty files can still be made)."""
+    d = tmp_path_factory.mktemp("full")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(d)], check=True)
+    try:
+        with open(d / ".filler", "wb", buffering=0) as f, pytest.raises(OSError, match=ENOSPC_TEXT):
+            while True:
+                f.write(b"\0" * 4096)
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=True)
+
+
+@pytest.mark.parametrize("how", ["write", "rename", "interrupt"])
+@pytest.mark.parametrize("writer, error", ATOMIC_WRITERS, ids=[w.__name__.strip("_") for w, _ in ATOMIC_WRITERS])
+def test_every_atomic_writer_leaves_no_temporary_file_on_a_full_disk(full_disk, tmp_path, monkeypatch, writer,
+                                                                      error, how):
+    """Each writer that writes a temporary file and renames it: the disk full while it writes (a
+    real full tmpfs), the rename refused (os.replace raising ENOSPC) or an interrupt (Ctrl-C) at the
+    rename leaves neither the file nor its temporary one, and its error is the one it always gave."""
+    import errno
+
+    d = (full_disk if how == "write" else tmp_path) / writer.__name__.strip("_")
+    d.mkdir()
+    if how != "write":
+        real = os.replace
+
+        def no_room(src, dst, *a, **kw):
+            if str(src).startswith(str(d)):
+                raise OSError(errno.ENOSPC, ENOSPC_TEXT) if how == "rename" else KeyboardInterrupt()
+            return real(src, dst, *a, **kw)
+        monkeypatch.setattr(os, "replace", no_room)
+    try:
+        writer(d, monkeypatch)
+    except (Exception, KeyboardInterrupt) as e:  # the text is what is checked
+        got = "KeyboardInterrupt" if isinstance(e, KeyboardInterrupt) else str(e)
+    else:
+        got = None
+    finally:
+        monkeypatch.undo()
+    try:
+        assert got == ("KeyboardInterrupt" if how == "interrupt" else error(d))
+        assert [str(p.relative_to(d)) for p in d.rglob("*") if not p.is_dir()] == []  # no record, no temporary file
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # --- kill -9 of Snakemake mid-run -------------------------------------------------
 def _jobs(marker: str) -> list[str]:
     out = [f"{pid}: {cmd[:160]}" for pid, cmd in _cmdlines() if marker in cmd and "experiment run" in cmd]

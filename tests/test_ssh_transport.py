@@ -499,3 +499,109 @@ def test_changed_host_key_names_both_fingerprints_and_the_line(testbed, sshd, tm
                           f"changed: {host} offers ssh-ed25519 SHA256:")
     assert f"line 2 of {kh} holds ssh-ed25519 {want};" in msg and "AAAA" not in msg  # no raw base64
     assert f"ssh-keygen -R '{host}' -f {kh}" in msg
+
+
+# --- a hardened sshd without `Subsystem sftp`: files go over exec channels ------------------------
+NO_SFTP_PORT = 2224
+
+
+@pytest.fixture(scope="module")
+def sshd_without_sftp(testbed, tmp_path_factory):
+    d = tmp_path_factory.mktemp("sshd-nosftp")
+    server = testbed.cfg.role("dns_backend")
+    start_sshd(testbed, server.name, d, NO_SFTP_PORT, sftp=False, tag="sshd-nosftp")
+    yield d, server
+    testbed.node(server.name).stop("sshd-nosftp")
+
+
+def _no_sftp_node(testbed, d, server):
+    n = ssh_node(testbed, d, server)
+    n.ssh = dataclasses.replace(n.ssh, port=NO_SFTP_PORT)
+    return n
+
+
+def _one_line_error(e, verb_object: str, why: str):
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{verb_object}: the node's sshd has no `Subsystem sftp` (paramiko: Channel closed.) and ")
+    assert f"failed: {why}; add `Subsystem sftp internal-sftp` to the node's sshd_config" in msg, msg
+
+
+def test_without_sftp_put_and_get_go_over_exec_whole_with_their_mode(testbed, sshd_without_sftp, tmp_path):
+    import paramiko
+
+    d, server = sshd_without_sftp
+    n = _no_sftp_node(testbed, d, server)
+    try:
+        with pytest.raises(paramiko.SSHException, match="Channel closed"):  # the server refuses SFTP itself
+            n.client.open_sftp().close()
+        src = tmp_path / "up.bin"
+        data = bytes(range(256)) * 513 + b"\n\0 last"  # every byte value, more than a channel window
+        src.write_bytes(data)
+        dest = tmp_path / "remote" / "sub" / "copy.bin"  # its directory is made, as over SFTP
+        n.put(src, str(dest), mode=0o640)
+        assert (dest.read_bytes(), stat.S_IMODE(dest.stat().st_mode)) == (data, 0o640)
+        src.write_bytes(b"second")
+        n.put(src, str(dest))  # over the old file, with put()'s own mode
+        assert (dest.read_bytes(), stat.S_IMODE(dest.stat().st_mode)) == (b"second", SshNode.PUT_MODE)
+        n.put(src, n.path("staged.bin"))  # under the private directory: made 0700 first
+        assert stat.S_IMODE(os.stat(n.work_dir).st_mode) == 0o700
+        dest.write_bytes(data)
+        n.get(str(dest), tmp_path / "back" / "copy.bin")
+        assert (tmp_path / "back" / "copy.bin").read_bytes() == data
+        assert n.read_text(str(dest)) == data.decode(errors="replace")
+
+        # a destination whose directory cannot be made (a file stands where it should be)
+        (tmp_path / "remote" / "notadir").write_text("")
+        with pytest.raises(NodeError) as e:
+            n.put(src, str(tmp_path / "remote" / "notadir" / "x.bin"))
+        _one_line_error(e, f"Failed to put {src} to fips2:{tmp_path / 'remote' / 'notadir' / 'x.bin'}",
+                        f"mkdir: cannot create directory '{tmp_path / 'remote' / 'notadir'}': File exists")
+        # a destination that is a directory: the copy is written, the rename fails, the copy goes
+        (tmp_path / "remote" / "adir" / "inside").mkdir(parents=True)
+        with pytest.raises(NodeError) as e:
+            n.put(src, str(tmp_path / "remote" / "adir"))
+        _one_line_error(e, f"Failed to put {src} to fips2:{tmp_path / 'remote' / 'adir'}",
+                        f"mv: cannot overwrite directory '{tmp_path / 'remote' / 'adir'}' with non-directory")
+        assert sorted(p.name for p in (tmp_path / "remote").iterdir()) == ["adir", "notadir", "sub"]
+        assert sorted(p.name for p in (tmp_path / "remote" / "sub").iterdir()) == ["copy.bin"]
+        assert [p.name for p in (tmp_path / "remote" / "adir").iterdir()] == ["inside"]
+
+        # a file that is not there: one line, and nothing left where the copy would have gone
+        with pytest.raises(NodeError) as e:
+            n.get(str(tmp_path / "remote" / "missing.bin"), tmp_path / "back" / "missing.bin")
+        _one_line_error(e, f"Failed to get fips2:{tmp_path / 'remote' / 'missing.bin'}",
+                        f"cat: {tmp_path / 'remote' / 'missing.bin'}: No such file or directory")
+        assert sorted(p.name for p in (tmp_path / "back").iterdir()) == ["copy.bin"]
+    finally:
+        n.remove_work_dir()
+        n.close()
+
+
+def test_put_over_sftp_gives_the_same_mode(testbed, sshd, tmp_path):
+    d, server = sshd
+    n = ssh_node(testbed, d, server)
+    src = tmp_path / "up.bin"
+    src.write_bytes(b"over sftp")
+    try:
+        n.put(src, str(tmp_path / "a.bin"), mode=0o600)
+        n.put(src, str(tmp_path / "b.bin"))
+    finally:
+        n.close()
+    assert n._no_sftp is None
+    assert [stat.S_IMODE((tmp_path / f).stat().st_mode) for f in ("a.bin", "b.bin")] == [0o600, SshNode.PUT_MODE]
+
+
+@pytest.mark.parametrize("sent, size, ok", [(b"abc", 3, True), (b"abc", 10, False), (b"", 0, True)])
+def test_put_script_renames_only_a_whole_copy(tmp_path, sent, size, ok):
+    """The script put() runs without SFTP, here: a copy cut short (a connection lost mid-copy ends
+    its stdin early) is never renamed into place, and its temporary file goes."""
+    dest = tmp_path / "d" / "f.bin"
+    p = subprocess.run(["sh", "-c", SshNode.PUT_SCRIPT, "sh", str(dest.parent), str(dest), "640", str(size)],
+                       input=sent, capture_output=True)
+    assert (p.returncode == 0) is ok, p.stderr
+    if ok:
+        assert (dest.read_bytes(), stat.S_IMODE(dest.stat().st_mode)) == (sent, 0o640)
+    else:
+        assert p.stderr.decode().strip() == f"received {len(sent)} of {size} bytes"
+    assert [f.name for f in dest.parent.iterdir()] == (["f.bin"] if ok else [])

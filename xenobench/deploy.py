@@ -530,8 +530,11 @@ def deploy(testbed) -> tuple[list[dict], list[Row]]:
                     shipped.append({"node": n.name, "what": "xenoflow build", "copied": built,
                                     "note": "built as the login" if built else "up to date"})
         except XenobenchError as e:
-            failed.append(Row(n.name, n.ncfg.role, "shipment", False, str(e),
-                              "see the node's other rows (login, disk space under ssh.workdir)"))
+            # a copy that failed without SFTP too (xenobench.nodes.ssh: SshNode.put) names its fix first
+            fix = ("add `Subsystem sftp internal-sftp` to the node's sshd_config and reload sshd, or fix what the "
+                   "copy reported (the detail)" if "has no `Subsystem sftp`" in str(e) else
+                   "see the node's other rows (login, disk space under ssh.workdir)")
+            failed.append(Row(n.name, n.ncfg.role, "shipment", False, str(e), fix))
     rows = failed + [r for n in testbed.nodes() for r in check_node(cfg, n)]
     left = left_out_rows(cfg)
     rows += left

@@ -49,23 +49,28 @@ def write_json_atomic(path: Path, data, **kw) -> None:
     """Write through a temporary file, fsync'd, and rename (the directory fsync'd after), so a
     reader, a rerun after a kill or a machine that lost power sees the old file or the whole new
     one, never half of it. A failed write (a full disk) removes the temporary file and is one
-    DataError naming the file and the fix; `path` is then as it was."""
+    DataError naming the file and the fix; `path` is then as it was. So does any other way out
+    (an interrupt): no temporary file is left."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     text = json.dumps(data, **kw)
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
+        try:
+            with open(tmp, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(path)
+        except BaseException:
+            if tmp.parent.is_dir():  # not there (or not a directory): the reason is the open's, not unlink's
+                tmp.unlink(missing_ok=True)
+            raise
         fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise write_failed(path, e) from None
 
 

@@ -383,12 +383,15 @@ def _write_atomic(out: Path, write, what: str = "tidy results") -> None:
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", newline="") as f:
-            write(f)
-        os.replace(tmp, out)  # readers never see a half-written file
+        try:
+            with open(tmp, "w", newline="") as f:
+                write(f)
+            os.replace(tmp, out)  # readers never see a half-written file
+        except BaseException:  # a full disk, an interrupt: no temporary file left
+            if tmp.parent.is_dir():
+                tmp.unlink(missing_ok=True)
+            raise
     except OSError as e:
-        if tmp.parent.is_dir():
-            tmp.unlink(missing_ok=True)
         raise DataError(f"Failed to write {what} {out}: {e.strerror or e}") from None
 
 

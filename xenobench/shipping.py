@@ -62,8 +62,12 @@ def build_artefact(role: str, out_dir: Path) -> tuple[str, Path]:
                 ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
                 tf.addfile(ti, io.BytesIO(data))
         tmp = out.with_suffix(".part")
-        tmp.write_bytes(buf.getvalue())
-        tmp.replace(out)
+        try:
+            tmp.write_bytes(buf.getvalue())
+            tmp.replace(out)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     return digest, out
 
 

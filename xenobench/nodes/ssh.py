@@ -86,6 +86,7 @@ class SshNode(Node):
         self.losses: list[ConnectionLoss] = []
         self._dir_record = cfg.state_dir / "remote" / f"{self.name}.json"
         self._home: str | None = None  # the login's working directory, absolute (pwd, once)
+        self._no_sftp: str | None = None  # why the node's sshd refused SFTP (put/get go over exec then)
         self._workdir_ok = False
 
     @property
@@ -309,12 +310,28 @@ class SshNode(Node):
             self._check_workdir()
             if not self._dir_ready and self._mentions_work_dir(argv):
                 self._ensure_dir()
-        cmd = self._cd() + self._command(argv, env)
+        try:
+            rc, out, err = self._exec(argv, timeout=timeout, input=input, env=env)
+        except _ExecFailed as e:
+            raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: {e}") from None
+        r = CommandResult(argv, rc, out.decode(errors="replace"), err.decode(errors="replace"), self.name)
+        return r.check() if check else r
+
+    def _exec(self, argv, *, timeout, input=None, env=None, sink=None) -> tuple[int, bytes, bytes]:
+        """Run argv over one exec channel: (exit status, stdout, stderr). `input`: bytes, text or
+        a binary file object, streamed to its stdin (then EOF). `sink`: called with each piece of
+        stdout instead of collecting it (stdout is then b""), and `timeout` is then the longest
+        wait for more, not for the whole command. A command that cannot be run to its end (a
+        timeout, a lost connection, a refused channel) is _ExecFailed, why; a connection that
+        cannot be made is the NodeError that says so; an exception of `sink` is _SinkFailed."""
         try:
             chan = self._open_session()
             chan.settimeout(timeout)
-            chan.exec_command(cmd)
-            if input is not None:
+            chan.exec_command(self._cd() + self._command(argv, env))
+            if hasattr(input, "read"):
+                while chunk := input.read(1 << 16):
+                    chan.sendall(chunk)
+            elif input is not None:
                 chan.sendall(input.encode() if isinstance(input, str) else input)
             chan.shutdown_write()
             out, err = bytearray(), bytearray()
@@ -322,10 +339,18 @@ class SshNode(Node):
             while True:
                 if time.monotonic() > deadline:
                     chan.close()
-                    raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: "
-                                    f"timed out after {timeout:g} s")
+                    raise _ExecFailed(f"timed out after {timeout:g} s")
                 if chan.recv_ready():
-                    out += chan.recv(65536)
+                    data = chan.recv(65536)
+                    if sink is None:
+                        out += data
+                    else:
+                        try:
+                            sink(data)
+                        except Exception as e:
+                            chan.close()
+                            raise _SinkFailed(e) from None
+                        deadline = time.monotonic() + timeout
                 elif chan.recv_stderr_ready():
                     err += chan.recv_stderr(65536)
                 # Done at the channel's EOF, not at the exit status: sshd sends the status when the
@@ -343,17 +368,15 @@ class SshNode(Node):
                     time.sleep(0.002)
             rc = chan.recv_exit_status()
             chan.close()
-        except NodeError:
+        except (NodeError, _ExecFailed, _SinkFailed):
             raise
         except Exception as e:  # paramiko raises a zoo of types; report them uniformly
             t = self._client.get_transport() if self._client is not None else None
             if t is not None and not t.is_active():  # the connection dropped while the command ran
                 self._lost(f"while `{shlex.join(argv)}` ran ({e or type(e).__name__})")
-                raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: the SSH connection was lost "
-                                "while it ran (whether it ran is unknown)") from None
-            raise NodeError(f"Failed to run `{shlex.join(argv)}` on {self.name}: {e}") from None
-        r = CommandResult(argv, rc, out.decode(errors="replace"), err.decode(errors="replace"), self.name)
-        return r.check() if check else r
+                raise _ExecFailed("the SSH connection was lost while it ran (whether it ran is unknown)") from None
+            raise _ExecFailed(str(e)) from None
+        return rc, bytes(out), bytes(err)
 
     def session(self, argv):
         argv = list(map(str, argv))
@@ -446,34 +469,150 @@ class SshNode(Node):
     def _signal(self, h, sig):
         self.run(["kill", f"-{int(sig)}", "--", f"-{h.pid}"], check=False)
 
-    def put(self, local, remote):
+    #: the mode put() gives a file it writes (either way: SFTP or PUT_SCRIPT)
+    PUT_MODE = 0o644
+
+    #: put() without SFTP: $1 the destination's directory (created as SFTP's put creates it), $2 the
+    #: destination, $3 its mode (octal), $4 its size in bytes; the bytes on stdin. Written to a
+    #: temporary file beside it (mktemp: a new name, 0600), checked whole (a connection lost
+    #: mid-copy ends stdin early: a short file is never renamed into place), given its mode and
+    #: renamed over the destination; any failure removes the temporary file, reads the rest of
+    #: stdin (so that the sender sees the reason, not a closed channel) and exits 1.
+    PUT_SCRIPT = (
+        'fail() { [ -z "$tmp" ] || rm -f -- "$tmp"; cat > /dev/null; exit 1; }; tmp=; '
+        'trap \'[ -z "$tmp" ] || rm -f -- "$tmp"; exit 1\' HUP INT TERM PIPE; '
+        'mkdir -p -- "$1" || fail; umask 077; tmp=$(mktemp "$2.XXXXXXXXXX") || fail; '
+        'cat > "$tmp" || fail; n=$(wc -c < "$tmp") || fail; '
+        '[ "$n" -eq "$4" ] || { echo "received $n of $4 bytes" >&2; fail; }; '
+        'chmod -- "$3" "$tmp" && mv -fT -- "$tmp" "$2" || fail')
+
+    def _sftp(self):
+        """An SFTP client, or None when the node's sshd refuses the subsystem (a hardened sshd
+        without `Subsystem sftp`): the reason is kept in _no_sftp and SFTP is not asked again."""
+        if self._no_sftp is not None:
+            return None
+        c = self.client  # a connection that cannot be made fails here, as itself
+        try:
+            return c.open_sftp()
+        except Exception as e:  # paramiko's SSHException("Channel closed."), EOFError
+            why = f"paramiko: {e or type(e).__name__}"
+            t = c.get_transport()
+            if t is not None and t.is_active():  # a live connection that refused the subsystem
+                self._no_sftp = why
+                logger.info("%s: no SFTP (%s): files go over exec channels (`cat`)", self.name, why)
+            return None  # a dead one: the exec channel connects again, SFTP is asked next time
+
+    def _no_sftp_why(self) -> str:
+        return self._no_sftp or "SFTP failed"
+
+    @staticmethod
+    def _stderr_line(err: bytes) -> str:
+        """A command's stderr as one line."""
+        return "; ".join(ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip())
+
+    def put(self, local, remote, *, mode: int = PUT_MODE):
+        """Copy a local file to `remote` (its directory created), mode `mode`: over SFTP, or, when
+        the node's sshd has no SFTP, through PUT_SCRIPT on an exec channel (written beside it and
+        renamed: `remote` is the old file or the whole new one)."""
         if remote.startswith(self.work_dir + "/"):
             self._ensure_dir()
+        sftp = self._sftp()
+        if sftp is None:
+            return self._put_exec(local, remote, mode)
         try:
-            sftp = self.client.open_sftp()
             try:
                 self.run(["mkdir", "-p", os.path.dirname(remote) or "."])
                 sftp.put(str(local), remote)
+                sftp.chmod(remote, mode)
             finally:
                 sftp.close()
-        except (OSError, IOError) as e:
-            raise NodeError(f"Failed to put {local} to {self.name}:{remote}: {e}") from None
+        except NodeError:
+            raise
+        except Exception as e:  # the server's refusal (OSError), paramiko's SSHException, EOFError
+            raise NodeError(f"Failed to put {local} to {self.name}:{remote}: {e or type(e).__name__}") from None
+
+    def _put_exec(self, local, remote, mode):
+        self._check_workdir()  # the script runs there, as run()'s commands do
+        dest = remote if not remote.startswith("-") else f"./{remote}"
+        argv = ["sh", "-c", self.PUT_SCRIPT, "sh", os.path.dirname(dest) or ".", dest, format(mode, "o")]
+        try:
+            f = open(local, "rb")
+        except OSError as e:
+            raise NodeError(f"Failed to put {local} to {self.name}:{remote}: {e.strerror or e}") from None
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            try:
+                # at least 1 MB/s for a large file, over the 60 s of a command
+                rc, _, err = self._exec([*argv, str(size)], timeout=60 + size / 1e6, input=f)
+                why = None if rc == 0 else (self._stderr_line(err) or f"exit status {rc}")
+            except _ExecFailed as e:
+                why = str(e)
+        if why is not None:
+            raise NodeError(f"Failed to put {local} to {self.name}:{remote}: the node's sshd has no `Subsystem sftp` "
+                            f"({self._no_sftp_why()}) and writing the file over an exec channel (`cat` to a temporary "
+                            f"file, then `mv`) failed: {why}; add `Subsystem sftp internal-sftp` to the node's "
+                            f"sshd_config (and reload sshd), or fix what the copy reported ({self.ssh.user} must be "
+                            f"able to create {os.path.dirname(dest) or '.'} and write {size} bytes there)")
 
     def get(self, remote, local):
-        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        """Copy `remote` to a local file: over SFTP, or, when the node's sshd has no SFTP, as `cat`'s
+        output on an exec channel. Written beside `local` and renamed (a full disk, a failure
+        half-way leaves `local` as it was and no temporary file)."""
+        local = Path(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f".{local.name}.{os.getpid()}.tmp")
         try:
-            sftp = self.client.open_sftp()
             try:
-                sftp.get(remote, str(local))
-            finally:
-                sftp.close()
-        except (OSError, IOError) as e:
-            raise NodeError(f"Failed to get {self.name}:{remote}: {e}") from None
+                sftp = self._sftp()
+                if sftp is None:
+                    self._get_exec(remote, tmp)
+                else:
+                    try:
+                        sftp.get(remote, str(tmp))
+                    finally:
+                        sftp.close()
+                tmp.replace(local)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        except NodeError:
+            raise
+        except _SinkFailed as e:  # writing the local file (over exec)
+            raise NodeError(f"Failed to get {self.name}:{remote}: writing {local} failed: "
+                            f"{getattr(e.error, 'strerror', None) or e.error}") from None
+        except Exception as e:  # the server's refusal or the local file (OSError), paramiko's SSHException
+            raise NodeError(f"Failed to get {self.name}:{remote}: {e or type(e).__name__}") from None
+
+    def _get_exec(self, remote, tmp: Path):
+        self._check_workdir()
+        with open(tmp, "wb") as f:
+            try:
+                rc, _, err = self._exec(["cat", "--", remote], timeout=60, sink=f.write)
+                why = None if rc == 0 else (self._stderr_line(err) or f"exit status {rc}")
+            except _ExecFailed as e:
+                why = str(e)
+        if why is not None:
+            raise NodeError(f"Failed to get {self.name}:{remote}: the node's sshd has no `Subsystem sftp` "
+                            f"({self._no_sftp_why()}) and reading the file over an exec channel (`cat`) failed: "
+                            f"{why}; add `Subsystem sftp internal-sftp` to the node's sshd_config (and reload "
+                            f"sshd), or fix what the read reported ({self.ssh.user} must be able to read {remote})")
 
     def close(self):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+class _ExecFailed(Exception):
+    """A command SshNode._exec could not run to its end (not its exit status): why, one line."""
+
+
+class _SinkFailed(Exception):
+    """The `sink` of SshNode._exec raised `error` (the local side: a full disk)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
 
 
 class ChannelSession(Session):

@@ -109,8 +109,12 @@ class NamespaceTopology:
         rec = self.record()
         rec.update(kw)
         tmp = self.record_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rec, indent=1))
-        tmp.replace(self.record_file)
+        try:
+            tmp.write_text(json.dumps(rec, indent=1))
+            tmp.replace(self.record_file)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def start_record(self, **kw) -> None:
         """A new record, before anything is created; the state directory is marked as this

@@ -158,8 +158,12 @@ def _disk_write(name: str, streams: list[dict]) -> None:
     try:
         DISK_CACHE.mkdir(parents=True, exist_ok=True)
         tmp = DISK_CACHE / f".{name}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(streams))
-        tmp.replace(DISK_CACHE / f"{name}.json")
+        try:
+            tmp.write_text(json.dumps(streams))
+            tmp.replace(DISK_CACHE / f"{name}.json")
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     except OSError:
         pass  # a cache that cannot be written only costs the next process its load
 _compiled: dict[str, "Compiled"] = {}   # load key → compiled frames (the last 16)

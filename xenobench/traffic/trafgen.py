@@ -65,8 +65,12 @@ def write_config(testbed, c: Compiled) -> Path:
     p = d / f"{c.profile.stem}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.cfg"
     if not p.exists():
         tmp = p.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(p)
+        try:
+            tmp.write_text(text)
+            tmp.replace(p)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     return p
 
 

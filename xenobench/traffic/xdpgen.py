@@ -106,8 +106,12 @@ def write_frames(testbed, c: Compiled) -> Path:
     p = d / f"{c.profile.stem}-{h}.pcap"
     if not p.exists():
         tmp = p.with_suffix(".tmp")
-        write_pcap(c.frames, tmp)
-        tmp.replace(p)
+        try:
+            write_pcap(c.frames, tmp)
+            tmp.replace(p)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     return p
 
 
