@@ -440,10 +440,38 @@ def test_sudoers_fix_quotes_every_value_for_the_shell(tmp_path, value):
 
     from xenobench import dpu
     fix = dpu.sudoers_fix(value, [["/usr/bin/ovs-vsctl", "br-exists", value.replace(" ", "_")]])
-    shown = fix.split(" | ")[0]  # the printf that feeds the rule to tee, run as is
-    out = subprocess.run(["sh", "-c", shown], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
+    printf = fix.split(" > ")[0].split(" && ", 1)[1]  # the printf that writes the rule, run as is
+    out = subprocess.run(["sh", "-c", printf], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
     assert out.startswith(value + " ALL=(root) NOPASSWD: /usr/bin/ovs-vsctl br-exists ")
     assert not list(tmp_path.iterdir())
+
+
+#: (the rule's user, whether visudo accepts it): the printed fix installs only what visudo accepted
+SUDOERS_FIX_CASES = [("ubuntu", True), ("ubuntu ALL=(root", False)]
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/visudo"), reason="needs sudo's visudo")
+@pytest.mark.parametrize("user,accepted", SUDOERS_FIX_CASES)
+def test_the_printed_sudoers_fix_checks_the_rule_before_it_installs_it(tmp_path, user, accepted):
+    """The fix as printed, run with `sudo` a stand-in that runs its command here and the sudoers file
+    moved under tmp_path: a rule visudo refuses is never installed (it would break every sudo on the
+    node), an accepted one is installed 0440; no temporary file is left either way."""
+    import stat
+    import subprocess
+
+    from xenobench import dpu
+    bindir, target, tmpdir = tmp_path / "bin", tmp_path / "sudoers.d" / "xenobench", tmp_path / "tmp"
+    bindir.mkdir(), target.parent.mkdir(), tmpdir.mkdir()
+    (bindir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
+    (bindir / "sudo").chmod(0o755)
+    fix = dpu.sudoers_fix(user, [["/usr/bin/ovs-vsctl", "br-exists", "br0"]]).replace(dpu.SUDOERS_FILE, str(target))
+    env = {**os.environ, "PATH": f"{bindir}:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": str(tmpdir)}
+    p = subprocess.run(["sh", "-c", fix], capture_output=True, text=True, env=env)
+    assert (p.returncode == 0) is accepted, (p.returncode, p.stderr)
+    assert target.exists() is accepted, p.stderr
+    if accepted:
+        assert stat.S_IMODE(target.stat().st_mode) == 0o440 and target.read_text().startswith(f"{user} ALL=(root)")
+    assert not list(tmpdir.iterdir())
 
 
 def test_sudoers_rule_refuses_an_argument_it_cannot_match_exactly():

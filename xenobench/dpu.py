@@ -202,12 +202,14 @@ def sudoers_rule(user: str, commands: list[list[str]]) -> str:
 
 
 def sudoers_fix(user: str, commands: list[list[str]]) -> str:
-    """The operator's shell command that installs sudoers_rule, checked by visudo before it
-    counts; every value in it is quoted for the shell (a user name or an argument from the
-    config never runs as a command)."""
-    f = SUDOERS_FILE
-    return (f"printf '%s\\n' {shlex.quote(sudoers_rule(user, commands))} | sudo tee {f} >/dev/null && "
-            f"sudo chmod 440 {f} && sudo visudo -cf {f}")
+    """The operator's shell command that installs sudoers_rule: written to a temporary file that
+    visudo checks first, installed root-owned with mode 0440 only if it parses (a rule sudo cannot
+    parse in /etc/sudoers.d breaks every sudo on the node, the recovery included); the temporary
+    file removed either way. Every value is quoted for the shell (a user name or an argument from
+    the config never runs as a command)."""
+    return (f"t=$(mktemp) && printf '%s\\n' {shlex.quote(sudoers_rule(user, commands))} > \"$t\" && "
+            f"sudo visudo -cf \"$t\" && sudo install -o root -g root -m 0440 \"$t\" {SUDOERS_FILE}; "
+            f"r=$?; rm -f \"$t\"; [ $r -eq 0 ]")
 
 
 def install_commands(cfg, home: str) -> list[str]:
