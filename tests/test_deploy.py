@@ -337,14 +337,18 @@ def test_recording_double_dpu_preflight_rows_on_a_stock_bf3():
                              "ip -j link show": IP_LINK, "pci/0000:03:00.0": DEVLINK_SWITCHDEV,
                              "pci/0000:03:00.1": DEVLINK_SWITCHDEV.replace("03:00.0", "03:00.1"),
                              "nr_hugepages": "0\n0\n", "list-br": "ovsbr1\novsbr2\n",
-                             # OVS set up to offload (DOCA "Virtual Switch on BlueField")
-                             "other_config:hw-offload": '"true"\n'})
+                             # OVS set up to offload (DOCA "Virtual Switch on BlueField"), as OVS-DOCA
+                             # with its PMD threads on cpu0 ("OVS-DOCA Hardware Acceleration")
+                             "other_config:hw-offload": '"true"\n', "other_config:doca-init": '"true"\n',
+                             "other_config:pmd-cpu-mask": '"0x1"\n'})
     rows = {r.check: r for r in dp._check_dpu(cfg, dpu)}
     assert [(c, r.ready) for c, r in rows.items()] == [
         ("DOCA (doca-flow)", True), ("xenoflow.port_model", True),
         ("eSwitch mode p0 (0000:03:00.0)", True), ("link p0", True),
         ("eSwitch mode p1 (0000:03:00.1)", True), ("link p1", False),
-        ("hugepages 2048 kB", True), ("OVS bridge ovsbr2", True), ("OVS hw-offload", True)]
+        ("hugepages 2048 kB", True), ("OVS bridge ovsbr2", True), ("OVS hw-offload", True), ("OVS flavour", True)]
+    assert rows["OVS flavour"].detail == ("OVS-DOCA, PMD cores 0x1 (other_config:pmd-cpu-mask): left out of the "
+                                          "in-hardware check's core load")
     assert ["sudo", "-n", *dpu_mod.ovs_hw_offload_get()] in dpu.ran  # through the rule's exact command
     assert rows["eSwitch mode p1 (0000:03:00.1)"].detail.startswith(
         "switchdev (xenoflow.port_model vnf-hairpin: hairpin is not supported")

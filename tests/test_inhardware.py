@@ -47,8 +47,11 @@ class DpuDouble:
     """The DPU node answering the reading's commands from canned outputs (one per reading)."""
     name = "fips5-dpu"
 
-    def __init__(self, stat: str, eth: str, offload: tuple[int, str, str] = (0, '"true"\n', "")):
+    def __init__(self, stat: str, eth: str, offload: tuple[int, str, str] = (0, '"true"\n', ""),
+                 doca_init: str | None = None, pmd_mask: str | None = None):
         self.stat, self.eth, self.offload = stat, eth, offload
+        # other_config:doca-init and pmd-cpu-mask as `ovs-vsctl get` prints them (None: never set)
+        self.other = {dpu.OVS_DOCA_INIT_KEY: doca_init, dpu.OVS_PMD_MASK_KEY: pmd_mask}
         self.calls = []
 
     def run(self, argv, check=True, **kw):
@@ -59,12 +62,19 @@ class DpuDouble:
             return CommandResult(argv, 0 if self.eth is not None else 94, self.eth or "",
                                  "" if self.eth is not None else "Cannot get stats strings information: "
                                  "Operation not supported", self.name)
+        if argv[-1] in self.other:
+            v = self.other[argv[-1]]
+            if v is None:
+                key = argv[-1].split(":")[1]
+                return CommandResult(argv, 1, "", f'ovs-vsctl: no key "{key}" in Open_vSwitch record "." column '
+                                                  "other_config\n", self.name)
+            return CommandResult(argv, 0, f'"{v}"\n', "", self.name)
         rc, out, err = self.offload
         return CommandResult(argv, rc, out, err, self.name)
 
 
-def _reading(stat, eth, offload=(0, '"true"\n', "")):
-    node = DpuDouble(stat, eth, offload)
+def _reading(stat, eth, offload=(0, '"true"\n', ""), doca_init=None, pmd_mask=None):
+    node = DpuDouble(stat, eth, offload, doca_init, pmd_mask)
     return read(node, "p0", ovs=True, sudo=True), node
 
 
@@ -243,11 +253,11 @@ def test_fips_proof_reads_the_dpu_ingress_port_with_the_schema_defaults():
 
 
 # --- the read in the DPU's sudo rule (xenobench.dpu.root_commands: its one owner) ------------------
-def test_sudo_rule_holds_the_hw_offload_read_exactly_once():
+def test_sudo_rule_holds_the_ovs_reads_exactly_once():
     cfg = load_config("config/fips.yaml")
     cmds = dpu.root_commands(cfg, "/home/ubuntu")
     assert cmds.count(dpu.ovs_hw_offload_get()) == 1
-    assert [c for c in cmds if c[:2] == [dpu.OVS_VSCTL, "get"]] == [dpu.ovs_hw_offload_get()]
+    assert [c for c in cmds if c[:2] == [dpu.OVS_VSCTL, "get"]] == [*dpu.ovs_flavour_gets(), dpu.ovs_hw_offload_get()]
     rule = dpu.sudoers_rule("ubuntu", cmds)
     assert ", /usr/bin/ovs-vsctl get Open_vSwitch . other_config\\:hw-offload," in rule
     assert "set Open_vSwitch" not in rule  # the fix is the operator's, not the login's
@@ -283,3 +293,34 @@ def test_deploy_hw_offload_row(desc, res, refused, ready, detail, fix):
     rc, out, err = res
     row = hw_offload_row("fips5-dpu", CommandResult(dpu.ovs_hw_offload_get(), rc, out, err), refused)
     assert (row.check, row.ready, row.detail, row.fix) == ("OVS hw-offload", ready, detail, fix)
+
+
+# --- the OVS flavour: OVS-DOCA's PMD threads poll their cores in every trial -----------------------
+#: (description, doca-init, pmd-cpu-mask, busy jiffies per core at the end, ok, reason or "", what is judged)
+OVS_FLAVOURS = [
+    ("kernel OVS, one core busy: the frames went through the Arm cores", None, None, {2: 1000}, False,
+     "fips5-dpu: Arm core cpu2 was busy 100% of the trial (limit 50%, xenoflow.max_arm_core_busy_share): the "
+     "frames went through the Arm cores", "OVS (kernel datapath)"),
+    ("OVS-DOCA, its PMD on cpu1 (mask 0x2) at 100 %: not the frames", "true", "0x2", {1: 1000}, True, "", "OVS-DOCA"),
+    ("OVS-DOCA with its PMD on cpu1, and cpu3 busy too: the frames", "true", "0x2", {1: 1000, 3: 900}, False,
+     "fips5-dpu: Arm core cpu3 was busy 90% of the trial (limit 50%, xenoflow.max_arm_core_busy_share): the "
+     "frames went through the Arm cores", "OVS-DOCA"),
+    ("OVS-DOCA without a mask: cores recorded, not judged; the counters judge", "true", None, {0: 1000}, True, "",
+     "OVS-DOCA"),
+    ("doca-init false: the kernel datapath's rule", "false", "0x2", {1: 1000}, False,
+     "fips5-dpu: Arm core cpu1 was busy 100% of the trial (limit 50%, xenoflow.max_arm_core_busy_share): the "
+     "frames went through the Arm cores", "OVS (kernel datapath)"),
+]
+
+
+@pytest.mark.parametrize("desc,doca,mask,busy,ok,reason,flavour", OVS_FLAVOURS, ids=[c[0] for c in OVS_FLAVOURS])
+def test_the_check_knows_the_ovs_flavour(desc, doca, mask, busy, ok, reason, flavour):
+    before, _ = _reading(STAT_START, _ethtool(0, 0), doca_init=doca, pmd_mask=mask)
+    after, node = _reading(_stat_end(busy), _ethtool(40, 3_000_000), doca_init=doca, pmd_mask=mask)
+    assert ["sudo", "-n", *dpu.ovs_get(dpu.OVS_DOCA_INIT_KEY)] in node.calls  # through the rule's exact command
+    v = judge(before, after, ovs=True, node="fips5-dpu", **LIMITS)
+    assert (v["ok"], v["reason"], v["values"]["ovs_flavour"]) == (ok, reason, flavour), desc
+    if flavour == "OVS-DOCA":
+        assert v["values"]["cores_not_judged"] == (["cpu1"] if mask else
+                                                   "all: OVS-DOCA polls cores of its choosing "
+                                                   "(other_config:pmd-cpu-mask unset)")

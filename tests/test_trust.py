@@ -531,3 +531,38 @@ def test_dpu_rule_as_printed_is_accepted_by_visudo(tmp_path):
     f.write_text(dpu.sudoers_rule("ubuntu", _fips_rule_commands()) + "\n")
     r = subprocess.run(["/usr/sbin/visudo", "-cf", str(f)], capture_output=True, text=True)
     assert r.returncode == 0 and "parsed OK" in r.stdout, r.stdout + r.stderr
+
+
+# `sudo -n -l` as a login with the rule and a password entry sees it (sudo 1.9.13, Debian 12; made
+# with a user xbtest and /etc/sudoers.d/zz-xbtest holding the two lines of the first row's comment)
+SUDO_LISTING = """Matching Defaults entries for xbtest on vm:
+    env_reset, mail_badpass,
+    secure_path=/usr/local/sbin\\:/usr/local/bin\\:/usr/sbin\\:/usr/bin\\:/sbin\\:/bin,
+    use_pty
+
+User xbtest may run the following commands on vm:
+    (root) NOPASSWD: /usr/bin/mount -t hugetlbfs -o pagesize\\=2048K nodev
+        /dev/hugepages, /usr/bin/ovs-vsctl br-exists br0
+    (ALL : ALL) /usr/bin/id
+"""
+HEAD = "User u may run the following commands on h:\n"
+#: (listing, the commands it allows as root without a password)
+NOPASSWD_LISTINGS = [
+    # xbtest ALL=(root) NOPASSWD: <mount ...>, /usr/bin/ovs-vsctl br-exists br0 / xbtest ALL=(ALL:ALL) /usr/bin/id
+    (SUDO_LISTING, {"/usr/bin/mount -t hugetlbfs -o pagesize\\=2048K nodev /dev/hugepages",
+                    "/usr/bin/ovs-vsctl br-exists br0"}),
+    (HEAD + "    (ALL : ALL) ALL\n", set()),  # a stock BFB's group sudo: every command, with a password
+    (HEAD + "    (ALL) NOPASSWD: ALL\n", {"ALL"}),
+    (HEAD + "    (nobody) NOPASSWD: /bin/true\n", set()),  # not as root
+    (HEAD + "    (root) SETENV: NOPASSWD: /bin/a, /bin/b\\, c\n", {"/bin/a", "/bin/b\\, c"}),
+    (HEAD + "    (root) PASSWD: /bin/a\n", set()),
+    ("", set()),
+]
+
+
+@pytest.mark.parametrize("listing,allowed", NOPASSWD_LISTINGS)
+def test_the_rule_check_reads_what_sudo_allows_without_a_password(listing, allowed):
+    """deploy's sudo row reads the policy's listing: a command counts only in a NOPASSWD entry as
+    root (`sudo -n -l COMMAND` says yes through a password entry too, so a stale rule read "ready")."""
+    from xenobench import dpu
+    assert dpu.nopasswd_commands(listing) == allowed

@@ -191,16 +191,17 @@ def bpffs_row(node_name: str, role: str, r) -> Row:
 
 
 def _check_sudo(cfg, node: Node) -> list[Row]:
-    """Whether the login may run each command of the printed rule as root without a password
-    (`sudo -n -l COMMAND`: sudo(8) says whether the policy allows it, running nothing)."""
+    """Whether the login may run each command of the printed rule, exactly, as root without a
+    password: the policy's listing (`sudo -n -l`, running nothing) read by dpu.nopasswd_commands.
+    A rule installed for another config (queues, MAC, home changed) lacks the new command: MISSING
+    with the fix, where asking sudo per command would say yes through a password entry."""
     role = node.ncfg.role
     cmds = dpu_sudo_commands(cfg, node) if role == "dpu" else HOST_SUDO_COMMANDS
-    refused, why = [], ""
-    for argv in cmds:
-        r = node.run(sudo_argv(["-l", *argv]), check=False)
-        if not r.ok:
-            refused.append(argv)
-            why = why or (r.stderr.strip().splitlines() or ["not allowed"])[-1]
+    r = node.run(sudo_argv(["-l"]), check=False)
+    allowed = dpu.nopasswd_commands(r.stdout) if r.ok else set()
+    why = ("not in a NOPASSWD entry of `sudo -n -l`" if r.ok else
+           (r.stderr.strip().splitlines() or ["sudo -n -l failed"])[-1])
+    refused = [a for a in cmds if "ALL" not in allowed and dpu.sudoers_command(a) not in allowed]
     ok = not refused
     detail = (f"all {len(cmds)} commands of the rule allowed" if ok else
               f"{len(refused)} of {len(cmds)} not allowed ({why}), first `{shlex.join(refused[0])}`")
@@ -490,7 +491,32 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
         argv = dpu.ovs_hw_offload_get()
         r = node.run(sudo_argv(argv) if _sudo_needed(node) else argv, check=False)
         out.append(hw_offload_row(node.name, r, sudo_rule_fix(cfg, node) if sudo_refused(r) else None))
+        reads = [node.run(sudo_argv(a) if _sudo_needed(node) else a, check=False) for a in dpu.ovs_flavour_gets()]
+        out.append(ovs_flavour_row(node.name, *reads,
+                                   refused_fix=sudo_rule_fix(cfg, node) if any(map(sudo_refused, reads)) else None))
     return out
+
+
+def ovs_flavour_row(node_name: str, doca_init, pmd_mask, refused_fix: str | None = None) -> Row:
+    """Which OVS forwards on the DPU, from `ovs-vsctl get` of other_config:doca-init and
+    pmd-cpu-mask (run through the rule): OVS-DOCA's PMD threads keep their cores busy in every trial,
+    so the in-hardware check leaves those cores out (xenobench.lb.inhardware.ovs_flavour). Ready
+    either way; OVS-DOCA without a mask is named, since its PMD cores are then not known and no
+    core's load is judged."""
+    check = "OVS flavour"
+    if refused_fix is not None:
+        return Row(node_name, "dpu", check, False, "sudo asks for a password", refused_fix)
+    doca, err = parse_hw_offload(doca_init.returncode, doca_init.stdout, doca_init.stderr)
+    if doca is None:
+        return Row(node_name, "dpu", check, False, f"unreadable: {err}", "systemctl start openvswitch-switch")
+    if doca != "true":
+        return Row(node_name, "dpu", check, True, f"kernel datapath ({dpu.OVS_DOCA_INIT_KEY}={doca})")
+    mask = pmd_mask.stdout.strip().strip('"') if pmd_mask.returncode == 0 else ""
+    if mask:
+        return Row(node_name, "dpu", check, True, f"OVS-DOCA, PMD cores {mask} ({dpu.OVS_PMD_MASK_KEY}): left "
+                   "out of the in-hardware check's core load")
+    return Row(node_name, "dpu", check, True, f"OVS-DOCA, {dpu.OVS_PMD_MASK_KEY} unset: the in-hardware check "
+               "judges the frames that reach the Arm's kernel, not the cores' load (set the mask to judge both)")
 
 
 def hw_offload_row(node_name: str, r, refused_fix: str | None = None) -> Row:

@@ -91,9 +91,26 @@ def ovs_ofctl(cfg, *args: str) -> list[str]:
 OVS_HW_OFFLOAD_KEY = "other_config:hw-offload"
 
 
+#: OVS-DOCA (other_config:doca-init=true, NVIDIA DOCA 2.9 "OVS-DOCA Hardware Acceleration"): OVS's
+#: datapath on DOCA, whose PMD threads poll the cores of pmd-cpu-mask (a hexadecimal CPU mask) at
+#: ~100 % in every trial, whether frames reach them or not
+OVS_DOCA_INIT_KEY = "other_config:doca-init"
+OVS_PMD_MASK_KEY = "other_config:pmd-cpu-mask"
+
+
+def ovs_get(key: str) -> list[str]:
+    """The read of one of OVS's other_config settings (exits 1 with "no key" when it was never set)."""
+    return [OVS_VSCTL, "get", "Open_vSwitch", ".", key]
+
+
 def ovs_hw_offload_get() -> list[str]:
     """The read of OVS's hw-offload setting (exits 1 with "no key" when it was never set)."""
-    return [OVS_VSCTL, "get", "Open_vSwitch", ".", OVS_HW_OFFLOAD_KEY]
+    return ovs_get(OVS_HW_OFFLOAD_KEY)
+
+
+def ovs_flavour_gets() -> list[list[str]]:
+    """The reads that tell OVS-DOCA (doca-init, its PMD cores) from the kernel datapath's OVS."""
+    return [ovs_get(OVS_DOCA_INIT_KEY), ovs_get(OVS_PMD_MASK_KEY)]
 
 
 def ovs_hw_offload_fix() -> str:
@@ -105,8 +122,8 @@ def ovs_hw_offload_fix() -> str:
 
 
 def ovs_commands(cfg) -> dict[str, list[list[str]]]:
-    """{"check": [list-br, br-exists], "add": [...], "del": [...], "offload": [get hw-offload]} for
-    xenoflow.ovs ({} without)."""
+    """{"check": [list-br, br-exists], "add": [...], "del": [...], "offload": [get doca-init, get
+    pmd-cpu-mask, get hw-offload]} for xenoflow.ovs ({} without)."""
     ovs = _sec(cfg).get("ovs")
     if not ovs:
         return {}
@@ -114,7 +131,7 @@ def ovs_commands(cfg) -> dict[str, list[list[str]]]:
     return {"check": [[OVS_VSCTL, "list-br"], [OVS_VSCTL, "br-exists", br]],
             "add": [ovs_ofctl(cfg, "add-flow", br, f"{f['match']},actions={f['actions']}") for f in ovs["flows"]],
             "del": [ovs_ofctl(cfg, "--strict", "del-flows", br, f["match"]) for f in ovs["flows"]],
-            "offload": [ovs_hw_offload_get()]}
+            "offload": [*ovs_flavour_gets(), ovs_hw_offload_get()]}
 
 
 def pci_address(pci: str) -> str:
@@ -199,6 +216,44 @@ def sudoers_rule(user: str, commands: list[list[str]]) -> str:
     """The sudoers line that lets `user` run exactly `commands` as root without a password, for a
     file in /etc/sudoers.d/ (sudoers(5): user host = (runas) NOPASSWD: command, ...)."""
     return f"{user} ALL=(root) NOPASSWD: " + ", ".join(sudoers_command(c) for c in commands)
+
+
+_LISTED_ENTRY = re.compile(r"^\((?P<runas>[^)]*)\)\s*(?P<rest>.*)$")
+_LISTED_TAG = re.compile(r"^(?:[A-Z_]+:\s*)+")
+_UNESCAPED_COMMA = re.compile(r"(?<!\\),\s*")
+
+
+def nopasswd_commands(listing: str) -> set[str]:
+    """The commands a login may run as root without a password, from `sudo -n -l` (no command: the
+    policy's listing), as sudoers writes them ("ALL" for any). `sudo -n -l COMMAND` cannot tell: with
+    any NOPASSWD entry sudoers' listpw=any lets it say yes for every command a password-protected
+    entry allows (a stock BFB's login is in group sudo: `(ALL : ALL) ALL`), so a stale rule would read
+    as ready. sudo wraps long entries onto lines indented further: they are joined first."""
+    entries: list[str] = []
+    inside = False
+    for line in listing.splitlines():
+        if " may run the following commands" in line:
+            inside = True
+            continue
+        if not inside or not line.strip():
+            continue
+        if line.startswith("    (") and not line.startswith("     "):
+            entries.append(line.strip())
+        elif line.startswith("        ") and entries:
+            entries[-1] += " " + line.strip()
+        elif not line.startswith(" "):
+            inside = False  # another section (sudo -l prints one per matching host and user)
+    out: set[str] = set()
+    for e in entries:
+        m = _LISTED_ENTRY.match(e)
+        if not m or not any(r.strip() in ("root", "ALL") for r in m["runas"].replace(":", ",").split(",")):
+            continue
+        tags = _LISTED_TAG.match(m["rest"])
+        tagged = tags.group(0) if tags else ""
+        if "NOPASSWD:" not in tagged:
+            continue
+        out.update(c.strip() for c in _UNESCAPED_COMMA.split(m["rest"][len(tagged):]) if c.strip())
+    return out
 
 
 def sudoers_fix(user: str, commands: list[list[str]]) -> str:
