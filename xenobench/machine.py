@@ -226,9 +226,9 @@ RULES = (
     Rule("page_allocs_per_frame", "max_page_allocs_per_frame",
          "the generator's frames through the page allocator (page allocations per frame)", "pages/frame",
          per_block=True),
-    Rule("received_share", "max_received_share",
-         "the generator's own rate, not the LB, set an unpaced block's rate (share of the frames the generator "
-         "offered that the backends received)", "share", per_block=True),
+    Rule("held_down_share", "max_received_share",
+         "the generator, held down below its own rate in the repetition, not the LB, set an unpaced block's rate "
+         "(share of the frames the generator offered that the backends received)", "share", per_block=True),
     Rule("unpaced_cv_pct", "max_unpaced_cv_pct",
          "an unpaced trial's rate moved within it, nothing but the machine changing (CV of the rates of its steady "
          "span's quarters, %)", "%", by_procedure=True),

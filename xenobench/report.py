@@ -34,7 +34,7 @@ from .layout import chosen_reasons, read_json, trial_results
 from .latency import NOT_DISTINGUISHABLE
 from .lb import LBS
 from .rateblocks import MIN_ROUNDS, ratios_from_rows
-from .results import GENERATOR_BOUND_SHARE, read_all
+from .results import read_all
 
 HARDWARE_TESTBEDS = ("fips", "thesis")
 
@@ -272,16 +272,20 @@ def _span(v, scale: float = 1.0, fmt: str = ".4f") -> str:
     return f"{v.min() / scale:{fmt}}–{v.max() / scale:{fmt}}"
 
 
-def generator_bound(g) -> str:
-    """' — generator-bound at N Mpps' for rows of an unpaced rate whose backends received at least
-    GENERATOR_BOUND_SHARE of what the generator offered (medians of the rows' measured_pps and
-    offered_pps): the generator's rate, not the LB's; '' otherwise or without an offered rate."""
-    if "offered_pps" not in g or "measured_pps" not in g:
+def generator_bound(blocks, experiment: str, lb: str, payload) -> str:
+    """' — generator-bound at N Mpps (...)' for an LB's rate at a payload of an interleaved design
+    (rate_blocks rows) where the generator at its own rate set most of its blocks' rates
+    (block_generator_bound, xenobench.measure.rank.block_figures): the rate is the generator's
+    ceiling, not the LB's; '' otherwise or without block rows."""
+    if blocks is None or "metric" not in blocks:
         return ""
-    offered, measured = g.offered_pps.median(), g.measured_pps.median()
-    if not offered or np.isnan(offered) or np.isnan(measured) or measured < GENERATOR_BOUND_SHARE * offered:
+    sel = blocks[(blocks.experiment == experiment) & (blocks.lb == lb) & (blocks.payload_bytes == payload)]
+    flags = sel[sel.metric == "block_generator_bound"]
+    if flags.empty or flags.value.mean() <= 0.5:
         return ""
-    return f" — generator-bound at {offered / 1e6:.3f} Mpps (the LB forwarded what the generator offered)"
+    rates = sel[(sel.metric == "block_rx_pps") & sel.source.isin(flags[flags.value == 1].source)]
+    return (f" — generator-bound at {rates.value.median() / 1e6:.3f} Mpps (the generator's own rate set "
+            f"{int(flags.value.sum())} of {len(flags)} blocks)")
 
 
 def _headlines(tidy: dict) -> list[list]:
@@ -290,12 +294,14 @@ def _headlines(tidy: dict) -> list[list]:
     if "pps" in tidy:
         x = tidy["pps"][tidy["pps"].metric == "rx_pps"]
         for (lb, pl), g in x.groupby(["lb", "payload_bytes"]):
-            out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps{generator_bound(g)}",
+            bound = generator_bound(tidy.get("rate_blocks"), "pps", lb, pl)
+            out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps{bound}",
                         _span(g.value, 1e6), len(g)])
     if "compare" in tidy:
         c = tidy["compare"]
         for lb, g in c[c.metric == "max_pps"].groupby("lb"):
-            out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps{generator_bound(g)}",
+            bound = generator_bound(tidy.get("rate_blocks"), "compare", lb, g.payload_bytes.iloc[0])
+            out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps{bound}",
                         _span(g.value, 1e6), len(g)])
         for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):
             out.append([f"LB program time per frame (BPF run-time statistics), {lb}",

@@ -73,9 +73,9 @@ OPTIONAL = ("server", "generator", "changes_per_s")  # added later; files writte
 # (read_tidy: aggregate, plot, report, compare, the notebooks). A known metric with another unit is
 # an error (a Mpps value in a packets/s column is the classic silent factor-10^6 bug); a value out
 # of its range was not measured as the file says. Other metrics are allowed (unit and range free).
-#: an unpaced rate whose backends received at least this share of what the generator offered (the
-#: rows' measured_pps / offered_pps) is the generator's own rate, not the LB's: the report names it
-#: "generator-bound" (the machine rule's experiments.max_received_share judges a block by the same share)
+#: an unpaced block of an interleaved design whose backends received at least this share of what the
+#: generator offered at its own rate is the generator's ceiling, not the LB's rate
+#: (xenobench.measure.rank.block_figures: block_generator_bound; the report says "generator-bound")
 GENERATOR_BOUND_SHARE = 0.95
 COUNTER_SKEW = (0.001, 10)  # received <= sent x (1 + 0.001) + 10: the counters' tolerance (stray
                             # frames, a counter read a moment apart), as xenobench.procedures checks it
@@ -186,6 +186,11 @@ METRICS = {
     # unpaced, the share of the frames the generator offered that the backends received
     "block_page_allocs_per_frame": Metric("pages/frame", 0),
     "block_received_share": Metric("share", 0),
+    # ... judged only where the generator offered less than rank.HELD_DOWN of its median rate in the
+    # repetition (held down by what took its CPU); at its own rate a share of GENERATOR_BOUND_SHARE or more
+    # is the generator's ceiling (block_generator_bound 1: kept, labelled generator-bound)
+    "block_held_down_share": Metric("share", 0),
+    "block_generator_bound": Metric("flag", values=(0, 1)),
     "block_cpu_pair_rtt_ns": Metric("ns", 0, 1e9, low_open=True),
     "block_round_kept": Metric("flag", values=(0, 1)),
 }

@@ -67,8 +67,11 @@ settle and window:
 - `offered_pps`, `received_share` (unpaced only): what the generator offered on its port over the
   window (OfferedReader: the loadgen interface's own counters) and the share of it the backends
   received. A block measures the LB's maximum only while the generator offers more than the LB
-  forwards; near 1 the generator's own rate (held down by whatever took its CPU) set the block's
-  rate. Above experiments.max_received_share the round is left out.
+  forwards. Near 1 the generator set the block's rate: where it offered less than HELD_DOWN of its
+  median rate in the repetition, whatever took its CPU held it down (`held_down_share`, judged:
+  above experiments.max_received_share the round is left out); at its own rate it is the
+  generator's ceiling (`generator_bound`: kept, as the LB forwarded all it got, and the report
+  labels the rate generator-bound).
 None of these happens on the thesis testbed (TRex's DPDK pools; the generator and the LB on separate hosts),
 where no round is left out.
 
@@ -90,7 +93,7 @@ from ..errors import ConfigError, DataError, NodeError, XenobenchError
 from ..latency import block_order
 from ..lb import get_lb, stop_all
 from ..machine import page_allocs
-from ..results import row
+from ..results import GENERATOR_BOUND_SHARE, row
 from ..sampler import KeptFile, RateSampler
 from ..traffic import generator_summary, start_traffic
 from ..trials import TrialContext, Validity
@@ -334,19 +337,31 @@ def max_rounds(ex: dict) -> int:
     return int(ex.get("max_rounds") or 3 * int(ex["rounds"]))
 
 
-def block_figures(b: dict, samples) -> None:
+#: a block's generator was held down where it offered less than this share of its median rate over
+#: the repetition's blocks so far: whatever took its CPU, not the LB, then set what the backends got
+HELD_DOWN = 0.9
+
+
+def block_figures(b: dict, samples, typical_offered: float | None = None) -> None:
     """A completed block's rate over its window (`window_rate`), the backends' rx in it and the
     figures derived from that: rx per DUT CPU-second, page allocations per frame beyond those the
-    generator's frames cost by design (machine rule)."""
+    generator's frames cost by design (machine rule); unpaced, the share of what the generator
+    offered that the backends received, judged by the machine rule only where the generator was held
+    down (`typical_offered`: its median offered rate in the repetition; HELD_DOWN), and otherwise,
+    at GENERATOR_BOUND_SHARE or above, the block's rate is the generator's own: generator-bound
+    (kept; the report says so), not disturbed."""
     b["rate_pps"], b["samples"] = window_rate(samples, *b["window"])
     b["rx_window"] = (counter_at(samples, b["window"][1]) - counter_at(samples, b["window"][0])) if samples else 0.0
     b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
     b["page_allocs_per_frame"] = (round((b["page_allocs"] - b.get("generator_pages", 0.0)) / b["rx_window"], 5)
                                   if b.get("page_allocs") is not None and b["rx_window"] > 0 else None)
-    # unpaced: the share of the generator's offered frames the backends received (machine rule: near 1
-    # the generator's own rate, not the LB, set the block's rate)
-    b["received_share"] = (round(b["rate_pps"] / b["offered_pps"], 4)
-                           if b.get("offered_pps") and b["rate_pps"] is not None else None)
+    share = (round(b["rate_pps"] / b["offered_pps"], 4)
+             if b.get("offered_pps") and b["rate_pps"] is not None else None)
+    b["typical_offered_pps"] = typical_offered
+    held = share is not None and bool(typical_offered) and b["offered_pps"] < HELD_DOWN * typical_offered
+    b["received_share"] = share
+    b["held_down_share"] = share if held else None
+    b["generator_bound"] = share is not None and not held and share >= GENERATOR_BOUND_SHARE
 
 
 def _samples_past(sampler: RateSampler, t: float, timeout_s: float = 0.5) -> list:
@@ -383,7 +398,9 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     stop_all(tb)  # the port is the switcher's
     cpu = dut_cpu_reader(tb)
     allocs = PageAllocReader(tb.node(cfg.role("loadgen").name))  # the generator's page allocator state
-    offered = offered_reader(tb) if not rate else None  # unpaced: what the generator itself offers
+    # what the generator itself offers: the pages its frames cost by design (any rate) and, unpaced, the
+    # share of it the backends received
+    offered = offered_reader(tb)
     limits = machine.limits(cfg)  # the machine rule judges every block (xenobench.machine.RULES)
     # the generator's and the DUT's CPU: a shared cache or not (the trial's prober, else one of its own)
     own_pair = ctx.pair_rtt is None and limits["max_cpu_pair_rtt_ns"] is not None
@@ -443,7 +460,8 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                            "page_allocs": a1 - a0 if a0 is not None and a1 is not None else None,
                            # what the generator's frames cost the allocator by design (Generator.describe)
                            "generator_pages": design_pages * (g1[1] - g0[1]) if g0 and g1 else 0.0,
-                           "offered_pps": (g1[1] - g0[1]) / (g1[0] - g0[0]) if g0 and g1 and g1[0] > g0[0] else None,
+                           "offered_pps": ((g1[1] - g0[1]) / (g1[0] - g0[0])
+                                           if not rate and g0 and g1 and g1[0] > g0[0] else None),
                            "cpu_pair_rtt_ns": rtt})
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
@@ -451,8 +469,10 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
             if i % len(lbs) == 0:  # a round complete: judged now, so that one the rule leaves out is made up
                 samples = _samples_past(sampler, w1)
                 last = blocks[-len(lbs):]
+                offered_so_far = [x["offered_pps"] for x in blocks if x.get("offered_pps")]
+                typical = float(np.median(offered_so_far)) if offered_so_far else None
                 for b in last:
-                    block_figures(b, samples)
+                    block_figures(b, samples, typical)
                 kept_so_far += bool(rounds_left_out(last, limits)[0])
                 if kept_so_far >= rounds:
                     break
@@ -490,8 +510,10 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
         stop_unattached(ctx, drivers, started, sw)
     samples = series["samples"]
     complete = [b for b in blocks if "fwd_out" in b]
-    for b in complete:
-        block_figures(b, samples)  # again, from the whole series
+    offered_all = [b["offered_pps"] for b in complete if b.get("offered_pps")]
+    for b in complete:  # again, from the whole series; the generator's rate as its round was judged with
+        block_figures(b, samples, b["typical_offered_pps"] if "typical_offered_pps" in b else
+                      (float(np.median(offered_all)) if offered_all else None))
         v.require(f"block_{b['block']}_rate", b["rate_pps"] is not None,
                   f"block {b['block']} ({b['lb']}): {b['samples']} samples in its window (lengthen block_s "
                   "or shorten sample_interval_s)")
@@ -574,6 +596,10 @@ def _block_rows(t) -> tuple[list[dict], dict]:
         for field, unit in ROUND_FIGURES:
             if b.get(field) is not None:
                 rows.append(row(**where, metric=f"block_{field}", value=float(b[field]), unit=unit))
+        if b.get("received_share") is not None:  # recorded whether judged (held_down_share) or not
+            rows.append(row(**where, metric="block_received_share", value=float(b["received_share"]), unit="share"))
+            rows.append(row(**where, metric="block_generator_bound", value=float(bool(b.get("generator_bound"))),
+                            unit="flag"))
         if kept:
             blocks["rate"].append((rep, int(b["round"]), b["lb"], float(b["rate_pps"])))
         if b.get("rx_per_dut_cpu_s"):  # the DUT NAPI thread's CPU share divided out (dut_cpu_reader)
