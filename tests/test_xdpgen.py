@@ -467,7 +467,7 @@ def test_testbed_check_names_the_driver_and_proves_the_generator_sends(testbed, 
     want = "loop" if LIVE_FRAMES_REFUSED else "live"
     assert r.exit_code == 0, r.output
     assert f"ok   xdpgen on fips4 sends with driver {want} (live frames: " in r.output, r.output
-    assert (f"ok   xdpgen sends 200 frames from fips4 to fips2's MAC {testbed.cfg.nodes['fips2'].iface().mac}, "
+    assert (f"ok   xdpgen sends 200 frames from fips4:eth0 to fips2's MAC {testbed.cfg.nodes['fips2'].iface().mac}, "
             f"fips2 receives them: sent 200, received 200 ({want} driver)") in r.output, r.output
     if LIVE_FRAMES_REFUSED is None:
         return
@@ -498,3 +498,20 @@ def test_the_loop_costs_a_page_per_frame_it_sends_as_the_machine_rule_assumes(si
     per_frame = (a1 - a0) / n
     print(f"xdpgen ({driver}): {per_frame:.3f} page allocations per frame sent (design {PAGES_PER_FRAME[driver]})")
     assert per_frame >= 0.9 * PAGES_PER_FRAME[driver], per_frame
+
+
+def test_a_generator_whose_port_is_down_fails_the_smoke_test_by_name(testbed):
+    """The smoke test `testbed check` (and, for TRex, `traffic server start`) runs: with the loadgen's
+    port down nothing arrives, and the row says so with what to check, in seconds."""
+    from xenobench.traffic import smoke_generator
+    lg = testbed.node("fips4")
+    lg.run(["ip", "link", "set", "eth0", "down"])
+    try:
+        t0 = time.monotonic()
+        desc, ok, detail = smoke_generator(testbed)
+        secs = time.monotonic() - t0
+    finally:
+        lg.run(["ip", "link", "set", "eth0", "up"])
+    assert not ok and desc.startswith("xdpgen sends 200 frames from fips4:eth0 to fips2's MAC"), (desc, detail)
+    assert "check that fips4:eth0 is up and is the port the generator sends from" in detail, detail
+    assert secs < 30, secs

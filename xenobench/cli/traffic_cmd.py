@@ -142,19 +142,27 @@ def server_start(obj):
     A server that already answers on traffic.trex.server:sync_port is reported and left alone."""
     import socket
 
-    from ..traffic import traffic_config
-    from ..traffic.trex import _trex_section, start_server
+    from ..errors import TrafficError
+    from ..traffic import smoke_generator, traffic_config
+    from ..traffic.trex import _trex_section, start_server, stop_server
     tcfg = traffic_config(obj.config)
     t = _trex_section(tcfg)
+    tb = obj.testbed()
     try:
         socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
         click.echo(f"trex server: already running at {t['server']}:{t['sync_port']} (not started by "
                    "xenobench: left running, never stopped by it)")
-        return
+        started = None
     except OSError:
-        pass
-    h = start_server(obj.testbed(), tcfg)
-    click.echo(f"trex server: started on {h.node} as pid {h.pid} (log {h.log})")
+        started = start_server(tb, tcfg)
+        click.echo(f"trex server: started on {started.node} as pid {started.pid} (log {started.log})")
+    desc, ok, detail = smoke_generator(tb)  # a server that answers but cannot send stops the study here
+    click.echo(f"{'ok  ' if ok else 'FAIL'} {desc}: {detail}")
+    if not ok:
+        if started is not None:
+            stop_server(tb)
+        raise TrafficError(f"Failed to start the study's generator: the TRex server at {t['server']} answers, but "
+                           f"{desc.split(',')[0]} did not arrive ({detail})")
 
 
 @server_group.command("stop")
