@@ -285,3 +285,23 @@ def test_diff_imports_only_the_results_layer():
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1}
     mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.name.startswith("xeno")}
     assert mods <= {"results", "layout", "definitions", "errors", "latency"}, mods
+
+
+#: (a tree made bad from the fixture's, the one line diff prints): truncated, non-finite
+FIXTURE_TREE = Path(__file__).parent / "fixtures" / "results" / "small"
+BAD_TREES = [
+    ("truncated", lambda t: t[:len(t) // 2], "Failed to read tidy results {b}/pps.csv: line 7: column value is empty"),
+    ("non-finite", lambda t: t.replace(",96900000.0,packets", ",inf,packets", 1),
+     "Failed to read tidy results {b}/pps.csv: line 2: column value: 'inf' is not a finite number"),
+]
+
+
+@pytest.mark.parametrize("name,spoil,line", BAD_TREES, ids=[b[0] for b in BAD_TREES])
+def test_a_spoiled_tree_gives_one_line(tmp_path, name, spoil, line):
+    import shutil
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(FIXTURE_TREE, a)
+    shutil.copytree(FIXTURE_TREE, b)
+    (b / "pps.csv").write_text(spoil((b / "pps.csv").read_text()))
+    r = run(str(a), str(b))
+    assert r.exit_code == DataError.exit_code and r.output.strip() == f"xenobench: {line.format(b=b)}", r.output
