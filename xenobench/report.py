@@ -272,35 +272,31 @@ def _span(v, scale: float = 1.0, fmt: str = ".4f") -> str:
     return f"{v.min() / scale:{fmt}}–{v.max() / scale:{fmt}}"
 
 
-def generator_bound(blocks, experiment: str, lb: str, payload) -> str:
-    """' — generator-bound at N Mpps (...)' for an LB's rate at a payload of an interleaved design
-    (rate_blocks rows) where the generator at its own rate set most of its blocks' rates
-    (block_generator_bound, xenobench.measure.rank.block_figures): the rate is the generator's
-    ceiling, not the LB's; '' otherwise or without block rows."""
-    if blocks is None or "metric" not in blocks:
+def generator_bound(rows) -> str:
+    """' — generator-bound (...)' for an LB's rate at a payload (its rows of the experiment's table)
+    where the generator at its own rate set most of its kept blocks' rates (generator_bound_share,
+    xenobench.measure.rank.block_figures): the rate is the generator's ceiling, not the LB's; ''
+    otherwise or without the metric (paced, the thesis's protocol, TRex)."""
+    share = rows[rows.metric == "generator_bound_share"].value
+    if share.empty or share.median() <= 0.5:
         return ""
-    sel = blocks[(blocks.experiment == experiment) & (blocks.lb == lb) & (blocks.payload_bytes == payload)]
-    flags = sel[sel.metric == "block_generator_bound"]
-    if flags.empty or flags.value.mean() <= 0.5:
-        return ""
-    rates = sel[(sel.metric == "block_rx_pps") & sel.source.isin(flags[flags.value == 1].source)]
-    return (f" — generator-bound at {rates.value.median() / 1e6:.3f} Mpps (the generator's own rate set "
-            f"{int(flags.value.sum())} of {len(flags)} blocks)")
+    return f" — generator-bound (the generator's own rate set {share.median():.0%} of the blocks)"
 
 
 def _headlines(tidy: dict) -> list[list]:
     """[quantity, median, spread (the trials' min-max; a ratio's CI), trials] per headline number."""
     out = []
     if "pps" in tidy:
-        x = tidy["pps"][tidy["pps"].metric == "rx_pps"]
+        p = tidy["pps"]
+        x = p[p.metric == "rx_pps"]
         for (lb, pl), g in x.groupby(["lb", "payload_bytes"]):
-            bound = generator_bound(tidy.get("rate_blocks"), "pps", lb, pl)
+            bound = generator_bound(p[(p.lb == lb) & (p.payload_bytes == pl)])
             out.append([f"rx rate, {lb}, {int(pl)} B payload", f"{g.value.median() / 1e6:.4f} Mpps{bound}",
                         _span(g.value, 1e6), len(g)])
     if "compare" in tidy:
         c = tidy["compare"]
         for lb, g in c[c.metric == "max_pps"].groupby("lb"):
-            bound = generator_bound(tidy.get("rate_blocks"), "compare", lb, g.payload_bytes.iloc[0])
+            bound = generator_bound(c[c.lb == lb])
             out.append([f"max rate at 64 B frames, {lb}", f"{g.value.median() / 1e6:.4f} Mpps{bound}",
                         _span(g.value, 1e6), len(g)])
         for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):

@@ -190,6 +190,8 @@ METRICS = {
     # repetition (held down by what took its CPU); at its own rate a share of GENERATOR_BOUND_SHARE or more
     # is the generator's ceiling (block_generator_bound 1: kept, labelled generator-bound)
     "block_held_down_share": Metric("share", 0),
+    # an LB's share of such blocks in a repetition (pps, compare in the interleaved design)
+    "generator_bound_share": Metric("share", 0, 1),
     "block_generator_bound": Metric("flag", values=(0, 1)),
     "block_cpu_pair_rtt_ns": Metric("ns", 0, 1e9, low_open=True),
     "block_round_kept": Metric("flag", values=(0, 1)),

@@ -666,19 +666,25 @@ def point_rows(records: list) -> dict[str, list[dict]]:
 def per_lb(o: dict) -> dict[str, dict]:
     """Each LB's absolute rate in one interleaved repetition (outputs `o`): the median and the
     coefficient of variation of its kept blocks' rates, and their count (LBs without a kept block
-    left out). Paced at a rate (outputs requested_pps above 0): also that rate and the LB's loss
+    left out), and the share of them the generator at its own rate set (generator_bound_share; None
+    paced). Paced at a rate (outputs requested_pps above 0): also that rate and the LB's loss
     against what the generator sent per second over the repetition (its achieved_pps); a median
     above it is no negative loss but the windows' spread: 0."""
     by: dict[str, list[float]] = {}
+    bound: dict[str, list[bool]] = {}
     for b in o.get("blocks") or ():
         if b.get("rate_pps") is not None and b.get("round_kept", True):
             by.setdefault(b["lb"], []).append(float(b["rate_pps"]))
+            if b.get("received_share") is not None:  # unpaced: whether the generator set the block's rate
+                bound.setdefault(b["lb"], []).append(bool(b.get("generator_bound")))
     out = {}
     for k in o.get("lbs") or by:
         v = np.array(by.get(k) or [])
         if len(v):
             out[k] = {"rx_pps": float(np.median(v)), "blocks": int(len(v)),
-                      "rx_cv_pct": float(100 * v.std(ddof=1) / v.mean()) if len(v) > 1 and v.mean() > 0 else None}
+                      "rx_cv_pct": float(100 * v.std(ddof=1) / v.mean()) if len(v) > 1 and v.mean() > 0 else None,
+                      # the share of its kept blocks whose rate was the generator's own (block_figures)
+                      "generator_bound_share": float(np.mean(bound[k])) if bound.get(k) else None}
     sent = float((o.get("generator") or {}).get("achieved_pps") or 0)
     if o.get("requested_pps") and sent > 0:
         for vals in out.values():

@@ -37,7 +37,9 @@ KIND = "rate"
 #: typo'd `from` is refused when the definitions load (experiment plan, snakemake -n)
 OUTPUTS = ("payload", "requested_pps", "generator", "tunables", "rx_packets", "tx_packets", "rx_series", "rx_pps",
            "rx_cv_pct", "steady_intervals", "loss_pct", "lb_forwarded", "lb_per_backend", "lb_stats_after",
-           "stopped_early", "lb_prog")
+           "stopped_early", "lb_prog",
+           # the interleaved design's per-LB figure (rank.per_lb): the share of its blocks the generator set
+           "generator_bound_share")
 #: the tables this kind writes besides its definitions' own (tidy.tables)
 TABLES = ("rtt_capacity",)
 
