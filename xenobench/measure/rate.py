@@ -100,7 +100,8 @@ def offered_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     v.require("traffic_sent", tx > 0, "the generator sent nothing")
     v.require("sampler_ok", series["error"] is None, series["error"] or "")
     v.require("steady_state", steady.intervals >= 2,
-              f"only {steady.intervals} steady sampling intervals (lengthen duration_s)")
+              f"only {steady.intervals} steady sampling intervals (lengthen duration_s)" if tx > 0 else
+              "the generator sent nothing: no rate to find (see generator_ok and traffic_sent)")
     # counters consistent: nothing is received that was not sent, nor forwarded that was not received
     # (the LB's part in lb_checks)
     v.require("counters_consistent", within_skew(rx, tx), f"backends received {rx} > generator sent {tx}")
