@@ -93,13 +93,13 @@ def test_bare_nodes_hold_nothing_before_deploy_and_run_the_agents_after(lab, tes
     again, _ = deploy(testbed)
     assert not any(s["copied"] for s in again)
     # the only rows missing: the DPU login's sudo (no rule yet), the checks it blocks (the eSwitch
-    # mode is root's to read, the OVS bridges and OVS's hw-offload: its database socket is root's),
+    # mode is root's to read, the OVS bridges, hw-offload and flavour: its database socket is root's),
     # and the root-owned programs the operator installs
     missing = {(r.node, r.check) for r in rows if not r.ready}
     assert missing == {("fips5-dpu", c) for c in (
         "sudo -n (the rule)", "root-owned programs of the rule", "XenoFlow installed",
         "eSwitch mode p0 (0000:03:00.0)", "eSwitch mode p1 (0000:03:00.1)", "OVS bridge ovsbr2",
-        "OVS hw-offload")}, missing
+        "OVS hw-offload", "OVS flavour")}, missing
 
 
 def test_vip_not_configured_on_backends_and_the_testbed_check_passes(lab, testbed):
