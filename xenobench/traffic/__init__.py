@@ -155,8 +155,8 @@ def smoke_generator(testbed) -> tuple[str, bool, str]:
     gen = generator_of(testbed.cfg)
     b = testbed.cfg.backend_nodes()[0]
     lg = testbed.cfg.role("loadgen")
-    desc = (f"{gen.name} sends {SMOKE_FRAMES} frames from {lg.name}:{lg.iface().name} to {b.name}'s MAC "
-            f"{b.iface().mac}, {b.name} receives them")
+    desc = (f"{gen.name} sends {'' if gen.counts else 'about '}{SMOKE_FRAMES} frames from {lg.name}:{lg.iface().name} "
+            f"to {b.name}'s MAC {b.iface().mac}, {b.name} receives them")
     reader = CounterReader(testbed.node(b.name), b.iface().name)
     tun = {"payload": 22, "flows": 16, "dst_mac": b.iface().mac}
     try:
