@@ -168,3 +168,18 @@ def backend_arrivals(testbed):
         for a in rec.stop_arrivals():
             key = macs.get(a.mac, "other")
             counts[key] = counts.get(key, 0) + a.packets
+
+
+#: the port of sshd_without_sftp, in the DNS backend's namespace
+NO_SFTP_PORT = 2224
+
+
+@pytest.fixture(scope="module")
+def sshd_without_sftp(testbed, tmp_path_factory):
+    """A hardened sshd on the DNS backend: no `Subsystem sftp` line, so SFTP is refused (paramiko:
+    Channel closed.). (its directory, the node's config)"""
+    d = tmp_path_factory.mktemp("sshd-nosftp")
+    server = testbed.cfg.role("dns_backend")
+    start_sshd(testbed, server.name, d, NO_SFTP_PORT, sftp=False, tag="sshd-nosftp")
+    yield d, server
+    testbed.node(server.name).stop("sshd-nosftp")

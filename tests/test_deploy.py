@@ -15,7 +15,7 @@ from xenobench.config import Interface, SshConfig
 from xenobench.nodes import SshNode
 from xenobench.nodes.base import CommandResult, sudo_refused
 
-from .conftest import needs_root, start_sshd
+from .conftest import NO_SFTP_PORT, needs_root, start_sshd
 
 PORT = 2231
 ssh_needed = pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="needs openssh-server")
@@ -93,19 +93,6 @@ def test_deploy_table_names_each_missing_thing_with_its_fix(testbed, sshd, tmp_p
     assert lines[0].split() == ["node", "role", "check", "status", "detail", "fix"]
     assert [ln.split()[:5] for ln in lines if "enp24s0f0np0" in ln] == \
         [["fips2", "dns_backend", "interface", "enp24s0f0np0", "MISSING"]]
-
-
-NO_SFTP_PORT = 2232
-
-
-@pytest.fixture(scope="module")
-def sshd_without_sftp(testbed, tmp_path_factory):
-    """A hardened sshd: no `Subsystem sftp` line, so SFTP is refused (paramiko: Channel closed.)."""
-    d = tmp_path_factory.mktemp("sshd-nosftp")
-    server = testbed.cfg.role("dns_backend")
-    start_sshd(testbed, server.name, d, NO_SFTP_PORT, sftp=False, tag="sshd-nosftp")
-    yield d, server
-    testbed.node(server.name).stop("sshd-nosftp")
 
 
 @needs_root

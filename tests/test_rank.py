@@ -525,10 +525,9 @@ def test_an_unpaced_block_the_generator_set_leaves_its_round_out(testbed, tmp_pa
     out, v = interleaved_rates(ctx)
     assert len(out["blocks"]) == 4 and not any(b["round_kept"] for b in out["blocks"]), out["blocks"]
     for b in out["blocks"]:
-        assert b["offered_pps"] > 1e5 and b["received_share"] == round(b["rate_pps"] / b["offered_pps"], 4), b
-        # two counters read by two programs: over a 0.2 s window sampled every 20 ms, a sample's offset
-        # is 10 % of the window either way
-        assert 0.01 < b["received_share"] < 1.25, b
+        assert b["offered_pps"] > 1e5 and b["received_share"] == round(b["rx_window"] / b["offered_frames"], 4), b
+        # counts over the same window: the backends' interpolated at its ends, the generator's read there
+        assert 0.01 < b["received_share"] < 1.1, b
     reason = next(r for r in v.reasons if r.startswith("rounds_kept"))
     assert reason.startswith("rounds_kept: 0 of the 1 rounds wanted kept in 2 rounds run (max_rounds); 2 left out "
                              "(2 with the generator, held down below its own rate in the repetition, not the LB, set "

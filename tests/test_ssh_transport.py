@@ -19,7 +19,7 @@ from xenobench.errors import NodeError
 from xenobench.nodes import SshNode, _starttime
 from xenobench.config import SshConfig
 
-from .conftest import needs_root, start_sshd
+from .conftest import NO_SFTP_PORT, needs_root, start_sshd
 
 pytestmark = [needs_root, pytest.mark.skipif(shutil.which("sshd") is None and not
                                              __import__("os").path.exists("/usr/sbin/sshd"),
@@ -502,16 +502,6 @@ def test_changed_host_key_names_both_fingerprints_and_the_line(testbed, sshd, tm
 
 
 # --- a hardened sshd without `Subsystem sftp`: files go over exec channels ------------------------
-NO_SFTP_PORT = 2224
-
-
-@pytest.fixture(scope="module")
-def sshd_without_sftp(testbed, tmp_path_factory):
-    d = tmp_path_factory.mktemp("sshd-nosftp")
-    server = testbed.cfg.role("dns_backend")
-    start_sshd(testbed, server.name, d, NO_SFTP_PORT, sftp=False, tag="sshd-nosftp")
-    yield d, server
-    testbed.node(server.name).stop("sshd-nosftp")
 
 
 def _no_sftp_node(testbed, d, server):

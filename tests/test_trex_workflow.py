@@ -33,7 +33,13 @@ def test_a_running_trex_is_reported_not_started(tmp_path):
                      f"traffic:\n  trex: {{server: 127.0.0.1, sync_port: {port}}}\n"
                      f"testbed: {{state_dir: {tmp_path}}}\n")
         r = CliRunner().invoke(main, ["--config", str(f), "traffic", "server", "start"])
-    assert r.exit_code == 0, r.output
-    assert r.output.strip() == (f"trex server: already running at 127.0.0.1:{port} (not started by xenobench: "
-                                "left running, never stopped by it)")
+    lines = r.output.strip().splitlines()
+    assert lines[0] == (f"trex server: already running at 127.0.0.1:{port} (not started by xenobench: "
+                        "left running, never stopped by it)"), r.output
+    # a server that answers is still asked to send (here nothing is behind the port, and fips2 is not
+    # reachable from the test): the smoke test's row, then one line, and a non-zero exit
+    assert lines[1].startswith("FAIL trex sends about 200 frames from fips4:") and "fips2" in lines[1], r.output
+    assert lines[2].startswith("xenobench: Failed to start the study's generator: the TRex server at 127.0.0.1 "
+                               "answers, but trex sends about 200 frames"), r.output
+    assert len(lines) == 3 and r.exit_code != 0, r.output
     assert not list(tmp_path.rglob("*.json"))  # no process record: `stop` will not touch it

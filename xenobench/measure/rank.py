@@ -355,8 +355,11 @@ def block_figures(b: dict, samples, typical_offered: float | None = None) -> Non
     b["rx_per_dut_cpu_s"] = b["rx_window"] / b["dut_cpu_s"] if b.get("dut_cpu_s") else None
     b["page_allocs_per_frame"] = (round((b["page_allocs"] - b.get("generator_pages", 0.0)) / b["rx_window"], 5)
                                   if b.get("page_allocs") is not None and b["rx_window"] > 0 else None)
-    share = (round(b["rate_pps"] / b["offered_pps"], 4)
-             if b.get("offered_pps") and b["rate_pps"] is not None else None)
+    # counts over the same window (the backends' rx interpolated at its ends, the generator's frames read
+    # at them), not the rx slope over the offered rate: a slope over a 0.2 s window of jittered samples
+    # came out up to a quarter above what was offered
+    offered = b.get("offered_frames") or ((b.get("offered_pps") or 0) * (b["window"][1] - b["window"][0]))
+    share = round(b["rx_window"] / offered, 4) if b.get("offered_pps") and offered > 0 else None
     b["typical_offered_pps"] = typical_offered
     held = share is not None and bool(typical_offered) and b["offered_pps"] < HELD_DOWN * typical_offered
     b["received_share"] = share
@@ -462,6 +465,7 @@ def interleaved_rates(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
                            "generator_pages": design_pages * (g1[1] - g0[1]) if g0 and g1 else 0.0,
                            "offered_pps": ((g1[1] - g0[1]) / (g1[0] - g0[0])
                                            if not rate and g0 and g1 and g1[0] > g0[0] else None),
+                           "offered_frames": (g1[1] - g0[1]) if not rate and g0 and g1 else None,
                            "cpu_pair_rtt_ns": rtt})
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"

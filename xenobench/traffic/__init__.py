@@ -157,9 +157,10 @@ def smoke_generator(testbed) -> tuple[str, bool, str]:
     lg = testbed.cfg.role("loadgen")
     desc = (f"{gen.name} sends {'' if gen.counts else 'about '}{SMOKE_FRAMES} frames from {lg.name}:{lg.iface().name} "
             f"to {b.name}'s MAC {b.iface().mac}, {b.name} receives them")
-    reader = CounterReader(testbed.node(b.name), b.iface().name)
     tun = {"payload": 22, "flows": 16, "dst_mac": b.iface().mac}
+    reader = None
     try:
+        reader = CounterReader(testbed.node(b.name), b.iface().name)
         rx0 = reader.read()
         res = (run_traffic(testbed, "udp_payload", tun, SMOKE_PPS, count=SMOKE_FRAMES) if gen.counts else
                run_traffic(testbed, "udp_payload", tun, SMOKE_PPS, duration_s=SMOKE_FRAMES / SMOKE_PPS))
@@ -167,7 +168,8 @@ def smoke_generator(testbed) -> tuple[str, bool, str]:
     except (TrafficError, NodeError) as e:
         return desc, False, str(e)
     finally:
-        reader.close()
+        if reader is not None:
+            reader.close()
     tx = int(res.get("tx_packets") or 0)
     ok = tx > 0 and rx >= tx and (tx == SMOKE_FRAMES or not gen.counts)
     detail = f"sent {tx}, received {rx}" + (f" ({res.get('driver')} driver)" if res.get("driver") else "")
