@@ -361,3 +361,66 @@ def test_live_a_pps_point_of_mylb_is_run_aggregated_and_drawn_with_its_label(myl
     assert (tmp_path / "figures" / "pps_vs_payload.png").stat().st_size > 10_000
     print(legends["pps_vs_payload"])
 
+
+
+# --- a plugin's agent that fails at run time: one line naming it, nothing left on the node ----------
+#: (description, the agent's failure as code replacing mylb's configure or read_stats, what start says)
+BROKEN_AGENTS = [
+    ("raises while it configures",
+     "def configure(*a):\n    raise RuntimeError('map full on purpose')\n", "map full on purpose"),
+    ("exits while it configures", "def configure(*a):\n    os._exit(3)\n", "Failed to start badlb on fips5: exited"),
+    ("never answers", "def configure(*a):\n    time.sleep(3600)\n",
+     "Failed to start badlb on fips5: not ready within 10 s"),
+]
+
+
+def _broken_agent(site: Path, code: str, field: str = "configure") -> str:
+    """A module wrapping mylb's agent whose `field` (configure, read_stats) is `code`'s function of
+    that name (xh_broken_agent in `site`)."""
+    (site / "xh_broken_agent.py").write_text(
+        "import dataclasses, os, sys, time\nfrom xenobench_mylb.agent import AGENT as BASE\n" + code
+        + f"AGENT = dataclasses.replace(BASE, prog_name='xh_broken_agent', {field}={field})\n"
+          "if __name__ == '__main__':\n    sys.exit(AGENT.main())\n")
+    return "xh_broken_agent"
+
+
+def _nothing_left(node, drv, ing):
+    assert not node.running(drv.tag)
+    link = json.loads(node.run(["ip", "-j", "link", "show", "dev", ing]).stdout)[0]
+    assert "xdp" not in link, link
+    assert node.run(["ls", "-A", str(drv.pindir)], check=False).stdout.strip() == "", drv.pindir
+
+
+@needs_root
+@pytest.mark.parametrize("desc,code,said", BROKEN_AGENTS, ids=[b[0] for b in BROKEN_AGENTS])
+def test_a_plugin_agent_that_fails_gives_one_line_and_leaves_nothing(mylb, testbed, tmp_path, desc, code, said):
+    """A declared LB whose agent raises, exits or never answers while it starts: start fails with one
+    line naming the LB and what its agent said (or how long it waited), and the LB node is left as it
+    was: no process of the LB, no program on its ingress port, no pins."""
+    from xenobench.errors import XenobenchError
+    agent = _broken_agent(mylb, code)
+    p = cfg_file(tmp_path, lbs={"badlb": dict(DECLARED, agent=agent)})
+    cfg = load_config(p)
+    drv = get_lb("badlb", testbed.__class__(cfg))
+    node = drv.node
+    ing = cfg.role("lb").lb_port("ingress").name
+    with pytest.raises(XenobenchError) as e:
+        drv.start()
+    msg = str(e.value)
+    assert "\n" not in msg and "badlb" in msg and said in msg, msg
+    _nothing_left(node, drv, ing)
+
+
+@needs_root
+def test_a_plugin_agent_whose_statistics_fail_is_stopped_leaving_nothing(mylb, testbed, tmp_path):
+    """An agent whose read_stats raises once it runs: stop() still leaves nothing on the node."""
+    agent = _broken_agent(mylb, "def read_stats(*a):\n    raise RuntimeError('stats broken on purpose')\n",
+                          "read_stats")
+    cfg = load_config(cfg_file(tmp_path, lbs={"badlb": dict(DECLARED, agent=agent)}))
+    drv = get_lb("badlb", testbed.__class__(cfg))
+    try:
+        drv.start()
+        time.sleep(1.5)  # a stats interval or so
+    finally:
+        drv.stop()
+    _nothing_left(drv.node, drv, cfg.role("lb").lb_port("ingress").name)

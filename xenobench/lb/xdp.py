@@ -96,7 +96,13 @@ class XdpControllerLB(LoadBalancer):
         try:
             h = node.start_until(self.tag, argv, '"event": "started"', what=self.kind, timeout=CONTROLLER_START_S)
         except BaseException:
-            self.withdraw_needs()
+            # an agent that raised, exited or never answered while it set up may have pinned its maps
+            # and program (and attached it): nothing of it stays on the node
+            try:
+                remove_left_program(node, self.ports()[1].name, self.pindir,
+                                    importlib.import_module(self.agent).AGENT.prog)
+            finally:
+                self.withdraw_needs()
             raise
         return {"lb": self.kind, "node": node.name, "pid": h.pid,
                 "mode": "generic" if generic else "native", "log": h.log, "attached": attach,
