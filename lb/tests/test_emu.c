@@ -956,54 +956,42 @@ static double mono_s(void)
  * the timeout. The emulation ignored the timeout, so a caller passing 0 (XenoFlow's update
  * rounds did) looked as fast here as it is slow on the hardware. Coarse bounds (a 200 ms timeout,
  * a noisy machine): waiting >= 150 ms, not waiting < 100 ms. */
+/* doca_flow_entries_process(port 0, queue 0, timeout_us, max) must succeed with `processed` then at
+ * `want_processed`, and return after at least `min_s` (waiting) or before `max_s` (not waiting) */
+static void timed_process(uint64_t timeout_us, uint32_t max, int want_processed, double min_s, double max_s,
+			  const char *what)
+{
+	double t = mono_s();
+
+	assert_int_equal(doca_flow_entries_process(ports[0], 0, timeout_us, max), DOCA_SUCCESS);
+	t = mono_s() - t;
+	assert_int_equal(processed, want_processed);
+	if (t < min_s || t >= max_s)
+		fail_msg("%s took %.1f ms (timeout %.0f ms)", what, t * 1e3, timeout_us / 1e3);
+}
+
 static void test_entries_process_honours_the_timeout(void **state)
 {
 	struct doca_flow_pipe *pipe = lb_pipe(0x7, DOCA_FLOW_RESOURCE_TYPE_SHARED);
-	double t;
 	(void)state;
 
 	add(pipe, 0, BMAC[0], 0);
 	add(pipe, 1, BMAC[1], 1);
-	t = mono_s();
-	assert_int_equal(doca_flow_entries_process(ports[0], 0, 200000, 0), DOCA_SUCCESS);
-	t = mono_s() - t;
-	assert_int_equal(processed, 2);
-	if (t < 0.150)
-		fail_msg("max_processed_entries 0 returned after %.1f ms, before its 200 ms timeout", t * 1e3);
+	timed_process(200000, 0, 2, 0.150, 1e9, "max_processed_entries 0 (before its timeout?)");
 	/* N = what is queued: back as soon as they completed */
 	add(pipe, 2, BMAC[2], 2);
 	add(pipe, 3, BMAC[3], 3);
-	t = mono_s();
-	assert_int_equal(doca_flow_entries_process(ports[0], 0, 200000, 2), DOCA_SUCCESS);
-	t = mono_s() - t;
-	assert_int_equal(processed, 4);
-	if (t >= 0.100)
-		fail_msg("max_processed_entries 2 with 2 queued took %.1f ms (timeout 200 ms)", t * 1e3);
+	timed_process(200000, 2, 4, 0, 0.100, "max_processed_entries 2 with 2 queued");
 	/* N below what is queued: N completed, the rest stays queued, no wait */
 	add(pipe, 4, BMAC[0], 4);
 	add(pipe, 5, BMAC[1], 5);
-	t = mono_s();
-	assert_int_equal(doca_flow_entries_process(ports[0], 0, 200000, 1), DOCA_SUCCESS);
-	t = mono_s() - t;
-	assert_int_equal(processed, 5);
-	if (t >= 0.100)
-		fail_msg("max_processed_entries 1 with 2 queued took %.1f ms (timeout 200 ms)", t * 1e3);
+	timed_process(200000, 1, 5, 0, 0.100, "max_processed_entries 1 with 2 queued");
 	/* N above what is queued (1 left, 2 asked): it completes and the call waits out the timeout */
-	t = mono_s();
-	assert_int_equal(doca_flow_entries_process(ports[0], 0, 200000, 2), DOCA_SUCCESS);
-	t = mono_s() - t;
-	assert_int_equal(processed, 6);
-	if (t < 0.150)
-		fail_msg("max_processed_entries 2 with 1 queued returned after %.1f ms, before its 200 ms timeout", t * 1e3);
+	timed_process(200000, 2, 6, 0.150, 1e9, "max_processed_entries 2 with 1 queued (before its timeout?)");
 	/* timeout 0: one pass, whatever max_processed_entries says */
 	add(pipe, 6, BMAC[2], 6);
-	t = mono_s();
-	assert_int_equal(doca_flow_entries_process(ports[0], 0, 0, 0), DOCA_SUCCESS);
-	t = mono_s() - t;
-	assert_int_equal(processed, 7);
+	timed_process(0, 0, 7, 0, 0.100, "timeout 0");
 	assert_int_equal(failed, 0);
-	if (t >= 0.100)
-		fail_msg("timeout 0 took %.1f ms", t * 1e3);
 }
 
 /* DPDK 22.11 doc/guides/nics/mlx5.rst, Limitations: "Hairpin in switchdev SR-IOV mode is not
