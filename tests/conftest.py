@@ -137,7 +137,7 @@ def start_sshd(testbed, node_name: str, d, port: int = 2222, listen: str | None 
 
 
 def send_udp(testbed, role: str, *, dst_mac: str, dst_ip: str, port: int, payload: str, count: int,
-             src_ip: str | None = None, check: bool = True, timeout: float | None = None):
+             src_ip: str | None = None, check: bool = True, timeout: float | None = None, sport: int = 40000):
     """`count` UDP frames out of the interface of the node with `role` (xenobench.agents.udpcheck:
     raw frames, so any destination MAC), from that interface's address unless src_ip is given
     (the loadgen's tests use the generator's range, 198.19.0.x, which the backends' sink drops).
@@ -146,7 +146,8 @@ def send_udp(testbed, role: str, *, dst_mac: str, dst_ip: str, port: int, payloa
     i, node = nc.iface(), testbed.node(nc.name)
     return node.run(node.python_argv("xenobench.agents.udpcheck", "send", "--iface", i.name, "--src-mac", i.mac,
                                      "--dst-mac", dst_mac, "--src-ip", src_ip or i.addr, "--dst-ip", dst_ip,
-                                     "--port", str(port), "--payload", payload, "--count", str(count)),
+                                     "--port", str(port), "--sport", str(sport), "--payload", payload,
+                                     "--count", str(count)),
                     check=check, timeout=timeout)
 
 

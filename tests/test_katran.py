@@ -33,6 +33,7 @@ from xenobench.agents import maglev
 from xenobench.agents.bpf import bpftool, load_pinned, percpu_sum
 from xenobench.agents.katran_lb import GLOBAL, MAX_VIPS, VIP_NUM, fill_maps, plan, read_stats
 from xenobench.lb import get_lb
+from xenobench.testbed import Testbed
 
 from .conftest import IS_ROOT, needs_root
 
@@ -537,42 +538,49 @@ def test_katran_decap_in_front_restores_the_inner_frame(balancer, tmp_path):
 
 
 def test_the_probe_flow_reaches_the_dns_backend_through_the_real_balancer(balancer, local_cfg):
-    """rtt.probe_flow: the probes' address is in the DNS backend's class (class-based LBs) and their
-    fixed source port makes Katran's ring send them there too; through the real program."""
+    """rtt.probe_flow through the eBPF LB (the class rule) and Katran (its ring): the probes'
+    address is in the DNS backend's class and their fixed source port makes Katran's ring send them
+    there too; through the real program."""
     from xenobench.backends import load_backends
     from xenobench.rtt import probe_flow
     run, ring, *_ = balancer
-    flow = probe_flow(local_cfg, "fips2")
-    assert flow["ring"] is True and flow["sport"] >= local_cfg.section("dns")["prober"]["source_port"]
+    tb = Testbed(local_cfg)
+    lbs = [get_lb("ebpf", tb), get_lb("katran", tb)]
+    flow = probe_flow(local_cfg, "fips2", lbs)
+    assert flow["through"] == ["ebpf", "katran"]
+    assert flow["sport"] >= local_cfg.section("dns")["prober"]["source_port"]
     assert load_backends(local_cfg.service.backends).backend_for_source(flow["src"]).name == "fips2"
     frame = udp(src=flow["src"], sport=flow["sport"])
     assert run(frame) == ("XDP_TX", encapsulated(frame, REALS["fips2"]))
-    other = probe_flow(local_cfg, "fips3")
+    other = probe_flow(local_cfg, "fips3", lbs)
     frame = udp(src=other["src"], sport=other["sport"])
     assert run(frame) == ("XDP_TX", encapsulated(frame, REALS["fips3"]))
 
 
-def test_probe_flow_steps_the_port_until_the_ring_agrees(local_cfg, monkeypatch):
-    """From dns.prober.source_port up: the first port whose flow the ring sends to the backend, from
-    an address of its class; each port tried before it missed from every such address."""
+def test_probe_flow_steps_the_port_until_every_lb_agrees(local_cfg, monkeypatch):
+    """From dns.prober.source_port up: the first port whose flow Katran's ring sends to the backend,
+    from an address of its class (the eBPF LB's rule); each port tried before it missed from every
+    such address. Katran's answer is the ring's (flow_real on its plan)."""
     from xenobench.backends import load_backends
     from xenobench.lb.katran import flow_real, ring_plan
     from xenobench.rtt import probe_flow
+    tb = Testbed(local_cfg)
+    lbs = [get_lb("ebpf", tb), get_lb("katran", tb)]
     plan = ring_plan(local_cfg)
     ci = local_cfg.role("client").iface()
     bs = load_backends(local_cfg.service.backends)
     fits = [str(a.ip) for a in (ci.ip, *ci.extra_ips) if bs.backend_for_source(str(a.ip)).name == "fips2"]
     first = local_cfg.section("dns")["prober"]["source_port"]
-    flow = probe_flow(local_cfg, "fips2")
+    flow = probe_flow(local_cfg, "fips2", lbs)
     for sport in range(first, flow["sport"]):
         assert all(flow_real(plan, a, sport, 53) == "fips3" for a in fits), sport
     assert flow_real(plan, flow["src"], flow["sport"], 53) == "fips2"
-    # with no port reaching it (a ring without fips2), refused by name
-    monkeypatch.setattr("xenobench.lb.katran.flow_real", lambda *a: "fips3")
-    with pytest.raises(Exception, match=rf"Failed to choose a probe source port: no port from {first} "
-                                        r"\(dns.prober.source_port in .*\) to \d+ from 198\.18\.0\.16, "
-                                        r"198\.18\.0\.18 reaches fips2 through Katran's ring"):
-        probe_flow(local_cfg, "fips2")
+    # with no flow reaching it through Katran (a ring that sends everything to fips3), refused by name
+    monkeypatch.setattr(type(lbs[1]), "backend_of", lambda self, flow, backends: "fips3")
+    with pytest.raises(Exception, match=rf"Failed to choose the probes' flow: no flow from 198\.18\.0\.1, .* with a "
+                                        rf"source port from {first} \(dns.prober.source_port in .*\) to \d+ reaches "
+                                        r"fips2 through every LB of ebpf, katran: katran sends none of them to fips2"):
+        probe_flow(local_cfg, "fips2", lbs)
 
 
 def test_the_prober_sends_every_query_from_its_fixed_port(tmp_path):
@@ -697,13 +705,14 @@ def test_live_dns_answers_through_katran_by_direct_server_return(testbed, tmp_pa
         lb.start()
         try:
             st0 = lb.stats()
-            s = probe(testbed, count=20, rate_qps=200, out=tmp_path / "p.jsonl", capture=False)
+            s = probe(testbed, count=20, rate_qps=200, out=tmp_path / "p.jsonl", capture=False,
+                      through=("xenoflow", "katran"))
             st1 = lb.stats()
         finally:
             assert lb.stop() is True
     finally:
         stop_server(testbed, server)
-    assert s["n"] == 20 and s.get("lost", 0) == 0 and s["ring_aware"] is True
+    assert s["n"] == 20 and s.get("lost", 0) == 0 and s["flow_through"] == ["xenoflow", "katran"]
     split = lb.split_record(st0, st1)
     assert split["packets"] == {"fips2": 20, "fips3": 0} and split["by"] == "flow hash" and split["measured"] is True
     assert split["ring_share"] == {r["name"]: round(r["share"], 4) for r in plan(lb.backends_file(), REALS)[0]}

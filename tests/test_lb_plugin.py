@@ -28,10 +28,11 @@ from xenobench import REPO_ROOT, lb as lbmod
 from xenobench.config import load_config
 from xenobench.counters import diff, snapshot
 from xenobench.errors import ConfigError
-from xenobench.experiments import check_lbs, plan
+from xenobench.experiments import check_lbs, definition, plan
 from xenobench.measure import KINDS as MEASURE_KINDS
 from xenobench.layout import point_id
 from xenobench.lb import ENTRY_POINT_GROUP, LBS, get_lb, kinds, label
+from xenobench.lb.base import Flow
 from xenobench.testbed import Testbed
 
 from .conftest import backend_arrivals, needs_root, send_udp
@@ -96,14 +97,14 @@ def test_the_example_joins_the_list_after_the_builtins_and_its_driver_loads_only
     assert kinds()[:len(builtin) + 1] == (*builtin, "mylb") and list(LBS) == list(kinds()) and lbmod.KINDS == kinds()
     k = LBS["mylb"]
     assert (k.label, k.module, k.bpf_dir, k.split_by, k.reference) == (
-        "mylb (out-of-tree example)", "xenobench_mylb.driver", None, "class", False)
+        "mylb (out-of-tree example)", "xenobench_mylb.driver", None, "hash of source address and port", False)
     assert k.origin == "entry point mylb = xenobench_mylb:KIND of xenobench-mylb"
     assert label("mylb") == "mylb (out-of-tree example)"
     assert "xenobench_mylb.driver" not in sys.modules  # listed and labelled: the driver is not loaded
     drv = get_lb("mylb", Testbed(load_config()))
     assert "xenobench_mylb.driver" in sys.modules and (drv.kind, drv.agent, drv.no_pin) == (
         "mylb", "xenobench_mylb.agent", None)
-    assert drv.can_update is False
+    assert drv.can_update is True and drv.no_route is None
 
 
 def test_the_config_schema_takes_the_example_in_every_lb_list(mylb, tmp_path):
@@ -121,7 +122,7 @@ def test_a_config_without_the_package_refuses_the_name_with_the_list(tmp_path):
 
 
 DECLARED = {"label": "mylb, declared in a config", "agent": "xenobench_mylb.agent",
-            "bpf_object": str(OBJ.relative_to(REPO_ROOT))}
+            "bpf_object": str(OBJ.relative_to(REPO_ROOT)), "split_by": "hash of source address and port"}
 
 
 def test_a_config_declares_an_lb_that_joins_the_list_until_another_config_is_loaded(tmp_path):
@@ -215,30 +216,66 @@ def make(testbed):
     return Pinless(testbed)
 """
 
+#: a driver of an LB that splits by its own hash and does not say where a flow goes (no backend_of,
+#: an agent without route), and has no runtime update path
+SILENT_DRIVER = """from xenobench.lb.base import LoadBalancer
+class Silent(LoadBalancer):
+    kind = "silent"
+    def start(self, *a, **k): return {}
+    def stop(self): return False
+    def stats(self): return {"backends": []}
+def make(testbed):
+    return Silent(testbed)
+"""
 
-def test_an_experiment_refuses_by_name_an_lb_lacking_what_it_needs(mylb, plugins, tmp_path):
-    # an out-of-tree driver whose LB cannot be started loaded and not attached
-    plugins("lb-pinless", {"pinless": "pinless_kind:KIND"},
-            {"pinless_kind": "from xenobench.lb import LBKind\nKIND = LBKind('pinless', 'Pinless', 'pinless_drv.x')\n"})
-    (tmp_path / "site" / "pinless_drv").mkdir()
-    (tmp_path / "site" / "pinless_drv" / "__init__.py").write_text("")
-    (tmp_path / "site" / "pinless_drv" / "x.py").write_text(NO_PIN_DRIVER)
-    p = cfg_file(tmp_path, experiments={"rank": {"lbs": ["wire", "pinless"]}, "update": {"lbs": ["ebpf", "mylb"]}})
+
+def _driver_plugin(plugins, tmp_path, name: str, code: str, split_by: str = "class") -> None:
+    plugins(f"lb-{name}", {name: f"{name}_kind:KIND"},
+            {f"{name}_kind": f"from xenobench.lb import LBKind\nKIND = LBKind({name!r}, {name.title()!r}, "
+                             f"'{name}_drv.x', split_by={split_by!r})\n"})
+    (tmp_path / "site" / f"{name}_drv").mkdir()
+    (tmp_path / "site" / f"{name}_drv" / "__init__.py").write_text("")
+    (tmp_path / "site" / f"{name}_drv" / "x.py").write_text(code)
+
+
+#: (experiment, its section, what the refusal says of the LB): an experiment refuses by name an LB
+#: lacking what the experiment's kind needs of it (its LB_NEED)
+REFUSED = [
+    ("rank", {"lbs": ["wire", "pinless"]},
+     "LB 'pinless' cannot be started loaded and not attached (its driver's no_pin: it runs in a NIC's own pipeline)"),
+    ("update", {"lbs": ["ebpf", "silent"]},
+     "LB 'silent' cannot change its backend set at runtime (its driver's no_update: it has no runtime update path)"),
+    ("rtt", {"lbs": ["none", "silent"]},
+     "LB 'silent' cannot say which backend a flow reaches (its driver's no_route: it splits by 'its own hash' and its "
+     "driver does not say which backend a flow reaches (give its driver a backend_of(flow, backends) following its "
+     "data plane's rule: docs/extending.md))"),
+    ("rtt_load", {"lbs": ["none", "silent"]}, "LB 'silent' cannot say which backend a flow reaches"),
+]
+
+
+@pytest.mark.parametrize("experiment,sec,said", REFUSED, ids=[r[0] for r in REFUSED])
+def test_an_experiment_refuses_by_name_an_lb_lacking_what_it_needs(mylb, plugins, tmp_path, experiment, sec, said):
+    _driver_plugin(plugins, tmp_path, "pinless", NO_PIN_DRIVER)
+    _driver_plugin(plugins, tmp_path, "silent", SILENT_DRIVER, split_by="its own hash")
+    p = cfg_file(tmp_path, experiments={experiment: sec})
     cfg = load_config(p)
     with pytest.raises(ConfigError) as e:
-        check_lbs(cfg, "rank")
-    assert str(e.value) == (f"Failed to plan experiment rank: LB 'pinless' cannot be started loaded and not attached "
-                            f"(its driver's no_pin: it runs in a NIC's own pipeline): leave it out of "
-                            f"experiments.rank.lbs in {p}")
-    with pytest.raises(ConfigError) as e:
-        plan(cfg, ["update"])
-    assert str(e.value) == (f"Failed to plan experiment update: LB 'mylb' cannot change its backend set at runtime "
-                            f"(its driver's no_update: mylb's agent has no runtime update path (its XdpLbAgent has "
-                            f"update=None)): leave it out of experiments.update.lbs in {p}")
-    assert {k for k, m in MEASURE_KINDS.items() if hasattr(m, "LB_NEED")} == {"rank", "update"}
-    ok = load_config(cfg_file(tmp_path, "ok.yaml", experiments={"rank": {"lbs": ["wire", "mylb"]},
-                                                                "pps": {"lbs": ["mylb"], "payloads": [22], "paired": False}}))
-    check_lbs(ok, "rank")  # an XDP program: it can be started loaded and not attached
+        plan(cfg, [experiment])
+    assert str(e.value).startswith(f"Failed to plan experiment {experiment}: {said}")
+    assert str(e.value).endswith(f": leave it out of experiments.{experiment}.lbs in {p}")
+
+
+def test_every_kind_that_needs_something_of_its_lbs_is_in_the_table():
+    assert {k for k, m in MEASURE_KINDS.items() if hasattr(m, "LB_NEED")} == {
+        MEASURE_KINDS[definition(e).kind].KIND for e, *_ in REFUSED}
+
+
+def test_a_hash_lb_that_says_where_flows_go_is_planned_for_every_experiment(mylb, tmp_path):
+    ok = load_config(cfg_file(tmp_path, "ok.yaml", experiments={
+        "rank": {"lbs": ["wire", "mylb"]}, "update": {"lbs": ["ebpf", "mylb"]}, "rtt": {"lbs": ["none", "mylb"]},
+        "pps": {"lbs": ["mylb"], "payloads": [22], "paired": False}}))
+    for e in ("rank", "update", "rtt"):
+        check_lbs(ok, e)
     assert [t.point for t in plan(ok, ["pps"])][:1] == [{"lb": "mylb", "payload": 22}]
 
 
@@ -264,18 +301,30 @@ def xb(*args, timeout=300) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
+#: (source, source port, frames): two sources of different classes, four ports each
+FLOWS = [(src, 40000 + i, 25 + 5 * i) for src in ("198.19.0.8", "198.19.0.9") for i in range(4)]
+
+
+def routed(testbed, kind: str) -> dict[str, int]:
+    """The frames of FLOWS each backend gets by the LB's own answer (LoadBalancer.route)."""
+    lb, vip = get_lb(kind, testbed), testbed.cfg.service.vip
+    out = {b.name: 0 for b in testbed.cfg.backend_nodes()}
+    for src, sport, n in FLOWS:
+        out[lb.route(Flow(src, sport, vip, 53))] += n
+    return out
+
+
 def _frames_through(testbed, start, stop, stats) -> tuple[dict, dict, dict]:
-    """Start the LB, send 200 frames from an even source (class 0: fips2) and 100 from an odd one
-    (class 1: fips3; config/backends.json), stop it; the LB port's counters, the frames each
-    backend got (conftest.backend_arrivals) and the LB's counts."""
+    """Start the LB, send FLOWS, stop it; the LB port's counters, the frames each backend got
+    (conftest.backend_arrivals) and the LB's counts."""
     ifs = [("fips5", "p0")]
     start()
     try:
         before = {k: snapshot(testbed.node(k[0]), k[1]) for k in ifs}
         st0 = stats()
         with backend_arrivals(testbed) as arrived:
-            for src, n in (("198.19.0.8", 200), ("198.19.0.9", 100)):
-                send_udp(testbed, "loadgen", src_ip=src, dst_mac=testbed.cfg.lb_mac,
+            for src, sport, n in FLOWS:
+                send_udp(testbed, "loadgen", src_ip=src, sport=sport, dst_mac=testbed.cfg.lb_mac,
                          dst_ip=testbed.cfg.service.vip, port=53, payload="m" * 22, count=n)
             time.sleep(0.3)
         got = {k: diff(before[k], snapshot(testbed.node(k[0]), k[1]))["view"] for k in ifs}
@@ -286,8 +335,9 @@ def _frames_through(testbed, start, stop, stats) -> tuple[dict, dict, dict]:
 
 
 @needs_root
-def test_live_lb_start_mylb_forwards_every_frame_to_its_class_backend(mylb, testbed):
-    """`xenobench lb start|stats|stop --lb mylb` as a user types them."""
+def test_live_lb_start_mylb_forwards_every_frame_where_its_driver_says(mylb, testbed):
+    """`xenobench lb start|stats|stop --lb mylb` as a user types them: every frame of eight flows
+    reaches the backend the driver names for its flow (the program's hash and the agent's route agree)."""
     def start():
         r = xb("lb", "start", "--lb", "mylb")
         assert r.returncode == 0, r.stderr
@@ -301,12 +351,14 @@ def test_live_lb_start_mylb_forwards_every_frame_to_its_class_backend(mylb, test
     def stop():
         assert xb("lb", "stop", "--lb", "mylb").stdout.strip() == "mylb: stopped"
 
+    want = routed(testbed, "mylb")
+    assert min(want.values()) > 0  # the flows spread over both backends: the test can tell hash from class
     got, st0, st1 = _frames_through(testbed, start, stop, stats)
-    assert got[("fips5", "p0")]["xdp_redirect"] == 300
-    assert got["backends"] == {"fips2": 200, "fips3": 100}
-    assert [(b["name"], b1["packets"] - b["packets"]) for b, b1 in zip(st0["backends"], st1["backends"])] == [
-        ("fips2", 200), ("fips3", 100)]
-    assert [b1["bytes"] - b["bytes"] for b, b1 in zip(st0["backends"], st1["backends"])] == [200 * 64, 100 * 64]
+    assert got[("fips5", "p0")]["xdp_redirect"] == sum(n for *_, n in FLOWS)
+    assert got["backends"] == want
+    assert {b["name"]: b1["packets"] - b["packets"] for b, b1 in zip(st0["backends"], st1["backends"])} == want
+    assert {b["name"]: b1["bytes"] - b["bytes"] for b, b1 in zip(st0["backends"], st1["backends"])} == {
+        k: 64 * v for k, v in want.items()}
     assert st1["mode"] == "native" and not get_lb("mylb", testbed).pindir.exists()
 
 
@@ -315,9 +367,10 @@ def test_live_a_config_declared_lb_forwards_like_the_package(mylb, testbed, tmp_
     cfg = load_config(cfg_file(tmp_path, lbs={"cfglb": DECLARED}))
     from xenobench.testbed import get_testbed
     lb = get_lb("cfglb", get_testbed(cfg))
+    want = routed(get_testbed(cfg), "cfglb")
     got, st0, st1 = _frames_through(testbed, lb.start, lb.stop, lb.stats)
-    assert got["backends"] == {"fips2": 200, "fips3": 100}
-    assert [b1["packets"] - b["packets"] for b, b1 in zip(st0["backends"], st1["backends"])] == [200, 100]
+    assert got["backends"] == want
+    assert {b["name"]: b1["packets"] - b["packets"] for b, b1 in zip(st0["backends"], st1["backends"])} == want
 
 
 @needs_root
@@ -424,3 +477,54 @@ def test_a_plugin_agent_whose_statistics_fail_is_stopped_leaving_nothing(mylb, t
     finally:
         drv.stop()
     _nothing_left(drv.node, drv, cfg.role("lb").lb_port("ingress").name)
+
+
+# --- a hash LB through every experiment ------------------------------------------------------------
+
+def test_the_probes_flow_reaches_the_dns_backend_through_a_hash_lb_and_the_class_rule(mylb):
+    """rtt.probe_flow with the example (its hash of source and port) beside the eBPF LB (the class
+    rule): the flow each LB's own answer sends to fips2, the first from the prober's port up."""
+    from xenobench.rtt import probe_flow
+    cfg = load_config()
+    tb = Testbed(cfg)
+    lbs = [get_lb("ebpf", tb), get_lb("mylb", tb)]
+    flow = probe_flow(cfg, "fips2", lbs)
+    f = Flow(flow["src"], flow["sport"], cfg.service.vip, cfg.service.port)
+    assert flow["through"] == ["ebpf", "mylb"] and [lb.route(f) for lb in lbs] == ["fips2", "fips2"]
+    assert flow["sport"] >= cfg.section("dns")["prober"]["source_port"]
+    for sport in range(cfg.section("dns")["prober"]["source_port"], flow["sport"]):  # every earlier port missed
+        assert lbs[1].route(Flow(flow["src"], sport, cfg.service.vip, cfg.service.port)) == "fips3"
+
+
+CI = REPO_ROOT / "config" / "ci.yaml"
+
+
+@needs_root
+@pytest.mark.e2e  # three experiments' points through `experiment run`: minutes
+def test_live_the_hash_example_runs_rtt_rtt_load_and_update_with_valid_points(mylb, testbed, tmp_path):
+    """The out-of-tree hash LB through the experiments that need more of an LB than forwarding: rtt
+    (the paired design beside the eBPF LB and no LB: the probes' one flow reaches the DNS backend
+    through each), rtt_load (its own capacity, then a level of it) and update (its SIGHUP path);
+    every point valid."""
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump({"extends": str(CI), "experiments": {
+        "rtt": {"lbs": ["none", "ebpf", "mylb"], "servers": ["xdp"], "probes": 100, "rate_qps": 500, "blocks": 2,
+                "block_probes": 50},
+        "rtt_load": {"lb": "mylb", "server": "xdp", "levels": [0, 0.5], "splits": ["50/50"], "probes": 100,
+                     "rate_qps": 500, "paired": False, "capacity_from": "self", "capacity_s": 1},
+        "update": {"lbs": ["mylb"], "load": None, "load_pps": 100000, "cycles": 1, "hold_s": 0.5, "settle_s": 0.3,
+                   "change_rates": [0, 20], "burst_s": 0.5, "install_max_k": 1}}}))
+    cfg = load_config(p)
+    from xenobench.definitions import is_capacity_point
+    for e in ("rtt", "rtt_load", "update"):
+        pts = sorted({point_id(t.point): t.point for t in plan(cfg, [e])}.items(),
+                     key=lambda kv: not is_capacity_point(kv[1]))
+        for pid, _ in pts:
+            r = xb("--config", str(p), "experiment", "run", e, pid, "--results", str(tmp_path / "results"), timeout=900)
+            assert r.returncode == 0, r.stderr[-3000:]
+            summary = json.loads(r.stdout)
+            assert summary["invalid"] == 0 and summary["valid"] >= 1, (e, pid, summary)
+    rtt = json.loads(next((tmp_path / "results").rglob("rtt/*/rep-1/result.json")).read_text())
+    blocks = rtt["outputs"]["blocks"]
+    assert {b["lb"] for b in blocks} == {"none", "ebpf", "mylb"}
+    assert all(b["probe"]["flow_through"][:2] == ["ebpf", "mylb"] and b["probe"]["lost"] == 0 for b in blocks)

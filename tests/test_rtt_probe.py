@@ -220,10 +220,14 @@ def test_probe_direct_and_through_the_ebpf_lb_agrees_with_pcap(testbed, tmp_path
     start_server(testbed, kind)
     lb = get_lb("ebpf", testbed)
     try:
-        results = {"direct": probe(testbed, count=n, rate_qps=300, out=tmp_path / "direct.jsonl", via="direct")}
+        # one flow both ways, which the eBPF LB's class and Katran's ring both send to the DNS backend
+        through = ("ebpf", "katran")
+        results = {"direct": probe(testbed, count=n, rate_qps=300, out=tmp_path / "direct.jsonl", via="direct",
+                                   through=through)}
         lb.start()
         try:
-            results["lb"] = probe(testbed, count=n, rate_qps=300, out=tmp_path / "lb.jsonl", via="lb")
+            results["lb"] = probe(testbed, count=n, rate_qps=300, out=tmp_path / "lb.jsonl", via="lb",
+                                  through=through)
             per_backend = {b["name"]: b["packets"] for b in lb.stats()["backends"]}
         finally:
             lb.stop()
@@ -234,6 +238,7 @@ def test_probe_direct_and_through_the_ebpf_lb_agrees_with_pcap(testbed, tmp_path
         msg = f"{kind} via {via}: {json.dumps(s)[:600]}"
         assert (s["n"], s["lost"], s["mismatched"], s["bad_answer"]) == (n, 0, 0, 0), msg
         # the probes' one flow (rtt.probe_flow): fips2's class and Katran's ring agree on it
+        assert s["flow_through"] == ["ebpf", "katran"], msg
         assert s["timestamps"] == "kernel" and (s["src"], s["sport"]) == ("198.18.0.18", 10055), msg
         assert s["dst_mac"] == ("02:00:00:00:05:00" if via == "lb" else "02:00:00:00:02:00")
         assert (s["pcap"]["n"], s["pcap"]["lost"]) == (n, 0), msg

@@ -161,6 +161,17 @@ def available_lbs(cfg, experiment: str) -> list[str]:
     return [k for k in section(cfg, experiment).get("lbs") or () if not why_not(cfg, k)]
 
 
+def flow_lbs(cfg) -> tuple[str, ...]:
+    """Every LB the config's latency experiments list that the testbed can run, once each in plan
+    order: the probes' one flow reaches the DNS backend through every one of them
+    (xenobench.rtt.probe_flow), so every RTT of the study is of the same frames."""
+    out: dict[str, None] = {}
+    for e in order():
+        if definition(e).is_latency and section(cfg, e):
+            out.update((k, None) for k, _ in listed_lbs(cfg, e) if k != NONE and not why_not(cfg, k))
+    return tuple(out)
+
+
 def left_out(cfg, only: list[str] | None = None) -> list[LeftOut]:
     """Every LB the plan leaves out, per experiment that lists it, with its reason and the number
     of points dropped (a paired design's LB drops none: its repetitions switch among the others):

@@ -19,8 +19,8 @@ from . import measure
 from .aggregate import check_trial
 from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, XenobenchError
-from .experiments import (available_lbs, capacity_points, check_lbs, definition, is_capacity_point, paired, points,
-                          repetitions, section)
+from .experiments import (available_lbs, capacity_points, check_lbs, definition, flow_lbs, is_capacity_point, paired,
+                          points, repetitions, section)
 from .layout import ResultsTree, check_results_root, chosen_reasons, point_id, write_json_atomic
 from .lb import NONE, get_lb, stop_all
 from .measure.common import measured_ifaces, watch_lb
@@ -37,7 +37,8 @@ def point_plan(cfg, experiment: str, point: dict) -> PointPlan:
     sec = section(cfg, experiment)
     if sec.get("lbs"):
         sec = {**sec, "lbs": available_lbs(cfg, experiment)}
-    return PointPlan(definition(experiment), sec, tuple(capacity_points(cfg, experiment, point)))
+    return PointPlan(definition(experiment), sec, tuple(capacity_points(cfg, experiment, point)),
+                     flow_lbs(cfg) if definition(experiment).is_latency else ())
 
 
 def point_lb(cfg, experiment: str, point: dict) -> str:

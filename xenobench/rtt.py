@@ -17,6 +17,8 @@ from .agents.prober import read_records
 from .backends import load_backends
 from . import dns as dns_service
 from .errors import ConfigError, DataError, NodeError
+from .lb import NONE, get_lb, kinds
+from .lb.base import Flow
 
 
 def compare_with_pcap(records: list[dict], capture: str | Path | pcap_rtt.RttResult, *, client_mac: str,
@@ -130,45 +132,72 @@ def _wait_captured(node, pcap: str, frames: int, limit_s: float) -> None:
         time.sleep(0.05)
 
 
-#: ports probe_flow tries from dns.prober.source_port up (each misses Katran's ring with p ~ 1/2 per address)
+#: source ports probe_flow tries from dns.prober.source_port up (a hash LB sends a given port to a
+#: given backend with p ~ its share, so 4096 ports leave a miss only to a backend of no weight)
 MAX_PORT_TRIES = 4096
 
 
-def probe_flow(cfg, backend_name: str) -> dict:
-    """The probes' one flow: a client address of backend_name's class (choose_source) and a fixed
-    source port from dns.prober.source_port up, the first whose 5-tuple Katran's Maglev ring also
-    sends to backend_name (xenobench.lb.katran.flow_real), so that one flow reaches the same backend
-    through every LB, class-based or hash-based, and the paired comparison sends the same frames
-    through each. {"src", "sport", "ring": whether Katran's ring was consulted (not when a backend of
-    the file has no node address: Katran could not run)}."""
-    from .lb.katran import flow_real, ring_plan
+def probe_flow(cfg, backend_name: str, lbs=()) -> dict:
+    """The probes' one flow: a client address and a source port (from dns.prober.source_port up)
+    that every LB of `lbs` (drivers) sends to backend_name, each by its own rule
+    (LoadBalancer.backend_of: a class, a hash, a ring), so that one flow reaches the same backend
+    through every LB and the paired comparison sends the same frames through each. Addresses in the
+    client's order, the first port that fits all. {"src", "sport", "through": the kinds asked}."""
     s = dns_service.settings(cfg)
-    first = choose_source(cfg, backend_name)
-    plan = ring_plan(cfg)
-    if plan is None or backend_name not in {r["name"] for r in plan[0]}:
-        return {"src": first, "sport": s.source_port, "ring": False}
+    if cfg.service.backends is None or not lbs:
+        return {"src": choose_source(cfg, backend_name), "sport": s.source_port, "through": []}
     ci = cfg.role("client").iface()
     addrs = [str(a.ip) for a in (ci.ip, *ci.extra_ips) if a is not None]
-    bs = load_backends(cfg.service.backends)
-    fits = [a for a in addrs if bs.backend_for_source(a).name == backend_name]
-    for sport in range(s.source_port, min(65536, s.source_port + MAX_PORT_TRIES)):
-        for a in fits:
-            if flow_real(plan, a, sport, s.port) == backend_name:
-                return {"src": a, "sport": sport, "ring": True}
-    raise ConfigError(f"Failed to choose a probe source port: no port from {s.source_port} "
-                      f"(dns.prober.source_port in {cfg.path}) to {min(65535, s.source_port + MAX_PORT_TRIES - 1)} "
-                      f"from {', '.join(fits)} reaches {backend_name} through Katran's ring; give "
-                      f"{backend_name} a weight in {cfg.service.backends} or another source_port")
+    sets = []
+    for lb in lbs:
+        if lb.no_route:
+            raise ConfigError(f"Failed to choose the probes' flow: LB {lb.kind!r} cannot say which backend a flow "
+                              f"reaches ({lb.no_route})")
+        sets.append((lb, load_backends(lb.backends_file(None), lb.weights)))
+    last = min(65535, s.source_port + MAX_PORT_TRIES - 1)
+    hits = {lb.kind: 0 for lb in lbs}
+    for sport in range(s.source_port, last + 1):
+        for a in addrs:
+            flow = Flow(a, sport, s.vip, s.port)
+            ok = [lb.backend_of(flow, bs) == backend_name for lb, bs in sets]
+            for (lb, _), hit in zip(sets, ok):
+                hits[lb.kind] += hit
+            if all(ok):
+                return {"src": a, "sport": sport, "through": [lb.kind for lb in lbs]}
+    never = [k for k, n in hits.items() if not n]
+    why = (f"{', '.join(never)} sends none of them to {backend_name}" if never else
+           f"each reaches it with some, never all at once ({', '.join(f'{k}: {n}' for k, n in hits.items())} flows)")
+    raise ConfigError(f"Failed to choose the probes' flow: no flow from {', '.join(addrs)} (nodes."
+                      f"{cfg.role('client').name}.interfaces[0].ip/extra_ips) with a source port from {s.source_port} "
+                      f"(dns.prober.source_port in {cfg.path}) to {last} reaches {backend_name} through every LB of "
+                      f"{', '.join(hits)}: {why}; give {backend_name} a weight or classes in {cfg.service.backends}, "
+                      "or the client another address (extra_ips)")
+
+
+def running_lbs(testbed) -> list[str]:
+    """The LB kinds running on the testbed's LB node."""
+    return [k for k in kinds() if get_lb(k, testbed).running()]
+
+
+def _flow_lbs(testbed, through, via: str) -> list:
+    """The drivers of the LBs the probes' flow must reach the DNS backend through: `through`'s
+    kinds, or (None) the LBs running on the LB node when the probes go via the LB."""
+    if through is None:
+        through = running_lbs(testbed) if via == "lb" else ()
+    return [get_lb(k, testbed) for k in dict.fromkeys(through) if k != NONE]
 
 
 def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", capture: bool = True,
-          expect: str | None = "config", enable_hw: bool | None = None, watch: Watch | None = None) -> dict:
+          expect: str | None = "config", enable_hw: bool | None = None, watch: Watch | None = None,
+          through=None) -> dict:
     """Send `count` queries at `rate_qps` from the client node to the VIP, via the LB (dst MAC =
     cfg.lb_mac) or directly to the DNS backend (via="direct"); raw records to `out` (JSONL), a
     pcap beside it (capture=True) analysed with pcap_rtt. expect: the A record a correct answer
     holds ("config": the config's qname record; None: any reply counts, e.g. a reflector).
     enable_hw: turn on the NIC's hardware timestamping first (None: dns.prober.hardware_timestamps).
-    watch: the trial's actors (xenobench.actors), checked while the prober runs; it is one of them."""
+    watch: the trial's actors (xenobench.actors), checked while the prober runs; it is one of them.
+    through: the LB kinds whose every one must send the probes' flow to the DNS backend (probe_flow;
+    an experiment passes all it compares, so each gets the same frames); None: those running."""
     if count < 1 or rate_qps <= 0:
         raise ConfigError(f"Failed to probe: count must be >= 1 and rate > 0 (got count={count}, rate={rate_qps})")
     cfg, s = testbed.cfg, dns_service.settings(testbed.cfg)
@@ -191,7 +220,7 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
     cn = cfg.role("client")
     ci = cn.iface()
     node = testbed.node(cn.name)
-    flow = probe_flow(cfg, cfg.role("dns_backend").name)
+    flow = probe_flow(cfg, cfg.role("dns_backend").name, _flow_lbs(testbed, through, via))
     src = flow["src"]
     pcap_local = out.with_suffix(".pcap")
     # where the node writes them (a remote node: in its work dir, fetched afterwards)
@@ -233,7 +262,8 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
             node.stop(tag)
         node.run(["ip", "neigh", "del", s.vip, "dev", ci.name], check=False)
     node.collect(r_out, out)
-    summary |= {"server": running, "via": via, "src": src, "ring_aware": flow["ring"], "dst_mac": mac, "raw": str(out), "pcap_file": None, "pcap": None,
+    summary |= {"server": running, "via": via, "src": src, "flow_through": flow["through"], "dst_mac": mac,
+                "raw": str(out), "pcap_file": None, "pcap": None,
                 "pcap_median_diff_us": None, "tolerance_us": s.tolerance_us}
     if capture:
         node.collect(r_pcap, pcap_local)

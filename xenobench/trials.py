@@ -72,6 +72,8 @@ class PointPlan:
     definition: Any = None
     section: dict = field(default_factory=dict)
     capacity: tuple = ()
+    #: the LB kinds the RTT probes' one flow must reach the DNS backend through (xenobench.experiments.flow_lbs)
+    flow_lbs: tuple = ()
 
     @property
     def profile(self) -> str | None:

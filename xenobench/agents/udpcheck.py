@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     s.add_argument("--src-ip", required=True)
     s.add_argument("--dst-ip", required=True)
     s.add_argument("--port", type=int, required=True)
+    s.add_argument("--sport", type=int, default=40000, help="the UDP source port")
     s.add_argument("--payload", required=True)
     s.add_argument("--count", type=int, default=1, help="send the frame this many times")
     s.add_argument("--ipip-to", help="encapsulate in IPIP to this outer destination (a real's address)")
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
     r.add_argument("--timeout", type=float, default=5)
     a = ap.parse_args(argv)
     if a.cmd == "send":
-        inner = IP(src=a.src_ip, dst=a.dst_ip) / UDP(sport=40000, dport=a.port) / a.payload.encode()
+        inner = IP(src=a.src_ip, dst=a.dst_ip) / UDP(sport=a.sport, dport=a.port) / a.payload.encode()
         if a.ipip_to:  # RFC 2003: protocol 4, the inner packet unchanged
             inner = IP(src=a.outer_src, dst=a.ipip_to, proto=4) / inner
         frame = bytes(Ether(src=a.src_mac, dst=a.dst_mac) / inner)

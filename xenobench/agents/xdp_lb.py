@@ -47,6 +47,12 @@ class XdpLbAgent:
     update: Callable[[Path, Path, Path, argparse.Namespace], dict] | None = None
     #: how it reads the backends' weights (xenobench.backends: CLASSES, or RING for Katran)
     weights: WeightRule = CLASSES
+    #: which backend a flow reaches, by the rule its program follows: (the backend set as its weight
+    #: rule reads it, a flow with .src .sport .dst .dport .proto) -> the backend's name. The harness
+    #: asks it to send a flow to a chosen backend (xenobench.lb.base.LoadBalancer.backend_of). None:
+    #: the class rule when its kind splits by class, else the LB cannot say (refused by experiments
+    #: that need it)
+    route: Callable[[object, object], str | None] | None = None
     #: the per-CPU array whose entries count what it forwarded (packets first, "<QQ"), and how many
     #: of its keys from 0 do (None: all): one map dump for the frames it forwarded so far, where the
     #: interleaved designs read it around every block (read_stats reads every map and the file)

@@ -62,9 +62,13 @@ def probe_cmd(obj, count, rate, out, via, no_capture, enable_hw, as_json):
     """Send DNS queries from the client node and measure their RTTs (kernel timestamps + pcap)."""
     from pathlib import Path
 
-    from ..rtt import probe
-    s = probe(obj.testbed(), count=count, rate_qps=rate, out=Path(out), via=via, capture=not no_capture,
-              enable_hw=enable_hw)
+    from ..experiments import flow_lbs
+    from ..rtt import probe, running_lbs
+    tb = obj.testbed()
+    # the study's flow (every LB its RTT experiments compare) and the LB running now
+    through = (*flow_lbs(obj.config), *running_lbs(tb)) if via == "lb" else flow_lbs(obj.config)
+    s = probe(tb, count=count, rate_qps=rate, out=Path(out), via=via, capture=not no_capture,
+              enable_hw=enable_hw, through=through)
     if as_json:
         click.echo(json.dumps(s))
         return

@@ -46,8 +46,10 @@ class LBKind:
     #: xenobench.lb.<module> ("ebpf"), an out-of-tree one's as its full dotted path ("mylb.driver")
     module: str
     reference: bool = False  # a reference line (the testbed's limit), not a load balancer under test
-    #: how it picks a backend: "class" (the source's class, so a profile's split is exact) or
-    #: "flow hash" (Katran's ring: what each backend gets is measured, never read off a split's caption)
+    #: how it picks a backend, in words: "class" (the source address's class in the backends file's
+    #: slot table, so a profile's split is exact) or any other rule ("flow hash": Katran's ring; "hash of
+    #: source and port"; ...), whose split is measured, never read off a split's caption. Which backend a
+    #: given flow reaches is its driver's answer (xenobench.lb.base.LoadBalancer.backend_of)
     split_by: str = "class"
     #: it sends what it forwards back out of its ingress port (XDP_TX: Katran), not out of an egress port
     out_of_ingress: bool = False
@@ -226,10 +228,14 @@ def label(kind: str) -> str:
     return k.label if k else OTHER_LABELS.get(kind, kind)
 
 
-def by_hash(kind: str) -> bool:
-    """Whether the kind splits by flow hash (its split is measured, not set by the profile)."""
+def split_measured(kind: str) -> bool:
+    """Whether what each backend gets through the kind is measured rather than set by a profile's
+    class split: it picks backends by another rule than the class (split_by: a hash, a ring, ...)."""
     k = LBS.get(kind)
-    return bool(k and k.split_by == "flow hash")
+    return bool(k and k.split_by != "class")
+
+
+by_hash = split_measured  # the name the figures read (xenobench.plots)
 
 
 def _driver_module(kind: str, cfg):

@@ -8,14 +8,25 @@ import signal
 import tempfile
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..actors import tagged
-from ..backends import CLASSES, WeightRule, load_for_testbed, write_canonical
+from ..backends import CLASSES, BackendSet, WeightRule, load_backends, load_for_testbed, write_canonical
 from ..errors import ConfigError, NodeError
 
 CONTROLLER_START_S = 10  # an XDP controller prints its "started" line within this long
 UPDATE_TIMEOUT_S = 10    # a running LB reports a runtime change (applied or refused) within this long
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One flow to the service as an LB sees it: IPv4 addresses, ports, IP protocol (UDP)."""
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    proto: int = 17
 
 
 class LoadBalancer(ABC):
@@ -149,6 +160,55 @@ class LoadBalancer(ABC):
         return {"lb": self.kind, "t_sent": t_sent, "t_done": t_done, "control_s": t_done - t_sent,
                 "lb_report": d, "clock": "monotonic", "entries_key": self.update_entries_key,
                 "entry_unit": self.update_entry_unit}
+
+    # --- where a flow goes ------------------------------------------------------------------
+    def backend_of(self, flow: Flow, backends: BackendSet) -> str | None:
+        """The name of the backend `flow` reaches through this LB running on `backends` (read by
+        its weight rule), or None when the driver cannot say. Experiments that must send a flow to a
+        chosen backend (the RTT probes to the DNS backend) ask every LB of their point, and refuse
+        at planning an LB that cannot say (`no_route`). The default answers for an LB of the class
+        rule (its kind's split_by "class": the source address's class in the slot table); an LB that
+        picks otherwise (a hash, a ring, its own rule) overrides it with the same rule its data
+        plane follows."""
+        if self.split_by == "class" and self.weights.classes:
+            return backends.backend_for_source(flow.src).name
+        return None
+
+    @property
+    def split_by(self) -> str:
+        """How its kind picks a backend (xenobench.lb.LBKind.split_by)."""
+        from . import LBS
+        k = LBS.get(self.kind)
+        return k.split_by if k else "class"
+
+    @property
+    def no_route(self) -> str | None:
+        """Why this LB cannot say which backend a flow reaches (backend_of), None when it can."""
+        if self._answers_routes() or self.split_by == "class":
+            return None
+        return (f"it splits by {self.split_by!r} and its driver does not say which backend a flow reaches "
+                "(give its driver a backend_of(flow, backends) following its data plane's rule: "
+                "docs/extending.md)")
+
+    def _answers_routes(self) -> bool:
+        """Whether a subclass answers backend_of with a rule of its own."""
+        return type(self).backend_of is not LoadBalancer.backend_of
+
+    def route(self, flow: Flow, backends_file: str | Path | None = None) -> str | None:
+        """backend_of for the backends file it runs on (default service.backends)."""
+        return self.backend_of(flow, load_backends(self.backends_file(backends_file), self.weights))
+
+    def split_record(self, before: dict | None, after: dict | None) -> dict | None:
+        """What each backend got between two stats reads (packets per backend and their shares), for
+        an LB whose split is not the class rule: a profile's split caption then names what was
+        sent, and this is what was measured."""
+        if not before or not after or "error" in before or "error" in after:
+            return None
+        b0 = {x["name"]: x["packets"] for x in before.get("backends", [])}
+        got = {x["name"]: x["packets"] - b0.get(x["name"], 0) for x in after.get("backends", [])}
+        total = sum(got.values())
+        return {"by": self.split_by, "measured": True, "packets": got,
+                "share": {n: round(v / total, 4) for n, v in got.items()} if total else None}
 
     def provide_needs(self) -> None:
         """Set up what this LB needs of the testbed (`needs`); idempotent."""

@@ -104,22 +104,30 @@ class KatranLB(XdpControllerLB):
 
     _backends = None
 
-    def split_record(self, before: dict | None, after: dict | None) -> dict | None:
-        """Katran splits by the flow's hash on its ring (xenobench.lb.LBS: split_by), not by the
-        source's class, so its split is measured, never read off a split's caption: between two
-        stats reads, packets per backend from its reals_stats, their shares, and each backend's
-        share of the ring (what many flows approach; a few flows, like a background profile's,
-        land where their hashes fall)."""
-        if not before or not after or "error" in before or "error" in after:
+    def backend_of(self, flow, backends) -> str | None:
+        """Its Maglev ring's slot for the flow's hash (balancer.bpf.c get_packet_dst), the ring its
+        agent builds from `backends` and the nodes' addresses; None when a backend has no address."""
+        reals = _addresses(self.cfg)
+        if any(b.name not in reals for b in backends.backends):
             return None
-        b0 = {x["name"]: x["packets"] for x in before.get("backends", [])}
-        got = {x["name"]: x["packets"] - b0.get(x["name"], 0) for x in after.get("backends", [])}
-        total = sum(got.values())
+        key = tuple((b.name, reals[b.name], b.weight) for b in backends.backends)
+        if self._ring is None or self._ring[0] != key:  # the ring of this set, built once
+            from ..agents import maglev
+            nums, ring = maglev.reals_ring([(addr, w) for _, addr, w in key])
+            self._ring = (key, ([{"name": n, "num": num} for (n, _, _), num in zip(key, nums)], ring))
+        return flow_real(self._ring[1], flow.src, flow.sport, flow.dport)
+
+    _ring = None
+
+    def split_record(self, before: dict | None, after: dict | None) -> dict | None:
+        """The measured split (LoadBalancer.split_record) beside each backend's share of the ring
+        (what many flows approach; a few flows, like a background profile's, land where their hashes
+        fall)."""
+        rec = super().split_record(before, after)
+        if rec is None:
+            return None
         plan = ring_plan(self.cfg, self._backends)
-        from . import LBS
-        return {"by": LBS[self.kind].split_by, "measured": True, "packets": got,
-                "share": {n: round(v / total, 4) for n, v in got.items()} if total else None,
-                "ring_share": {r["name"]: round(r["share"], 4) for r in plan[0]} if plan else None}
+        return {**rec, "ring_share": {r["name"]: round(r["share"], 4) for r in plan[0]} if plan else None}
 
     def start(self, backends=None, *, dry_run=False, generic=False, **opts) -> dict:
         self._backends = self.backends_file(backends)

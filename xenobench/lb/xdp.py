@@ -134,6 +134,18 @@ class XdpControllerLB(LoadBalancer):
         path = h.argv[h.argv.index("--backends") + 1]
         return self.signal_update(node, h, path, backends, timeout=timeout)
 
+    def backend_of(self, flow, backends) -> str | None:
+        """Its agent's answer (XdpLbAgent.route: the rule its program follows), else the class rule
+        for a kind that splits by class (LoadBalancer.backend_of)."""
+        route = importlib.import_module(self.agent).AGENT.route
+        if route is not None:
+            return route(backends, flow)
+        return super().backend_of(flow, backends)
+
+    def _answers_routes(self) -> bool:
+        return (type(self).backend_of is not XdpControllerLB.backend_of
+                or importlib.import_module(self.agent).AGENT.route is not None)
+
     def forwarded(self) -> int:
         """One dump of the agent's per-backend map where it names one (XdpLbAgent.forwarded_map): the
         same sum stats() gives, without reading the agent's other maps and files."""

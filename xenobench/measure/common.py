@@ -18,7 +18,7 @@ from pathlib import Path
 from ..definitions import is_capacity_point
 from ..errors import NodeError, XenobenchError
 from ..layout import ResultsTree, TrialDir, point_id
-from ..lb import by_hash
+from ..lb import split_measured
 from ..lb.inhardware import CHECK, READING_KEY
 from ..results import COUNTER_SKEW
 from ..traffic import TrialResult, start_traffic
@@ -201,10 +201,10 @@ def judge_in_hardware(v: Validity, lb, before: dict | None, after: dict | None, 
 
 
 def lb_split(lb, before: dict | None, after: dict | None) -> dict | None:
-    """An LB that splits by flow hash (xenobench.lb.by_hash: Katran) records its split, measured
-    between two stats reads (its split_record); None for the class-based ones, whose split the
-    profile sets."""
-    return lb.split_record(before, after) if lb is not None and by_hash(lb.kind) else None
+    """An LB whose split is not the class rule (xenobench.lb.split_measured: a hash, a ring, its own
+    rule) records what each backend got between two stats reads (its split_record); None for one of
+    the class rule, whose split the profile sets."""
+    return lb.split_record(before, after) if lb is not None and split_measured(lb.kind) else None
 
 
 # --- tunables of the traffic profiles --------------------------------------------------------------

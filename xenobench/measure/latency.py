@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DataError, NodeError
 from ..latency import block_order, compare as compare_blocks
-from ..lb import NONE, by_hash, get_lb, stop_all
+from ..lb import NONE, get_lb, split_measured, stop_all
 from ..layout import TrialDir
 from ..results import row
 from ..rtt import probe
@@ -33,6 +33,9 @@ from .rate import offered_load
 
 KIND = "latency"
 TABLES = ()  # its definitions' own (tidy.tables)
+#: what this kind needs of every LB of its list (xenobench.experiments.check_lbs): its probes are sent
+#: on one flow that must reach the DNS backend through each LB
+LB_NEED = ("say which backend a flow reaches", "no_route", lambda lb: lb.no_route)
 MAX_LOST_PCT = 1.0     # experiments/rtt*.yaml: no probe lost beyond 1 %
 RTT_PERCENTILES = (1, 5, 25, 75, 95, 99)
 
@@ -107,12 +110,19 @@ def rtt_under_load(ctx: TrialContext, lb=None) -> tuple[dict, Validity]:
     return out, v
 
 
+def flow_through(ctx: TrialContext, kinds) -> tuple[str, ...]:
+    """The LBs the probes' one flow must reach the DNS backend through: every LB of the study's
+    latency experiments (the plan's flow_lbs) and the trial's own, so every RTT is of the same frames."""
+    return tuple(dict.fromkeys(k for k in (*ctx.plan.flow_lbs, *kinds) if k != NONE))
+
+
 def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     count = int(ctx.knob("probes"))
     how = via(ctx)
     st0 = lb_stats(lb)
     s = probe(ctx.testbed, count=count, rate_qps=float(ctx.knob("rate_qps")),
-              out=ctx.attempt.probe_records, via=how, capture=True, watch=ctx.watch)
+              out=ctx.attempt.probe_records, via=how, capture=True, watch=ctx.watch,
+              through=flow_through(ctx, [lb.kind] if lb is not None else []))
     st1 = lb_stats(lb)
     v = Validity()
     out = {"probe": s, "server": server(ctx), "via": how,
@@ -207,11 +217,12 @@ def _paired_blocks(ctx: TrialContext, lbs: BlockLBs | None = None) -> tuple[dict
             try:  # stopped also when its start failed half-way: nothing of a block outlives it
                 lbs.use(None if kind == NONE else kind)
                 lb = lbs.lb if kind != NONE else None
-                hashed = lb is not None and by_hash(lb.kind)
+                hashed = lb is not None and split_measured(lb.kind)
                 st0 = lb_stats(lb) if hashed else None
                 hw0 = lb_reading(lb)  # XenoFlow's proof that it ran in the hardware, over the block
                 s = probe(ctx.testbed, count=count, rate_qps=rate, out=bd.probe_records,
-                          via="direct" if kind == NONE else "lb", capture=capture, watch=ctx.watch)
+                          via="direct" if kind == NONE else "lb", capture=capture, watch=ctx.watch,
+                          through=flow_through(ctx, kinds))
                 if hashed:
                     split = lb_split(lb, st0, lb_stats(lb))
                 hw = judge_in_hardware(v, lb, hw0, lb_reading(lb), block=i)

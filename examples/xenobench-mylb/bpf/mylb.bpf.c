@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /* "mylb": a small XDP load balancer kept outside xenobench, the example of an out-of-tree LB.
  *
- * It takes IPv4 frames on its ingress port, picks a backend by the frame's class (the low bits of
- * the host-order source address, masked by mylb_cfg.mask: the split the backends file gives every
- * LB), writes that backend's MAC as destination and the egress port's MAC as source, and redirects
- * the frame out of the egress port through a one-entry devmap. Per CPU it counts packets and bytes
+ * It takes IPv4 frames on its ingress port and picks a backend by a hash of the source address and
+ * source port (mylb_hash; the port is 0 for a frame that is not UDP or TCP or has IP options): the
+ * hash's low bits, masked by mylb_cfg.mask, index the backends file's slot table. It writes that
+ * backend's MAC as destination and the egress port's MAC as source, and redirects the frame out of
+ * the egress port through a one-entry devmap. xenobench_mylb/agent.py's flow_hash is the same
+ * function in Python: the harness's answer to "which backend does this flow reach". Per CPU it counts packets and bytes
  * per backend, frames that are not IPv4 (passed to the stack) and frames too short to parse
  * (dropped). Its maps are filled by its agent (xenobench_mylb/agent.py). */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
+#include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/udp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
@@ -83,6 +87,19 @@ static __always_inline void count(__u32 key, __u64 len)
 	}
 }
 
+/* MurmurHash3's 32-bit finalizer over the host-order source address xor the port times 2^16 + 1 */
+static __always_inline __u32 mylb_hash(__u32 saddr, __u16 sport)
+{
+	__u32 x = saddr ^ ((__u32)sport * 0x10001u);
+
+	x ^= x >> 16;
+	x *= 0x85ebca6bu;
+	x ^= x >> 13;
+	x *= 0xc2b2ae35u;
+	x ^= x >> 16;
+	return x;
+}
+
 SEC("xdp")
 int mylb(struct xdp_md *ctx)
 {
@@ -92,7 +109,9 @@ int mylb(struct xdp_md *ctx)
 	struct iphdr *ip = data + sizeof(*eth);
 	struct mylb_cfg *cfg;
 	struct mylb_mac *mac;
+	struct udphdr *l4 = (void *)(ip + 1);  /* UDP and TCP both begin with the two ports */
 	__u32 zero = 0, cls, *backend;
+	__u16 sport = 0;
 
 	if ((void *)(eth + 1) > end) {
 		count(MYLB_SHORT, end - data);
@@ -109,7 +128,10 @@ int mylb(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&mylb_config, &zero);
 	if (!cfg)
 		return XDP_ABORTED;
-	cls = bpf_ntohl(ip->saddr) & cfg->mask & (MYLB_SLOTS - 1);
+	if (ip->ihl == 5 && (ip->protocol == IPPROTO_UDP || ip->protocol == IPPROTO_TCP) &&
+	    (void *)(l4 + 1) <= end)
+		sport = bpf_ntohs(l4->source);
+	cls = mylb_hash(bpf_ntohl(ip->saddr), sport) & cfg->mask & (MYLB_SLOTS - 1);
 	backend = bpf_map_lookup_elem(&mylb_slots, &cls);
 	if (!backend)
 		return XDP_ABORTED;

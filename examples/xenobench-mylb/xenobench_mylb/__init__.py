@@ -7,4 +7,5 @@ when xenobench drives the LB; the agent (xenobench_mylb.agent) runs on the LB no
 
 from xenobench.lb import LBKind
 
-KIND = LBKind(name="mylb", label="mylb (out-of-tree example)", module="xenobench_mylb.driver")
+KIND = LBKind(name="mylb", label="mylb (out-of-tree example)", module="xenobench_mylb.driver",
+              split_by="hash of source address and port")

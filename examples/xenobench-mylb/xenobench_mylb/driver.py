@@ -1,5 +1,7 @@
 """mylb's harness face: an XdpControllerLB (xenobench.lb.xdp) naming the kind and the agent, which
-passes the agent the object built beside it. `make(testbed)` is what xenobench.lb.get_lb calls."""
+passes the agent the object built beside it. `make(testbed)` is what xenobench.lb.get_lb calls. What
+its agent has, the driver has: a runtime update (SIGHUP) and the answer to which backend a flow reaches
+(its agent's route)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ class MyLB(XdpControllerLB):
     kind = "mylb"
     agent = "xenobench_mylb.agent"
     needs_egress = True  # forwards p0 -> p1
-    no_update = "mylb's agent has no runtime update path (its XdpLbAgent has update=None)"
 
     def extra_args(self, ingress, egress) -> list[str]:
         return ["--obj", self.node.stage(OBJ, "mylb.bpf.o", copy=False)]
