@@ -528,3 +528,18 @@ def test_live_the_hash_example_runs_rtt_rtt_load_and_update_with_valid_points(my
     blocks = rtt["outputs"]["blocks"]
     assert {b["lb"] for b in blocks} == {"none", "ebpf", "mylb"}
     assert all(b["probe"]["flow_through"][:2] == ["ebpf", "mylb"] and b["probe"]["lost"] == 0 for b in blocks)
+
+
+def test_snakemake_dry_run_refuses_an_lb_that_cannot_say_where_a_flow_goes(tmp_path):
+    """A config-declared LB of its own hash whose agent has no route, in rtt: the workflow's plan
+    (`snakemake -n`) stops with the one line naming the LB, what it cannot do and the key."""
+    p = cfg_file(tmp_path, lbs={"hashlb": {"label": "a hash LB", "agent": "xenobench.agents.ebpf_lb",
+                                           "split_by": "flow hash"}},
+                 experiments={"rtt": {"lbs": ["none", "hashlb"]}})
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "all", "--configfile", str(p)],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    said = r.stdout + r.stderr
+    assert r.returncode != 0 and "Traceback" not in said
+    assert (f"Failed to plan experiment rtt: LB 'hashlb' cannot say which backend a flow reaches (its driver's no_route: "
+            f"it splits by 'flow hash'") in said
+    assert f"leave it out of experiments.rtt.lbs in {p}" in said
