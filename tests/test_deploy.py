@@ -9,6 +9,7 @@ import os
 import ipaddress
 
 import pytest
+import yaml
 
 from xenobench import deploy as dp
 from xenobench.config import Interface, SshConfig
@@ -476,3 +477,36 @@ def test_readiness_table_says_which_lb_is_left_out_why_and_the_fix():
     text = dp.table(rows)
     assert "katran  CHECK   left out: the testbed has no L3 hop" in text
     assert text.endswith(f"[1] {fix[:-1]}")
+
+
+#: (the bridge each port of the flows is on, the fix the missing-bridge row gives): the stock image
+#: holds both of the paper's ports on ovsbr2; ports on two bridges or on none name where each is
+BRIDGE_FIXES = [
+    ({"pf1hpf": "ovsbr2", "p1": "ovsbr2"}, "set xenoflow.ovs.bridge in {cfg} to ovsbr2 (it holds pf1hpf, p1)"),
+    ({"pf1hpf": "ovsbr1", "p1": "ovsbr2"},
+     "set xenoflow.ovs.bridge in {cfg} to the bridge that holds the flows' ports (pf1hpf on ovsbr1; p1 on ovsbr2; "
+     "bridges: ovsbr1, ovsbr2), or add them to one (ovs-vsctl add-port BRIDGE PORT)"),
+    ({"pf1hpf": None, "p1": None},
+     "set xenoflow.ovs.bridge in {cfg} to the bridge that holds the flows' ports (pf1hpf on no bridge; p1 on no "
+     "bridge; bridges: ovsbr1, ovsbr2), or add them to one (ovs-vsctl add-port BRIDGE PORT)"),
+]
+
+
+@pytest.mark.parametrize("held,fix", BRIDGE_FIXES, ids=["one bridge", "two bridges", "no bridge"])
+def test_a_missing_bridge_names_the_bridge_that_holds_the_flows_ports(tmp_path, held, fix):
+    from xenobench import dpu as dpu_mod
+    from xenobench.config import load_config
+    p = tmp_path / "fips.yaml"
+    p.write_text(yaml.safe_dump({"extends": str(dp.REPO_ROOT / "config" / "fips.yaml"),
+                                 "xenoflow": {"ovs": {"bridge": "br0"}}}))
+    cfg = load_config(p)
+    assert dpu_mod.ovs_ports(cfg) == ["pf1hpf", "p1"]
+    answers = {"list-br": "ovsbr1\novsbr2\n", **{f"port-to-br {k}": f"{v}\n" for k, v in held.items() if v}}
+    dpu = RecordingDpu(cfg, answers)
+    row = next(r for r in dp._check_dpu(cfg, dpu) if r.check == "OVS bridge br0")
+    assert (row.ready, row.detail, row.fix) == (False, "bridges: ovsbr1, ovsbr2", fix.format(cfg=p))
+    # the reads go through the rule's exact commands, which the rule holds
+    rule = {tuple(a) for a in dpu_mod.root_commands(cfg, "/home/ubuntu")}
+    asked = [tuple(a[a.index(dpu_mod.OVS_VSCTL):]) for a in dpu.ran if "port-to-br" in a]
+    assert asked == [(dpu_mod.OVS_VSCTL, "port-to-br", "pf1hpf"), (dpu_mod.OVS_VSCTL, "port-to-br", "p1")]
+    assert set(asked) <= rule

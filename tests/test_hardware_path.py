@@ -126,7 +126,9 @@ def test_recording_double_missing_ovs_bridge_stops_the_deploy_before_start(monke
     with pytest.raises(NodeError) as e:
         _lb(monkeypatch, dbl).start()
     assert str(e.value) == (f"Failed to apply the OVS rule on fips5-dpu: bridge 'ovsbr2' (xenoflow.ovs.bridge in "
-                            f"{FIPS}) does not exist; bridges: br-int")
+                            f"{FIPS}) does not exist; bridges: br-int; fix: set xenoflow.ovs.bridge in {FIPS} to the "
+                            "bridge that holds the flows' ports (pf1hpf on no bridge; p1 on no bridge; bridges: "
+                            "br-int), or add them to one (ovs-vsctl add-port BRIDGE PORT)")
     assert not any("add-flow" in c or "nr_hugepages" in c for c in _runs(dbl))
     assert not any(c[0] == "start" for c in dbl.calls)
 

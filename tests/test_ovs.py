@@ -107,7 +107,13 @@ def test_real_ovs_missing_bridge_fails_naming_the_bridges_there_are(ovs_dpu):
     with pytest.raises(NodeError) as e:
         lb.apply_ovs(node)
     assert str(e.value) == (f"Failed to apply the OVS rule on ovsdpu: bridge 'br0' (xenoflow.ovs.bridge in {FIPS}) "
-                            "does not exist; bridges: ovsbr1, ovsbr2")
+                            f"does not exist; bridges: ovsbr1, ovsbr2; fix: set xenoflow.ovs.bridge in {FIPS} to one "
+                            "of the bridges there are (ovsbr1, ovsbr2)")
+    # the paper's rule by port name: the bridge that holds both ports, asked of OVS (port-to-br)
+    lb = _fips_lb({"bridge": "br0", "openflow": None, "flows": [{"match": "ip,in_port=pf1hpf", "actions": "output:p1"}]})
+    with pytest.raises(NodeError) as e:
+        lb.apply_ovs(node)
+    assert str(e.value).endswith(f"fix: set xenoflow.ovs.bridge in {FIPS} to ovsbr2 (it holds pf1hpf, p1)")
     assert {br: run(["ovs-ofctl", "dump-flows", "--no-stats", br]).stdout for br in PORTS} == before
 
 

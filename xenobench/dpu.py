@@ -121,9 +121,34 @@ def ovs_hw_offload_fix() -> str:
             "sudo systemctl restart openvswitch-switch")
 
 
+#: a port the flows name (not an OpenFlow number): in_port=NAME, output:NAME
+_FLOW_PORT = re.compile(r"(?:in_port=|output:)([A-Za-z_][\w.-]*)")
+
+
+def ovs_ports(cfg) -> list[str]:
+    """The ports xenoflow.ovs.flows name, once each in order (OpenFlow numbers left out)."""
+    flows = (_sec(cfg).get("ovs") or {}).get("flows") or ()
+    return list(dict.fromkeys(p for f in flows for p in _FLOW_PORT.findall(f"{f['match']},{f['actions']}")))
+
+
+def bridge_fix(cfg, have: list[str], holders: dict[str, str | None]) -> str:
+    """What to do when xenoflow.ovs.bridge does not exist, from the bridges there are and the bridge
+    each port of the flows is on (`ovs-vsctl port-to-br`; None: on none)."""
+    key = f"xenoflow.ovs.bridge in {cfg.path}"
+    if not holders:  # the flows name ports by OpenFlow number only
+        return f"set {key} to one of the bridges there are ({', '.join(have) or 'none'})"
+    on = {b for b in holders.values() if b}
+    if len(on) == 1 and all(holders.values()):
+        return f"set {key} to {on.pop()} (it holds {', '.join(holders)})"
+    where = "; ".join(f"{p} on {b or 'no bridge'}" for p, b in holders.items())
+    return (f"set {key} to the bridge that holds the flows' ports ({where}; bridges: {', '.join(have) or 'none'}), "
+            "or add them to one (ovs-vsctl add-port BRIDGE PORT)")
+
+
 def ovs_commands(cfg) -> dict[str, list[list[str]]]:
     """{"check": [list-br, br-exists], "add": [...], "del": [...], "offload": [get doca-init, get
-    pmd-cpu-mask, get hw-offload]} for xenoflow.ovs ({} without)."""
+    pmd-cpu-mask, get hw-offload], "ports": [port-to-br per port the flows name]} for xenoflow.ovs
+    ({} without)."""
     ovs = _sec(cfg).get("ovs")
     if not ovs:
         return {}
@@ -131,7 +156,8 @@ def ovs_commands(cfg) -> dict[str, list[list[str]]]:
     return {"check": [[OVS_VSCTL, "list-br"], [OVS_VSCTL, "br-exists", br]],
             "add": [ovs_ofctl(cfg, "add-flow", br, f"{f['match']},actions={f['actions']}") for f in ovs["flows"]],
             "del": [ovs_ofctl(cfg, "--strict", "del-flows", br, f["match"]) for f in ovs["flows"]],
-            "offload": [*ovs_flavour_gets(), ovs_hw_offload_get()]}
+            "offload": [*ovs_flavour_gets(), ovs_hw_offload_get()],
+            "ports": [[OVS_VSCTL, "port-to-br", p] for p in ovs_ports(cfg)]}
 
 
 def pci_address(pci: str) -> str:
@@ -190,7 +216,8 @@ def root_commands(cfg, home: str) -> list[list[str]]:
     (absolute), where XenoFlow's backends file is."""
     out: list[list[str]] = []
     ovs = ovs_commands(cfg)
-    out += ovs.get("check", []) + ovs.get("add", []) + ovs.get("del", []) + ovs.get("offload", [])
+    out += (ovs.get("check", []) + ovs.get("add", []) + ovs.get("del", []) + ovs.get("offload", [])
+            + ovs.get("ports", []))
     n = dpu_node(cfg)
     for i in (n.interfaces if n is not None else []):
         if i.pci:

@@ -443,16 +443,23 @@ class XenoFlowLB(LoadBalancer):
                             f"install {'; '.join(hint)}")
         return ran
 
+    def _port_bridge(self, node, argv: list[str]) -> str | None:
+        """The bridge `ovs-vsctl port-to-br PORT` names, None when the port is on none."""
+        r = node.run(self._sudo(argv), check=False)
+        return r.stdout.strip() or None if r.ok else None
+
     def _check_bridge(self, node, argv: list[str]) -> None:
         br = self._ovs()["bridge"]
         r = node.run(argv, check=False)
         if r.returncode == 0:
             return
         if r.returncode == 2:  # ovs-vsctl br-exists: 2 = no such bridge
-            lst = node.run(self._sudo(dpu.ovs_commands(self.cfg)["check"][0]), check=False)
-            have = ", ".join(lst.stdout.split()) or "none"
+            cmds = dpu.ovs_commands(self.cfg)
+            have = node.run(self._sudo(cmds["check"][0]), check=False).stdout.split()
+            held = {a[-1]: self._port_bridge(node, a) for a in cmds["ports"]}
             raise NodeError(f"Failed to apply the OVS rule on {node.name}: bridge {br!r} (xenoflow.ovs.bridge in "
-                            f"{self.cfg.path}) does not exist; bridges: {have}")
+                            f"{self.cfg.path}) does not exist; bridges: {', '.join(have) or 'none'}; fix: "
+                            f"{dpu.bridge_fix(self.cfg, have, held)}")
         if sudo_refused(r):
             user = getattr(getattr(node, "ssh", None), "user", "the login")
             self.home(node=node)
