@@ -277,7 +277,7 @@ def probe(testbed, *, count: int, rate_qps: float, out: Path, via: str = "lb", c
             summary["pcap"] = p
             summary["per_query"] = compare_with_pcap(read_records(out), res, client_mac=ci.mac,
                                                      sport=summary["sport"])
-            if summary["median_us"] is not None:
+            if summary["median_us"] is not None and p.get("median_us") is not None:
                 summary["pcap_median_diff_us"] = round(summary["median_us"] - p["median_us"], 3)
                 summary["pcap_agrees"] = abs(summary["pcap_median_diff_us"]) <= s.tolerance_us
     return summary
