@@ -146,15 +146,16 @@ def test_report_lists_figures_invalid_trials_and_headlines(resdir, tmp_path):
     assert "| trials/pps/lb-xenoflow_payload-22/rep-3 | 1 | generator_ok: trafgen exited 1 |" in text
     assert "Trials: 7 (6 valid, 1 invalid) of the points the config plans." in text
     assert "| rx rate, xenoflow, 22 B payload | 0.1950 Mpps | 0.1900–0.2000 | 2 |" in text
-    assert "| added RTT (rtt), xenoflow vs no LB | +5.0 µs | — | 1 |" in text
+    # unpaired trials (the thesis's protocol): the difference of the medians, which has no interval
+    assert "| added RTT (rtt), xenoflow vs no LB, server xdp | +5.0 µs | no interval (unpaired: a difference of medians) | 1 |" in text
     # an LB that seems to take time off the path is noise, and the report says so
     d = _trial(resdir, "rtt", "lb-ebpf_server-xdp", 1, {"lb": "ebpf", "server": "xdp"},
                {"server": "xdp", "probe": {"n": 5, "lost": 0}})
     _probes(d, [19000, 20000, 21000, 22000, 23000])
     aggregate(resdir, progress=lambda m: None)
     text = write_report(resdir, figs).read_text()
-    assert ("| added RTT (rtt), ebpf vs no LB | -1.0 µs (below 0: within the noise of this testbed) | — | 1 |"
-            in text)
+    assert ("| added RTT (rtt), ebpf vs no LB, server xdp | -1.0 µs (below 0: within the noise of this testbed) | "
+            "no interval (unpaired: a difference of medians) | 1 |" in text)
     assert "| loss at 50 kpps requested | 2.000 % | — | 1 |" in text
     assert "never a BlueField-3" in text
 
@@ -297,3 +298,58 @@ def test_a_rate_the_generator_set_is_labelled_generator_bound(shares, label):
     from xenobench.report import generator_bound
     rows = [dict(metric="rx_pps", value=1.5e6)] + [dict(metric="generator_bound_share", value=v) for v in shares]
     assert generator_bound(pd.DataFrame(rows)) == label
+
+
+# One paired point (rtt, server xdp, idle): the per-LB medians of rtt_summary differ by +0.6 µs, the
+# median of the per-round differences is +0.28 µs [0.18, 1.73] (rtt_paired, as aggregate writes them)
+PAIRED_SUMMARY = [("none", 1, 20.0), ("none", 2, 20.0), ("xenoflow", 1, 20.5), ("xenoflow", 2, 20.7)]
+PAIRED_DIFF = {"median_us": 0.28, "ci_low_us": 0.18, "ci_high_us": 1.73, "pairs": 8, "verdict": 1,
+               "bootstrap_seed": 7, "bootstrap_resamples": 2000}
+
+
+def _paired_tables(resdir):
+    from xenobench.results import row, write_tidy
+    common = dict(testbed=resdir.name, experiment="rtt", point="server-xdp", server="xdp")
+    write_tidy("rtt_summary", [row(**common, lb=lb, repetition=rep, metric="rtt_median_us", value=v, unit="us",
+                                   source=f"trials/rtt/server-xdp/rep-{rep}") for lb, rep, v in PAIRED_SUMMARY],
+               resdir)
+    units = {"pairs": "count", "verdict": "sign", "bootstrap_seed": "seed", "bootstrap_resamples": "count"}
+    write_tidy("rtt_paired", [row(**common, lb="xenoflow", metric=f"rtt_vs_none_{k}", value=v,
+                                  unit=units.get(k, "us"), source="trials/rtt/server-xdp")
+                              for k, v in PAIRED_DIFF.items()], resdir)
+
+
+def test_the_headline_added_rtt_is_the_paired_estimate_in_md_and_tex(tmp_path):
+    """Where the points were measured paired, the headline's added RTT is the paired table's
+    estimate with its interval, in report.md (and .html) and report.tex, never the difference of
+    the medians (+0.6 µs here)."""
+    resdir = tmp_path / "px"
+    _paired_tables(resdir)
+    md = write_report(resdir, tmp_path / "fig").read_text()
+    assert ("| added RTT (rtt), xenoflow vs no LB, server xdp | +0.28 µs: higher than none | 95 % CI [+0.18, +1.73] "
+            "| 8 |") in md.splitlines()
+    assert "| rtt, server xdp, idle | xenoflow | none | +0.28 µs | [+0.18, +1.73] | 8 | higher than none |" in md
+    assert "+0.6" not in md and "unpaired" not in md
+    tex = (resdir / "report.tex").read_text()
+    assert (r"added RTT (rtt), xenoflow vs no LB, server xdp & +0.28 \textmu{}s: higher than none & "
+            r"95 \% CI [+0.18, +1.73] & 8 \\") in tex.splitlines()
+    assert "+0.6" not in tex
+    assert "<td>+0.28 µs: higher than none</td><td>95 % CI [+0.18, +1.73]</td>" in (resdir / "report.html").read_text()
+
+
+@pytest.mark.parametrize("planned", [None, set()], ids=["every trial", "a plan that has none of them"])
+def test_every_csv_aggregate_writes_has_its_sidecar(resdir, planned):
+    """Each CSV in the results directory after aggregate (the tidy tables, invalid.csv, unplanned.csv)
+    has <name>.csv.json beside it naming its table, its columns as the file's header has them and
+    its rows; and no sidecar is left without its CSV."""
+    from xenobench.results import SIDECAR_FIELDS
+    aggregate(resdir, progress=lambda m: None, planned=planned)
+    csvs = sorted(resdir.glob("*.csv"))
+    assert {"invalid.csv"} | ({"unplanned.csv"} if planned is not None else set()) <= {c.name for c in csvs}
+    for c in csvs:
+        meta = json.loads((resdir / f"{c.name}.json").read_text())
+        with open(c, newline="") as f:
+            header, *rows = list(csv.reader(f))
+        assert (meta["table"], meta["columns"], meta["rows"]) == (c.stem, header, len(rows)), c.name
+        assert set(meta) == set(SIDECAR_FIELDS), c.name
+    assert sorted(s.name for s in resdir.glob("*.csv.json")) == sorted(f"{c.name}.json" for c in csvs)

@@ -19,7 +19,7 @@ from .errors import ConfigError, DataError
 from .experiments import definition, order, points
 from .layout import TrialDir, chosen_reasons, point_id, trial_results
 from .measure import TrialRecord
-from .results import COLUMNS, KINDS, remove_tidy, validate, write_rows, write_tidy
+from .results import COLUMNS, KINDS, remove_rows, remove_tidy, validate, write_rows, write_tidy
 
 
 def trial_record(testbed: str, trial: TrialDir, res: dict, resdir: Path) -> TrialRecord:
@@ -149,7 +149,7 @@ def aggregate(resdir: str | Path, testbed: str | None = None, progress=print,
         if unplanned:
             progress(f"unplanned.csv: {len(unplanned)} trials of points this config does not plan (not drawn)")
     else:
-        (resdir / "unplanned.csv").unlink(missing_ok=True)
+        remove_rows(resdir / "unplanned.csv")
     return written
 
 

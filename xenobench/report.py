@@ -24,6 +24,7 @@ import os
 import platform
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -134,24 +135,53 @@ def _verdict(r) -> str:
     return NOT_DISTINGUISHABLE
 
 
+@dataclass(frozen=True)
+class PairedPoint:
+    """A point of the paired RTT design (its rtt_paired rows): where it was measured and its pairs."""
+    experiment: str
+    point: str
+    server: object
+    where: str  # "rtt, server xdp, idle", "rtt_load, server xdp, split 50/50, 100 kpps"
+    idle: bool  # no background load
+    diffs: list
+
+
+def _paired_points(tidy: dict) -> list[PairedPoint]:
+    """Every point of rtt_paired with its PairedDiffs (xenobench.latency.diffs_from_rows): what the
+    paired table and the headline's added RTT both read."""
+    from . import latency
+    if "rtt_paired" not in tidy:
+        return []
+    out = []
+    for (exp, pt), g in tidy["rtt_paired"].groupby(["experiment", "point"], sort=False):
+        srv, sp, bg = g.server.iloc[0], g.split.iloc[0], g.background_pps.iloc[0]
+        idle = not isinstance(sp, str)
+        where = f"{exp}, server {srv}" + (", idle" if idle else f", split {sp}, {bg / 1e3:g} kpps")
+        out.append(PairedPoint(exp, pt, srv, where, idle, latency.diffs_from_rows(g)))
+    return out
+
+
+def _diff_cells(d) -> tuple[str, str, str]:
+    """A paired difference (xenobench.latency.PairedDiff) as the report prints it: its median, its
+    95 % CI and its verdict."""
+    return (f"{d.median_us:+.2f} µs", f"[{d.ci_low_us:+.2f}, {d.ci_high_us:+.2f}]",
+            d.verdict if d.verdict == NOT_DISTINGUISHABLE else f"{d.verdict} than {d.reference}")
+
+
 def _paired_section(tidy: dict) -> list[str]:
     """The paired design: each LB against no LB (and the LBs against each other) with the 95 % CI;
     a ranking only where the CI excludes zero."""
     from . import latency
-    if "rtt_paired" not in tidy:
+    points = _paired_points(tidy)
+    if not points:
         return []
-    x = tidy["rtt_paired"]
     L = ["## Added latency, paired design (median of per-round differences, bootstrap 95 % CI)", ""]
     rows, ranks = [], []
-    for (exp, _), g in x.groupby(["experiment", "point"], sort=False):  # a point's pairs
-        srv, sp, bg = g.server.iloc[0], g.split.iloc[0], g.background_pps.iloc[0]
-        where = f"{exp}, server {srv}" + (f", split {sp}, {bg / 1e3:g} kpps" if isinstance(sp, str) else ", idle")
-        diffs = latency.diffs_from_rows(g)
-        for d in diffs:
-            rows.append([where, d.lb, d.reference, f"{d.median_us:+.2f} µs",
-                         f"[{d.ci_low_us:+.2f}, {d.ci_high_us:+.2f}]", d.pairs,
-                         d.verdict if d.verdict == latency.NOT_DISTINGUISHABLE else f"{d.verdict} than {d.reference}"])
-        ranks.append(f"- {where}: {latency.ranking(diffs)}")
+    for p in points:
+        for d in p.diffs:
+            med, ci, verdict = _diff_cells(d)
+            rows.append([p.where, d.lb, d.reference, med, ci, d.pairs, verdict])
+        ranks.append(f"- {p.where}: {latency.ranking(p.diffs)}")
     L += _table(["where", "LB", "vs", "median difference", "95 % CI", "pairs", "verdict"], rows)
     L += ["", "Ranking ('<' only where the pair's CI excludes zero; '~': not distinguishable):", "", *ranks, ""]
     return L
@@ -262,7 +292,8 @@ def _update_section(tidy: dict) -> list[str]:
     return L
 
 
-NO_SPREAD = "—"  # a headline of one trial, or one the paired table gives with its interval
+NO_SPREAD = "—"  # a headline of one trial
+UNPAIRED = "no interval (unpaired: a difference of medians)"  # the added RTT of the thesis's protocol
 
 
 def _span(v, scale: float = 1.0, fmt: str = ".4f") -> str:
@@ -315,13 +346,7 @@ def _headlines(tidy: dict) -> list[list]:
             for (lb, srv), g in e.groupby(["lb", "server"], dropna=False):
                 out.append([f"RTT median ({exp}), {lb}, server {srv}", f"{g.value.median():.1f} µs",
                             _span(g.value, fmt=".1f"), len(g)])
-            base = e[e.lb == "none"].value.median() if (e.lb == "none").any() else None
-            if base is not None and not np.isnan(base):
-                for lb, g in e[e.lb != "none"].groupby("lb"):
-                    added = g.value.median() - base
-                    # an LB cannot take time off the path: a negative difference of medians is noise
-                    note = " (below 0: within the noise of this testbed)" if added < 0 else ""
-                    out.append([f"added RTT ({exp}), {lb} vs no LB", f"{added:+.1f} µs{note}", NO_SPREAD, len(g)])
+            out += _added_rtt(tidy, exp, e)
         load = med[med.split.notna()]
         for (exp, lb, sp, bg), g in load.groupby(["experiment", "lb", "split", "background_pps"]):
             out.append([f"RTT median under load ({exp}), {lb}, split {sp}, {bg / 1e3:g} kpps",
@@ -332,6 +357,32 @@ def _headlines(tidy: dict) -> list[list]:
         for (exp, lb, sp), g in c.groupby(["experiment", "lb", c.split.fillna("")], sort=False):
             out.append([f"capacity under {exp}'s conditions ({exp}'s 100 %), {lb}" + (f", split {sp}" if sp else ""),
                         f"{g.value.median() / 1e3:.1f} kpps", _span(g.value, 1e3, ".1f"), len(g)])
+    return out
+
+
+def _added_rtt(tidy: dict, exp: str, idle) -> list[list]:
+    """Headline rows of each LB's added RTT against no LB at an experiment's idle points: the paired
+    design's estimate with its 95 % CI (as the paired table gives it, _diff_cells); at points not
+    measured paired (the thesis's protocol; `idle`: their rtt_summary median rows) the difference
+    of the medians, which has no interval."""
+    out, paired = [], set()
+    for p in _paired_points(tidy):
+        if p.experiment == exp and p.idle:
+            paired.add(p.point)
+            for d in (d for d in p.diffs if d.reference == "none"):
+                med, ci, verdict = _diff_cells(d)
+                out.append([f"added RTT ({exp}), {d.lb} vs no LB, server {p.server}", f"{med}: {verdict}",
+                            f"95 % CI {ci}", d.pairs])
+    for srv, s in idle[~idle.point.isin(paired)].groupby("server", dropna=False):
+        base = s[s.lb == "none"].value.median()
+        if np.isnan(base):  # no trial without an LB at this server
+            continue
+        for lb, g in s[s.lb != "none"].groupby("lb"):
+            added = g.value.median() - base
+            # an LB cannot take time off the path: a negative difference of medians is noise
+            note = " (below 0: within the noise of this testbed)" if added < 0 else ""
+            out.append([f"added RTT ({exp}), {lb} vs no LB, server {srv}", f"{added:+.1f} µs{note}", UNPAIRED,
+                        len(g)])
     return out
 
 
@@ -806,7 +857,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     L += ["## Headline numbers (medians over valid repetitions)", ""]
     hl = _headlines(tidy) + _ndr_pdr_lines(tidy)
     L += _table(latex.HEADLINE_HEADER, hl) + ["", "Spread: the smallest and largest of the trials (the repetitions, "
-                                           "or the searches); for a ratio its bootstrap 95 % CI."] \
+                                           "or the searches); for a ratio or a paired difference its bootstrap "
+                                           "95 % CI (a paired difference counts its pairs, as the paired table)."] \
         if hl else ["No valid results."]
     L.append("")
 

@@ -10,6 +10,8 @@ API (what the trial runner, the ingest, the plots and `xenobench compare` use):
                                                  or a .csv file; validated, written atomically as a
                                                  plain CSV (header first: pandas.read_csv reads it as
                                                  it is) with its sidecar <kind>.csv.json beside it
+    write_rows(out, fields, rows, what) -> Path  any other CSV (invalid.csv, unplanned.csv), with its sidecar
+    remove_rows(out)                             such a CSV and its sidecar
     read_tidy(path, kind) -> DataFrame           the same path forms; validated; leading '#' lines
                                                  (files written before the sidecar) are skipped
     read_sidecar(path, kind) -> dict | None      how a table was made (SIDECAR_FIELDS)
@@ -402,9 +404,17 @@ def _write_atomic(out: Path, write, what: str = "tidy results") -> None:
         raise DataError(f"Failed to write {what} {out}: {e.strerror or e}") from None
 
 
+def _write_sidecar(out: Path, table: str, rows: int, columns: list[str], how: str | None) -> None:
+    """<out>.json beside the CSV `out` (SIDECAR_FIELDS): what it holds and how it was made."""
+    meta = {"table": table, "rows": rows, "columns": list(columns), "how": how, "command": _command_line(),
+            "written_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": source_commit(), "xenobench": __version__}
+    _write_atomic(out.with_name(out.name + SIDECAR), lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False) + "\n"))
+
+
 def write_rows(out: str | Path, fields: list[str], rows: list[dict], what: str) -> Path:
-    """Rows (dicts; a missing field empty) as a CSV with these columns, written whole or not at all;
-    `what` names the file in the error."""
+    """Rows (dicts; a missing field empty) as a CSV with these columns, written whole or not at all,
+    with its sidecar (table: the file's stem, how: `what`); `what` names the file in the error."""
     out = Path(out)
 
     def write(f):
@@ -412,7 +422,18 @@ def write_rows(out: str | Path, fields: list[str], rows: list[dict], what: str) 
         w.writeheader()
         w.writerows(rows)
     _write_atomic(out, write, what)
+    _write_sidecar(out, out.stem, len(rows), fields, what)
     return out
+
+
+def remove_rows(out: str | Path) -> None:
+    """Delete a CSV write_rows wrote and its sidecar (where present)."""
+    out = Path(out)
+    for f in (out, out.with_name(out.name + SIDECAR)):
+        try:
+            f.unlink(missing_ok=True)
+        except OSError as e:
+            raise DataError(f"Failed to remove {f}: {e.strerror or e}") from None
 
 
 def write_tidy(kind: str, rows, path: str | Path, how: str | None = None) -> Path:
@@ -426,11 +447,8 @@ def write_tidy(kind: str, rows, path: str | Path, how: str | None = None) -> Pat
     df = validate(kind, df, str(out))
     for c in ("payload_bytes", "frame_bytes", "repetition"):  # integers stay integers in the file
         df[c] = df[c].astype("Int64")
-    meta = {"table": kind, "rows": len(df), "columns": COLUMNS, "how": how, "command": _command_line(),
-            "written_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "commit": source_commit(), "xenobench": __version__}
     _write_atomic(out, lambda f: df.to_csv(f, index=False))
-    _write_atomic(sidecar_path(out, kind), lambda f: f.write(json.dumps(meta, indent=1, ensure_ascii=False) + "\n"))
+    _write_sidecar(out, kind, len(df), COLUMNS, how)
     return out
 
 

@@ -301,6 +301,19 @@ def summarize(records: list[dict], *, mismatched: int = 0, send_errors: int = 0)
     return s
 
 
+def unanswered(s: dict) -> str | None:
+    """For a run in which no probe got its answer (a summary of `summarize`): how many were lost
+    and how, which points to the cause ('100 of 100 probes lost: 100 without an answer within the
+    timeout'); None where one was answered (or none was sent)."""
+    if s["n"] or not s["sent"]:
+        return None
+    how = [f"{v} {what}" for v, what in ((s["lost"], "without an answer within the timeout"),
+                                         (s["bad_answer"], "answered without the expected address"),
+                                         (s["send_errors"], "not sent (the socket refused them)")) if v]
+    stray = f"; {s['mismatched']} replies matched no query" if s["mismatched"] else ""
+    return f"{s['sent']} of {s['sent']} probes lost: {', '.join(how)}{stray}"
+
+
 def write_records(records: list[dict], path: str | os.PathLike) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

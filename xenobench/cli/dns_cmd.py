@@ -71,7 +71,12 @@ def probe_cmd(obj, count, rate, out, via, no_capture, enable_hw, as_json):
               enable_hw=enable_hw, through=through)
     if as_json:
         click.echo(json.dumps(s))
-        return
+    else:
+        _print_probe(s, via)
+    _refuse_unanswered(obj.config, s, via)
+
+
+def _print_probe(s: dict, via: str) -> None:
     click.echo(f"prober ({s['timestamps']} timestamps, via {via}): n={s['n']} lost={s['lost']} "
                f"mismatched={s['mismatched']}  median {s['median_us']} µs  mean {s['mean_us']}  std {s['std_us']}  "
                f"p99 {s['p99_us']}  (user-space clock: median {s['user_median_us']})")
@@ -82,6 +87,28 @@ def probe_cmd(obj, count, rate, out, via, no_capture, enable_hw, as_json):
     elif s.get("pcap_error"):
         click.echo(f"pcap: {s['pcap_error']}")
     click.echo(f"raw records: {s['raw']}")
+
+
+def _refuse_unanswered(cfg, s: dict, via: str) -> None:
+    """A run in which no probe got its answer measured nothing: one line (exit 1) with how many
+    were lost (xenobench.agents.prober.unanswered) and the likely causes, from what the summary saw."""
+    from ..agents.prober import unanswered
+    from ..errors import DataError
+    lost = unanswered(s)
+    if lost is None:
+        return
+    node = cfg.role("dns_backend").name
+    causes = [f"no DNS server runs on {node} (`xenobench dns start`)"] if s.get("server") is None else []
+    if s["lost"] and via == "lb":
+        causes.append(f"the LB is not running or does not forward to {node} (`xenobench lb start`; "
+                      "`--via direct` leaves it out)")
+    elif s["lost"]:
+        causes.append(f"the queries do not reach {node} (`xenobench testbed check`)")
+    if s["bad_answer"]:
+        causes.append(f"the server answers for another name or address (dns.qname, dns.records in {cfg.path})")
+    if s["send_errors"]:
+        causes.append("the client's interface is down or has no route to the VIP (`xenobench testbed check`)")
+    raise DataError(f"Failed to measure an RTT: {lost}; likely: {'; or '.join(causes)}")
 
 
 @rtt_group.command("pcap")

@@ -133,11 +133,22 @@ def _probe(ctx: TrialContext, lb) -> tuple[dict, Validity]:
     v.require("probes_answered", s.get("n", 0) > 0, "no probe was answered")
     v.require("loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
               f"{lost} of {count} probes lost (> {MAX_LOST_PCT:g} %)")
-    tol = float(s["tolerance_us"])
-    d = s.get("pcap_median_diff_us")
-    v.require("prober_pcap_agree", d is not None and abs(d) <= tol,
-              f"prober and pcap medians differ by {d} us (tolerance {tol:g} us)")
+    ok, why = pcap_agreement(s)
+    v.require("prober_pcap_agree", ok, why)
     return out, v
+
+
+def pcap_agreement(s: dict) -> tuple[bool, str]:
+    """Whether the prober's median and the capture's agree within the tolerance (a probe summary,
+    xenobench.rtt.probe), and the reason: their difference, or which median is missing and why."""
+    tol, d = float(s["tolerance_us"]), s.get("pcap_median_diff_us")
+    if d is not None:
+        return abs(d) <= tol, f"prober and pcap medians differ by {d} us (tolerance {tol:g} us)"
+    if s.get("median_us") is None:
+        return False, "no prober median to compare with the pcap's (no probe was answered)"
+    if s.get("pcap_error"):
+        return False, f"no pcap median to compare with the prober's: {s['pcap_error']}"
+    return False, "no pcap median to compare with the prober's (the capture holds no query with its answer)"
 
 
 class BlockLBs:
@@ -246,9 +257,8 @@ def _paired_blocks(ctx: TrialContext, lbs: BlockLBs | None = None) -> tuple[dict
             v.require(f"block_{i}_loss_below_1pct", lost <= count * MAX_LOST_PCT / 100,
                       f"block {i} ({kind}): {lost} of {count} probes lost (> {MAX_LOST_PCT:g} %)")
             if capture:
-                tol, d = float(s["tolerance_us"]), s.get("pcap_median_diff_us")
-                v.require(f"block_{i}_prober_pcap_agree", d is not None and abs(d) <= tol,
-                          f"block {i} ({kind}): prober and pcap medians differ by {d} us (tolerance {tol:g} us)")
+                ok, why = pcap_agreement(s)
+                v.require(f"block_{i}_prober_pcap_agree", ok, f"block {i} ({kind}): {why}")
             if ctx.watch.check():
                 stopped = f"after block {i} ({kind}): {'; '.join(ctx.watch.gone())}"
                 break
