@@ -540,6 +540,6 @@ def test_snakemake_dry_run_refuses_an_lb_that_cannot_say_where_a_flow_goes(tmp_p
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     said = r.stdout + r.stderr
     assert r.returncode != 0 and "Traceback" not in said
-    assert (f"Failed to plan experiment rtt: LB 'hashlb' cannot say which backend a flow reaches (its driver's no_route: "
-            f"it splits by 'flow hash'") in said
+    assert ("Failed to plan experiment rtt: LB 'hashlb' cannot say which backend a flow reaches (its driver's no_route: "
+            "it splits by 'flow hash'") in said
     assert f"leave it out of experiments.rtt.lbs in {p}" in said
