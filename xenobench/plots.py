@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.cbook import boxplot_stats  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -585,6 +586,48 @@ def _loss_ratios(rows, rr, outdir, testbed, resdir=None) -> dict:
     return series
 
 
+def rtt_boxes(samples: pd.DataFrame, medians: dict) -> tuple[list[str], list[dict]]:
+    """Each path's box, the one computation the figure both draws and prints: matplotlib's
+    boxplot_stats of its probes (quartiles, whiskers at 1.5 IQR), its median the study's where the
+    summary has one (`medians`: the median of the repetitions' medians, interpolated inside the
+    capture's timestamp bins by pcap_rtt, as `xenobench compare` reads it), else the probes'. Paths
+    in order: no LB first."""
+    lbs = sorted(samples.lb.unique(), key=lambda lb: (lb != "none", lb))
+    stats = []
+    for lb in lbs:
+        st = boxplot_stats(samples[samples.lb == lb].value.to_numpy(dtype=float))[0]
+        if lb in medians:
+            st["med"] = float(medians[lb])
+        stats.append(st)
+    return lbs, stats
+
+
+def _separate_labels(fig, ax, pad: float = 4.0) -> None:
+    """Widen the axes until no two of its x tick labels or value labels (annotations) overlap; the
+    figure grows by as much, the other axes of its row keep their width. Two labels anchored dx
+    pixels apart that overlap by w (each padded by pad / 2) need the axes w / dx wider."""
+    for _ in range(5):  # the margins and the space between axes take a share of each widening: repeat
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        anchored = [(t.get_position()[0], t) for t in ax.get_xticklabels()] + [(t.xy[0], t) for t in ax.texts
+                                                                                if hasattr(t, "xy")]
+        boxes = [(x, t.get_window_extent(r).padded(pad / 2, 0)) for x, t in anchored if t.get_visible() and t.get_text()]
+        px = ax.bbox.width / abs(np.diff(ax.get_xlim())[0])  # pixels per data unit
+        k = 1.0
+        for i, (xa, a) in enumerate(boxes):
+            for xb, b in boxes[i + 1:]:
+                inter = a.intersection(a, b)
+                if abs(xa - xb) > 1e-9 and inter is not None and inter.width > 0 and inter.height > 0.5:
+                    k = max(k, 1 + inter.width / (abs(xa - xb) * px))
+        if k == 1.0:
+            return
+        gs = ax.get_subplotspec().get_gridspec()
+        row = [a for a in fig.axes if a.get_subplotspec() is not None and a.get_subplotspec().get_gridspec() is gs]
+        widths = [a.bbox.width * (k if a is ax else 1.0) for a in sorted(row, key=lambda a: a.bbox.x0)]
+        fig.set_figwidth(fig.get_figwidth() + ax.bbox.width * (k - 1) / fig.dpi)
+        gs.set_width_ratios(widths)
+
+
 def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
     """RTT with and without load balancer: spread over all probes and CDF (paper Fig. 7)."""
     s = _rows(resdir, "rtt_samples", "rtt_lb_vs_none")
@@ -597,9 +640,9 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
         medians = m.groupby("lb").value.median().to_dict()
     except DataError:
         pass
-    lbs = sorted(s.lb.unique(), key=lambda lb: (lb != "none", lb))
+    lbs, boxes = rtt_boxes(s, medians)
     data = [s[s.lb == lb].value.to_numpy() for lb in lbs]
-    series: dict = {lb: float(medians.get(lb, np.median(d))) for lb, d in zip(lbs, data)}
+    series: dict = {lb: st["med"] for lb, st in zip(lbs, boxes)}
     pub = {r.lb: float(r.value) for r in _published("rtt_xenoflow_median_us", testbed=testbed)
            + _published("rtt_none_median_us", testbed=testbed)}
     for r in _published("rtt_added_ebpf_us", testbed=testbed):
@@ -612,10 +655,10 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
         width = max(9.6, 4.6 + 1.15 * len(cols))
         fig, (ax, cdf) = plt.subplots(1, 2, figsize=(width, 3.9),
                                       gridspec_kw={"width_ratios": [max(1.1, 0.3 * len(cols)), 1]})
-        ax.boxplot(data, positions=range(len(lbs)), showfliers=False, widths=0.5,
-                   medianprops=dict(color=COLORS[1], lw=2))
-        for i, lb in enumerate(lbs):  # the measured median right of its box, the published one left of it
-            ax.annotate(f"{series[lb]:.1f}", (i + 0.27, series[lb]), xytext=(1, 0), textcoords="offset points",
+        ax.bxp(boxes, positions=range(len(lbs)), showfliers=False, widths=0.5,
+               medianprops=dict(color=COLORS[1], lw=2))
+        for i, st in enumerate(boxes):  # the drawn median right of its box, the published one left of it
+            ax.annotate(f"{st['med']:.1f}", (i + 0.27, st["med"]), xytext=(1, 0), textcoords="offset points",
                         fontsize=7, ha="left", va="center")
         for i, lb in enumerate(cols):
             if lb in pub:
@@ -624,12 +667,15 @@ def rtt_lb_vs_none(resdir, outdir, testbed) -> dict:
                             fontsize=7, ha="right", va="center")
         if pub:
             ax.scatter([], [], marker="*", s=110, label="published median (paper Fig. 7)", **PUB)
-        ax.plot([], [], color=COLORS[1], lw=2, label="measured median (box: quartiles, whiskers 1.5 IQR)")
+        ax.plot([], [], color=COLORS[1], lw=2, label=("measured median, over the repetitions' medians" if medians
+                                                       else "measured median of all probes")
+                + "\n(box: quartiles of all probes, whiskers 1.5 IQR)")
         ax.set_xticks(range(len(cols)), [_name(lb).replace(" (", "\n(").replace("/", "/\n")
                                          + ("" if lb in lbs else "\n(published only:\nno LB + added)")
                                          for lb in cols], fontsize=7 if len(cols) > 4 else 9)
         ax.set_xlim(-0.6, len(cols) - 0.4)
         ax.set_ylabel("DNS RTT (µs)")
+        _separate_labels(fig, ax)
         _legend_below(ax, ncols=1)
         for i, (lb, d) in enumerate(zip(lbs, data)):
             xs = np.sort(d)
@@ -658,7 +704,8 @@ def hash_split_note(lb: str) -> str | None:
 def rtt_under_load(resdir, outdir, testbed) -> dict:
     """RTT under background load for the splits (thesis Fig. 7.7 / paper Fig. 8)."""
     m = _rows(resdir, "rtt_summary", "rtt_under_load")
-    m = _need(m[m.split.notna() & (m.lb != "none")], "rtt_under_load (summaries with a split)", resdir)
+    m = m[m.split.notna() & m.background_pps.notna() & (m.lb != "none")]
+    _need(m[m.metric == "rtt_median_us"], "rtt_under_load (rtt_median_us summaries with a split and background)", resdir)
     if m.lb.nunique() > 1:  # the paired design measured several LBs: the figure is the thesis's, XenoFlow's
         m = m[m.lb == ("xenoflow" if (m.lb == "xenoflow").any() else sorted(m.lb.unique())[0])]
     # the level without background was measured once (split "none"): the origin of every split's line
@@ -681,10 +728,13 @@ def rtt_under_load(resdir, outdir, testbed) -> dict:
             med.index = med.index / 1e6
             series[split] = med
             st = _style(i)
-            ax.plot(med.index + off, med.values, **st, label=SPLIT_LABELS.get(split, split))
+            xs = med.index + np.where(med.index > 0, off, 0.0)  # no background: one point, every split's origin
+            # on the axis at 0, drawn whole (not clipped at the axes' edge)
+            ax.plot(xs, med.values, **st, label=SPLIT_LABELS.get(split, split), clip_on=False)
             if len(stat["p25"]) == len(stat["median"]) and len(stat["p75"]) == len(stat["median"]):
-                ax.vlines(med.index + off, stat["p25"].sort_index().values,
-                          stat["p75"].sort_index().values, color=st["color"], lw=1, alpha=0.6)
+                ax.vlines(xs, stat["p25"].sort_index().values, stat["p75"].sort_index().values, color=st["color"],
+                          lw=1, alpha=0.6, clip_on=False)
+        ax.set_xlim(left=0)  # a load is never below 0 (the margin would start the axis there)
         ax.set_xlabel("background load (Mpps)")
         ax.set_ylabel("DNS RTT through the LB (µs)\nmedian, bars: quartiles")
         top = m[m.metric.isin(["rtt_median_us", "rtt_p75_us"])].value.max()
@@ -706,8 +756,8 @@ def _compare_ratios(c: pd.DataFrame, outdir, testbed, resdir=None) -> dict:
     """lb_comparison from the paired design's rows: each LB's rate relative to the reference with
     its CI; "not distinguishable" written where the CI includes 1, no difference drawn."""
     rr = ratio_rows(c)
-    ratios = ratios_from_rows(rr, RATIO_MEASURE)
-    ref = reference_of(ratios)
+    got, ref = _ratios_by({0: rr}, "lb_comparison")
+    ratios = got[0]
     vs = sorted((r for r in ratios if r.reference == ref), key=lambda r: r.lb)
     pay = sorted(int(p) for p in rr.payload_bytes.dropna().unique())
     series: dict = {"ratios": {}, "reference": ref, "measured": {}, "published": {}, "prog_ns": {}}
@@ -739,6 +789,27 @@ def _compare_ratios(c: pd.DataFrame, outdir, testbed, resdir=None) -> dict:
     return series
 
 
+def interleaved(rows: pd.DataFrame) -> bool:
+    """Whether rate rows come from the paired design (xenobench.measure.rank): its LBs alternate in
+    blocks of one trial, so a point's repetition holds rows of several LBs; a trial of the separate
+    design (the thesis's protocol) holds one LB's."""
+    if rows.empty:
+        return False
+    return bool(rows.groupby(["experiment", "point", "repetition"], dropna=False).lb.nunique().max() > 1)
+
+
+def above_reference_note(above: list[str], ref: str, same_trials: bool) -> str:
+    """lb_comparison's caption on the LBs whose absolute rate lies above the reference's, by the
+    design the rows came from (`same_trials`: interleaved)."""
+    head = ", ".join(_name(k) for k in above) + f" measured above {_name(ref)}: "
+    if same_trials:
+        return head + ("the LBs alternated in blocks of the same trials (the interleaved design), so the machine's "
+                       "drift between trials is not in this difference; the reference is no bound either: whether an "
+                       f"LB differs from it is its ratio's CI (the rate_vs_{ref}_ rows of the CSV), not two medians.")
+    return head + ("each LB was measured in trials of its own, minutes apart, and the machine's state between them "
+                   "moves absolute rates by more than that; the wire is a reference measured the same way, not a bound.")
+
+
 def lb_comparison(resdir, outdir, testbed) -> dict:
     """Max packet rate at 64 B frames: measured (median over repetitions, bar min-max) next to
     published (thesis Fig. 7.6). Where the compare table holds the paired design's ratios, each LB's
@@ -755,6 +826,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         pub = pub.iloc[0:0]
     measured: dict = {}
     bars: dict = {}  # (min, max, runs) per measured bar
+    paired: dict = {}  # per measured bar: whether its rows come from the interleaved design (interleaved)
     prog_ns: dict = {}  # xenobench.progcost: the LB program's own time per frame, where measured
     rate_tables: list = []  # the tables read (their generator column names the caption's generator)
     try:
@@ -762,6 +834,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         rate_tables.append(pps)
         x = pps[pps.metric == "rx_pps"]
         for lb, g in x.groupby("lb"):
+            paired[lb] = paired[f"{lb} @{THESIS_64B_PAYLOAD} B payload"] = interleaved(x)
             for p, key in ((22, lb), (THESIS_64B_PAYLOAD, f"{lb} @{THESIS_64B_PAYLOAD} B payload")):
                 v = g[g.payload_bytes == p].value
                 if len(v):  # 22 B: a 64 B frame without FCS; 24 B: what the thesis's 92.8 Mpps bar measured
@@ -771,7 +844,9 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
         pass
     if c is not None:  # a live comparison trial (max rate at 64 B frames) overrides the pps-derived value
         rate_tables.append(c)
-        for lb, g in c[c.metric.isin(["max_pps", "rx_pps"])].groupby("lb"):
+        rates = c[c.metric.isin(["max_pps", "rx_pps"])]
+        for lb, g in rates.groupby("lb"):
+            paired[lb] = interleaved(rates)
             med, lo, hi = spread(g.value / 1e6)
             measured[lb], bars[lb] = med, (lo, hi, len(g))
         for lb, g in c[c.metric == "lb_prog_ns_per_frame"].groupby("lb"):
@@ -781,6 +856,7 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
     refs = [k for k in measured if _is_reference(k)]
     above = {k: v for k, v in measured.items() if refs and " @" not in k and k not in refs
              and v > measured[refs[0]]}
+    same_trials = bool(refs) and all(paired.get(k) for k in [*above, refs[0]])
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(max(7.2, 2.0 + 1.2 * (len(measured) + len(pub))), 3.9))
         labels, vals = [], []
@@ -819,16 +895,16 @@ def lb_comparison(resdir, outdir, testbed) -> dict:
                                + (", bar: min-max" if runs and max(runs) > 1 else ""))]
         if refs:
             handles.append(Patch(facecolor="lightgrey", edgecolor="black", hatch="//",
-                                 label=f"{_name(refs[0])}: measured in trials of its own"))
+                                 label=f"{_name(refs[0])}: measured in "
+                                       + ("blocks of the same trials as the LBs" if same_trials
+                                          else "trials of its own")))
         if len(pub):
             handles.append(plt.Line2D([], [], ls="none", marker="*", ms=11, **PUB,
                                       label="published, read from thesis Fig. 7.6 (not measured here)"))
         _legend_outside(ax, handles=handles)
         _title(ax, "Load balancers at 64 B", testbed)
         if above:
-            _caption(fig, ", ".join(_name(k) for k in above) + f" measured above {_name(refs[0])}: each LB was "
-                     "measured in trials of its own, minutes apart, and the machine's state between them moves "
-                     "absolute rates by more than that; the wire is a reference measured the same way, not a bound.")
+            _caption(fig, above_reference_note(list(above), refs[0], same_trials))
         if reference(testbed):
             _caption(fig, "The thesis labels its 92.8 Mpps bar '64 B' but measured it at 24 B UDP payload "
                           "(66 B frame without FCS); a 64 B frame (22 B payload) runs at the higher plateau.")
@@ -951,6 +1027,10 @@ def rtt_added(resdir, outdir, testbed) -> dict:
     per-round paired differences with its bootstrap 95 % CI; the ranking names an order only where
     the pair's CI excludes zero ('~' = not distinguishable)."""
     x = _need(_rows(resdir, "rtt_paired", "rtt_added"), "rtt_added (paired RTT rows)", resdir)
+    if not latency.diffs_from_rows(x):
+        raise DataError(f"Failed to plot rtt_added: the rtt_paired rows in {resdir} hold no complete paired difference "
+                        "(rtt_vs_<ref>_median_us, _ci_low_us, _ci_high_us, _pairs); regenerate the tables with "
+                        f"`xenobench experiment aggregate {resdir}`")
     idle = x[x.split.isna()]
     load = x[x.split.notna()]
     series: dict = {}
@@ -1113,6 +1193,9 @@ def update_install(resdir, outdir, testbed) -> dict:
     x = _rows(resdir, "update_install", "update_install")
     x = _need(x[x.metric.isin(["entries", "entries_per_s", "apply_entries_per_s"])], "update_install", resdir)
     pts = install_points(x)
+    if not pts:
+        raise DataError(f"Failed to plot update_install: no change in {resdir} has both its entries and entries_per_s "
+                        "rows (one change's rows share their source)")
     series: dict = {}
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
@@ -1149,6 +1232,9 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
     series: dict = {}
     combos = [(pay, m) for pay in sorted(set(x.payload_bytes.dropna())) for m in ("rate", "rate_per_cpu")
               if ratios_from_rows(x[x.payload_bytes == pay], m)]
+    if not combos:
+        raise DataError(f"Failed to plot rate_ranking: its rows in {resdir} hold no complete ratio (rate_vs_<ref>_median, "
+                        f"_ci_low, _ci_high, _rounds); regenerate the tables with `xenobench experiment aggregate {resdir}`")
     what = {"rate": "rx/s", "rate_per_cpu": "rx per DUT CPU-s"}
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(6.8, 3.9))
@@ -1335,15 +1421,19 @@ def placeholder(outdir, name: str, testbed: str, reason: str) -> None:
 
 
 def plot_all(resdir, outdir, testbed=None, progress=print, placeholders: bool = False) -> dict[str, dict]:
-    """Every figure the data allows; a figure whose data is missing is reported, not fatal (with
-    placeholders=True a figure stating the reason is written in its place)."""
+    """Every figure the definitions list that the data allows; every other figure is named with the
+    reason in one line of `progress`, never fatal and never silent (a figure no definition lists; one
+    whose data is missing, and with placeholders=True a figure stating the reason is written in its place)."""
     testbed = testbed or Path(resdir).name
     try:
         Path(outdir).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise DataError(f"Failed to write figures {outdir}: {e.strerror or e}") from None
     out = {}
-    for name in drawn_by():
+    listed = drawn_by()
+    for name in (n for n in FIGURES if n not in listed):
+        progress(f"{name}: not drawn (no experiments/<id>.yaml lists it under `figures`)")
+    for name in listed:
         try:
             out[name] = FIGURES[name](resdir, outdir, testbed)
             progress(f"{name}: written")
@@ -1351,9 +1441,9 @@ def plot_all(resdir, outdir, testbed=None, progress=print, placeholders: bool = 
             raise
         except DataError as e:
             if placeholders:
-                why = why_no_data(resdir, name, str(e))
+                why = " ".join(why_no_data(resdir, name, str(e)).split())
                 placeholder(outdir, name, testbed, why)
                 progress(f"{name}: no data, placeholder written ({why})")
             else:
-                progress(f"{name}: skipped ({e})")
+                progress(f"{name}: skipped ({' '.join(str(e).split())})")
     return out

@@ -1,5 +1,6 @@
 """`xenobench ingest thesis`, `xenobench compare`, `xenobench plot`."""
 
+import functools
 import json
 import sys
 
@@ -68,22 +69,38 @@ def compare_cmd(resdir, tolerance, as_json, latex_out):
 
 
 @click.command("plot")
-@click.argument("resdir", type=click.Path(file_okay=False))
+@click.argument("resdirs", nargs=-1, required=True, type=click.Path(file_okay=False), metavar="RESDIR [RESDIR...]")
 @click.option("--out", "outdir", required=True, type=click.Path(file_okay=False), help="Figure directory.")
-@click.option("--testbed", help="Label on every figure (default: the results directory's name).")
+@click.option("--testbed", help="Label on every figure (default: the results directory's name; with several, "
+                                "the testbeds their rows name).")
+@click.option("--label", "labels", multiple=True, metavar="NAME",
+              help="With several RESDIRs: each run's name in the figures, one per RESDIR in their order (default: "
+                   "the folder's name, with its tables' commit where two share one).")
 @click.option("--placeholders", is_flag=True,
-              help="Write a figure stating the reason where the data is missing (the workflow uses this).")
-def plot_cmd(resdir, outdir, testbed, placeholders):
+              help="Write a figure stating the reason where the data is missing (the workflow uses this; one RESDIR).")
+def plot_cmd(resdirs, outdir, testbed, labels, placeholders):
     """Write every figure the experiments' definitions list (PNG and PDF; xenobench.plots.drawn_by) that
     the tidy results allow; fails if none could be written (each figure's reason is printed), unless
-    --placeholders."""
-    from ..errors import DataError
-    from ..plots import plot_all
-    done = plot_all(resdir, outdir, testbed, progress=lambda s: click.echo(s, err=True),
-                    placeholders=placeholders)
+    --placeholders. With two or more RESDIRs, the runs in one figure each, labelled (xenobench.plot_runs:
+    a figure that draws one run only says so)."""
+    from ..errors import ConfigError, DataError
+    progress = functools.partial(click.echo, err=True)
+    if len(resdirs) > 1:
+        if placeholders:
+            raise ConfigError(f"Failed to plot {len(resdirs)} results trees: --placeholders stands in for one tree's "
+                              "missing figures; give one RESDIR with it, or drop it")
+        from ..plot_runs import plot_runs
+        done = plot_runs(resdirs, outdir, labels, testbed, progress=progress)
+    else:
+        if labels:
+            raise ConfigError(f"Failed to plot {resdirs[0]}: --label names the runs of a comparison; give two or "
+                              "more RESDIRs with it, or use --testbed for one")
+        from ..plots import plot_all
+        done = plot_all(resdirs[0], outdir, testbed, progress=progress, placeholders=placeholders)
     if not done and not placeholders:
-        raise DataError(f"Failed to plot {resdir}: no figure had the data it needs (reasons above; "
-                        "--placeholders writes a figure stating each reason instead)")
+        raise DataError(f"Failed to plot {' '.join(resdirs)}: no figure had the data it needs (reasons above"
+                        + ("" if len(resdirs) > 1 else "; --placeholders writes a figure stating each reason instead")
+                        + ")")
     click.echo(json.dumps(sorted(done)))
 
 
