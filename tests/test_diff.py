@@ -1,6 +1,8 @@
 """`xenobench diff A B` on small tidy trees written with write_tidy: two runs drawn from one
 distribution (nothing distinguishable), one LB's rate scaled by 0.9 (that LB worse at every point,
-exit 3 beyond --fail-worse 5), RTT medians +20 % (worse), keys one side measured (listed apart),
+exit 3 beyond --fail-worse 5), the default designs' rates of 2-3 repetitions a point (judged by the
+t interval on their logs, calibrated on simulated runs), RTT medians +20 % (worse), point summaries
+and interval bounds (never metrics), keys one side measured (counted per table, listed with --all),
 testbeds that differ (said in the header), and the outputs (--json, --csv, --figure)."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -138,6 +141,10 @@ def test_keys_one_side_measured_are_listed_apart_and_differing_testbeds_are_said
     out = run(a, b).output
     assert ("NOTE: the testbeds differ: A ci, B fips; a difference is the testbeds' as much as the software's"
             in out)
+    assert "  pps: 2 judged; not judged 4: 2 only in A; 2 only in B" in out.splitlines()
+    assert "  rtt_summary: 0 judged; not judged 4: 4 only in A" in out.splitlines()
+    assert "Measured by one side only" not in out and "payload-1024" not in out
+    out = run(a, b, "--all").output
     assert "Measured by one side only (8: never compared):" in out
     assert "B     pps          pps/lb-ebpf_payload-1024" in out
 
@@ -231,6 +238,9 @@ def test_json_csv_and_figure_record_the_seed_and_every_key(tmp_path):
     j = json.loads(r.stdout)
     assert (j["seed"], j["resamples"], j["level"], j["fail_worse_pct"]) == (7, 500, 0.95, 5.0)
     assert j["counts"] == {"better": 0, "worse": 2, "not distinguishable": 4, "no interval": 0}
+    assert j["not_judged"] == {"rtt_summary": {d.WHY_UNDIRECTED: 2}}
+    assert j["readiness"] == {"A": "no trial records in it (a tree of tidy tables only)",
+                              "B": "no trial records in it (a tree of tidy tables only)"}
     assert [w["where"]["lb"] for w in j["worse_beyond"]] == ["ebpf", "ebpf"]
     assert j["a"]["testbeds"] == ["ci"] and j["a"]["tables"] == ["pps", "rtt_summary"]
     with open(tmp_path / "out.csv") as f:
@@ -244,18 +254,111 @@ def test_json_csv_and_figure_record_the_seed_and_every_key(tmp_path):
     assert again["comparisons"] == j["comparisons"]  # seeded: the same intervals
 
 
-def test_fewer_than_four_values_a_side_are_shown_not_judged(tmp_path):
-    """Three repetitions a side, B at half of A: the sides do not overlap, but two runs of one
-    distribution do not overlap 1 time in 10: no interval, no verdict, no failure."""
+def _design_rows(seed: int, reps: int, noise: float, scale: dict | None = None, lbs=("wire", "xenoflow", "ebpf"),
+                 payloads=(2, 22, 23, 64, 256, 1024)) -> list[dict]:
+    """A default paired pps design's per-repetition rates: every LB at every payload, `reps`
+    repetitions, each `noise` (relative, log-normal) about its LB's rate, `scale`d per LB."""
+    rng = np.random.default_rng(seed)
+    rate = {"wire": 1.8e6, "xenoflow": 1.6e6, "ebpf": 1.5e6}
+    return [row(testbed="local", experiment="pps", point=f"payload-{pay}", lb=lb, generator="xdpgen",
+                payload_bytes=pay, repetition=rep, metric="rx_pps", unit="packets/s", source=f"trials/pps/{pay}/{rep}",
+                value=rate[lb] * (scale or {}).get(lb, 1.0) * float(np.exp(noise * rng.standard_normal())))
+            for lb in lbs for pay in payloads for rep in range(1, reps + 1)]
+
+
+DESIGNS = [(2, 0.01), (2, 0.02), (3, 0.015)]  # repetitions a point, relative noise: the shipped designs' rates
+
+
+@pytest.mark.parametrize("reps,noise", DESIGNS, ids=[f"{r}reps-{100 * n:g}pct" for r, n in DESIGNS])
+def test_the_default_designs_rates_are_judged_between_two_runs(tmp_path, reps, noise):
+    """One LB's rate 10 % lower in B, each run with its own noise: worse at every payload, beyond
+    --fail-worse 5; the same rows again (0 % change): not distinguishable anywhere; a rerun of one
+    distribution: nothing worse beyond 5 % (its chance verdicts: the calibration test below)."""
+    a, slow, same, rerun = (tmp_path / x for x in ("a", "slow", "same", "rerun"))
+    write_tidy("pps", _design_rows(1, reps, noise), a, how="test")
+    write_tidy("pps", _design_rows(2, reps, noise, scale={"ebpf": 0.9}), slow, how="test")
+    write_tidy("pps", read_tidy(a, "pps"), same, how="test")
+    write_tidy("pps", _design_rows(3, reps, noise), rerun, how="test")
+    res = d.diff(a, slow)
+    assert {c.method for c in res.comparisons} == {d.T_LOG} and len(res.comparisons) == 18
+    ebpf = [c for c in res.comparisons if c.where["lb"] == "ebpf"]
+    assert [c.verdict for c in ebpf] == [d.WORSE] * 6
+    sd = 100 * noise * np.sqrt(2 / reps)  # of one key's change, in %
+    assert all(c.ci_high < 1 and abs(c.change + 10) < 3 * sd for c in ebpf), [(c.change, c.ci_high) for c in ebpf]
+    assert not any(c.worse_by(5) for c in res.comparisons if c.where["lb"] != "ebpf")
+    r = run(a, slow, "--fail-worse", 5)
+    assert r.exit_code == 3 and "xenobench diff: 6 comparison(s) worse by more than 5: pps/payload-1024 ebpf" in r.stderr
+    assert {c.verdict for c in d.diff(a, same).comparisons} == {d.NOT_DISTINGUISHABLE}
+    assert run(a, same, "--fail-worse", 0).exit_code == 0
+    assert d.diff(a, rerun).worse(5) == [] and run(a, rerun, "--fail-worse", 5).exit_code == 0
+
+
+@pytest.mark.parametrize("reps", [2, 3])
+def test_the_small_sample_interval_is_wrong_about_one_time_in_twenty(reps):
+    """Simulated pairs of runs of one distribution (6 points, 1.5 % noise): the share of keys judged
+    better or worse is the interval's 5 %, not more."""
+    rng = np.random.default_rng(11)
+    key = lambda p: ("pps", f"payload-{p}", "ebpf", "rx_pps", "", "", "", "", "xdpgen")  # noqa: E731
+
+    def one_run():
+        return {key(p): pd.DataFrame({"repetition": np.arange(1.0, reps + 1),
+                                      "value": 1.5e6 * np.exp(0.015 * rng.standard_normal(reps))}) for p in range(6)}
+    wrong = keys = 0
+    for _ in range(100):
+        ra, rb = one_run(), one_run()
+        sa, sb = (d.pooled_spreads(r)[("pps", "ebpf", "rx_pps", "xdpgen")] for r in (ra, rb))
+        assert (sa.df, sb.df) == (6 * (reps - 1),) * 2
+        for k in ra:
+            _, lo, hi = d.log_t_interval(ra[k].value.to_numpy(), rb[k].value.to_numpy(), sa, sb)
+            wrong += lo > 1 or hi < 1
+            keys += 1
+    assert 0.02 <= wrong / keys <= 0.09, wrong / keys
+
+
+def test_t_quantiles_are_students():
+    assert [round(d.t_quantile(0.975, df), 3) for df in (1, 2, 4, 12, 1e6)] == [12.706, 4.303, 2.776, 2.179, 1.96]
+
+
+def test_what_has_no_interval_is_counted_and_shown_with_all(tmp_path):
+    """3 RTT medians a side (a difference: no interval), a rate of one repetition a side in every
+    point (no spread to pool): counted per table with why, listed with --all, never judged."""
     a, b = tmp_path / "a", tmp_path / "b"
-    one = [r for r in _pps_rows(1) if r["repetition"] <= 3]
-    write_tidy("pps", one, a, how="test")
-    write_tidy("pps", [{**r, "value": r["value"] * 0.5, "measured_pps": r["measured_pps"] * 0.5} for r in one], b,
+    write_tidy("rtt_summary", [r for r in _rtt_rows(1) if r["repetition"] <= 3], a, how="test")
+    write_tidy("rtt_summary", [r for r in _rtt_rows(2, scale={"xenoflow": 2}) if r["repetition"] <= 3], b, how="test")
+    write_tidy("pps", _design_rows(1, 1, 0.01), a, how="test")
+    write_tidy("pps", _design_rows(2, 1, 0.01, scale={"ebpf": 0.5}), b, how="test")
+    res = d.diff(a, b)
+    assert {(c.table, c.verdict, c.why) for c in res.comparisons} == {
+        ("rtt_summary", d.NO_INTERVAL, d.WHY_FEW_DIFFERENCE), ("pps", d.NO_INTERVAL, d.WHY_NO_SPREAD)}
+    assert res.worse(0) == [] and run(a, b, "--fail-worse", 5).exit_code == 0
+    out = run(a, b).output.splitlines()
+    assert "(no key judged)" in out
+    assert f"  pps: 0 judged; not judged 18: 18 {d.WHY_NO_SPREAD}" in out
+    assert f"  rtt_summary: 0 judged; not judged 4: 2 {d.WHY_FEW_DIFFERENCE}; 2 {d.WHY_UNDIRECTED} (n)" in out
+    full = run(a, b, "--all").output
+    assert "Without an interval (20: shown, not judged):" in full and "server-reflector" in full
+
+
+def test_interval_bounds_and_point_summaries_are_never_metrics(tmp_path):
+    """The rows over all repetitions of a point (repetition empty: medians, CI bounds, verdicts,
+    counts) are not compared: their intervals are read as the runs printed them."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    pairs = lambda v: [row(testbed="ci", experiment="rtt", point="server-xdp", lb="xenoflow", server="xdp",  # noqa: E731
+                           metric="rtt_vs_none_pairs", value=v, unit="count", source="trials/rtt")]
+    write_tidy("rtt_paired", _printed_rows("rtt_paired", "rtt_vs_none", "us", (1.5, 0.4, 2.6, 1), 0) + pairs(9), a,
+               how="test")
+    write_tidy("rtt_paired", _printed_rows("rtt_paired", "rtt_vs_none", "us", (9.5, 8.4, 10.6, 1), 0) + pairs(9), b,
                how="test")
     res = d.diff(a, b)
-    assert {c.verdict for c in res.comparisons} == {d.NO_INTERVAL} and res.worse(5) == []
-    assert [(c.n_a, c.n_b) for c in res.comparisons] == [(3, 3)] * 4
-    assert "Fewer than 4 values on a side (4: no interval; shown, not judged):" in "\n".join(d.table_lines(res))
+    assert res.comparisons == [] and res.only == [] and res.undirected == []
+    assert sorted(s.metric for s in res.skipped) == ["rtt_vs_none_ci_high_us", "rtt_vs_none_ci_low_us",
+                                                     "rtt_vs_none_median_us", "rtt_vs_none_pairs", "rtt_vs_none_verdict"]
+    assert {s.why for s in res.skipped} == {d.WHY_SUMMARY}
+    (p,) = res.printed
+    assert (p.a, p.b, p.a_in_b) == ((1.5, 0.4, 2.6), (9.5, 8.4, 10.6), False)
+    out = run(a, b, "--all").output
+    assert "ci_high" not in out.split("Intervals both runs printed")[0]
+    assert f"  rtt_paired: 0 judged; not judged 5: 5 {d.WHY_SUMMARY}" in out.splitlines()
 
 
 def test_bad_trees_are_named():

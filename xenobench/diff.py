@@ -5,26 +5,36 @@ with the rows of the other that share its table and KEY (experiment, point, lb, 
 columns that say under which conditions it was measured; an empty cell matches an empty cell).
 What only one side measured is listed apart, never compared.
 
+Rows over all repetitions of a point (`repetition` empty: the paired and ranked designs' medians,
+interval bounds, verdicts, counts) are point summaries, one value a run: never compared as
+metrics. Where they print an interval (<stem>_median, _ci_low, _ci_high, _verdict) they are read
+apart (Printed): each run's median against the other's interval and against the rerun interval
+(RERUN_WIDEN), and the verdicts side by side: what a reader of one run expects of a rerun.
+
 Per matched key and metric (only metrics with a better direction, xenobench.results.Metric.better):
 
 - the medians of each side's values (its repetitions, or its samples: rtt_samples, blocks, cycles);
 - B / A of the medians, or B - A for microsecond metrics (round trips) and percentages (loss, spread),
   and for a metric whose values are not all above zero;
-- a percentile bootstrap interval (CI_LEVEL): each side resampled on its own, its repetitions with
-  replacement and then the values inside each drawn repetition (the run-to-run spread counts, not only
-  the sample-to-sample one), `resamples` draws from numpy's default_rng(seed) (both recorded);
+- MIN_VALUES values or more a side: a percentile bootstrap interval (CI_LEVEL), each side resampled on
+  its own, its repetitions with replacement and then the values inside each drawn repetition (the
+  run-to-run spread counts, not only the sample-to-sample one), `resamples` draws from numpy's
+  default_rng(seed) (both recorded). With 3 values a side such an interval excludes no change whenever
+  the two sides do not overlap, which two runs of one distribution do by chance 1 time in 10
+  (2 / C(6, 3)); with 2, 1 time in 3: too few for it;
+- fewer, where the key is compared as a ratio (the rates of 2 or 3 repetitions a point): a Welch t
+  interval (log_t_interval) on the log of the per-repetition values, B / A of their geometric means,
+  each run's variance pooled over the points of one experiment, LB and metric (POOL_BY: an LB's
+  repetitions spread alike, relative to their rate, at every payload), so that two repetitions a
+  point still give an interval from every repetition of the run. Fewer values compared as a
+  difference, or one repetition a side in every point (no spread to pool): no interval (shown with
+  --all, never judged);
 - the verdict: `better` or `worse` where the interval excludes no change (1 for a ratio, 0 for a
-  difference), in the metric's better direction; `not distinguishable` otherwise. A side with fewer
-  than MIN_VALUES values gets no interval (`no interval`: shown, never judged): with 3 values a side
-  the percentile interval of the medians excludes no change whenever the two sides do not overlap,
-  which two runs of one distribution do by chance 1 time in 10 (2 / C(6, 3)); with 2, 1 time in 3.
-  With one repetition a side the interval is the samples' alone: a change of the machine between
-  the runs shows as a difference.
+  difference), in the metric's better direction; `not distinguishable` otherwise.
 
-The intervals the runs printed themselves (the paired and ranked rows: <stem>_median, _ci_low,
-_ci_high, _verdict) are read apart (Printed): each run's median against the other's interval and
-against the rerun interval (RERUN_WIDEN), and the verdicts side by side: what a reader of one run
-expects of a rerun.
+Either interval covers the spread of the repetitions within each run, not a change of the machine
+between the two runs (its state, placement, other load: drift): between two runs on a shared machine
+a `worse` can be the machine's.
 
 `change` puts a comparison on one scale for `--fail-worse`: the relative change of the medians in %
 (B/A - 1, or (B - A) / |A|), for percentages the difference in percentage points (a loss from 0.1 %
@@ -33,6 +43,7 @@ to 0.2 % is 0.1 points, not +100 %).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -55,8 +66,18 @@ DEFAULT_SEED = 1
 DIFFERENCE_UNITS = ("us", "%")  # compared as B - A: round trips, percentages
 BETTER, WORSE = "better", "worse"
 NO_INTERVAL = "no interval"
-MIN_VALUES = 4  # per side for an interval (module docstring)
+MIN_VALUES = 4  # per side for a bootstrap interval (module docstring)
 MAX_DRAW_CELLS = 4_000_000  # values drawn per numpy call in a plain bootstrap (bounds memory to ~32 MB)
+#: what a run's spread of per-repetition values is pooled over: the points of one experiment, LB,
+#: metric and generator (its payloads, splits, rates)
+POOL_BY = ("experiment", "lb", "metric", "generator")
+BOOTSTRAP, T_LOG = "bootstrap", "t on logs"  # Comparison.method
+#: why a key is not judged (one line per table counts them; --all lists them)
+WHY_SUMMARY = "point summaries (rows over all repetitions of a point: one value a run; their intervals below)"
+WHY_UNDIRECTED = "without a better direction"
+WHY_FEW_DIFFERENCE = f"fewer than {MIN_VALUES} values a side, compared as a difference (us, %)"
+WHY_NO_SPREAD = "one repetition a side in every point (no spread to pool)"
+ONLY = "only in {}"
 
 
 @dataclass
@@ -79,6 +100,8 @@ class Comparison:
     change: float | None  # on the --fail-worse scale (module docstring)
     change_unit: str  # "%" (relative) | "pp" (percentage points)
     verdict: str
+    method: str = ""  # BOOTSTRAP | T_LOG | "" (no interval)
+    why: str = ""  # why there is no interval (WHY_*), "" with one
 
     def worse_by(self, pct: float) -> bool:
         """Worse (interval excluding no change) by more than pct on the change scale."""
@@ -130,6 +153,15 @@ class Printed:
 
 
 @dataclass
+class Skipped:
+    """A key both or one side holds that is never compared: a point summary, a metric without a
+    better direction."""
+    table: str
+    metric: str
+    why: str  # WHY_SUMMARY | WHY_UNDIRECTED
+
+
+@dataclass
 class Tree:
     """What a results tree says about itself: its testbeds (the rows' column), and from the tables'
     sidecars the commits and the times they were written."""
@@ -152,6 +184,7 @@ class Diff:
     resamples: int
     level: float = CI_LEVEL
     notes: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
     def worse(self, pct: float) -> list[Comparison]:
         return [c for c in self.comparisons if c.worse_by(pct)]
@@ -169,6 +202,17 @@ class Diff:
                 "a_in_b_rerun": sum(x.a_in_b_rerun for x in p), "b_in_a_rerun": sum(x.b_in_a_rerun for x in p),
                 "verdicts": sum(x.same_verdict is not None for x in p),
                 "same_verdict": sum(bool(x.same_verdict) for x in p)}
+
+    def not_judged(self) -> dict[str, dict[str, int]]:
+        """Per table, the keys not judged by why: no interval (Comparison.why), never compared
+        (Skipped.why), one side only."""
+        out: dict[str, dict[str, int]] = {}
+        whys = [(c.table, c.why) for c in self.comparisons if c.verdict == NO_INTERVAL]
+        whys += [(s.table, s.why) for s in self.skipped] + [(o.table, ONLY.format(o.side)) for o in self.only]
+        for table, why in whys:
+            out.setdefault(table, {}).setdefault(why, 0)
+            out[table][why] += 1
+        return out
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -192,7 +236,7 @@ def _tree(path: str | Path) -> tuple[Tree, dict[str, pd.DataFrame]]:
 _NUMERIC_KEY = ("payload_bytes", "changes_per_s")
 
 
-def _keyed(df: pd.DataFrame) -> pd.DataFrame:
+def keyed(df: pd.DataFrame) -> pd.DataFrame:
     """The rows with their key cells as text ("" where empty), so empty matches empty."""
     out = df.copy()
     for c in KEY:
@@ -227,30 +271,37 @@ def _inside(x: float, iv: tuple[float, float, float], widen: float = 1.0) -> boo
 _PRINTED = re.compile(r"(?P<stem>.+)_(?P<part>median|ci_low|ci_high)(?:_us)?|(?P<vstem>.+)_verdict")
 
 
+def printed_parts(x: pd.DataFrame) -> dict[tuple, dict[str, tuple[float, str] | None]]:
+    """A keyed table's printed intervals: per key (its metric the stem) the parts present, each
+    (value, unit), None where a part is not one row."""
+    out: dict[tuple, dict] = {}
+    summary = x[x.repetition.isna()]
+    for kv, g in summary.groupby([f"k_{c}" for c in KEY], sort=True):
+        m = _PRINTED.fullmatch(kv[KEY.index("metric")])
+        if m is None:
+            continue
+        stem, part = (m["stem"], m["part"]) if m["stem"] else (m["vstem"], "verdict")
+        key = tuple(stem if c == "metric" else v for c, v in zip(KEY, kv))
+        out.setdefault(key, {})[part] = (float(g.value.iloc[0]), str(g.unit.iloc[0])) if len(g) == 1 else None
+    return out
+
+
+INTERVAL_PARTS = ("median", "ci_low", "ci_high")
+
+
 def _printed(table: str, xa: pd.DataFrame, xb: pd.DataFrame) -> list[Printed]:
     """The intervals both trees printed for one table's keys (a key whose parts are not one row each
     on both sides is not read)."""
-    def parts(x: pd.DataFrame) -> dict[tuple, dict[str, tuple[float, str]]]:
-        out: dict[tuple, dict] = {}
-        for kv, g in x.groupby([f"k_{c}" for c in KEY], sort=True):
-            m = _PRINTED.fullmatch(kv[KEY.index("metric")])
-            if m is None:
-                continue
-            stem, part = (m["stem"], m["part"]) if m["stem"] else (m["vstem"], "verdict")
-            key = tuple(stem if c == "metric" else v for c, v in zip(KEY, kv))
-            bucket = out.setdefault(key, {})
-            bucket[part] = (float(g.value.iloc[0]), str(g.unit.iloc[0])) if len(g) == 1 else None
-        return out
-    pa, pb = parts(xa), parts(xb)
+    pa, pb = printed_parts(xa), printed_parts(xb)
     out = []
     for key in sorted(set(pa) & set(pb)):
         sa, sb = pa[key], pb[key]
-        triple = ("median", "ci_low", "ci_high")
-        if not all(sa.get(k) and sb.get(k) for k in triple):
+        if not all(sa.get(k) and sb.get(k) for k in INTERVAL_PARTS):
             continue
         va, vb = sa.get("verdict"), sb.get("verdict")
-        out.append(Printed(table, _where(key), sa["median"][1], tuple(sa[k][0] for k in triple),
-                           tuple(sb[k][0] for k in triple), int(va[0]) if va else None, int(vb[0]) if vb else None))
+        out.append(Printed(table, _where(key), sa["median"][1], tuple(sa[k][0] for k in INTERVAL_PARTS),
+                           tuple(sb[k][0] for k in INTERVAL_PARTS), int(va[0]) if va else None,
+                           int(vb[0]) if vb else None))
     return out
 
 
@@ -281,29 +332,125 @@ def _boot_medians(groups: list[np.ndarray], resamples: int, rng: np.random.Gener
     return out
 
 
+#: Student's t quantiles: the density integrated on [0, T_GRID_MAX] in T_GRID_POINTS steps (numpy only:
+#: scipy is not a dependency, as in xenobench.compare.flat_p_value); the 97.5 % point of 1 degree of
+#: freedom, the widest used, is 12.7
+T_GRID_MAX, T_GRID_POINTS = 100.0, 200_001
+
+
+@functools.lru_cache(maxsize=512)
+def _t_quantile(p: float, df: float) -> float:
+    x = np.linspace(0.0, T_GRID_MAX, T_GRID_POINTS)
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    pdf = np.exp(log_c - (df + 1) / 2 * np.log1p(x * x / df))
+    cdf = 0.5 + np.concatenate([[0.0], np.cumsum((pdf[1:] + pdf[:-1]) / 2 * np.diff(x))])
+    return float(np.interp(p, cdf, x))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t p-quantile (0.5 <= p < 1) with df >= 1 degrees of freedom (not necessarily whole)."""
+    if not (0.5 <= p < 1 and df >= 1):
+        raise ValueError(f"t_quantile: p {p!r} (0.5 .. 1), df {df!r} (>= 1)")
+    return _t_quantile(round(float(p), 6), round(float(df), 3))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A run's spread of the log of per-repetition values, pooled over points (POOL_BY)."""
+    ss: float  # squared deviations of each point's log values from their mean, summed over the points
+    df: int  # (repetitions - 1) summed over the points
+
+    @property
+    def var(self) -> float:
+        return self.ss / self.df
+
+
+def rep_values(g: pd.DataFrame) -> np.ndarray:
+    """One value per repetition: the median of its rows (rows without a repetition: none)."""
+    g = g[g.repetition.notna()]
+    return g.groupby("repetition", sort=True).value.median().to_numpy(dtype=float)
+
+
+def pooled_spreads(by: dict[tuple, pd.DataFrame]) -> dict[tuple, Spread]:
+    """Per POOL_BY group of a side's keys (KEY cells), the spread of the log of its per-repetition
+    values about each point's mean, over the points with 2 or more repetitions, all values above 0."""
+    acc: dict[tuple, list[float]] = {}
+    for kv, g in by.items():
+        v = rep_values(g)
+        if len(v) < 2 or not (v > 0).all():
+            continue
+        x = np.log(v)
+        s = acc.setdefault(_pool_key(kv), [0.0, 0])
+        s[0] += float(((x - x.mean()) ** 2).sum())
+        s[1] += len(x) - 1
+    return {k: Spread(ss, df) for k, (ss, df) in acc.items()}
+
+
+def _pool_key(kv: tuple) -> tuple:
+    return tuple(kv[KEY.index(c)] for c in POOL_BY)
+
+
+def log_t_interval(va: np.ndarray, vb: np.ndarray, sa: Spread, sb: Spread,
+                   level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """(B / A of the geometric means, low, high): Welch's t interval of the difference of the mean
+    logs, each side's variance its pooled one (Welch-Satterthwaite degrees of freedom from theirs)."""
+    a, b = sa.var / len(va), sb.var / len(vb)
+    d = float(np.log(vb).mean() - np.log(va).mean())
+    df = (a + b) ** 2 / (a * a / sa.df + b * b / sb.df) if a + b > 0 else sa.df + sb.df
+    h = t_quantile(1 - (1 - level) / 2, df) * math.sqrt(a + b)
+    return math.exp(d), math.exp(d - h), math.exp(d + h)
+
+
+def relative_half_width(values: np.ndarray, unit: str, level: float = CI_LEVEL) -> float | None:
+    """The half-width of the t interval of the mean of one point's per-repetition values, relative:
+    on their logs (exp(h) - 1) where all are above 0 and not us or %, else to |mean| (% metrics: to
+    what was delivered, 100 - mean); None from fewer than 2 values."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return None
+    q = t_quantile(1 - (1 - level) / 2, len(v) - 1) / math.sqrt(len(v))
+    if unit not in DIFFERENCE_UNITS and (v > 0).all():
+        return math.expm1(q * float(np.log(v).std(ddof=1)))
+    scale = 100 - abs(v.mean()) if unit == "%" else abs(v.mean())
+    h = q * float(v.std(ddof=1))
+    return h / scale if scale > 0 else (0.0 if h == 0 else math.inf)
+
+
+def _verdict(lo: float, hi: float, null: float, better: str) -> str:
+    if lo > null:
+        return BETTER if better == HIGHER else WORSE
+    if hi < null:
+        return BETTER if better == LOWER else WORSE
+    return NOT_DISTINGUISHABLE
+
+
 def compare_values(a: pd.DataFrame, b: pd.DataFrame, unit: str, better: str, resamples: int, seed: int,
-                   table: str = "", where: dict | None = None) -> Comparison:
-    """One key's rows of each side (value, repetition) compared (module docstring)."""
+                   table: str = "", where: dict | None = None,
+                   spreads: tuple[Spread | None, Spread | None] = (None, None)) -> Comparison:
+    """One key's rows of each side (value, repetition) compared (module docstring); `spreads`: each
+    side's pooled spread of its key's group (pooled_spreads), for fewer than MIN_VALUES values."""
     ga, gb = _groups(a), _groups(b)
     va, vb = np.concatenate(ga), np.concatenate(gb)
     ma, mb = float(np.median(va)), float(np.median(vb))
     ratio = unit not in DIFFERENCE_UNITS and (va > 0).all() and (vb > 0).all()
     est = mb / ma if ratio else mb - ma
     lo = hi = None
-    verdict = NO_INTERVAL
+    method, why = "", ""
     if len(va) >= MIN_VALUES and len(vb) >= MIN_VALUES:
         rng = np.random.default_rng(seed)
         ba, bb = _boot_medians(ga, resamples, rng), _boot_medians(gb, resamples, rng)
         stat = bb / ba if ratio else bb - ba
         tail = 100 * (1 - CI_LEVEL) / 2
         lo, hi = (float(x) for x in np.percentile(stat, [tail, 100 - tail]))
-        null = 1.0 if ratio else 0.0
-        if lo > null:
-            verdict = BETTER if better == HIGHER else WORSE
-        elif hi < null:
-            verdict = BETTER if better == LOWER else WORSE
-        else:
-            verdict = NOT_DISTINGUISHABLE
+        method = BOOTSTRAP
+    elif not ratio:
+        why = WHY_FEW_DIFFERENCE
+    elif None in spreads:
+        why = WHY_NO_SPREAD
+    else:
+        est, lo, hi = log_t_interval(rep_values(a), rep_values(b), *spreads)
+        method = T_LOG
+    verdict = _verdict(lo, hi, 1.0 if ratio else 0.0, better) if method else NO_INTERVAL
     if unit == "%":
         change, change_unit = mb - ma, "pp"
     elif ratio:
@@ -311,7 +458,38 @@ def compare_values(a: pd.DataFrame, b: pd.DataFrame, unit: str, better: str, res
     else:
         change, change_unit = (100 * (mb - ma) / abs(ma) if ma else None), "%"
     return Comparison(table, where or {}, unit, better, "ratio" if ratio else "difference", len(va), len(vb),
-                      len(ga), len(gb), ma, mb, est, lo, hi, change, change_unit, verdict)
+                      len(ga), len(gb), ma, mb, est, lo, hi, change, change_unit, verdict, method, why)
+
+
+def _by_key(x: pd.DataFrame | None) -> tuple[dict[tuple, pd.DataFrame], dict[tuple, pd.DataFrame]]:
+    """A keyed table's measured rows and its point summaries (repetition empty), each by KEY cells."""
+    if x is None:
+        return {}, {}
+    keys = [f"k_{c}" for c in KEY]
+    summary = x.repetition.isna()
+    return dict(list(x[~summary].groupby(keys, sort=True))), dict(list(x[summary].groupby(keys, sort=True)))
+
+
+def _table_diff(table: str, xa, xb, resamples: int, seed: int, out: Diff) -> None:
+    """One table's comparisons, one-sided keys, skipped keys and printed intervals, into `out`."""
+    (by_a, sum_a), (by_b, sum_b) = _by_key(xa), _by_key(xb)
+    out.skipped += [Skipped(table, _where(kv)["metric"], WHY_SUMMARY) for kv in sorted(set(sum_a) | set(sum_b))]
+    if xa is not None and xb is not None:
+        out.printed += _printed(table, xa, xb)
+    for side, mine, other in (("A", by_a, by_b), ("B", by_b, by_a)):
+        for kv in sorted(set(mine) - set(other)):
+            out.only.append(OneSide(side, table, _where(kv), len(mine[kv]), float(mine[kv].value.median())))
+    pa, pb = pooled_spreads(by_a), pooled_spreads(by_b)
+    for kv in sorted(set(by_a) & set(by_b)):
+        where = _where(kv)
+        rule = metric(where["metric"])
+        if rule is None or rule.better is None:
+            out.skipped.append(Skipped(table, where["metric"], WHY_UNDIRECTED))
+            continue
+        ga, gb = by_a[kv], by_b[kv]
+        spreads = (pa.get(_pool_key(kv)), pb.get(_pool_key(kv)))
+        out.comparisons.append(compare_values(ga, gb, str(ga.unit.iloc[0]), rule.better, resamples, seed, table,
+                                              where, spreads))
 
 
 def diff(a: str | Path, b: str | Path, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
@@ -321,39 +499,24 @@ def diff(a: str | Path, b: str | Path, resamples: int = DEFAULT_RESAMPLES, seed:
         raise DataError(f"Failed to diff {a} and {b}: resamples {resamples!r}: expected an integer >= 100")
     tree_a, tabs_a = _tree(a)
     tree_b, tabs_b = _tree(b)
-    comps, only, undirected, printed = [], [], set(), []
+    out = Diff(tree_a, tree_b, [], [], [], [], seed, resamples, CI_LEVEL)
     for table in KINDS:
-        xa = _keyed(tabs_a[table]) if table in tabs_a else None
-        xb = _keyed(tabs_b[table]) if table in tabs_b else None
-        keys = [f"k_{c}" for c in KEY]
-        by_a = dict(list(xa.groupby(keys, sort=True))) if xa is not None else {}
-        by_b = dict(list(xb.groupby(keys, sort=True))) if xb is not None else {}
-        for side, mine, other in (("A", by_a, by_b), ("B", by_b, by_a)):
-            for kv in sorted(set(mine) - set(other)):
-                g = mine[kv]
-                only.append(OneSide(side, table, _where(kv), len(g), float(g.value.median())))
-        if xa is not None and xb is not None:
-            printed += _printed(table, xa, xb)
-        for kv in sorted(set(by_a) & set(by_b)):
-            where = _where(kv)
-            rule = metric(where["metric"])
-            if rule is None or rule.better is None:
-                undirected.add(where["metric"])
-                continue
-            ga, gb = by_a[kv], by_b[kv]
-            comps.append(compare_values(ga, gb, str(ga.unit.iloc[0]), rule.better, resamples, seed, table, where))
-        if progress and (by_a or by_b):
-            progress(f"{table}: {sum(1 for c in comps if c.table == table)} compared")
-    notes = []
+        if table not in tabs_a and table not in tabs_b:
+            continue
+        xa, xb = (keyed(t[table]) if table in t else None for t in (tabs_a, tabs_b))
+        _table_diff(table, xa, xb, resamples, seed, out)
+        if progress:
+            progress(f"{table}: {sum(1 for c in out.comparisons if c.table == table)} compared")
+    out.undirected = sorted({s.metric for s in out.skipped if s.why == WHY_UNDIRECTED})
     if tree_a.testbeds != tree_b.testbeds:
-        notes.append(f"the testbeds differ: A {', '.join(tree_a.testbeds)}, B {', '.join(tree_b.testbeds)}; "
-                     "a difference is the testbeds' as much as the software's")
+        out.notes.append(f"the testbeds differ: A {', '.join(tree_a.testbeds)}, B {', '.join(tree_b.testbeds)}; "
+                         "a difference is the testbeds' as much as the software's")
     if tree_a.commits and tree_b.commits and tree_a.commits != tree_b.commits:
-        notes.append(f"written at different commits: A {', '.join(_short(c) for c in tree_a.commits)}, "
-                     f"B {', '.join(_short(c) for c in tree_b.commits)}")
-    if not comps:
-        notes.append("nothing both trees measured has a better direction: no comparison")
-    return Diff(tree_a, tree_b, comps, only, sorted(undirected), printed, seed, resamples, CI_LEVEL, notes)
+        out.notes.append(f"written at different commits: A {', '.join(_short(c) for c in tree_a.commits)}, "
+                         f"B {', '.join(_short(c) for c in tree_b.commits)}")
+    if not out.comparisons:
+        out.notes.append("nothing both trees measured has a better direction: no comparison")
+    return out
 
 
 # --- output ----------------------------------------------------------------------------------------
@@ -373,8 +536,13 @@ def header_lines(d: Diff) -> list[str]:
         return f"{name}: {t.path}  testbed {', '.join(t.testbeds)}  commit {commit}{when}  ({len(t.tables)} tables)"
     L = [tree("A", d.a), tree("B", d.b)]
     L += [f"NOTE: {n}" for n in d.notes]
-    L.append(f"per key: medians of each side; B/A (B-A for us and %); percentile bootstrap {100 * d.level:g} % "
-             f"interval, {d.resamples} resamples, seed {d.seed} (repetitions, then the values within them)")
+    L.append(f"per key: medians of each side; B/A (B-A for us and %); {MIN_VALUES} or more values a side: "
+             f"percentile bootstrap {100 * d.level:g} % interval, {d.resamples} resamples, seed {d.seed} "
+             "(repetitions, then the values within them); fewer, compared as a ratio: Welch t interval on the log "
+             "of the per-repetition values (B/A of their geometric means), each run's spread pooled over the "
+             "points of its experiment, LB and metric")
+    L.append("each interval covers the spread of the repetitions within each run, not a change of the machine "
+             "between the runs (drift): between runs on a shared machine a worse can be the machine's")
     return L
 
 
@@ -394,32 +562,54 @@ def _label(c) -> tuple[str, str]:
     return f"{w['experiment']}/{point}" + (f" ({', '.join(cond)})" if cond else ""), str(w.get("lb"))
 
 
-def table_lines(d: Diff) -> list[str]:
-    """The terminal table: one line per comparison, the ones without an interval apart, then the
-    keys only one side measured, then the counts."""
-    rows = []
+#: a point's readiness mark in the judged table's column (xenobench.readiness: MARKS)
+READY_CELL = {"publication-ready": "pub", "local-ready": "local", "not ready": "no"}
+
+
+def _row(c: Comparison, ready: dict | None) -> list[str]:
+    point, lb = _label(c)
+    op = "B/A" if c.mode == "ratio" else "B-A"
+    ci = f"[{_g(c.ci_low)}, {_g(c.ci_high)}]" if c.ci_low is not None else "-"
+    ch = "" if c.change is None else f"{c.change:+.1f} {c.change_unit}"
+    row = [c.verdict, point, lb, f"{c.where['metric']} ({c.unit}, {c.better} better)", _g(c.median_a),
+           _g(c.median_b), f"{op} {_g(c.estimate)}", ci, ch, f"{c.n_a}/{c.n_b}"]
+    if ready is not None:
+        at = (c.where["experiment"], c.where["point"])
+        row.append("/".join(READY_CELL.get((ready.get(s) or {}).get(at), "-") for s in ("A", "B")))
+    return row
+
+
+def not_judged_lines(d: Diff) -> list[str]:
+    """One line per table: how many keys it judged, and those it did not, counted by why (the
+    metrics without a direction named)."""
+    judged: dict[str, int] = {}
     for c in d.comparisons:
-        point, lb = _label(c)
-        op = "B/A" if c.mode == "ratio" else "B-A"
-        ci = f"[{_g(c.ci_low)}, {_g(c.ci_high)}]" if c.ci_low is not None else "-"
-        ch = "" if c.change is None else f"{c.change:+.1f} {c.change_unit}"
-        rows.append([c.verdict, point, lb, f"{c.where['metric']} ({c.unit}, {c.better} better)", _g(c.median_a),
-                     _g(c.median_b), f"{op} {_g(c.estimate)}", ci, ch, f"{c.n_a}/{c.n_b}"])
+        judged[c.table] = judged.get(c.table, 0) + (c.verdict != NO_INTERVAL)
+    missing = d.not_judged()
+    L = []
+    for table in [k for k in KINDS if k in judged or k in missing]:
+        why = missing.get(table, {})
+        named = sorted({s.metric for s in d.skipped if s.table == table and s.why == WHY_UNDIRECTED})
+        text = "; ".join(f"{n} {w}" + (f" ({', '.join(named)})" if w == WHY_UNDIRECTED else "") for w, n in why.items())
+        L.append(f"{table}: {judged.get(table, 0)} judged" + (f"; not judged {sum(why.values())}: {text}" if why else ""))
+    return L
+
+
+def table_lines(d: Diff, everything: bool = False, ready: dict | None = None) -> list[str]:
+    """The terminal table: one line per judged comparison (`ready`: per side A, B the readiness mark
+    of each (experiment, point), a column), one line per table counting what was not judged, then the
+    counts and the printed intervals; `everything`: the keys without an interval and those one side
+    measured listed as well."""
+    rows = [_row(c, ready) for c in d.comparisons]
     head = ["verdict", "point", "lb", "metric", "median A", "median B", "estimate", f"{100 * d.level:g} % CI",
-            "change", "n A/B"]
+            "change", "n A/B"] + (["ready A/B"] if ready is not None else [])
     decided = [r for r in rows if r[0] != NO_INTERVAL]
-    once = [r for r in rows if r[0] == NO_INTERVAL]
     L = header_lines(d) + [""]
-    L += _fixed(head, decided) if decided else [f"(no key with at least {MIN_VALUES} values on each side)"]
-    if once:
-        L += ["", f"Fewer than {MIN_VALUES} values on a side ({len(once)}: no interval; shown, not judged):"]
-        L += _fixed(head[1:], [r[1:] for r in once])
-    if d.only:
-        L += ["", f"Measured by one side only ({len(d.only)}: never compared):"]
-        L += _fixed(["side", "table", "point", "lb", "metric", "n", "median"],
-                    [[o.side, o.table, *_label(o), o.where["metric"], str(o.n), _g(o.median)] for o in d.only])
-    if d.undirected:
-        L += ["", "Not compared (no better direction: set, counted or the machine's): " + ", ".join(d.undirected)]
+    L += _fixed(head, decided) if decided else ["(no key judged)"]
+    L += ["", "Judged and not judged, per table" + ("" if everything else " (--all lists what was not judged):")]
+    L += [f"  {x}" for x in not_judged_lines(d)]
+    if everything:
+        L += _unjudged_lines(d, head, rows)
     n = d.counts()
     judged = len(d.comparisons) - n[NO_INTERVAL]
     L += ["", f"{len(d.comparisons)} compared: {n[BETTER]} better, {n[WORSE]} worse, "
@@ -429,6 +619,22 @@ def table_lines(d: Diff) -> list[str]:
         L.append(f"Each interval is one key's {100 * d.level:g} %: of {judged} keys of two runs of one distribution, "
                  f"about {(1 - d.level) * judged:.1f} come out better or worse by chance (--fail-worse gates on size)")
     return L + printed_lines(d)
+
+
+def _unjudged_lines(d: Diff, head: list[str], rows: list[list[str]]) -> list[str]:
+    """--all: the comparisons without an interval, the keys one side measured, the metrics without a direction."""
+    L = []
+    once = [r for r in rows if r[0] == NO_INTERVAL]
+    if once:
+        L += ["", f"Without an interval ({len(once)}: shown, not judged):"]
+        L += _fixed(head[1:], [r[1:] for r in once])
+    if d.only:
+        L += ["", f"Measured by one side only ({len(d.only)}: never compared):"]
+        L += _fixed(["side", "table", "point", "lb", "metric", "n", "median"],
+                    [[o.side, o.table, *_label(o), o.where["metric"], str(o.n), _g(o.median)] for o in d.only])
+    if d.undirected:
+        L += ["", "Not compared (no better direction: set, counted or the machine's): " + ", ".join(d.undirected)]
+    return L
 
 
 _SIGN = {-1: "lower", 0: "~", 1: "higher", None: "-"}
@@ -465,7 +671,7 @@ def _fixed(head: list[str], rows: list[list[str]]) -> list[str]:
 def to_json(d: Diff, fail_worse: float | None = None) -> dict:
     out = {"a": asdict(d.a), "b": asdict(d.b), "notes": d.notes, "seed": d.seed, "resamples": d.resamples,
            "level": d.level, "counts": d.counts(), "comparisons": [asdict(c) for c in d.comparisons],
-           "only": [asdict(o) for o in d.only], "not_compared": d.undirected,
+           "only": [asdict(o) for o in d.only], "not_compared": d.undirected, "not_judged": d.not_judged(),
            "printed": {**d.printed_counts(),
                        "rerun_widen": RERUN_WIDEN,
                        "keys": [{**asdict(p), "a_in_b": p.a_in_b, "b_in_a": p.b_in_a, "a_in_b_rerun": p.a_in_b_rerun,
@@ -478,7 +684,8 @@ def to_json(d: Diff, fail_worse: float | None = None) -> dict:
 
 
 CSV_COLUMNS = ["table", *KEY, "unit", "better", "mode", "n_a", "n_b", "repetitions_a", "repetitions_b", "median_a",
-               "median_b", "estimate", "ci_low", "ci_high", "change", "change_unit", "verdict", "seed", "resamples"]
+               "median_b", "estimate", "ci_low", "ci_high", "change", "change_unit", "verdict", "method", "why", "seed",
+               "resamples"]
 
 
 def write_csv(d: Diff, out: str | Path) -> Path:
@@ -524,14 +731,14 @@ def write_figure(d: Diff, out: str | Path) -> Path:
     ax.set_yticks(range(len(pts)))
     ax.set_yticklabels([f"{_label(c)[0]} {c.where['lb']} {c.where['metric']}" for c, _ in pts], fontsize=7)
     ax.set_ylim(len(pts) - 0.5, -0.5)
-    ax.set_xlabel(f"B / A of the medians, {100 * d.level:g} % bootstrap interval\n"
-                  "(us and % metrics: 1 + (B - A) / |median A|)", fontsize=8)
+    ax.set_xlabel(f"B / A of the medians, {100 * d.level:g} % interval (bootstrap; 2-3 repetitions: t on logs, "
+                  "geometric means)\n(us and % metrics: 1 + (B - A) / |median A|)", fontsize=8)
     ax.set_title(f"B {Path(d.b.path).name} ({', '.join(d.b.testbeds)}) vs A {Path(d.a.path).name} "
                  f"({', '.join(d.a.testbeds)})", fontsize=9)
     handles = [plt.Line2D([], [], color=col, marker="o", ls="", label=v) for v, col in VERDICT_COLOURS.items()]
     ax.legend(handles=handles, fontsize=7, loc="best")
     if not pts:
-        ax.text(0.5, 0.5, f"no key with {MIN_VALUES} values on both sides", ha="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no key with an interval", ha="center", transform=ax.transAxes)
     fig.tight_layout()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -543,5 +750,6 @@ def write_figure(d: Diff, out: str | Path) -> Path:
     return out
 
 
-def dumps(d: Diff, fail_worse: float | None = None) -> str:
-    return json.dumps(to_json(d, fail_worse), indent=1, allow_nan=False, default=str)
+def dumps(d: Diff, fail_worse: float | None = None, extra: dict | None = None) -> str:
+    """to_json as text, with `extra` keys beside (the CLI's readiness marks)."""
+    return json.dumps({**to_json(d, fail_worse), **(extra or {})}, indent=1, allow_nan=False, default=str)

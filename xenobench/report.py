@@ -838,6 +838,8 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     L.append("")
 
     L += _machine_section(trials, resdir)
+    from .readiness import report_lines as readiness_lines  # publication-ready points, the others' reasons
+    L += readiness_lines(resdir, config)
 
     L += ["## Wall time per experiment", ""]
     per: dict[str, list[float]] = {}
