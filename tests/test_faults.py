@@ -599,3 +599,36 @@ def test_results_path_without_room_is_refused_before_the_testbed_goes_up(tmp_pat
                                 "directory (give --results a directory)")
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+# --- a fault no retry changes: the point stops at once ------------------------------------------------
+def test_a_config_fault_inside_a_trial_stops_the_point_without_point_json(testbed, tmp_path, monkeypatch):
+    """A setting the procedure needs is missing (experiments.pps.duration_s, taken out after the
+    schema filled it in): the first attempt of the first repetition raises ConfigError, and
+    run_point stops there with one line, exit code 2, the LB it started stopped, and no point.json
+    (Snakemake's output: the next run measures the point again). The fault table of every error
+    type: tests/test_point_stops.py."""
+    from xenobench.errors import PointStopped
+    from xenobench.layout import ResultsTree
+    from xenobench.procedures import run_point
+    ex = testbed.cfg.raw["experiments"]
+    pps = {k: v for k, v in ex["pps"].items() if k != "duration_s"}
+    monkeypatch.setitem(ex, "pps", {**pps, "paired": False, "lbs": ["ebpf"], "payloads": [22]})
+    for k, v in (("repetitions", 2), ("max_attempts", 3), ("settle_s", 0), ("cooldown_s", 0)):
+        monkeypatch.setitem(ex, k, v)
+    point = {"lb": "ebpf", "payload": 22}
+    tree = ResultsTree(tmp_path, testbed.cfg.name)
+    lines = []
+    with pytest.raises(PointStopped) as e:
+        run_point(testbed, "pps", point, results_root=tmp_path, progress=lines.append)
+    trial = tree.trial("pps", point, 1)
+    assert str(e.value) == (
+        f"Failed to run pps lb=ebpf payload=22: experiments.pps.duration_s is not set in {testbed.cfg.path} and no "
+        f"variable of the point is named 'duration_s' (pps lb=ebpf payload=22 rep 1: not retried, no attempt changes "
+        f"it (recorded in {trial.attempt(1).path}); fixed, the same command measures the point again, its completed "
+        "repetitions kept)")
+    assert e.value.exit_code == 2
+    assert not [m for m in lines if "attempt" in m], lines  # no attempt line: the error is the line
+    assert sorted(p.name for p in trial.path.glob("attempt-*")) == ["attempt-1"] and not trial.complete
+    assert not tree.point_summary("pps", point).exists() and not tree.trial("pps", point, 2).path.exists()
+    assert not any(get_lb(k, testbed).running() for k in LB_KINDS)

@@ -5,6 +5,8 @@ thesis testbed (TRex, XenoFlow on the BlueField-3).
 A point is run by run_point(): its set-up (DNS server, load balancer) is done once, then every
 repetition is a trial of xenobench.trials (settle, counters, the kind's procedure, counters, cool
 down, with retries), then everything the set-up started is stopped again, also on error or Ctrl-C.
+Where the point's headline comparison stays undecided after its repetitions (undecided), it gets
+supplementary ones, one at a time, up to experiments.max_repetitions (repeat).
 What a trial does is its measurement kind's (xenobench.measure); what it ran with is recorded once
 in its outputs (point_facts), and its rows are checked as aggregation will make them (check_trial).
 """
@@ -13,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from pathlib import Path
 
 from . import measure
-from .aggregate import check_trial
+from .aggregate import check_trial, point_rows, trial_record
 from .dns import server_process, start_server, stop_server
 from .errors import ConfigError, XenobenchError
 from .experiments import (available_lbs, capacity_points, check_lbs, definition, flow_lbs, is_capacity_point, paired,
@@ -147,10 +150,74 @@ def find_point(cfg, experiment: str, pid: str) -> dict:
                       f"(planned: {known})")
 
 
+def max_repetitions(cfg, experiment: str) -> int:
+    """The most repetitions a point of `experiment` runs: experiments.max_repetitions, at least its
+    planned ones (xenobench.experiments.repetitions; unset: those, none supplementary)."""
+    return max(repetitions(cfg, experiment), int(cfg.section("experiments").get("max_repetitions") or 0))
+
+
+#: a verdict row of a point's comparison (xenobench.measure: <measure>_vs_<reference>_verdict)
+VERDICT = re.compile(r"(.+?)_vs_(.+)_verdict")
+
+
+def undecided(tree: ResultsTree, experiment: str, point: dict, last: int) -> list[str]:
+    """The headline comparisons that repetitions 1..last of a point leave undecided, from the point's
+    rows over its valid ones (xenobench.aggregate.point_rows: the kind's paired ratios or differences
+    with their bootstrap CIs, as the tables get them): those of the first verdict row's measure and
+    reference whose verdict is 0 (the CI includes no difference, or too few rounds to claim one),
+    all of a paired point that has too few for any; [] where the point compares nothing."""
+    recs = []
+    for r in range(1, last + 1):
+        t = tree.trial(experiment, point, r)
+        if t.complete and (res := t.read_result())["valid"]:
+            recs.append(trial_record(tree.dir.name, t, res, tree.dir))
+    verdicts = [(m.groups(), x) for rows in point_rows(recs).values() for x in rows
+                if (m := VERDICT.fullmatch(x["metric"]))]
+    if not verdicts:
+        return ["every comparison (too few valid repetitions)"] if any(t.facts.get("paired") for t in recs) else []
+    head = verdicts[0][0]
+    return [f"{x['lb']} vs {head[1]}" for g, x in verdicts if g == head and x["value"] == 0]
+
+
+def repeat(tree: ResultsTree, experiment: str, point: dict, reps: int, cap: int, fresh, run,
+           progress=print) -> tuple[int, list[str] | None]:
+    """A point's repetitions: each planned one not recorded yet (`fresh(r)`) is run (`run(r,
+    metadata)`), then, while its headline comparison is undecided and fewer than `cap` ran, one
+    supplementary repetition at a time (metadata supplementary). Returns the last repetition and
+    what is undecided after it (None: cap no higher than reps, not judged)."""
+    for r in range(1, reps + 1):
+        if fresh(r):
+            run(r, {"supplementary": False})
+    last, still = reps, (undecided(tree, experiment, point, reps) if cap > reps else None)
+    while still and last < cap:
+        last += 1
+        progress(f"[{experiment}] {point_id(point)}: {'; '.join(still)} undecided after {last - 1} repetitions: "
+                 f"supplementary repetition {last} (at most {cap}, experiments.max_repetitions)")
+        if fresh(last):
+            run(last, {"supplementary": True})
+        still = undecided(tree, experiment, point, last)
+    return last, still
+
+
+def point_summary(tree: ResultsTree, experiment: str, point: dict, reps: int, last: int,
+                  still: list[str] | None) -> dict:
+    """point.json: every repetition's validity and reasons, which were supplementary, and what the
+    last left undecided (None: not judged)."""
+    results = []
+    for r in range(1, last + 1):
+        res = tree.trial(experiment, point, r).read_result()
+        results.append({"repetition": r, "valid": res["valid"], "reasons": chosen_reasons(res)})
+    return {"experiment": experiment, "point": point, "testbed": tree.testbed, "repetitions": results,
+            "supplementary": list(range(reps + 1, last + 1)), "undecided": still,
+            "valid": sum(r["valid"] for r in results), "invalid": sum(not r["valid"] for r in results)}
+
+
 def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("results"),
               progress=print) -> dict:
-    """Every repetition of one point; writes <point dir>/point.json last (Snakemake's output).
-    Completed repetitions recorded for this point are not re-run (xenobench.trials.reusable)."""
+    """Every repetition of one point (repeat); writes <point dir>/point.json last (Snakemake's
+    output). Completed repetitions recorded for this point are not re-run (xenobench.trials.reusable).
+    A deterministic fault stops the point (xenobench.trials.run_trial raises PointStopped): no
+    point.json, so the next run measures it again."""
     cfg = testbed.cfg
     d = definition(experiment)
     proc = measure.procedure(d.procedure)
@@ -166,31 +233,30 @@ def run_point(testbed, experiment: str, point: dict, results_root: Path = Path("
     ex_all = cfg.section("experiments")
     reps = repetitions(cfg, experiment)
     tree = ResultsTree(Path(results_root), cfg.name)
-    todo = [r for r in range(1, reps + 1)  # complete and recorded for this point: kept; else (re-)run
-            if not reusable(tree.trial(experiment, point, r), trial_params(cfg, experiment, point, r, plan), progress)]
-    results = []
-    if todo:
-        check_results_root(Path(results_root), ex_all["min_free_mb"])  # room for the trials, before anything starts
-        check_lbs(cfg, experiment, testbed)  # what the kind needs of its LBs (a single point's run skips plan())
-        precheck = getattr(measure.KINDS[d.kind], "precheck", None)
-        if precheck is not None:  # what the kind checks of the testbed before a point's set-up
-            precheck(testbed, experiment, plan.section)
-        testbed.up()  # idempotent; a resumed run may find the testbed down
-        with point_setup(testbed, experiment, point, progress) as lb:
-            for r in todo:
-                run_trial(testbed, experiment, point, r, tree.trial(experiment, point, r),
-                          lambda ctx: attempt(ctx, lb), ifaces=measured_ifaces(cfg),
-                          # a search retries its own trials; a failed search is recorded, not re-run
-                          max_attempts=1 if d.kind == "search" else int(ex_all["max_attempts"]),
-                          settle_s=float(ex_all["settle_s"]),
-                          cooldown_s=float(ex_all["cooldown_s"]), progress=progress, check=check_trial, plan=plan,
-                          headline=measure.rows_module(d.kind, point).headline,
-                          judge_machine=not getattr(measure.KINDS[d.kind], "JUDGED_INSIDE", False))
-    for r in range(1, reps + 1):
-        res = tree.trial(experiment, point, r).read_result()
-        results.append({"repetition": r, "valid": res["valid"],
-                        "reasons": chosen_reasons(res)})
-    summary = {"experiment": experiment, "point": point, "testbed": cfg.name, "repetitions": results,
-               "valid": sum(r["valid"] for r in results), "invalid": sum(not r["valid"] for r in results)}
+    with contextlib.ExitStack() as stack:
+        lb = []  # the point's set-up (its LB), entered before its first trial to run
+
+        def run(r: int, metadata: dict) -> None:
+            if not lb:
+                check_results_root(Path(results_root), ex_all["min_free_mb"])  # room for the trials, before anything starts
+                check_lbs(cfg, experiment, testbed)  # what the kind needs of its LBs (a single point's run skips plan())
+                precheck = getattr(measure.KINDS[d.kind], "precheck", None)
+                if precheck is not None:  # what the kind checks of the testbed before a point's set-up
+                    precheck(testbed, experiment, plan.section)
+                testbed.up()  # idempotent; a resumed run may find the testbed down
+                lb.append(stack.enter_context(point_setup(testbed, experiment, point, progress)))
+            run_trial(testbed, experiment, point, r, tree.trial(experiment, point, r),
+                      lambda ctx: attempt(ctx, lb[0]), ifaces=measured_ifaces(cfg),
+                      # a search retries its own trials; a failed search is recorded, not re-run
+                      max_attempts=1 if d.kind == "search" else int(ex_all["max_attempts"]),
+                      settle_s=float(ex_all["settle_s"]),
+                      cooldown_s=float(ex_all["cooldown_s"]), progress=progress, check=check_trial, plan=plan,
+                      headline=measure.rows_module(d.kind, point).headline,
+                      judge_machine=not getattr(measure.KINDS[d.kind], "JUDGED_INSIDE", False), metadata=metadata)
+
+        def fresh(r: int) -> bool:  # complete and recorded for this point: kept; else (re-)run
+            return not reusable(tree.trial(experiment, point, r), trial_params(cfg, experiment, point, r, plan), progress)
+        last, still = repeat(tree, experiment, point, reps, max_repetitions(cfg, experiment), fresh, run, progress)
+    summary = point_summary(tree, experiment, point, reps, last, still)
     write_json_atomic(tree.point_summary(experiment, point), summary, indent=1)
     return summary

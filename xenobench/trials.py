@@ -15,7 +15,10 @@ A trial whose validity fails (or that the machine rule judged disturbed: xenoben
 and marked invalid, never dropped. Every actor of an attempt (the LB, the DNS server, the prober:
 xenobench.actors) is checked at its end: one that died, was restarted or could not be checked makes
 it invalid by name (`<actor>_alive`), outputs["actors"] records each; so does a node's SSH connection
-lost during the attempt (`ssh_<node>`, outputs["connections"]). A directory with result.json is complete and is not re-run when its
+lost during the attempt (`ssh_<node>`, outputs["connections"]). An attempt that raises a fault no
+retry can change (a config error, a missing file, what the kernel refuses: the error type's
+`deterministic`) is recorded and not retried: the point stops with one line (PointStopped), and no
+result.json is written. A directory with result.json is complete and is not re-run when its
 params.json names the same point (trial_params, reusable); one recorded for another is set aside.
 """
 
@@ -37,7 +40,7 @@ from typing import Any, Callable
 from . import machine
 from .actors import Watch
 from .counters import diff, snapshot
-from .errors import ConfigError, DataError, NodeError, XenobenchError
+from .errors import ConfigError, DataError, NodeError, PointStopped, XenobenchError
 from .results import source_commit
 from .traffic import generator_summary
 from .layout import POINT_SUMMARY, AttemptDir, ResultsTree, TrialDir, read_json, write_failed, write_json_atomic
@@ -131,13 +134,14 @@ def config_hash(cfg) -> str:
 def point_config(cfg, experiment: str, definition: dict | None = None) -> dict:
     """What defines a point besides its variables: the resolved configuration it runs under (every
     section, `extends:` applied) with only this experiment's part of `experiments` (its own section
-    and the shared settings but the repetition count, so adding a rate to loss or a repetition keeps
-    the other trials), and the experiment's definition (experiments/<id>.yaml as loaded, but its
-    place in the plan, `order`; None for a procedure run outside the definitions, as in tests)."""
+    and the shared settings but the repetition count and the cap of supplementary ones, so adding a
+    rate to loss or a repetition keeps the other trials), and the experiment's definition
+    (experiments/<id>.yaml as loaded, but its place in the plan, `order`; None for a procedure run
+    outside the definitions, as in tests)."""
     if isinstance(definition, dict):
         definition = {k: v for k, v in definition.items() if k != "order"}
     ex = cfg.section("experiments")
-    shared = {k: v for k, v in ex.items() if not isinstance(v, dict) and k != "repetitions"}
+    shared = {k: v for k, v in ex.items() if not isinstance(v, dict) and k not in ("repetitions", "max_repetitions")}
     own = ex.get(experiment)
     if isinstance(own, dict):  # its own repetition count (xenobench.experiments.repetitions) neither
         own = {k: v for k, v in own.items() if k != "repetitions"}
@@ -315,8 +319,14 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
               procedure: Procedure, *, ifaces: list[tuple[str, str]], max_attempts: int,
               settle_s: float, cooldown_s: float, progress=print,
               check: Callable[[TrialDir, dict], None] | None = None, plan: PointPlan | None = None,
-              headline: Callable[[dict], str] | None = None, judge_machine: bool = True) -> dict:
+              headline: Callable[[dict], str] | None = None, judge_machine: bool = True,
+              metadata: dict | None = None) -> dict:
     """Run one trial (with retries) and write its directory; returns result.json's content.
+    An attempt that raises a deterministic fault (errors.XenobenchError.deterministic: a config, a
+    missing file, what the kernel refuses) is recorded and not retried: PointStopped is raised,
+    one line naming the fault, and no result.json is written, so the next run measures the trial
+    again once the cause is fixed. `metadata`: recorded in metadata.json besides the host's
+    (run_point: whether the repetition is a supplementary one).
     `headline(outputs)`: a valid attempt's measured value for its progress line (the kind's).
     `check(trial, result)`: raises DataError where a valid attempt's outputs cannot exist (the
     experiments pass xenobench.procedures.check_trial): the attempt is invalid as `values_possible`
@@ -333,7 +343,7 @@ def run_trial(testbed, experiment: str, point: dict, repetition: int, trial: Tri
     plan = plan or PointPlan()
     params = trial_params(testbed.cfg, experiment, point, repetition, plan)
     write_json_atomic(trial.params, params, indent=1)
-    meta = host_metadata(testbed, ifaces)
+    meta = {**host_metadata(testbed, ifaces), **(metadata or {})}
     write_json_atomic(trial.metadata, meta, indent=1)
     limits = machine.limits(testbed.cfg)
     if not judge_machine:
@@ -375,11 +385,15 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
         m0 = machine.snapshot(testbed)
         rtts = [pair() if pair is not None else None]
         t0 = time.monotonic()
+        fault = None  # a deterministic fault: recorded, then the point stops
         try:
             outputs, validity = procedure(ctx)
         except XenobenchError as e:
             outputs, validity = {"error": str(e)}, Validity()
             validity.require("procedure_completed", False, str(e))
+            fault = deterministic(e)
+            if fault is not None:
+                outputs["deterministic"] = True
         except OSError as e:  # a record the procedure wrote (probes, a capture): the results disk
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -415,6 +429,8 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
         write_json_atomic(att.outputs, outputs, indent=1, default=str)
         write_json_atomic(att.validity, validity.as_dict(), indent=1)
         attempts.append({"attempt": n, **validity.as_dict()})
+        if fault is not None:
+            raise _stopped(fault, experiment, point, repetition, att)
         spare_note = f" (of {max_attempts}, +{n - max_attempts} for the machine)" if n > max_attempts else ""
         progress(f"[{experiment}] {_point_str(point)} rep {repetition} attempt {n}{spare_note}: "
                  f"{'valid' + _headline(headline, outputs) if validity.valid else 'INVALID (' + '; '.join(validity.reasons) + ')'}")
@@ -428,6 +444,27 @@ def _attempts(testbed, experiment, point, repetition, trial, procedure, ifaces, 
               "outputs": outputs}
     trial.write_result(result)  # atomic: a trial is complete only once result.json exists
     return result
+
+
+def deterministic(e: BaseException | None) -> XenobenchError | None:
+    """The fault behind `e` that no retry can change (its type's `deterministic`), following what `e`
+    wraps (`raise ... from`, a failed search turn's `error`); None for a fault that may pass."""
+    seen = set()
+    while isinstance(e, BaseException) and id(e) not in seen:
+        if isinstance(e, XenobenchError) and e.deterministic:
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or getattr(e, "error", None)
+    return None
+
+
+def _stopped(fault: XenobenchError, experiment: str, point: dict, repetition: int, att: AttemptDir) -> PointStopped:
+    """The one line a point stops with (a nested trial's, as a search's, passed on as it is)."""
+    if isinstance(fault, PointStopped):
+        return fault
+    return PointStopped(f"{fault} ({experiment} {_point_str(point) or '(no variables)'} rep {repetition}: not "
+                        f"retried, no attempt changes it (recorded in {att.path}); fixed, the same command measures "
+                        "the point again, its completed repetitions kept)", fault.exit_code)
 
 
 def disturbed_only(result: dict) -> bool:

@@ -1,4 +1,4 @@
-"""`xenobench experiment plan|run|aggregate|report`: the measurements of thesis ch. 7."""
+"""`xenobench experiment plan|run|aggregate|summary|report`: the measurements of thesis ch. 7."""
 
 import json
 import signal
@@ -173,6 +173,27 @@ def aggregate_cmd(obj, resdir, planned_only):
     from ..aggregate import aggregate, planned_points
     planned = planned_points(obj.config) if planned_only else None
     click.echo(json.dumps(aggregate(resdir, progress=lambda m: click.echo(m, err=True), planned=planned)))
+
+
+@experiment_group.command("summary")
+@click.argument("resdir", type=click.Path(file_okay=False))
+@click.option("--check", is_flag=True, help="Exit non-zero when a planned experiment has no valid trial, or one "
+                                            "cause invalidated most trials.")
+@click.pass_obj
+def summary_cmd(obj, resdir, check):
+    """The closing summary of a run (RESDIR: results/<testbed>) for the points --config plans: valid and
+    invalid trials per experiment, the commonest causes of the invalid ones (the workflow prints it last)."""
+    from ..closing import closing, judge, summary_lines
+    from ..errors import RunFailed
+    from ..experiments import order, points
+    from ..layout import point_id
+    c = closing(resdir, [(e, point_id(p)) for e in order() for p in points(obj.config, e)])
+    for line in summary_lines(c):
+        click.echo(line, err=True)
+    failed = judge(c) if check else []
+    if failed:
+        raise RunFailed(f"Failed to measure the study of {resdir}: {'; '.join(failed)}: fix what the causes above "
+                        "name, then `xenobench experiment retry-invalid` and run the study again (its valid trials kept)")
 
 
 @experiment_group.command("report")
