@@ -11,7 +11,7 @@ help:
 	@echo "make test   install what is missing, then run the test suite (all but the end-to-end runs)"
 	@echo "make test-e2e  the end-to-end runs: the CI-sized study through Snakemake, the rehearsal lab (CI runs both)"
 	@echo "make build  build the C parts (XDP programs, XenoFlow on the DOCA Flow emulation)"
-	@echo "make lint   ruff and snakemake --lint (part of make test)"
+	@echo "make lint   ruff, snakefmt --check and snakemake --lint (part of make test)"
 	@echo "make rehearsal     the fips plan over SSH on the rehearsal lab (config/rehearsal.yaml); rehearsal-ci: its CI size"
 
 deps:
@@ -36,9 +36,11 @@ test-e2e: build
 	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -m hypothesis $(PYTEST_ARGS)
 
-# ruff on the Python (pyproject.toml [tool.ruff]), Snakemake's own linter on the workflow
+# ruff on the Python (pyproject.toml [tool.ruff]), snakefmt's format ([tool.snakefmt]) and Snakemake's own
+# linter on the workflow
 lint: deps
 	$(BIN)/ruff check xenobench tests scripts trex_profiles standins
+	$(BIN)/snakefmt --check Snakefile rules/
 	$(BIN)/snakemake --lint --cores 1 -n > /dev/null
 
 # the thesis testbed rehearsed on this machine (docs/thesis-testbed.md): lab up,

@@ -18,17 +18,19 @@ include: "rules/experiments.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_outputs(),
-    default_target: True
 
 
 onstart:
     check_root()
+    interrupt_in_one_line()
 
 
 onsuccess:
     testbed_down()
+    closing_summary()
 
 
 onerror:

@@ -1,6 +1,7 @@
 # The one place that loads and checks the configuration and computes target lists.
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
 from xenobench.cli import ROOT_REASON, needs_root
+from xenobench.closing import quiet_interrupt
 from xenobench.config import load_config
 from xenobench.errors import ConfigError
 from xenobench.experiments import capacity_points, order, plan, point_key, points
@@ -20,6 +22,7 @@ from xenobench.resume import clear_stale_locks
 # a Snakemake that was killed left its locks: the same command resumes (xenobench.resume)
 clear_stale_locks(Path.cwd(), progress=lambda m: print(m, file=sys.stderr))
 
+
 # No `configfile:` directive: Snakemake would deep-merge --configfile over it, mixing the
 # namespace testbed's nodes into the thesis testbed's. The default applies only when none is given.
 # Several --configfile's merge in order and --config keys over them, as Snakemake merges them: each
@@ -27,19 +30,33 @@ clear_stale_locks(Path.cwd(), progress=lambda m: print(m, file=sys.stderr))
 # is validated like a file's (a typo is refused by name) and none is dropped.
 def _layered_config(files, overrides):
     import hashlib, yaml
+
     if sum(a in ("--configfile", "--configfiles") for a in sys.argv) > 1:  # argparse keeps the last only
-        sys.exit("xenobench: Failed to merge config: --configfile given more than once (Snakemake keeps the last "
-                 "only): give the files after one --configfile, in order")
+        sys.exit(
+            "xenobench: Failed to merge config: --configfile given more than once (Snakemake keeps the last "
+            "only): give the files after one --configfile, in order"
+        )
     # Snakemake reads a --config mapping's scalars as text (YAML BaseLoader): typed as a file's would be
-    typed = lambda v: ({k: typed(x) for k, x in v.items()} if isinstance(v, dict) else [typed(x) for x in v]  # noqa: E731
-                       if isinstance(v, list) else yaml.safe_load(v) if isinstance(v, str) else v)
+    typed = lambda v: (
+        {k: typed(x) for k, x in v.items()}
+        if isinstance(v, dict)
+        else (
+            [typed(x) for x in v]  # noqa: E731
+            if isinstance(v, list)
+            else yaml.safe_load(v) if isinstance(v, str) else v
+        )
+    )
     overrides = typed(dict(overrides))
     path = files[0]
-    for layer, doc in [*((f, yaml.safe_load(Path(f).read_text()) or {}) for f in files[1:]),
-                       *([("--config", overrides)] if overrides else [])]:
+    for layer, doc in [
+        *((f, yaml.safe_load(Path(f).read_text()) or {}) for f in files[1:]),
+        *([("--config", overrides)] if overrides else []),
+    ]:
         if not isinstance(doc, dict) or "extends" in doc:
-            sys.exit(f"xenobench: Failed to merge config {layer}: give extends: only in the first --configfile "
-                     "(a mapping of sections after it)")
+            sys.exit(
+                f"xenobench: Failed to merge config {layer}: give extends: only in the first --configfile "
+                "(a mapping of sections after it)"
+            )
         LAYERS.append((layer, doc))
         text = yaml.safe_dump({"extends": str(Path(path).resolve()), **doc}, sort_keys=False)
         out = Path(".xenobench/config") / f"snakemake-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
@@ -53,6 +70,7 @@ def _users_words(message, generated):
     """A config error about the generated file, told about what the user wrote: the --configfile or
     --config layer that sets the key it names (the last that does), else the files it merges."""
     import re, yaml
+
     m = re.match(rf"Failed to load config {re.escape(str(generated))}: ([^ :]+): (.*)", message, re.S)
     if m is None or not LAYERS:
         return message
@@ -60,10 +78,13 @@ def _users_words(message, generated):
 
     def has(doc, keys):
         for k in keys:
-            if not (isinstance(doc, dict) and k in doc or isinstance(doc, list) and isinstance(k, int) and k < len(doc)):
+            if not (
+                isinstance(doc, dict) and k in doc or isinstance(doc, list) and isinstance(k, int) and k < len(doc)
+            ):
                 return False
             doc = doc[k]
         return True
+
     try:
         first = [(FILES[0], yaml.safe_load(Path(FILES[0]).read_text()))]
     except (OSError, yaml.YAMLError):
@@ -107,8 +128,9 @@ POINTS = [(e, point_id(p)) for e in order() for p in points(CFG, e)]
 # what each point is measured for (xenobench.experiments.point_key): a point whose key changed runs again
 POINT_KEYS = {(e, point_id(p)): point_key(CFG, e, p) for e in order() for p in points(CFG, e)}
 TRIALS = len(plan(CFG))  # every point x its experiment's repetitions (xenobench.experiments.repetitions)
-print(f"xenobench: testbed {TESTBED} ({CONFIG_PATH}): {len(POINTS)} measurement points, {TRIALS} trials",
-      file=sys.stderr)
+print(
+    f"xenobench: testbed {TESTBED} ({CONFIG_PATH}): {len(POINTS)} measurement points, {TRIALS} trials", file=sys.stderr
+)
 
 
 wildcard_constraints:
@@ -163,11 +185,38 @@ def testbed_down():
         shell(f"{XB_HERE} testbed down")
 
 
+def interrupt_in_one_line():
+    """Ctrl-C (onstart: a run, not -n, --lint or --report): one line saying that the same command
+    resumes, Snakemake's account of the interruption to a log (xenobench.closing.quiet_interrupt);
+    onerror still takes the testbed down."""
+    log = f"{RESULTS}/logs/interrupted.log"
+    quiet_interrupt(
+        Path(log),
+        f"xenobench: interrupted: run the same command again to resume, completed "
+        f"repetitions are kept (what Snakemake said: {log})",
+    )
+
+
+def closing_summary():
+    """After the last job (onsuccess): the run's closing summary (`xenobench experiment summary`);
+    a run that measured nothing (xenobench.closing.judge) makes Snakemake exit non-zero: a sys.exit
+    in onsuccess is its exit status (its locks released), where a raise prints a traceback and
+    os._exit leaves the locks. Only once every point is measured (a run of one point's target is
+    not the study); a run with nothing to do calls no hook: `summary --check` by hand."""
+    if POINTS and all(Path(f).exists() for f in point_outputs()):
+        r = subprocess.run([*shlex.split(XB_HERE), "experiment", "summary", RESULTS, "--check"])
+        if r.returncode:
+            sys.exit(r.returncode)
+
+
 # rtt_load's capacity levels are shares of maxima measured in the same run: each level point waits
 # for the points measuring them (xenobench.experiments.capacity_points: capacity_from self, its own
 # capacity points of its split; one the config does not plan is refused here)
-CAPACITY_INPUTS = {(e, point_id(p)): [str(TREE.point_summary(src, point_id(pt))) for src, pt in capacity_points(CFG, e, p)]
-                   for e in order() for p in points(CFG, e)}
+CAPACITY_INPUTS = {
+    (e, point_id(p)): [str(TREE.point_summary(src, point_id(pt))) for src, pt in capacity_points(CFG, e, p)]
+    for e in order()
+    for p in points(CFG, e)
+}
 
 
 def point_inputs(wildcards):

@@ -68,10 +68,21 @@ rule figures:
         rules.aggregate.output,
     output:
         # the PNGs in `snakemake --report` (the PDFs are the same figures), by experiment with a caption
-        [report(f"{FIGURES}/{n}.png", caption=caption("figure", n), category=figure_category(n),
-                subcategory=experiment_title(figure_category(n)), labels={"figure": n, "testbed": TESTBED})
-         if ext == "png" else f"{FIGURES}/{n}.{ext}"
-         for n in FIGURE_NAMES for ext in ("png", "pdf")],
+        [
+            (
+                report(
+                    f"{FIGURES}/{n}.png",
+                    caption=caption("figure", n),
+                    category=figure_category(n),
+                    subcategory=experiment_title(figure_category(n)),
+                    labels={"figure": n, "testbed": TESTBED},
+                )
+                if ext == "png"
+                else f"{FIGURES}/{n}.{ext}"
+            )
+            for n in FIGURE_NAMES
+            for ext in ("png", "pdf")
+        ],
     log:
         f"{RESULTS}/logs/figures.log",
     conda:
@@ -95,8 +106,12 @@ rule report:
     output:
         md=f"{RESULTS}/report.md",
         tex=f"{RESULTS}/report.tex",  # the headline and published-vs-reproduced tables (booktabs)
-        html=report(f"{RESULTS}/report.html", caption="../report/run_report.rst", category="run report",
-                    labels={"document": "report.md as HTML", "testbed": TESTBED}),
+        html=report(
+            f"{RESULTS}/report.html",
+            caption="../report/run_report.rst",
+            category="run report",
+            labels={"document": "report.md as HTML", "testbed": TESTBED},
+        ),
     log:
         f"{RESULTS}/logs/report.log",
     conda:

@@ -26,10 +26,20 @@ rule thesis_figures:
     input:
         rules.thesis_ingest.output,
     output:
-        [report(f, caption=caption("thesis_figure", Path(f).stem), category="thesis data",
-                subcategory="the thesis's own raw measurements",
-                labels={"figure": Path(f).stem, "testbed": "thesis"}) if f.endswith(".png") else f
-         for f in THESIS_FIGURE_FILES],
+        [
+            (
+                report(
+                    f,
+                    caption=caption("thesis_figure", Path(f).stem),
+                    category="thesis data",
+                    subcategory="the thesis's own raw measurements",
+                    labels={"figure": Path(f).stem, "testbed": "thesis"},
+                )
+                if f.endswith(".png")
+                else f
+            )
+            for f in THESIS_FIGURE_FILES
+        ],
     log:
         "results/logs/thesis_figures.log",
     conda:

@@ -73,3 +73,57 @@ def test_config_typo_names_what_the_user_wrote(tmp_path, args, files, expect):
     lines = [x for x in (p.stdout + p.stderr).splitlines() if "Failed to" in x]
     assert len(lines) == 1 and re.fullmatch(expect.replace("{tmp}", re.escape(str(tmp_path))), lines[0]), lines
     assert ".xenobench/config" not in p.stdout + p.stderr and "Traceback" not in p.stderr
+
+
+# --- how a run ends (rules/common.smk: closing_summary, interrupt_in_one_line) -----------------------
+def _throwaway(tmp_path, body: str) -> Path:
+    """A workflow of its own in tmp_path: `body`'s hooks around one job that waits for `go`."""
+    (tmp_path / "Snakefile").write_text(
+        "import subprocess, sys\nfrom pathlib import Path\n\n"
+        "rule all:\n    input: 'done.txt'\n\n"
+        "rule job:\n    output: 'done.txt'\n"
+        "    shell: 'touch started; while [ ! -e go ]; do sleep 0.05; done; touch {output}'\n\n" + body)
+    return tmp_path
+
+
+def test_a_sys_exit_in_onsuccess_is_snakemakes_exit_status_its_locks_released(tmp_path):
+    """What closing_summary relies on: the summary's own exit status ends Snakemake's, its line last."""
+    from tests.test_closing import PPS, write_trial
+    from xenobench.layout import ResultsTree
+    tree = ResultsTree(tmp_path / "results", "ci")
+    write_trial(tree, "pps", PPS, 1, ["generator_ok: refused"])
+    d = _throwaway(tmp_path, "onsuccess:\n"
+                   f"    r = subprocess.run([sys.executable, '-m', 'xenobench', '--config', '{ROOT}/config/ci.yaml', "
+                   f"'experiment', 'summary', '{tree.dir}', '--check'])\n"
+                   "    if r.returncode:\n        sys.exit(r.returncode)\n")
+    (d / "go").touch()
+    p = subprocess.run([*SNAKEMAKE, "--cores", "1", "all"], cwd=d, capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert p.stderr.splitlines()[-1].startswith(f"xenobench: Failed to measure the study of {tree.dir}: experiment pps "
+                                                "has no valid trial (1 invalid); experiment loss has no valid trial")
+    assert not list((d / ".snakemake" / "locks").glob("*")), "the run left its locks"
+
+
+def test_an_interrupted_run_says_one_line_and_its_onerror_runs(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a job runs: the
+    last line is the one saying the same command resumes; Snakemake's account is in the log."""
+    import os
+    import signal
+    import time
+    d = _throwaway(tmp_path, "onstart:\n"
+                   "    from xenobench.closing import quiet_interrupt\n"
+                   "    quiet_interrupt(Path('logs/interrupted.log'), 'xenobench: interrupted: the one line')\n\n"
+                   "onerror:\n    Path('onerror-ran').touch()\n")
+    p = subprocess.Popen([*SNAKEMAKE, "--cores", "1", "all"], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not (d / "started").exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGINT)
+    out = p.communicate(timeout=60)[0]
+    assert p.returncode == 1
+    assert out.splitlines()[-1] == "xenobench: interrupted: the one line", out[-2000:]
+    for said in ("Terminating processes on user request", "Error in rule job", "WorkflowError"):
+        assert said not in out and said in (d / "logs" / "interrupted.log").read_text(), said
+    assert (d / "onerror-ran").exists() and not (d / "done.txt").exists()
