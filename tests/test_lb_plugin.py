@@ -543,3 +543,21 @@ def test_snakemake_dry_run_refuses_an_lb_that_cannot_say_where_a_flow_goes(tmp_p
     assert ("Failed to plan experiment rtt: LB 'hashlb' cannot say which backend a flow reaches (its driver's no_route: "
             "it splits by 'flow hash'") in said
     assert f"leave it out of experiments.rtt.lbs in {p}" in said
+
+
+@needs_root
+def test_a_program_the_kernel_rejects_is_a_fault_no_attempt_changes(mylb, testbed, tmp_path):
+    """A declared LB whose object the loader refuses (not a BPF object): start fails with
+    ProgramRejected (deterministic: its point stops at the first attempt, xenobench.trials), one line
+    naming the LB and bpftool's answer, and nothing left on the node."""
+    from xenobench.errors import ProgramRejected
+    bad = tmp_path / "bad.bpf.o"
+    bad.write_bytes(b"not an ELF object\n")
+    cfg = load_config(cfg_file(tmp_path, lbs={"badlb": dict(DECLARED, bpf_object=str(bad))}))
+    drv = get_lb("badlb", testbed.__class__(cfg))
+    with pytest.raises(ProgramRejected) as e:
+        drv.start()
+    msg = str(e.value)
+    assert ProgramRejected.deterministic and "\n" not in msg, msg
+    assert msg.startswith("Failed to start badlb on fips5: ") and "`bpftool prog loadall " in msg, msg
+    _nothing_left(drv.node, drv, cfg.role("lb").lb_port("ingress").name)

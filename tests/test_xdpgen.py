@@ -517,3 +517,34 @@ def test_a_generator_whose_port_is_down_fails_the_smoke_test_by_name(testbed):
     assert not ok and desc.startswith("xdpgen sends 200 frames from fips4:eth0 to fips2's MAC"), (desc, detail)
     assert "check that fips4:eth0 is up and is the port the generator sends from" in detail, detail
     assert secs < 30, secs
+
+
+@needs_root
+@pytest.mark.skipif(not LIVE_FRAMES_REFUSED, reason="the kernel allows XDP live frames: nothing refuses the generator")
+def test_a_point_whose_generator_the_kernel_refuses_stops_at_its_first_attempt(testbed, tmp_path):
+    """Live frames forced on a kernel that refuses them: `experiment run` of a pps point makes one
+    attempt (the kernel's answer cannot change), exits non-zero with the kernel's line and the fix,
+    writes no point.json and leaves no generator running."""
+    import subprocess
+    import sys
+
+    from xenobench import REPO_ROOT
+    from xenobench.layout import point_id
+    p = tmp_path / "live.yaml"
+    p.write_text(f"extends: {testbed.cfg.path.resolve()}\ntraffic:\n  generator: xdpgen\n  xdpgen: {{driver: live}}\n"
+                 "experiments:\n  pps: {repetitions: 2, lbs: [wire], payloads: [22], paired: false, duration_s: 1}\n")
+    pid = point_id({"lb": "wire", "payload": 22})
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "xenobench", "--config", str(p), "experiment", "run", "pps", pid,
+                        "--results", str(tmp_path / "res")], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    secs = time.monotonic() - t0
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    said = [x for x in r.stderr.splitlines() if "Failed to run XDP live frames" in x]
+    assert len(said) == 1 and "this kernel refuses BPF_F_TEST_XDP_LIVE_FRAMES" in said[0], r.stderr
+    assert f"fix: traffic.xdpgen.driver: auto (or loop) in {p}" in said[0] and "not retried" in said[0], said
+    attempts = list((tmp_path / "res").rglob("attempt-*"))
+    assert len(attempts) == 1, attempts
+    assert not list((tmp_path / "res").rglob("point.json"))
+    print(f"stopped after {secs:.1f} s: {said[0]}")
+    from xenobench.traffic.xdpgen import TAG
+    assert not testbed.node("fips4").running(TAG)

@@ -41,7 +41,9 @@ def _hex(b: bytes) -> list[str]:
 def bpftool(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     p = subprocess.run(["bpftool", *args], capture_output=True, text=True)
     if check and p.returncode != 0:
-        raise XenobenchError(f"Failed to run `bpftool {' '.join(args)}`: {p.stderr.strip() or p.stdout.strip()}")
+        said = (p.stderr.strip() or p.stdout.strip()).splitlines()
+        # one line (a caller may show only an agent's last line): libbpf's lines, then bpftool's verdict
+        raise XenobenchError(f"Failed to run `bpftool {' '.join(args)}`: {'; '.join(x.strip() for x in said[-4:])}")
     return p
 
 

@@ -17,9 +17,14 @@ from pathlib import Path
 
 from ..agents.bpf import percpu_sum
 from ..backends import write_canonical
-from ..errors import ConfigError, NodeError
+from ..errors import ConfigError, NodeError, ProgramRejected
 from ..progcost import remove_left_program
 from .base import CONTROLLER_START_S, UPDATE_TIMEOUT_S, LoadBalancer
+
+
+#: what an agent's failed start says when the kernel (the verifier, the loader) or the build refused its
+#: program (xenobench.agents.bpf.load_pinned): no attempt changes it
+PROGRAM_REFUSED = ("`bpftool prog loadall ", ": not built (run `")
 
 
 class XdpControllerLB(LoadBalancer):
@@ -95,7 +100,7 @@ class XdpControllerLB(LoadBalancer):
         self.provide_needs()
         try:
             h = node.start_until(self.tag, argv, '"event": "started"', what=self.kind, timeout=CONTROLLER_START_S)
-        except BaseException:
+        except BaseException as e:
             # an agent that raised, exited or never answered while it set up may have pinned its maps
             # and program (and attached it): nothing of it stays on the node
             try:
@@ -103,6 +108,8 @@ class XdpControllerLB(LoadBalancer):
                                     importlib.import_module(self.agent).AGENT.prog)
             finally:
                 self.withdraw_needs()
+            if isinstance(e, NodeError) and any(m in str(e) for m in PROGRAM_REFUSED):
+                raise ProgramRejected(str(e)) from None
             raise
         return {"lb": self.kind, "node": node.name, "pid": h.pid,
                 "mode": "generic" if generic else "native", "log": h.log, "attached": attach,

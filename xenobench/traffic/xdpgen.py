@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from .. import REPO_ROOT
+from ..errors import GeneratorRefused
 from ..steady import Steady, steady_state_of_counter
 from .leftover import disown, own, stop_leftover
 from .profiles import FCS, Compiled, TrafficError, check_local, compile_frames, frames_plan, port_for, write_pcap
@@ -125,6 +126,15 @@ def parse_result(text: str) -> dict | None:
             except ValueError:
                 return None
     return None
+
+
+#: xdpgen's failures at start that no attempt changes (the kernel's answer, the device, the object)
+REFUSED_AT_START = ("Failed to run XDP live frames", "Failed to load BPF program", "Failed to open BPF skeleton",
+                    "Failed to set up the XDP loop", "Failed to find interface")
+
+
+#: the fix of live frames a kernel refuses
+DRIVER_FIX = "traffic.xdpgen.driver: auto (or loop)"
 
 
 def failure(text: str) -> str | None:
@@ -226,7 +236,10 @@ class XdpgenRun:
                     return self
                 self.node.stop(TAG)
                 msg = failure(out) or f"exited without a result (log {self.h.log}: {out.strip()[-300:] or 'empty'})"
-                raise TrafficError(f"{msg} (xdpgen on {self.node.name}:{self.iface})")
+                where = f"xdpgen on {self.node.name}:{self.iface}"
+                if msg.startswith(REFUSED_AT_START[0]):
+                    raise GeneratorRefused(f"{msg} ({where}); fix: {DRIVER_FIX} in {self.tb.cfg.path}")
+                raise (GeneratorRefused if msg.startswith(REFUSED_AT_START) else TrafficError)(f"{msg} ({where})")
             if time.monotonic() - self.t0 > STARTUP_S:
                 self.node.stop(TAG)
                 raise TrafficError(f"Failed to start xdpgen on {self.node.name}:{self.iface}: not sending "
@@ -347,8 +360,7 @@ def check(testbed) -> list[tuple[str, bool, str]]:
     desc = f"xdpgen on {node.name} sends with driver {p.get('driver')} (live frames: {p.get('live_frames')})"
     if p.get("usable"):
         return [(desc, True, p.get("driver_reason") or "")]
-    return [(desc, False, f"{p.get('failure') or 'refused'}; fix: traffic.xdpgen.driver: auto (or loop) "
-                          f"in {testbed.cfg.path}")]
+    return [(desc, False, f"{p.get('failure') or 'refused'}; fix: {DRIVER_FIX} in {testbed.cfg.path}")]
 
 
 GENERATOR = Generator("xdpgen", start, plan, counts=True, check=check, describe=describe, leftover=leftover)
