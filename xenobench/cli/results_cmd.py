@@ -38,7 +38,7 @@ def ingest_thesis_cmd(datadir, outdir, lb, server, testbed, split_map, timeout_s
               help="Largest relative deviation (%) that still counts as reproduced.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable list.")
 @click.option("--latex", "latex_out", type=click.Path(dir_okay=False), metavar="OUT.tex",
-              help="Also write the table as LaTeX (booktabs; \\input it, \\usepackage{booktabs}).")
+              help="Also write the table as LaTeX (booktabs; \\input it, \\usepackage{booktabs,tabularx}).")
 def compare_cmd(resdir, tolerance, as_json, latex_out):
     """Each published number next to the reproduced one; exit 1 if any is beyond tolerance."""
     from ..compare import compare, failed
