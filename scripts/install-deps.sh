@@ -14,6 +14,8 @@ APT_PACKAGES=(
     openssh-server openssh-client
     openvswitch-switch
     python3-venv
+    # report.tex compiled by its test (tables within the page in one and two columns)
+    texlive-latex-base texlive-latex-recommended
     # the rehearsal lab (standins/rehearsal): sudo on the DPU node, and what the nodes' system
     # python3 runs (the TRex stand-in: zmq, yaml; the agents: numpy, dnspython, scapy)
     sudo python3-zmq python3-yaml python3-numpy python3-dnspython python3-scapy

@@ -6,7 +6,9 @@ Width: every table is a tabularx as wide as the line it is set in (\\linewidth: 
 two-column document, the text of a one-column one). Its long-text columns (a quantity, a metric, a
 source) are X columns that wrap, breaking also after '_', and take what the others leave; every
 other column keeps its natural width. Tables of more than WIDE columns are table* floats, across
-both columns of a two-column document (in a one-column document table* is table). Set \\small
+both columns of a two-column document (in a one-column document table* is table): the report's
+tables all are, their numbers with their intervals leave a column's wrapped text no room
+(tests/test_latex.py compiles them in both layouts where pdflatex is installed). Set \\small
 with narrower column gaps, so the natural columns leave the wrapped ones room. Not scaled: a
 scaled table's text and rules come out at sizes no other text of the document has. pandas'
 Styler.to_latex writes `tabular` only, whose columns cannot take the rest of a line; hence the
@@ -28,7 +30,7 @@ _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": 
             "±": r"$\pm$", "×": r"$\times$", "–": "--", "—": "---", "·": r"$\cdot$"}
 _SPECIAL_RE = re.compile("|".join(re.escape(k) for k in _SPECIAL))
 _NUMBER = re.compile(r"[-+]?(\d[\d,]*\.?\d*|\.\d+)([eE][-+]?\d+)?( ?[%a-zA-Zµ/]+)?")
-WIDE = 5  # a table of more columns is a table*: across both columns of a two-column document
+WIDE = 3  # a table of more columns is a table*: across both columns of a two-column document
 GAP = "4pt"  # \tabcolsep (LaTeX's default 6pt): half the gap between two columns
 
 
@@ -70,7 +72,7 @@ COMPARE_HEADER = ["metric", "published", "reproduced", "unit", "deviation", "ok"
 # the columns that wrap (the words of a quantity or a verdict, a metric's name, a value with its
 # interval, a document's section), and the share of the room each takes
 HEADLINE_WRAP = {0: 1.4, 1: 0.6}
-COMPARE_WRAP = {0: 0.9, 2: 0.8, 6: 1.3}
+COMPARE_WRAP = {0: 0.9, 2: 0.9, 6: 1.2}
 
 
 def compare_cells(rows: list[dict]) -> list[list]:
