@@ -45,11 +45,12 @@ def test_meson_unit_tests_pass():
     p = subprocess.run(["meson", "test", "-C", str(BUILD), "--print-errorlogs", "--no-rebuild"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "Ok:                 4" in p.stdout and "Skipped:            0" in p.stdout, p.stdout
+    assert "Ok:                 5" in p.stdout and "Skipped:            0" in p.stdout, p.stdout
     log = (BUILD / "meson-logs" / "testlog.txt").read_text()
-    # test_emu 21, test_xenoflow_setup 9, test_backends 6, test_argp 2
+    # test_emu 21, test_xenoflow_setup 9, test_backends 6, test_argp 2, test_hash 5
     assert ("[  PASSED  ] 21 test(s)." in log and "[  PASSED  ] 9 test(s)." in log
-            and "[  PASSED  ] 6 test(s)." in log and "[  PASSED  ] 2 test(s)." in log), log[-3000:]
+            and "[  PASSED  ] 6 test(s)." in log and "[  PASSED  ] 2 test(s)." in log
+            and "[  PASSED  ] 5 test(s)." in log), log[-3000:]
 
 
 # --- backends file: a bad one starts nothing (C and Python verdicts on every vector: tests/test_backends.py)

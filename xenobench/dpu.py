@@ -200,6 +200,15 @@ def xenoflow_argv(cfg, backends: str) -> list[str]:
             "-q", str(sec["queues"]), "-m", sec["port_model"]]
 
 
+#: what XenoFlow's hash mode (kind xenoflow-hash) hashes: its -H (lb/src/hash.h XF_HASH_DEFAULT)
+HASH_FIELDS = ("src_ip", "src_port")
+
+
+def hash_argv(app_argv: list[str], fields=HASH_FIELDS) -> list[str]:
+    """XenoFlow's arguments in hash mode: the class mode's and -H FIELDS."""
+    return [*app_argv, "-H", ",".join(fields)]
+
+
 def start_command(app_argv: list[str]) -> list[str]:
     """XenoFlow's start through the helper, with its exact arguments (EAL, then -- and the app's)."""
     return [HELPER, "start", *app_argv]
@@ -223,7 +232,8 @@ def root_commands(cfg, home: str) -> list[list[str]]:
         if i.pci:
             out.append(devlink_eswitch(i.pci))
     out += hugepages_commands(cfg)
-    out.append(start_command(xenoflow_argv(cfg, backends_path(cfg, home))))
+    argv = xenoflow_argv(cfg, backends_path(cfg, home))
+    out += [start_command(argv), start_command(hash_argv(argv))]  # class mode, hash mode (xenoflow-hash)
     out += [signal_command(s) for s in SIGNALS]
     return out
 

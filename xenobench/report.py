@@ -404,7 +404,7 @@ DPU_STAGES = ("the generator", "the switch", "the DPU's port", "the LB's pipe", 
 def _dpu_ports(cfg, lb_kind):
     """(node, p0, p1) names of the DPU an LB runs in (XenoFlow's DOCA build: the node of role dpu,
     its lb_port ingress and egress), None for an LB on a host."""
-    if lb_kind != "xenoflow" or (cfg.section("xenoflow") or {}).get("mode") != "doca":
+    if lb_kind not in ("xenoflow", "xenoflow-hash") or (cfg.section("xenoflow") or {}).get("mode") != "doca":
         return None
     dpus = cfg.nodes_with_role("dpu")
     if not dpus or dpus[0].lb_port("ingress") is None or dpus[0].lb_port("egress") is None:

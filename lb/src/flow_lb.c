@@ -4,6 +4,7 @@
 #include <doca_log.h>
 
 #include "flow_lb.h"
+#include "hash.h"
 
 DOCA_LOG_REGISTER(XENOFLOW_PIPE);
 
@@ -23,28 +24,23 @@ void xf_check_for_valid_entry(struct doca_flow_pipe_entry *entry, uint16_t pipe_
 	st->nb_processed++;
 }
 
-doca_error_t xf_create_root_pipe(struct doca_flow_port *port, uint16_t egress_port_id, uint32_t class_mask,
-				 struct doca_flow_pipe **pipe)
+doca_error_t xf_create_lb_pipe(struct doca_flow_port *port, uint16_t egress_port_id, enum doca_flow_pipe_type type,
+			       uint32_t nr_entries, const struct doca_flow_match *match,
+			       const struct doca_flow_match *match_mask, struct doca_flow_pipe **pipe)
 {
-	struct doca_flow_match match, match_mask;
 	struct doca_flow_monitor monitor;
 	struct doca_flow_actions actions0, *actions_arr[1];
 	struct doca_flow_fwd fwd, fwd_miss;
 	struct doca_flow_pipe_cfg *cfg;
+	bool hash = type == DOCA_FLOW_PIPE_HASH;
+	const char *what = hash ? "hash pipe" : "root pipe";
 	doca_error_t r;
 
-	memset(&match, 0, sizeof(match));
-	memset(&match_mask, 0, sizeof(match_mask));
 	memset(&monitor, 0, sizeof(monitor));
 	memset(&actions0, 0, sizeof(actions0));
 	memset(&fwd, 0, sizeof(fwd));
 	memset(&fwd_miss, 0, sizeof(fwd_miss));
 
-	/* IPv4 only; src_ip all-ones = changeable (each entry gives its class), masked to the class bits */
-	match.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
-	match.outer.ip4.src_ip = 0xffffffff;
-	match_mask.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
-	match_mask.outer.ip4.src_ip = htonl(class_mask);
 	/* both MACs changeable per entry */
 	memset(actions0.outer.eth.dst_mac, 0xff, 6);
 	memset(actions0.outer.eth.src_mac, 0xff, 6);
@@ -64,29 +60,43 @@ doca_error_t xf_create_root_pipe(struct doca_flow_port *port, uint16_t egress_po
 		DOCA_LOG_ERR("Failed to create pipe cfg: %s", doca_error_get_descr(r));
 		return r;
 	}
-	if ((r = doca_flow_pipe_cfg_set_name(cfg, "XENOFLOW_LB_PIPE")) ||
-	    (r = doca_flow_pipe_cfg_set_type(cfg, DOCA_FLOW_PIPE_BASIC)) ||
+	if ((r = doca_flow_pipe_cfg_set_name(cfg, hash ? "XENOFLOW_HASH_PIPE" : "XENOFLOW_LB_PIPE")) ||
+	    (r = doca_flow_pipe_cfg_set_type(cfg, type)) ||
 	    (r = doca_flow_pipe_cfg_set_is_root(cfg, true)) ||
-	    (r = doca_flow_pipe_cfg_set_nr_entries(cfg, class_mask + 1)) ||
+	    (r = doca_flow_pipe_cfg_set_nr_entries(cfg, nr_entries)) ||
 	    /* one counter of the nr_counters pool: XF_NR_COUNTERS */
 	    (r = doca_flow_pipe_cfg_set_miss_counter(cfg, true)) ||
-	    (r = doca_flow_pipe_cfg_set_match(cfg, &match, &match_mask)) ||
+	    (r = doca_flow_pipe_cfg_set_match(cfg, match, match_mask)) ||
 	    (r = doca_flow_pipe_cfg_set_actions(cfg, actions_arr, NULL, NULL, 1)) ||
 	    (r = doca_flow_pipe_cfg_set_monitor(cfg, &monitor))) {
-		DOCA_LOG_ERR("Failed to configure the root pipe: %s", doca_error_get_descr(r));
+		DOCA_LOG_ERR("Failed to configure the %s: %s", what, doca_error_get_descr(r));
 		goto out;
 	}
 	r = doca_flow_pipe_create(cfg, &fwd, &fwd_miss, pipe);
 	if (r != DOCA_SUCCESS)
-		DOCA_LOG_ERR("Failed to create the root pipe: %s", doca_error_get_descr(r));
+		DOCA_LOG_ERR("Failed to create the %s: %s", what, doca_error_get_descr(r));
 out:
 	doca_flow_pipe_cfg_destroy(cfg);
 	return r;
 }
 
-/* the entry's changeable parts: both MACs and its shared counter */
-static void class_actions(const uint8_t dst_mac[6], const uint8_t src_mac[6], uint32_t counter_id,
-			  struct doca_flow_actions *actions, struct doca_flow_monitor *monitor)
+doca_error_t xf_create_root_pipe(struct doca_flow_port *port, uint16_t egress_port_id, uint32_t class_mask,
+				 struct doca_flow_pipe **pipe)
+{
+	struct doca_flow_match match, match_mask;
+
+	memset(&match, 0, sizeof(match));
+	memset(&match_mask, 0, sizeof(match_mask));
+	/* IPv4 only; src_ip all-ones = changeable (each entry gives its class), masked to the class bits */
+	match.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
+	match.outer.ip4.src_ip = 0xffffffff;
+	match_mask.outer.l3_type = DOCA_FLOW_L3_TYPE_IP4;
+	match_mask.outer.ip4.src_ip = htonl(class_mask);
+	return xf_create_lb_pipe(port, egress_port_id, DOCA_FLOW_PIPE_BASIC, class_mask + 1, &match, &match_mask, pipe);
+}
+
+void xf_entry_actions(const uint8_t dst_mac[6], const uint8_t src_mac[6], uint32_t counter_id,
+		      struct doca_flow_actions *actions, struct doca_flow_monitor *monitor)
 {
 	memset(actions, 0, sizeof(*actions));
 	memset(monitor, 0, sizeof(*monitor));
@@ -104,10 +114,10 @@ doca_error_t xf_update_class_entry(struct doca_flow_pipe *pipe, struct doca_flow
 	struct doca_flow_monitor monitor;
 	doca_error_t r;
 
-	class_actions(dst_mac, src_mac, counter_id, &actions, &monitor);
+	xf_entry_actions(dst_mac, src_mac, counter_id, &actions, &monitor);
 	r = doca_flow_pipe_update_entry(0, pipe, &actions, &monitor, NULL, DOCA_FLOW_NO_WAIT, entry);
 	if (r != DOCA_SUCCESS)
-		DOCA_LOG_ERR("Failed to update the entry of class %u: %s", cls, doca_error_get_descr(r));
+		DOCA_LOG_ERR("Failed to update entry %u: %s", cls, doca_error_get_descr(r));
 	return r;
 }
 
@@ -122,7 +132,7 @@ doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const
 
 	memset(&match, 0, sizeof(match));
 	match.outer.ip4.src_ip = htonl(cls);
-	class_actions(dst_mac, src_mac, counter_id, &actions, &monitor);
+	xf_entry_actions(dst_mac, src_mac, counter_id, &actions, &monitor);
 	r = doca_flow_pipe_add_entry(0, pipe, &match, &actions, &monitor, NULL, DOCA_FLOW_NO_WAIT, status, entry);
 	if (r != DOCA_SUCCESS)
 		DOCA_LOG_ERR("Failed to add the entry for class %u: %s", cls, doca_error_get_descr(r));
@@ -167,21 +177,35 @@ doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_
 				struct xf_entries_status *status, struct doca_flow_pipe_entry **entries,
 				struct doca_flow_pipe **pipe)
 {
+	return xf_install_slots(ingress, egress_port_id, nslots, NULL, dst_macs, src_mac, ids, status, entries, pipe);
+}
+
+doca_error_t xf_install_slots(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
+			      const struct xf_hash *hash, const uint8_t (*dst_macs)[6], const uint8_t src_mac[6],
+			      const uint32_t *ids, struct xf_entries_status *status, struct doca_flow_pipe_entry **entries,
+			      struct doca_flow_pipe **pipe)
+{
 	struct doca_flow_pipe_entry *entry;
 	int first = status->nb_processed;
 	doca_error_t r;
 
 	*pipe = NULL;
-	if ((r = xf_create_root_pipe(ingress, egress_port_id, (uint32_t)nslots - 1, pipe)))
+	r = hash ? xf_create_hash_pipe(ingress, egress_port_id, (uint32_t)nslots, hash, pipe)
+		 : xf_create_root_pipe(ingress, egress_port_id, (uint32_t)nslots - 1, pipe);
+	if (r)
 		return r;
 	/* at most XF_QUEUE_BATCH entries in the queue before they are processed (its margin kept) */
 	for (int c0 = 0; c0 < nslots; c0 += XF_QUEUE_BATCH) {
 		int n = nslots - c0 < XF_QUEUE_BATCH ? nslots - c0 : XF_QUEUE_BATCH;
 
-		for (int c = c0; c < c0 + n; c++)
-			if ((r = xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], status,
-						       entries ? &entries[c] : &entry)))
+		for (int c = c0; c < c0 + n; c++) {
+			struct doca_flow_pipe_entry **e = entries ? &entries[c] : &entry;
+
+			r = hash ? xf_add_hash_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], status, e)
+				 : xf_add_class_entry(*pipe, (uint32_t)c, dst_macs[c], src_mac, ids[c], status, e);
+			if (r)
 				return r;
+		}
 		if ((r = xf_process_until(ingress, status, status->nb_processed + n)) != DOCA_SUCCESS) {
 			DOCA_LOG_ERR("Failed to process entries: %s (%d of %d processed%s)", doca_error_get_descr(r),
 				     status->nb_processed - first, nslots, status->failure ? ", some failed" : "");

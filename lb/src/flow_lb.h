@@ -54,15 +54,28 @@ doca_error_t xf_process_until(struct doca_flow_port *port, struct xf_entries_sta
 void xf_check_for_valid_entry(struct doca_flow_pipe_entry *entry, uint16_t pipe_queue,
 			      enum doca_flow_entry_status status, enum doca_flow_entry_op op, void *user_ctx);
 
+/* the pipe of both modes on `port`: `type` (BASIC: the class pipe; HASH: hash.c's), nr_entries,
+ * the match and its mask; both MACs and the shared counter id changeable per entry; forward to
+ * `egress_port_id`; miss → drop, counted by the pipe's miss counter */
+doca_error_t xf_create_lb_pipe(struct doca_flow_port *port, uint16_t egress_port_id, enum doca_flow_pipe_type type,
+			       uint32_t nr_entries, const struct doca_flow_match *match,
+			       const struct doca_flow_match *match_mask, struct doca_flow_pipe **pipe);
+
+/* the class pipe: src_ip changeable under class_mask, class_mask + 1 entries */
 doca_error_t xf_create_root_pipe(struct doca_flow_port *port, uint16_t egress_port_id, uint32_t class_mask,
 				 struct doca_flow_pipe **pipe);
+
+/* an entry's changeable parts (both modes): both MACs, its shared counter */
+void xf_entry_actions(const uint8_t dst_mac[6], const uint8_t src_mac[6], uint32_t counter_id,
+		      struct doca_flow_actions *actions, struct doca_flow_monitor *monitor);
 
 /* one entry: src_ip & class_mask == cls → dst_mac, src_mac, shared counter `counter_id` */
 doca_error_t xf_add_class_entry(struct doca_flow_pipe *pipe, uint32_t cls, const uint8_t dst_mac[6],
 				const uint8_t src_mac[6], uint32_t counter_id, struct xf_entries_status *status,
 				struct doca_flow_pipe_entry **entry);
 
-/* class `cls`'s entry rewritten in place (doca_flow_pipe_update_entry on queue 0, DOCA_FLOW_NO_WAIT):
+/* entry `cls` (a class, or a hash pipe's index) rewritten in place (doca_flow_pipe_update_entry on
+ * queue 0, DOCA_FLOW_NO_WAIT):
  * dst_mac, src_mac, the same shared counter; the entry's user context (its status) counts the
  * update's completion (DOCA_FLOW_ENTRY_OP_UPD) as it counted the add */
 doca_error_t xf_update_class_entry(struct doca_flow_pipe *pipe, struct doca_flow_pipe_entry *entry, uint32_t cls,
@@ -79,5 +92,13 @@ doca_error_t xf_install_classes(struct doca_flow_port *ingress, uint16_t egress_
 				const uint8_t (*dst_macs)[6], const uint8_t src_mac[6], const uint32_t *ids,
 				struct xf_entries_status *status, struct doca_flow_pipe_entry **entries,
 				struct doca_flow_pipe **pipe);
+
+struct xf_hash;
+/* xf_install_classes, or with `hash` (not NULL) the hash pipe over its fields and entry i → slot
+ * i (hash.h): nslots entries either way, added and processed in the same batches */
+doca_error_t xf_install_slots(struct doca_flow_port *ingress, uint16_t egress_port_id, int nslots,
+			      const struct xf_hash *hash, const uint8_t (*dst_macs)[6], const uint8_t src_mac[6],
+			      const uint32_t *ids, struct xf_entries_status *status, struct doca_flow_pipe_entry **entries,
+			      struct doca_flow_pipe **pipe);
 
 #endif

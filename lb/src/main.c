@@ -1,9 +1,12 @@
 /* XenoFlow: an L3 DNS load balancer in the BlueField-3 eSwitch via DOCA Flow (DOCA 2.9), after
  * the thesis's §6.2, generalised to 2^k classes and weighted backends.
  *
- *   xenoflow [EAL args] -- -b BACKENDS -s SRC_MAC [-i INTERVAL_MS] [-q QUEUES] [-m PORT_MODEL]
+ *   xenoflow [EAL args] -- -b BACKENDS -s SRC_MAC [-i INTERVAL_MS] [-q QUEUES] [-m PORT_MODEL] [-H FIELDS]
  *   BlueField: xenoflow -a 03:00.0,dv_flow_en=2 -a 03:00.1,dv_flow_en=2 -- -b backends.json -s c4:70:bd:a0:56:bd
  *   emulation: xenoflow -a p0 -a p1 -- -b backends.json -s 02:00:00:00:05:01
+ *
+ * -H FIELDS (hash mode, hash.h): a DOCA_FLOW_PIPE_HASH pipe over the header fields named, one entry
+ * per slot of the backends file, instead of the class pipe (the source address's low bits).
  *
  * Port 0 ingress, port 1 egress: paired (doca_flow_port_pair), so forwarded frames cross through
  * the hairpin queues ports.c sets up and binds. Prints JSON lines on stdout: {"event": "started", ...}, then a
@@ -26,6 +29,7 @@
 
 #include "backends.h"
 #include "flow_lb.h"
+#include "hash.h"
 #include "ports.h"
 #include "update.h"
 
@@ -50,6 +54,7 @@ struct xf_config {
 	int interval_ms;
 	int nb_queues;
 	bool dpdk_failed;
+	struct xf_hash hash; /* -H: hash mode; fields 0: class mode */
 };
 
 /* Port models (xenoflow.port_model): "vnf-hairpin" is the thesis's (PFs opened in "vnf,hws" mode,
@@ -142,6 +147,17 @@ static doca_error_t port_model_cb(void *param, void *config)
 	return DOCA_ERROR_INVALID_VALUE;
 }
 
+static doca_error_t hash_cb(void *param, void *config)
+{
+	char err[512];
+
+	if (xf_hash_parse(param, &((struct xf_config *)config)->hash, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return DOCA_ERROR_INVALID_VALUE;
+	}
+	return DOCA_SUCCESS;
+}
+
 static struct xf_config *g_cfg;
 
 static doca_error_t dpdk_cb(int argc, char **argv)
@@ -171,6 +187,9 @@ static doca_error_t register_params(void)
 		 false},
 		{"m", "port-model", "MODEL", "vnf-hairpin (default: the thesis's PFs in vnf,hws mode with a hairpin) "
 		 "or switch (not implemented yet)", DOCA_ARGP_TYPE_STRING, port_model_cb, false},
+		{"H", "hash", "FIELDS", "hash mode: a hash pipe over these fields (comma-separated: src_ip, dst_ip, "
+		 "proto, src_port, dst_port; or 5-tuple), one entry per slot of the backends file (default: class "
+		 "mode, the source address's low bits)", DOCA_ARGP_TYPE_STRING, hash_cb, false},
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct doca_argp_param *p;
@@ -321,11 +340,12 @@ int main(int argc, char **argv)
 	rc = EXIT_PIPE;
 	for (int c = 0; c < bs.nslots; c++)
 		memcpy(macs[c], bs.b[bs.slots[c]].mac, 6);
-	if (xf_install_classes(ports[INGRESS_PORT], EGRESS_PORT, bs.nslots, (const uint8_t(*)[6])macs, cfg.src_mac, ids,
-			       &rt.status, rt.entries, &pipe) != DOCA_SUCCESS)
+	if (xf_install_slots(ports[INGRESS_PORT], EGRESS_PORT, bs.nslots, cfg.hash.fields ? &cfg.hash : NULL,
+			     (const uint8_t(*)[6])macs, cfg.src_mac, ids, &rt.status, rt.entries, &pipe) != DOCA_SUCCESS)
 		goto out;
-	printf("{\"event\": \"started\", \"mode\": \"%s\", \"pid\": %d, \"class_bits\": %d, \"slots\": [", XF_MODE,
-	       (int)getpid(), bs.class_bits);
+	printf("{\"event\": \"started\", \"mode\": \"%s\", \"pid\": %d, \"split\": \"%s\", \"hash_fields\": [%s], "
+	       "\"class_bits\": %d, \"slots\": [", XF_MODE, (int)getpid(), cfg.hash.fields ? "hash" : "class",
+	       cfg.hash.names, bs.class_bits);
 	for (int c = 0; c < bs.nslots; c++)
 		printf("%s%d", c ? ", " : "", bs.slots[c]);
 	printf("], \"backends\": [");
@@ -339,6 +359,7 @@ int main(int argc, char **argv)
 		double next = mono_s() + cfg.interval_ms / 1000.0;
 
 		rt.ingress = ports[INGRESS_PORT];
+		rt.hash = cfg.hash.fields != 0;
 		rt.pipe = pipe;
 		rt.ids = ids;
 		memcpy(rt.src_mac, cfg.src_mac, 6);

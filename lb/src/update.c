@@ -79,9 +79,9 @@ void xf_reload(struct xf_running *rt, const char *path, struct xf_backends *bs)
 	}
 	if (next.class_bits != bs->class_bits) {
 		snprintf(err, sizeof(err),
-			 "Failed to update XenoFlow from %s: class_bits %d -> %d changes the class mask of the running "
+			 "Failed to update XenoFlow from %s: class_bits %d -> %d changes the %s of the running "
 			 "pipe; restart it with the new file",
-			 path, bs->class_bits, next.class_bits);
+			 path, bs->class_bits, next.class_bits, rt->hash ? "number of entries" : "class mask");
 		xf_backends_free(&next);
 		goto refuse;
 	}
@@ -93,15 +93,15 @@ void xf_reload(struct xf_running *rt, const char *path, struct xf_backends *bs)
 	if (r != DOCA_SUCCESS) {
 		/* the file was good, the driver failed: classes changed before the failure forward to
 		 * their new backend, the others (the failing one included) to their old one */
-		snprintf(err, sizeof(err), "Failed to update XenoFlow from %s: %s after %d changed classes (see the log)",
-			 path, doca_error_get_descr(r), changed);
+		snprintf(err, sizeof(err), "Failed to update XenoFlow from %s: %s after %d changed %s (see the log)",
+			 path, doca_error_get_descr(r), changed, rt->hash ? "hash entries" : "classes");
 		xf_backends_free(&next);
 		goto refuse;
 	}
 	t1 = mono();
 	printf("{\"event\": \"updated\", \"update\": %lu, \"t_received\": %.6f, \"t_done\": %.6f, \"apply_s\": %.6f, "
 	       "\"changed\": %d, \"ops\": %d, \"entry_unit\": \"%s\", \"added\": [",
-	       n, t0, t1, t1 - t0, changed, changed, XF_ENTRY_UNIT);
+	       n, t0, t1, t1 - t0, changed, changed, rt->hash ? XF_HASH_ENTRY_UNIT : XF_ENTRY_UNIT);
 	print_missing(&next, bs);
 	printf("], \"removed\": [");
 	print_missing(bs, &next);

@@ -1,6 +1,6 @@
 /* XenoFlow's runtime backend change (SIGHUP: the -b file is read again): the difference between
  * the running slot table and the new one applied to the root pipe in place, one
- * doca_flow_pipe_update_entry per class whose backend MAC changes (its entry's dst_mac; match,
+ * doca_flow_pipe_update_entry per class (hash mode: per hash entry) whose backend MAC changes (its entry's dst_mac; match,
  * source MAC and shared counter stay), on pipe queue 0 with DOCA_FLOW_NO_WAIT, completed by
  * doca_flow_entries_process, while the pipe keeps forwarding: a frame of a changed class takes
  * its old backend or its new one, never the pipe's miss (drop), as the eBPF LB's and Katran's map
@@ -30,6 +30,7 @@ struct xf_running {
 	const uint32_t *ids; /* class → its shared counter */
 	struct xf_entries_status status;
 	unsigned long updates;
+	bool hash; /* hash mode (hash.h): the entries are a hash pipe's, one per slot */
 };
 
 /* Update in place the entry of every class c whose MAC differs between cur[c] and next[c] (same
@@ -41,10 +42,12 @@ doca_error_t xf_update_classes(struct xf_running *rt, int nslots, const uint8_t 
 /* What one entry of a change is, in the "updated" line's "entry_unit" (the update kind's entries
  * per second count these) */
 #define XF_ENTRY_UNIT "one doca_flow_pipe_update_entry per class whose backend changed, in place"
+#define XF_HASH_ENTRY_UNIT "one doca_flow_pipe_update_entry per hash entry whose backend changed, in place"
 
 /* Read `path` again and apply it to the running pipe; prints one JSON line, {"event": "updated",
- * "update": n, "t_received", "t_done" (CLOCK_MONOTONIC s), "apply_s", "changed" (classes
- * updated), "ops" (queue operations: one per class changed), "entry_unit" (XF_ENTRY_UNIT),
+ * "update": n, "t_received", "t_done" (CLOCK_MONOTONIC s), "apply_s", "changed" (classes, or
+ * hash entries, updated), "ops" (queue operations: one per entry changed), "entry_unit"
+ * (XF_ENTRY_UNIT, XF_HASH_ENTRY_UNIT),
  * "added", "removed", "backends", "slots"} or {"event": "update_refused", "update": n, "error"}.
  * On success *bs becomes the new set (stats name its backends), else it is left as it was. */
 void xf_reload(struct xf_running *rt, const char *path, struct xf_backends *bs);

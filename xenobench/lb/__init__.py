@@ -69,6 +69,8 @@ class LBKind:
 
 BUILTIN: tuple[LBKind, ...] = (
     LBKind("xenoflow", "XenoFlow", "xenoflow", bpf_dir="lb"),
+    LBKind("xenoflow-hash", "XenoFlow (hash)", "xenoflow_hash", split_by="hash of source address and port",
+           bpf_dir="lb"),
     LBKind("ebpf", "eBPF/XDP LB", "ebpf", bpf_dir="ebpf_baseline", bpf_objects=("ebpf_baseline/build/lb.bpf.o",)),
     LBKind("katran", "Katran", "katran", split_by="flow hash", out_of_ingress=True),
     LBKind("wire", "wire (no-op, the reference)", "wire", reference=True, bpf_dir="switch",

@@ -20,6 +20,13 @@ alone signals it; a start that fails, `lb stop` and `testbed down --purge` remov
 Every trial of XenoFlow in DOCA mode proves that it ran in the BlueField's hardware (in_hardware,
 xenobench.lb.inhardware: the Arm cores' load, the frames p0's kernel stack got, OVS's hw-offload).
 
+Kind "xenoflow-hash" (XenoFlowHashLB, made by xenobench.lb.xenoflow_hash) is the same binary in
+hash mode (-H: lb/src/hash.h): a DOCA_FLOW_PIPE_HASH pipe over the client's source address and port,
+one entry per slot of the backends file; everything else (deploy, stats, the update path) is this
+driver's. Which backend a flow reaches (backend_of) is the emulated hash pipe's index (hash_index:
+CRC-32 of the flow's tag, lb/emu/bpf/emu_hash.h); on a BlueField the tag's layout is the
+hardware's, so the DOCA build cannot say (no_route).
+
 XenoFlow prints JSON lines (lb/src/main.c): "started", a "stats" line every interval and on
 SIGUSR1, "final" and "stopped" after a clean teardown on SIGINT/SIGTERM. stats() sends SIGUSR1
 and reads the fresh line from the process log, so it works the same on both transports and in
@@ -28,11 +35,13 @@ both modes (DOCA's hardware counters can only be read by the process that owns t
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 import signal
 import tarfile
 import time
+import zlib
 from pathlib import Path
 
 from .. import REPO_ROOT, dpu
@@ -41,7 +50,7 @@ from ..errors import ConfigError, NodeError
 from ..nodes.base import sudo_argv, sudo_refused
 from ..shipping import remove_xenoflow_rules
 from ..progcost import pinned_prog_id, xdp_prog_id
-from .base import LoadBalancer, json_lines
+from .base import Flow, LoadBalancer, json_lines
 from .inhardware import HardwareProof
 
 TAG = "lb-xenoflow"
@@ -129,7 +138,7 @@ class XenoFlowLB(LoadBalancer):
         self.ing = self.ncfg.lb_port("ingress")
         self.eg = self.ncfg.lb_port("egress")
         if self.ing is None or self.eg is None:
-            raise ConfigError(f"Failed to set up xenoflow on {self.ncfg.name}: it needs two interfaces with "
+            raise ConfigError(f"Failed to set up {self.kind} on {self.ncfg.name}: it needs two interfaces with "
                               f"lb_port ingress and egress in {self.cfg.path}")
 
     @property
@@ -155,7 +164,7 @@ class XenoFlowLB(LoadBalancer):
     def _remote_backends(self, bfile: Path) -> str:
         if self.mode == "doca":  # a fixed path: the sudoers rule names XenoFlow's exact arguments
             return dpu.backends_path(self.cfg, self.home(connect=not self._dry))
-        return self.node.stage(bfile, f"xenoflow-backends{bfile.suffix}", copy=False)
+        return self.node.stage(bfile, f"{self.kind}-backends{bfile.suffix}", copy=False)
 
     def home(self, *, connect: bool = True, node=None) -> str:
         """The DPU login's working directory (ssh.workdir, else its home), absolute: where the
@@ -181,7 +190,7 @@ class XenoFlowLB(LoadBalancer):
         return dpu.root_commands(self.cfg, self.home(connect=not self._dry))
 
     def _log_path(self) -> str:
-        return self.node.log_path(TAG)
+        return self.node.log_path(self.tag)
 
     def _build_env(self) -> dict:
         return self.sec.get("build_env") or {}
@@ -248,7 +257,7 @@ class XenoFlowLB(LoadBalancer):
     def prog_pin(self) -> str:
         """Where the emulation pins its datapath when started with attach=False
         (DOCA_FLOW_EMU_ATTACH=pin:<path>, lb/README.md)."""
-        return str(self.testbed.bpffs_dir / "xenoflow" / "xb_emu")
+        return str(self.testbed.bpffs_dir / self.kind / "xb_emu")
 
     # --- the LoadBalancer contract ---------------------------------------------------------
     def start(self, backends=None, *, dry_run=False, attach=True, **opts) -> dict:
@@ -256,14 +265,14 @@ class XenoFlowLB(LoadBalancer):
         `prog_pin` (returned) for a switcher to attach (xenobench.xdpswitch). On DOCA XenoFlow runs
         in the BlueField's eSwitch, not as an XDP program on a host port: refused."""
         if not attach and self.no_pin:
-            raise ConfigError(f"Failed to start xenoflow loaded, not attached ({self.cfg.path}): {self.no_pin}")
+            raise ConfigError(f"Failed to start {self.kind} loaded, not attached ({self.cfg.path}): {self.no_pin}")
         if self.sec["port_model"] not in IMPLEMENTED_PORT_MODELS:
-            raise ConfigError(f"Failed to start xenoflow: xenoflow.port_model {self.sec['port_model']!r} in "
+            raise ConfigError(f"Failed to start {self.kind}: xenoflow.port_model {self.sec['port_model']!r} in "
                               f"{self.cfg.path} is not implemented in lb/src yet (DOCA Flow switch mode on a "
                               f"doca_dev, as the authors' later code); use "
                               f"{', '.join(IMPLEMENTED_PORT_MODELS)}")
         # XenoFlow reads JSON only: it gets the canonical form of the file (validated here; JSON or YAML)
-        bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / "xenoflow")
+        bfile = write_canonical(self.backends_file(backends), self.cfg.state_dir / "canonical-backends" / self.kind)
         if dry_run:
             self._dry = True
             try:
@@ -302,16 +311,16 @@ class XenoFlowLB(LoadBalancer):
             if self._ovs():
                 at = next(i for i, c in enumerate(cmds) if "ovs-vsctl br-exists" in c) + 1
                 cmds.insert(at, "# bridge missing: fail naming the bridges of `ovs-vsctl list-br`")
-        return {"commands": [f"# xenoflow ({self.mode}) on {self.ncfg.name}", *cmds]}
+        return {"commands": [f"# {self.kind} ({self.mode}) on {self.ncfg.name}", *cmds]}
 
     def _start(self, bfile: Path, attach: bool) -> dict:
         load_backends(bfile)  # a bad file fails here with the parser's message, nothing runs
         node = self.node
-        if node.running(TAG):
-            raise NodeError(f"Failed to start xenoflow on {node.name}: already running; "
-                            "`xenobench lb stop --lb xenoflow` first")
+        if node.running(self.tag):
+            raise NodeError(f"Failed to start {self.kind} on {node.name}: already running; "
+                            f"`xenobench lb stop --lb {self.kind}` first")
         if self.mode == "emulation" and not BINARY.exists():
-            raise NodeError(f"Failed to start xenoflow: {BINARY} not built (run `make -C lb`)")
+            raise NodeError(f"Failed to start {self.kind}: {BINARY} not built (run `make -C lb`)")
         steps = self.deploy_steps(bfile)
         ran: list[str] = []
         try:
@@ -360,7 +369,7 @@ class XenoFlowLB(LoadBalancer):
             node.run(argv, timeout=600)
         argv = steps[-1][1]
         if self.mode == "emulation":
-            node.stage(bfile, f"xenoflow-backends{bfile.suffix}")  # a remote LB node reads a copy
+            node.stage(bfile, f"{self.kind}-backends{bfile.suffix}")  # a remote LB node reads a copy
         ran.append(shlex.join(argv))
         log_path = self._log_path()
         offset = len(node.read_text(log_path))
@@ -369,7 +378,7 @@ class XenoFlowLB(LoadBalancer):
             node.run(["rm", "-rf", str(Path(self.prog_pin).parent)])
             node.run(["mkdir", "-p", str(Path(self.prog_pin).parent)])
             env["DOCA_FLOW_EMU_ATTACH"] = f"pin:{self.prog_pin}"
-        h = node.start(TAG, argv, log=log_path, env=env)
+        h = node.start(self.tag, argv, log=log_path, env=env)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             text = node.read_text(h.log)[offset:]
@@ -377,19 +386,20 @@ class XenoFlowLB(LoadBalancer):
             if started:
                 if not attach and pinned_prog_id(node, self.prog_pin) is None:
                     self.stop()
-                    raise NodeError(f"Failed to start xenoflow loaded, not attached on {node.name}: no program "
+                    raise NodeError(f"Failed to start {self.kind} loaded, not attached on {node.name}: no program "
                                     f"pinned at {self.prog_pin} after its start (log {h.log})")
-                return {"lb": "xenoflow", "node": node.name, "pid": h.pid, "mode": self.mode,
+                return {"lb": self.kind, "node": node.name, "pid": h.pid, "mode": self.mode,
+                        "split": started[0].get("split", "class"), "hash_fields": started[0].get("hash_fields", []),
                         "class_bits": started[0]["class_bits"], "slots": started[0]["slots"],
                         "log": h.log, "commands": ran, "attached": attach,
                         **({} if attach else {"prog_pin": self.prog_pin})}
-            if not node.running(TAG):
-                self._end(node, node.handle(TAG))
+            if not node.running(self.tag):
+                self._end(node, node.handle(self.tag))
                 why = failure_reason(text)
-                raise NodeError(f"Failed to start xenoflow on {node.name}: {why} (log {h.log})")
+                raise NodeError(f"Failed to start {self.kind} on {node.name}: {why} (log {h.log})")
             time.sleep(0.05)
-        self._end(node, node.handle(TAG))
-        raise NodeError(f"Failed to start xenoflow on {node.name}: no start within 15 s; log {h.log}")
+        self._end(node, node.handle(self.tag))
+        raise NodeError(f"Failed to start {self.kind} on {node.name}: no start within 15 s; log {h.log}")
 
     def _check_installed(self, node, argv: list[str]) -> None:
         """The root-owned XenoFlow (dpu.BINARY) must be this build: the login may not run as root
@@ -399,7 +409,7 @@ class XenoFlowLB(LoadBalancer):
             return
         why = ("is not installed" if "No such file" in r.stderr and dpu.BINARY in r.stderr else
                "differs from this build" if r.returncode == 1 else (r.stderr.strip() or "cannot be compared"))
-        raise NodeError(f"Failed to start xenoflow on {node.name}: {dpu.BINARY} {why} ({argv[2]}); install it as "
+        raise NodeError(f"Failed to start {self.kind} on {node.name}: {dpu.BINARY} {why} ({argv[2]}); install it as "
                         f"root: {dpu.install_commands(self.cfg, self.home())[0]}")
 
     # --- the DPU's build environment and OVS -----------------------------------------------
@@ -541,20 +551,20 @@ class XenoFlowLB(LoadBalancer):
         if h is None:
             return
         for sig, wait in ((signal.SIGINT, 5.0), (signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
-            if not (node.running(TAG) or node.orphans(h)):  # orphans: sudo died, XenoFlow lives on
+            if not (node.running(self.tag) or node.orphans(h)):  # orphans: sudo died, XenoFlow lives on
                 break
             self._kill(h, sig)
             deadline = time.monotonic() + wait
-            while (node.running(TAG) or node.orphans(h)) and time.monotonic() < deadline:
+            while (node.running(self.tag) or node.orphans(h)) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        node.stop(TAG)  # forgets the handle (signals only what is still alive)
+        node.stop(self.tag)  # forgets the handle (signals only what is still alive)
 
     def stop(self) -> bool:
         """Stop XenoFlow and remove what its start set up: the OVS rules whatever happened before
         (a start that failed after adding them left no process record), the emulation's XDP."""
         node = self.node
-        h = node.handle(TAG)
-        was = h is not None and node.running(TAG)
+        h = node.handle(self.tag)
+        was = h is not None and node.running(self.tag)
         # started with attach=False: its pinned datapath's id (the switcher may have left it attached)
         pinned = pinned_prog_id(node, self.prog_pin) if h is not None and self.mode == "emulation" else None
         self._end(node, h)
@@ -575,7 +585,7 @@ class XenoFlowLB(LoadBalancer):
             if left:
                 node.run(["ip", "link", "set", "dev", self.ing.name, "xdp", "off"], check=False)
             if left and was:  # a XenoFlow that died (kill -9) could not detach: no fault of its teardown
-                raise NodeError(f"Failed to stop xenoflow cleanly on {node.name}: XDP program {left} was left "
+                raise NodeError(f"Failed to stop {self.kind} cleanly on {node.name}: XDP program {left} was left "
                                 f"attached to {self.ing.name} (detached it now)")
         return was
 
@@ -590,19 +600,19 @@ class XenoFlowLB(LoadBalancer):
         update in place the entry of each class whose backend changes, one operation per class
         (LoadBalancer.signal_update)."""
         node = self.node
-        h = node.handle(TAG)
-        if h is None or not node.running(TAG):
-            raise NodeError(f"Failed to update xenoflow on {node.name}: not running "
-                            "(`xenobench lb start --lb xenoflow` first)")
+        h = node.handle(self.tag)
+        if h is None or not node.running(self.tag):
+            raise NodeError(f"Failed to update {self.kind} on {node.name}: not running "
+                            f"(`xenobench lb start --lb {self.kind}` first)")
         path = h.argv[h.argv.index("-b") + 1]
         return self.signal_update(node, h, path, backends, sudo=self.sec["sudo"], timeout=timeout)
 
     def stats(self, timeout: float = 5.0) -> dict:
         """Ask the running XenoFlow for a fresh stats line (SIGUSR1) and return it."""
         node = self.node
-        h = node.handle(TAG)
-        if h is None or not node.running(TAG):
-            raise NodeError(f"Failed to read xenoflow stats on {node.name}: not running")
+        h = node.handle(self.tag)
+        if h is None or not node.running(self.tag):
+            raise NodeError(f"Failed to read {self.kind} stats on {node.name}: not running")
         before = [d for d in parse_lines(node.read_text(h.log)) if "seq" in d]
         last = before[-1]["seq"] if before else 0
         self._kill(h, signal.SIGUSR1)
@@ -612,9 +622,83 @@ class XenoFlowLB(LoadBalancer):
             if fresh:
                 return stats_from_line(fresh[-1])
             time.sleep(0.03)
-        raise NodeError(f"Failed to read xenoflow stats on {node.name}: no stats line within {timeout} s "
+        raise NodeError(f"Failed to read {self.kind} stats on {node.name}: no stats line within {timeout} s "
                         f"(log {h.log})")
 
 
 def make(testbed) -> XenoFlowLB:
     return XenoFlowLB(testbed)
+
+
+# --- hash mode (lb/src/hash.h: xenoflow -H FIELDS) ---------------------------------------------------
+#: what kind xenoflow-hash hashes (lb/src/hash.h XF_HASH_DEFAULT): the client socket's address and port
+HASH_FIELDS = dpu.HASH_FIELDS
+UDP = 17
+
+
+def hash_tag(flow: Flow, fields=HASH_FIELDS) -> bytes | None:
+    """The 32 bytes the emulated hash pipe hashes for `flow` (lb/emu/bpf/emu_hash.h): struct emu_key
+    (lb/emu/bpf/emu_common.h: dst_mac, src_mac, eth_type, l3_type, l4_type, src_ip, dst_ip,
+    next_proto, pad, src_port, dst_port, port; network byte order) with only the hashed fields and
+    the selectors set: IPv4 (1), and UDP (2) when a port is hashed (lb/src/hash.c's match_mask).
+    None when the pipe selects UDP and the flow is not: its frames miss."""
+    f = set(fields)
+    t = bytearray(32)
+    t[14] = 1
+    if f & {"src_port", "dst_port"}:
+        if flow.proto != UDP:
+            return None
+        t[15] = 2
+    if "src_ip" in f:
+        t[16:20] = ipaddress.IPv4Address(flow.src).packed
+    if "dst_ip" in f:
+        t[20:24] = ipaddress.IPv4Address(flow.dst).packed
+    if "proto" in f:
+        t[24] = flow.proto
+    if "src_port" in f:
+        t[26:28] = flow.sport.to_bytes(2, "big")
+    if "dst_port" in f:
+        t[28:30] = flow.dport.to_bytes(2, "big")
+    return bytes(t)
+
+
+def hash_index(flow: Flow, fields=HASH_FIELDS, nr_entries: int = 2) -> int | None:
+    """The index of the hash pipe's entry `flow` takes (doca_flow_pipe_calc_hash in the emulation):
+    CRC-32 of hash_tag (reflected IEEE polynomial, initial value 0, no final XOR: zlib's CRC from
+    ~0xffffffff, inverted back), read big-endian, masked to nr_entries rounded up to a power of 2
+    (lb/README.md, "Hash pipes"). An index at or above nr_entries has no entry; None also when the
+    flow misses the pipe's selectors (hash_tag)."""
+    tag = hash_tag(flow, fields)
+    if tag is None:
+        return None
+    crc = zlib.crc32(tag, 0xFFFFFFFF) ^ 0xFFFFFFFF
+    return int.from_bytes(crc.to_bytes(4, "little"), "big") & ((1 << (nr_entries - 1).bit_length()) - 1)
+
+
+class XenoFlowHashLB(XenoFlowLB):
+    """XenoFlow in hash mode: the same binary, deploy, stats and update path with -H (lb/src/hash.h);
+    the backends file's slots are the hash pipe's entries, so a weight is a number of entries."""
+    kind = "xenoflow-hash"
+    tag = "lb-xenoflow-hash"
+    hash_fields = HASH_FIELDS
+    #: lb/src/update.h XF_HASH_ENTRY_UNIT, which its "updated" line carries in hash mode
+    update_entry_unit = "one doca_flow_pipe_update_entry per hash entry whose backend changed, in place"
+
+    def app_argv(self, backends: str) -> list[str]:
+        return dpu.hash_argv(super().app_argv(backends), self.hash_fields)
+
+    def backend_of(self, flow: Flow, backends) -> str | None:
+        """The backend of the emulated hash pipe's entry for `flow` (hash_index over the slot table);
+        None on a BlueField (no_route) or when the flow misses the pipe."""
+        if self.no_route:
+            return None
+        i = hash_index(flow, self.hash_fields, len(backends.slots))
+        return backends.backends[backends.slots[i]].name if i is not None and i < len(backends.slots) else None
+
+    @property
+    def no_route(self) -> str | None:
+        if self.mode == "emulation":
+            return None
+        return (f"xenoflow.mode {self.mode!r}: the BlueField hashes its own layout of the fields (the definer's, "
+                "not documented; lb/README.md, \"Hash pipes\"), which only doca_flow_pipe_calc_hash on the DPU "
+                "could say; the emulation's hash is not the hardware's")

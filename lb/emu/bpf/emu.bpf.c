@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The emulated DOCA Flow datapath: table-driven, filled by lb/emu/src/doca_flow.c at
  * doca_flow_entries_process. Frame → key → key & pipe mask → entries lookup → actions
- * (MAC rewrites) → counters → redirect to a port's interface or drop; miss → the pipe's miss. */
+ * (MAC rewrites) → counters → redirect to a port's interface or drop; miss → the pipe's miss.
+ * A hash pipe's entry is the one at the index its hash of the masked key picks (emu_hash.h). */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -10,6 +11,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "emu_common.h"
+#include "emu_hash.h"
 #include "xb_stats.h"
 
 /* ingress ifindex → the root pipe of the DOCA port on that interface (mask, miss, port id):
@@ -126,7 +128,16 @@ int xb_emu(struct xdp_md *ctx)
 		kv[2] &= mv[2];
 		kv[3] &= mv[3];
 	}
-	if (pipe->direct != EMU_DIRECT_NONE) {
+	if (pipe->direct == EMU_DIRECT_HASH) {
+		__u32 idx;
+
+		if (k.l3_type != pipe->sel.l3_type || k.l4_type != pipe->sel.l4_type)
+			goto miss;
+		idx = port * EMU_DIRECT_SLOTS + (emu_hash_tag(&k) & pipe->direct_mask & (EMU_DIRECT_SLOTS - 1));
+		act = bpf_map_lookup_elem(&direct, &idx);
+		if (!act || !(act->flags & EMU_VALID))
+			goto miss;
+	} else if (pipe->direct != EMU_DIRECT_NONE) {
 		__u64 *kv = (__u64 *)&k, *sv = (__u64 *)&pipe->sel;
 		__u32 v, idx;
 

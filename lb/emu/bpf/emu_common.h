@@ -50,11 +50,16 @@ struct emu_key {
 #define EMU_DIRECT_DST_IP   2
 #define EMU_DIRECT_SRC_PORT 3
 #define EMU_DIRECT_DST_PORT 4
+/* a DOCA_FLOW_PIPE_HASH pipe: index = emu_hash_tag(key & mask) & direct_mask (emu_hash.h); its
+ * mask holds the hashed fields and the l3/l4 selectors, never the port; `sel` the selectors'
+ * values (a frame without the selected headers misses) */
+#define EMU_DIRECT_HASH     5
 
 /* per port: the root pipe's mask and miss behaviour. A pipe whose mask is one contiguous run of
  * at most EMU_DIRECT_BITS bits of one field (plus the l3/l4 selectors and the port) is compiled
  * into a direct table: index = (field in host order >> direct_shift) & direct_mask, the other
- * masked fields must equal `sel`. */
+ * masked fields must equal `sel`. A hash pipe uses the same table, indexed by its hash
+ * (EMU_DIRECT_HASH). */
 struct emu_pipe {
 	struct emu_key mask;
 	struct emu_key sel;   /* direct: masked key with the indexed field zeroed must equal this */

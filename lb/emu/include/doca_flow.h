@@ -10,7 +10,10 @@
  *     queues, which must be bound); default RSS over regular Rx queues
  *   - counters: per-entry counters and pipe miss counters come from the pool of
  *     doca_flow_cfg_set_nr_counters, shared counters from doca_flow_cfg_set_nr_shared_resource
- *   - DOCA_FLOW_PIPE_BASIC, root pipes only, one per port
+ *   - DOCA_FLOW_PIPE_BASIC and DOCA_FLOW_PIPE_HASH, root pipes only, one per port; a hash pipe
+ *     hashes its match_mask's fields (CRC-32, lb/emu/bpf/emu_hash.h) to the index of one of its
+ *     nr_entries entries (doca_flow_pipe_hash_add_entry; doca_flow_pipe_calc_hash gives a match's
+ *     index; map algorithm DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_HASH only)
  *   - match value/mask on outer.eth.{dst_mac,src_mac,type}, outer.l3_type (IP4),
  *     outer.ip4.{src_ip,dst_ip,next_proto}, outer.l4_type_ext (TCP/UDP) with
  *     outer.{udp,tcp}.l4_port.{src_port,dst_port} / outer.transport
@@ -99,6 +102,16 @@ enum doca_flow_pipe_type {
 	DOCA_FLOW_PIPE_ACL,
 	DOCA_FLOW_PIPE_ORDERED_LIST,
 	DOCA_FLOW_PIPE_HASH,
+};
+
+/* doca_flow_pipe_cfg_set_hash_map_algorithm's flags (a hash pipe's entry pick) */
+enum doca_flow_pipe_hash_map_algorithm {
+	DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_HASH = 1 << 0, /* the default */
+	DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_RANDOM = 1 << 1,
+	DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_IDENTITY = 1 << 2,
+	DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_ROUND_ROBIN = 1 << 3,
+	DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_FLOODING = 1 << 4,
+	DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_SELECT_ENABLED = 1 << 5,
 };
 
 enum doca_flow_pipe_domain {
@@ -277,6 +290,7 @@ doca_error_t doca_flow_pipe_cfg_set_actions(struct doca_flow_pipe_cfg *cfg, stru
 					    struct doca_flow_actions *const *actions_masks,
 					    struct doca_flow_action_descs *const *action_descs, size_t nr_actions);
 doca_error_t doca_flow_pipe_cfg_set_monitor(struct doca_flow_pipe_cfg *cfg, const struct doca_flow_monitor *monitor);
+doca_error_t doca_flow_pipe_cfg_set_hash_map_algorithm(struct doca_flow_pipe_cfg *cfg, uint32_t algorithm_flags);
 doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const struct doca_flow_fwd *fwd,
 				   const struct doca_flow_fwd *fwd_miss, struct doca_flow_pipe **pipe);
 void doca_flow_pipe_destroy(struct doca_flow_pipe *pipe);
@@ -291,6 +305,14 @@ doca_error_t doca_flow_pipe_update_entry(uint16_t pipe_queue, struct doca_flow_p
 					 const struct doca_flow_actions *actions, const struct doca_flow_monitor *monitor,
 					 const struct doca_flow_fwd *fwd, const enum doca_flow_flags_type flags,
 					 struct doca_flow_pipe_entry *entry);
+/* a hash pipe's entry at `entry_index` (below the pipe's nr_entries) */
+doca_error_t doca_flow_pipe_hash_add_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe, uint32_t entry_index,
+					   const struct doca_flow_actions *actions,
+					   const struct doca_flow_monitor *monitor, const struct doca_flow_fwd *fwd,
+					   const enum doca_flow_flags_type flags, void *usr_ctx,
+					   struct doca_flow_pipe_entry **entry);
+/* the index of the entry a frame whose headers are `match` takes in the hash pipe `pipe` */
+doca_error_t doca_flow_pipe_calc_hash(struct doca_flow_pipe *pipe, const struct doca_flow_match *match, uint32_t *hash);
 doca_error_t doca_flow_pipe_remove_entry(uint16_t pipe_queue, uint32_t flags, struct doca_flow_pipe_entry *entry);
 doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pipe_queue, uint64_t timeout,
 				       uint32_t max_processed_entries);

@@ -22,6 +22,7 @@
 #include <doca_log.h>
 
 #include "emu_common.h"
+#include "emu_hash.h"
 #include "emu.skel.h"
 #include "emu_dpdk.h"
 
@@ -69,6 +70,7 @@ struct doca_flow_pipe_cfg {
 	struct doca_flow_actions actions[MAX_ACTIONS];
 	bool has_monitor;
 	struct doca_flow_monitor monitor;
+	uint32_t hash_algorithm; /* doca_flow_pipe_cfg_set_hash_map_algorithm, 0: not set */
 	doca_error_t deferred; /* a setter saw something unsupported: pipe_create returns it */
 };
 
@@ -136,7 +138,8 @@ struct doca_flow_port {
 struct doca_flow_pipe {
 	struct doca_flow_port *port;
 	char name[64];
-	enum doca_flow_pipe_type type; /* doca_flow_pipe_update_entry: BASIC pipes only */
+	enum doca_flow_pipe_type type; /* BASIC or HASH */
+	uint32_t hash_entries; /* a HASH pipe's nr_entries: its entries' indices are below it */
 	struct emu_key mask, const_key;
 	bool changeable[NFIELDS];
 	uint32_t nr_actions;
@@ -557,8 +560,8 @@ doca_error_t doca_flow_pipe_cfg_set_type(struct doca_flow_pipe_cfg *cfg, enum do
 
 	if (!cfg)
 		return DOCA_ERROR_INVALID_VALUE;
-	if (type != DOCA_FLOW_PIPE_BASIC)
-		return NOT_SUPPORTED("pipe type DOCA_FLOW_PIPE_%s (only BASIC)",
+	if (type != DOCA_FLOW_PIPE_BASIC && type != DOCA_FLOW_PIPE_HASH)
+		return NOT_SUPPORTED("pipe type DOCA_FLOW_PIPE_%s (only BASIC, HASH)",
 				     (unsigned)type < 7 ? names[type] : "?");
 	cfg->type = type;
 	return DOCA_SUCCESS;
@@ -596,6 +599,20 @@ doca_error_t doca_flow_pipe_cfg_set_miss_counter(struct doca_flow_pipe_cfg *cfg,
 	if (!cfg)
 		return DOCA_ERROR_INVALID_VALUE;
 	cfg->miss_counter = miss_counter;
+	return DOCA_SUCCESS;
+}
+
+/* doca_flow.h: "Set pipe map algorithm - supported only in hash pipe" (the pipe's type is checked
+ * at doca_flow_pipe_create, since the setters may come in any order). The emulation picks entries
+ * by hash only (DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_HASH, the default). */
+doca_error_t doca_flow_pipe_cfg_set_hash_map_algorithm(struct doca_flow_pipe_cfg *cfg, uint32_t algorithm_flags)
+{
+	if (!cfg || !algorithm_flags)
+		return INVALID("Failed to set the hash map algorithm: %s", !cfg ? "no cfg" : "no algorithm (0)");
+	if (algorithm_flags != DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_HASH)
+		return cfg->deferred = NOT_SUPPORTED("hash map algorithm flags 0x%x (only "
+						     "DOCA_FLOW_PIPE_HASH_MAP_ALGORITHM_HASH)", algorithm_flags);
+	cfg->hash_algorithm = algorithm_flags;
 	return DOCA_SUCCESS;
 }
 
@@ -811,32 +828,10 @@ int doca_flow_emu_pipe_is_direct(const struct doca_flow_pipe *pipe)
 	return pipe && pipe->miss.direct != EMU_DIRECT_NONE;
 }
 
-doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const struct doca_flow_fwd *fwd,
-				   const struct doca_flow_fwd *fwd_miss, struct doca_flow_pipe **pipe)
+/* A BASIC pipe's match: per field a mask (the match_mask's bytes, or all-ones where the match is
+ * non-zero), and either a constant (the pipe's value) or "changeable" (all-ones: the entry's value) */
+static doca_error_t compile_basic_match(const struct doca_flow_pipe_cfg *cfg, struct doca_flow_pipe *p)
 {
-	struct doca_flow_pipe *p;
-	uint32_t kind, port;
-	doca_error_t r;
-
-	if (!cfg || !pipe)
-		return DOCA_ERROR_INVALID_VALUE;
-	if (cfg->deferred)
-		return cfg->deferred;
-	if (!cfg->port->started)
-		return INVALID("Failed to create pipe %s: port %d not started", cfg->name, cfg->port->id);
-	if (!cfg->is_root)
-		return NOT_SUPPORTED("non-root pipes (pipe %s; chaining with DOCA_FLOW_FWD_PIPE)", cfg->name);
-	if (cfg->port->root)
-		return NOT_SUPPORTED("a second root pipe on port %d (pipe %s)", cfg->port->id, cfg->name);
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return DOCA_ERROR_NO_MEMORY;
-	p->port = cfg->port;
-	p->type = cfg->type;
-	snprintf(p->name, sizeof(p->name), "%s", cfg->name);
-
-	/* match: per field a mask (the match_mask's bytes, or all-ones where the match is non-zero),
-	 * and either a constant (the pipe's value) or "changeable" (all-ones: the entry's value) */
 	bool any_ip4 = false, any_l4 = false;
 
 	for (size_t f = 0; f < NFIELDS; f++) {
@@ -866,13 +861,111 @@ doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const s
 		p->mask.l3_type = 0xff;
 		p->const_key.l3_type = EMU_L3_IP4;
 	} else if (any_l4) {
-		free(p);
 		return INVALID("Failed to create pipe %s: L4 ports matched without outer.l4_type_ext", cfg->name);
 	}
 	p->mask.port = 0xffff;
+	compile_direct(p);
+	return DOCA_SUCCESS;
+}
+
+/* A HASH pipe's match (doca-samples 2.9 flow_hash_pipe, flow_ecmp: match NULL, "match mask
+ * defines which header fields to use in order to calculate the entry index"): the match_mask's
+ * fields are hashed (emu_hash.h) together with the l3/l4 selectors, never the port; the hash,
+ * masked to nr_entries rounded up to a power of 2, is the index of the entry a frame takes
+ * (mlx5dr_rule_hash_calculate's index mode: the table's log2 size). DOCA's flow_ecmp sample warns
+ * on nr_entries that is not a power of 2 that "part of traffic will be lost" instead of refusing
+ * it: the indices from nr_entries up to the power of 2 never get an entry, so their frames miss.
+ * The emulation's choices (DOCA documents neither): match values on a hash pipe, and a
+ * match_mask naming no field, are refused. */
+static doca_error_t compile_hash_match(const struct doca_flow_pipe_cfg *cfg, struct doca_flow_pipe *p)
+{
+	bool any = false, any_ip4 = false, any_l4 = false;
+	enum doca_flow_l3_type l3 = cfg->match_mask.outer.l3_type;
+	enum doca_flow_l4_type_ext l4 = cfg->match_mask.outer.l4_type_ext;
+	uint32_t size = 1;
+
+	for (size_t f = 0; f < NFIELDS; f++) {
+		const unsigned char *mk = (const unsigned char *)&cfg->match_mask + FIELDS[f].moff;
+
+		if (cfg->has_match && !all_zero((const unsigned char *)&cfg->match + FIELDS[f].moff, FIELDS[f].size))
+			return NOT_SUPPORTED("match values on hash pipe %s (%s: it hashes the fields of its match_mask; "
+					     "pass match NULL)", cfg->name, FIELDS[f].name);
+		memcpy((unsigned char *)&p->mask + FIELDS[f].koff, mk, FIELDS[f].size);
+		if (!all_zero(mk, FIELDS[f].size)) {
+			any = true;
+			any_ip4 |= FIELDS[f].ip4;
+			any_l4 |= FIELDS[f].l4;
+		}
+	}
+	if (!any)
+		return INVALID("Failed to create hash pipe %s: its match_mask names no field to hash "
+			       "(doca_flow_pipe_cfg_set_match(cfg, NULL, match_mask))", cfg->name);
+	if (cfg->has_match) {
+		l3 = l3 ? l3 : cfg->match.outer.l3_type;
+		l4 = l4 ? l4 : cfg->match.outer.l4_type_ext;
+	}
+	if (l3 == DOCA_FLOW_L3_TYPE_IP4 || any_ip4 || l4 != DOCA_FLOW_L4_TYPE_EXT_NONE) {
+		p->mask.l3_type = 0xff;
+		p->miss.sel.l3_type = EMU_L3_IP4;
+	}
+	if (l4 != DOCA_FLOW_L4_TYPE_EXT_NONE) {
+		p->mask.l4_type = 0xff;
+		p->miss.sel.l4_type = l4 == DOCA_FLOW_L4_TYPE_EXT_UDP ? EMU_L4_UDP : EMU_L4_TCP;
+	} else if (any_l4) {
+		return INVALID("Failed to create hash pipe %s: L4 ports hashed without outer.l4_type_ext", cfg->name);
+	}
+	/* doca_flow.h: nr_entries "default is 8k if not set", more than the emulation's table holds */
+	if (!cfg->nr_entries)
+		return NOT_SUPPORTED("hash pipe %s of DOCA's default 8192 entries (at most %u: "
+				     "doca_flow_pipe_cfg_set_nr_entries)", cfg->name, EMU_DIRECT_SLOTS);
+	while (size < cfg->nr_entries)
+		size <<= 1;
+	if (size != cfg->nr_entries)
+		DOCA_LOG_WARN("hash pipe %s: nr_entries %u is not a power of 2: its hash picks one of %u indices and "
+			      "the frames of the %u without an entry miss", cfg->name, cfg->nr_entries, size,
+			      size - cfg->nr_entries);
+	p->hash_entries = cfg->nr_entries;
+	p->miss.direct = EMU_DIRECT_HASH;
+	p->miss.direct_mask = size - 1;
+	p->mask.port = 0;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_create(const struct doca_flow_pipe_cfg *cfg, const struct doca_flow_fwd *fwd,
+				   const struct doca_flow_fwd *fwd_miss, struct doca_flow_pipe **pipe)
+{
+	struct doca_flow_pipe *p;
+	uint32_t kind, port;
+	doca_error_t r;
+
+	if (!cfg || !pipe)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (cfg->deferred)
+		return cfg->deferred;
+	if (!cfg->port->started)
+		return INVALID("Failed to create pipe %s: port %d not started", cfg->name, cfg->port->id);
+	if (!cfg->is_root)
+		return NOT_SUPPORTED("non-root pipes (pipe %s; chaining with DOCA_FLOW_FWD_PIPE)", cfg->name);
+	if (cfg->port->root)
+		return NOT_SUPPORTED("a second root pipe on port %d (pipe %s)", cfg->port->id, cfg->name);
+	/* doca_flow.h doca_flow_pipe_cfg_set_hash_map_algorithm: "supported only in hash pipe" */
+	if (cfg->hash_algorithm && cfg->type != DOCA_FLOW_PIPE_HASH)
+		return INVALID("Failed to create pipe %s: a hash map algorithm is set, and only a hash pipe has one",
+			       cfg->name);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return DOCA_ERROR_NO_MEMORY;
+	p->port = cfg->port;
+	p->type = cfg->type;
+	snprintf(p->name, sizeof(p->name), "%s", cfg->name);
+
+	r = cfg->type == DOCA_FLOW_PIPE_HASH ? compile_hash_match(cfg, p) : compile_basic_match(cfg, p);
+	if (r) {
+		free(p);
+		return r;
+	}
 	p->miss.port = (uint32_t)cfg->port->id;
 	p->miss.need_macs = !all_zero(p->mask.dst_mac, 6) || !all_zero(p->mask.src_mac, 6);
-	compile_direct(p);
 
 	/* actions: all-ones fields are set per entry, other non-zero fields are constants */
 	p->nr_actions = (uint32_t)cfg->nr_actions;
@@ -981,18 +1074,34 @@ static doca_error_t entry_actions(const struct doca_flow_pipe *pipe, const struc
 	return DOCA_SUCCESS;
 }
 
-doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe,
-				      const struct doca_flow_match *match, const struct doca_flow_actions *actions,
-				      const struct doca_flow_monitor *monitor, const struct doca_flow_fwd *fwd,
-				      uint32_t flags, void *usr_ctx, struct doca_flow_pipe_entry **entry)
+/* a BASIC pipe entry's key: the pipe's constants, the entry's values for changeable fields, masked;
+ * and its slot when the pipe has a direct table */
+static void entry_key(const struct doca_flow_pipe *pipe, const struct doca_flow_match *match,
+		      struct doca_flow_pipe_entry *e)
+{
+	e->key = pipe->const_key;
+	for (size_t f = 0; f < NFIELDS; f++)
+		if (pipe->changeable[f] && match)
+			memcpy((unsigned char *)&e->key + FIELDS[f].koff,
+			       (const unsigned char *)match + FIELDS[f].moff, FIELDS[f].size);
+	for (size_t b = 0; b < sizeof(e->key); b++)
+		((unsigned char *)&e->key)[b] &= ((const unsigned char *)&pipe->mask)[b];
+	e->key.port = (uint16_t)pipe->port->id;
+	if (pipe->miss.direct != EMU_DIRECT_NONE)
+		e->direct_idx = direct_index(pipe, &e->key);
+}
+
+/* doca_flow_pipe_add_entry (a BASIC pipe's entry, by its match) and doca_flow_pipe_hash_add_entry
+ * (a HASH pipe's, by its index: `match` NULL) */
+static doca_error_t add_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe, const struct doca_flow_match *match,
+			      uint32_t index, const struct doca_flow_actions *actions,
+			      const struct doca_flow_monitor *monitor, const struct doca_flow_fwd *fwd, void *usr_ctx,
+			      struct doca_flow_pipe_entry **entry)
 {
 	struct doca_flow_pipe_entry *e;
 	doca_error_t r;
 	uint32_t id;
 
-	(void)flags;
-	if (!pipe || !entry)
-		return DOCA_ERROR_INVALID_VALUE;
 	if (pipe_queue >= (g.cfg.pipe_queues ? g.cfg.pipe_queues : 1))
 		return INVALID("Failed to add entry to pipe %s: queue %u (have %u)", pipe->name, pipe_queue,
 			       g.cfg.pipe_queues);
@@ -1026,17 +1135,12 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 		return DOCA_ERROR_NO_MEMORY;
 	e->pipe = pipe;
 	e->usr_ctx = usr_ctx;
-	/* key: the pipe's constants, the entry's values for changeable fields, masked */
-	e->key = pipe->const_key;
-	for (size_t f = 0; f < NFIELDS; f++)
-		if (pipe->changeable[f] && match)
-			memcpy((unsigned char *)&e->key + FIELDS[f].koff,
-			       (const unsigned char *)match + FIELDS[f].moff, FIELDS[f].size);
-	for (size_t b = 0; b < sizeof(e->key); b++)
-		((unsigned char *)&e->key)[b] &= ((unsigned char *)&pipe->mask)[b];
-	e->key.port = (uint16_t)pipe->port->id;
-	if (pipe->miss.direct != EMU_DIRECT_NONE)
-		e->direct_idx = direct_index(pipe, &e->key);
+	if (pipe->type == DOCA_FLOW_PIPE_HASH) {
+		e->key.port = (uint16_t)pipe->port->id;
+		e->direct_idx = (uint32_t)pipe->port->id * EMU_DIRECT_SLOTS + index;
+	} else {
+		entry_key(pipe, match, e);
+	}
 	if ((r = entry_actions(pipe, actions, monitor, "add entry to", &e->act))) {
 		free(e);
 		return r;
@@ -1063,6 +1167,71 @@ doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe
 	g.pending_tail = &e->next_pending;
 	pipe->nr_entries++;
 	*entry = e;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t doca_flow_pipe_add_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe,
+				      const struct doca_flow_match *match, const struct doca_flow_actions *actions,
+				      const struct doca_flow_monitor *monitor, const struct doca_flow_fwd *fwd,
+				      uint32_t flags, void *usr_ctx, struct doca_flow_pipe_entry **entry)
+{
+	(void)flags;
+	if (!pipe || !entry)
+		return DOCA_ERROR_INVALID_VALUE;
+	/* a hash pipe's entries have no match: they are added by index (the 2.9 samples'
+	 * flow_skeleton.c adds a DOCA_FLOW_PIPE_HASH pipe's with doca_flow_pipe_hash_add_entry); the
+	 * value DOCA returns here is not documented */
+	if (pipe->type == DOCA_FLOW_PIPE_HASH)
+		return INVALID("Failed to add entry to pipe %s: it is a hash pipe, whose entries are added by index "
+			       "(doca_flow_pipe_hash_add_entry)", pipe->name);
+	return add_entry(pipe_queue, pipe, match, 0, actions, monitor, fwd, usr_ctx, entry);
+}
+
+/* doca_flow.h (2.9 and 3.0 alike): "Add one new entry to an hash pipe. Refer to
+ * doca_flow_pipe_add_entry", entry_index the "static index in pipe for this entry",
+ * DOCA_ERROR_INVALID_VALUE for invalid input. An index at or beyond the pipe's nr_entries, and a
+ * pipe that is not a hash pipe, are invalid input here (the exact value DOCA returns for them is
+ * not verified). A second entry at an index that has one fails at doca_flow_entries_process
+ * (status ERROR), as a second BASIC entry with the same match does. */
+doca_error_t doca_flow_pipe_hash_add_entry(uint16_t pipe_queue, struct doca_flow_pipe *pipe, uint32_t entry_index,
+					   const struct doca_flow_actions *actions,
+					   const struct doca_flow_monitor *monitor, const struct doca_flow_fwd *fwd,
+					   const enum doca_flow_flags_type flags, void *usr_ctx,
+					   struct doca_flow_pipe_entry **entry)
+{
+	(void)flags;
+	if (!pipe || !entry)
+		return INVALID("Failed to add a hash entry: %s is NULL", pipe ? "the entry pointer" : "the pipe");
+	if (pipe->type != DOCA_FLOW_PIPE_HASH)
+		return INVALID("Failed to add entry %u to pipe %s: not a hash pipe (doca_flow_pipe_add_entry adds a "
+			       "BASIC pipe's entries)", entry_index, pipe->name);
+	if (entry_index >= pipe->hash_entries)
+		return INVALID("Failed to add entry %u to hash pipe %s: entry_index is beyond its %u entries "
+			       "(doca_flow_pipe_cfg_set_nr_entries)", entry_index, pipe->name, pipe->hash_entries);
+	return add_entry(pipe_queue, pipe, NULL, entry_index, actions, monitor, fwd, usr_ctx, entry);
+}
+
+/* doca_flow.h: "Calculates the hash value for a given pipe assuming the that the match parameter
+ * holds the values that the HW will see"; the 2.9 flow_hash_pipe sample: "the hash output is the
+ * entry index to be used". So: the entry index a frame with `match`'s header values takes (the
+ * hash of emu_hash.h masked to the pipe's size), the value the datapath computes for that frame.
+ * The pipe's selectors (l3/l4 type) are the frame's: only its hashed fields are read from match. */
+doca_error_t doca_flow_pipe_calc_hash(struct doca_flow_pipe *pipe, const struct doca_flow_match *match, uint32_t *hash)
+{
+	struct emu_key tag = {0};
+
+	if (!pipe || !match || !hash)
+		return INVALID("Failed to calculate a hash: %s is NULL", !pipe ? "the pipe" : !match ? "the match" : "hash");
+	if (pipe->type != DOCA_FLOW_PIPE_HASH)
+		return INVALID("Failed to calculate the hash of pipe %s: not a hash pipe", pipe->name);
+	for (size_t f = 0; f < NFIELDS; f++)
+		memcpy((unsigned char *)&tag + FIELDS[f].koff, (const unsigned char *)match + FIELDS[f].moff,
+		       FIELDS[f].size);
+	for (size_t b = 0; b < sizeof(tag); b++)
+		((unsigned char *)&tag)[b] &= ((const unsigned char *)&pipe->mask)[b];
+	tag.l3_type = (uint8_t)pipe->miss.sel.l3_type;
+	tag.l4_type = (uint8_t)pipe->miss.sel.l4_type;
+	*hash = emu_hash_tag(&tag) & pipe->miss.direct_mask;
 	return DOCA_SUCCESS;
 }
 
@@ -1242,8 +1411,12 @@ doca_error_t doca_flow_entries_process(struct doca_flow_port *port, uint16_t pip
 			err = bpf_map_update_elem(bpf_map__fd(g.skel->maps.entries), &e->key, &a, BPF_NOEXIST);
 		}
 		if (err) {
-			DOCA_LOG_ERR("Failed to add entry to pipe %s: %s", e->pipe->name,
-				     err == -EEXIST ? "another entry has the same match" : strerror(-err));
+			if (err == -EEXIST && e->pipe->type == DOCA_FLOW_PIPE_HASH)
+				DOCA_LOG_ERR("Failed to add entry %u to hash pipe %s: another entry has that index",
+					     e->direct_idx % EMU_DIRECT_SLOTS, e->pipe->name);
+			else
+				DOCA_LOG_ERR("Failed to add entry to pipe %s: %s", e->pipe->name,
+					     err == -EEXIST ? "another entry has the same match" : strerror(-err));
 			e->status = DOCA_FLOW_ENTRY_STATUS_ERROR;
 		} else {
 			e->pushed = true;
@@ -1424,9 +1597,11 @@ doca_error_t doca_flow_pipe_update_entry(uint16_t pipe_queue, struct doca_flow_p
 	if (entry->pipe != pipe)
 		return INVALID("Failed to update the entry of pipe %s: it is an entry of pipe %s", pipe->name,
 			       entry->pipe->name);
-	if (pipe->type != DOCA_FLOW_PIPE_BASIC) {
-		DOCA_LOG_ERR("Failed to update the entry of pipe %s: doca_flow_pipe_update_entry updates BASIC "
-			     "pipes' entries (pipe type %d)", pipe->name, (int)pipe->type);
+	/* BASIC and HASH: whether DOCA 2.9 updates a hash pipe's entry in place is not documented
+	 * (lb/README.md, "Hash pipes"); the emulation does, as it does a BASIC pipe's */
+	if (pipe->type != DOCA_FLOW_PIPE_BASIC && pipe->type != DOCA_FLOW_PIPE_HASH) {
+		DOCA_LOG_ERR("Failed to update the entry of pipe %s: doca_flow_pipe_update_entry updates BASIC and "
+			     "HASH pipes' entries (pipe type %d)", pipe->name, (int)pipe->type);
 		return DOCA_ERROR_NOT_SUPPORTED;
 	}
 	if (pipe_queue >= (g.cfg.pipe_queues ? g.cfg.pipe_queues : 1))
