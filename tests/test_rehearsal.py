@@ -361,6 +361,28 @@ def test_trex_not_running_is_started_by_the_workflow_rule(lab, testbed, tmp_path
         subprocess.run(["rm", "-rf", str(res), str(REPO_ROOT / "figures" / name)])
 
 
+def test_a_trex_whose_port_is_down_stops_the_study_at_its_start(lab, testbed, tmp_path):
+    """Day one: TRex starts and answers, but its port is down (a cable, a wrong port in
+    /etc/trex_cfg.yaml): `traffic server start` (the workflow's rule trex_server) sends the smoke
+    test's frames, none arrives, and it fails with one line naming what did not arrive, stopping the
+    server it started, before any trial."""
+    deploy(testbed)  # the agents on every node, as the workflow's deploy leaves them
+    port = testbed.cfg.role("loadgen").iface().name
+    lab.in_node("fips4", "ip", "link", "set", "dev", port, "down")
+    try:
+        p = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "xenobench"), "--config", str(CONFIG), "traffic", "server",
+                            "start"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    finally:
+        lab.in_node("fips4", "ip", "link", "set", "dev", port, "up")
+    said = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert len(said) == 1 and said[0].startswith("xenobench: Failed to start the study's generator: the TRex server at "), said
+    assert "did not arrive" in said[0], said
+    t = testbed.cfg.section("traffic")["trex"]
+    with pytest.raises(OSError):  # the server it started is stopped again
+        socket.create_connection((t["server"], t["sync_port"]), timeout=2).close()
+
+
 def test_lab_down_leaves_nothing_even_after_a_half_failed_up(lab, testbed, monkeypatch):
     testbed.down(purge=True)
     assert lab.leftovers() == []

@@ -161,8 +161,10 @@ def server_start(obj):
     if not ok:
         if started is not None:
             stop_server(tb)
+        lines = [x.strip() for x in detail.strip().splitlines() if x.strip()] or ["no detail"]
+        why = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"  # one line: a remote traceback's last
         raise TrafficError(f"Failed to start the study's generator: the TRex server at {t['server']} answers, but "
-                           f"{desc.split(',')[0]} did not arrive ({detail})")
+                           f"{desc.split(',')[0]} did not arrive ({why})")
 
 
 @server_group.command("stop")
