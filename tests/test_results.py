@@ -146,3 +146,21 @@ def test_empty_missing_and_unknown(tmp_path):
         write_tidy("pps", [row(testbed="t", experiment="pps", point="p", lb="x", metric="rx_pps", value=1,
                                unit="packets/s")], tmp_path / "w")
     assert not (tmp_path / "w" / "pps.csv").exists()  # nothing half-written
+
+
+def test_the_same_rows_made_the_same_way_leave_the_table_and_its_sidecar_untouched(tmp_path, monkeypatch):
+    """A rerun that makes exactly the rows a table holds (results/thesis, tracked) rewrites neither
+    the CSV nor its sidecar, whatever the commit now is; other rows or another `how` rewrite both."""
+    import xenobench.results as results
+    rows = [row(testbed="t", experiment="pps", point="lb-ebpf_payload-22", lb="ebpf", payload_bytes=22,
+                metric="rx_pps", value=v, unit="packets/s", source="s") for v in (1.0, 2.0)]
+    f = write_tidy("pps", rows, tmp_path, how="the rows")
+    side = f.with_name(f.name + ".json")
+    before = (f.read_bytes(), side.read_bytes())
+    monkeypatch.setattr(results, "source_commit", lambda: "0" * 40 + "-dirty")
+    assert write_tidy("pps", rows, tmp_path, how="the rows") == f
+    assert (f.read_bytes(), side.read_bytes()) == before
+    write_tidy("pps", rows, tmp_path, how="other words")
+    assert json.loads(side.read_text())["how"] == "other words" and json.loads(side.read_text())["commit"].endswith("-dirty")
+    write_tidy("pps", rows[:1], tmp_path, how="other words")
+    assert json.loads(side.read_text())["rows"] == 1 and f.read_bytes() != before[0]

@@ -447,9 +447,27 @@ def write_tidy(kind: str, rows, path: str | Path, how: str | None = None) -> Pat
     df = validate(kind, df, str(out))
     for c in ("payload_bytes", "frame_bytes", "repetition"):  # integers stay integers in the file
         df[c] = df[c].astype("Int64")
-    _write_atomic(out, lambda f: df.to_csv(f, index=False))
+    text = df.to_csv(index=False)
+    if _unchanged(out, text, kind, how):  # the same rows made the same way: the record stays as it is
+        os.utime(out)
+        return out
+    _write_atomic(out, lambda f: f.write(text))
     _write_sidecar(out, kind, len(df), COLUMNS, how)
     return out
+
+
+def _unchanged(out: Path, text: str, kind: str, how: str | None) -> bool:
+    """Whether `out` already holds exactly `text` and its sidecar says it was made as now (same
+    table, columns and `how`): then neither is rewritten, so a run leaves a tracked table and its
+    sidecar (its command, commit and time of making) as they were."""
+    try:
+        with open(out, newline="") as f:
+            if f.read() != text:
+                return False
+        meta = read_sidecar(out, kind)
+    except (OSError, UnicodeDecodeError, DataError):
+        return False
+    return bool(meta) and (meta.get("table"), meta.get("columns"), meta.get("how")) == (kind, list(COLUMNS), how)
 
 
 def read_sidecar(path: str | Path, kind: str) -> dict | None:
