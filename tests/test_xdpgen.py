@@ -13,6 +13,7 @@ bucket never runs ahead of the requested rate."""
 import ipaddress
 import json
 import os
+import re
 import subprocess
 import time
 from collections import Counter
@@ -469,8 +470,10 @@ def test_testbed_check_names_the_driver_and_proves_the_generator_sends(testbed, 
     want = "loop" if LIVE_FRAMES_REFUSED else "live"
     assert r.exit_code == 0, r.output
     assert f"ok   xdpgen on fips4 sends with driver {want} (live frames: " in r.output, r.output
-    assert (f"ok   xdpgen sends 200 frames from fips4:eth0 to fips2's MAC {testbed.cfg.nodes['fips2'].iface().mac}, "
-            f"fips2 receives them: sent 200, received 200 ({want} driver)") in r.output, r.output
+    # fips2's receive counter also counts the segment's own frames (an ARP probe): at least the 200
+    m = re.search(rf"ok   xdpgen sends 200 frames from fips4:eth0 to fips2's MAC {testbed.cfg.nodes['fips2'].iface().mac}, "
+                  rf"fips2 receives them: sent 200, received (\d+) \({want} driver\)", r.output)
+    assert m and 200 <= int(m.group(1)) <= 210, r.output
     if LIVE_FRAMES_REFUSED is None:
         return
     r, secs, path = check("live")
