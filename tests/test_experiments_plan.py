@@ -13,6 +13,7 @@ from xenobench.lb import unavailable
 from xenobench.plots import FIGURES
 from xenobench.measure import KINDS as MEASURE_KINDS, PROCEDURES
 from xenobench.results import KINDS
+from xenobench.traffic.profiles import profile_names
 
 
 def test_every_measurement_has_a_definition_the_code_can_run():
@@ -44,7 +45,7 @@ BAD_DEFINITIONS = [
      "pps.yaml: tidy.metrics.rx_pps.from: 'rx_ppz' is not an output of kind rate (known: payload,"),
     ("a typo'd profile", lambda d: (d / "pps.yaml").write_text((d / "pps.yaml").read_text().replace(
         "profile: udp_payload", "profile: udp_paylod")),
-     "pps.yaml: profile: 'udp_paylod' is not a profile of trex_profiles/ (known: background_split, udp_payload)"),
+     "pps.yaml: profile: 'udp_paylod' is not a profile of trex_profiles/ (known: " + ", ".join(profile_names()) + ")"),
     ("bad YAML", lambda d: (d / "loss.yaml").write_text("id: loss\ntitle: [unclosed\n"), "loss.yaml: while parsing"),
     ("a missing id", lambda d: (d / "rtt.yaml").write_text((d / "rtt.yaml").read_text().replace("id: rtt\n", "")),
      "rtt.yaml: (top level): 'id' is a required property"),
@@ -74,8 +75,10 @@ def test_a_new_definition_is_planned_in_its_place(tmp_path):
         (d / "rtt_rate.yaml").write_text((d / "rtt.yaml").read_text().replace("id: rtt\n", "id: rtt_rate\n")
                                          .replace("order: 40", "order: 15"))
         (d / "compare.yaml").unlink()
-    assert list(definitions(_defs_dir(tmp_path, edit))) == ["pps", "rtt_rate", "loss", "ndr_pdr", "rtt", "rtt_load",
-                                                            "update", "rank"]
+    shipped = definitions()
+    want = sorted([*(e for e in shipped if e != "compare"), "rtt_rate"],
+                  key=lambda e: 15 if e == "rtt_rate" else shipped[e].order)
+    assert list(definitions(_defs_dir(tmp_path, edit))) == want and "rtt_rate" in want
 
 
 def test_rtt_unpaired_has_lb_as_a_variable(tmp_path):
@@ -96,7 +99,9 @@ def test_thesis_plan_sizes():
     # 1 server (the paths paired inside each repetition), 6 levels × 4 splits + the level without
     # background + a capacity point per LB (XenoFlow, eBPF) and split (capacity_from self, the
     # default), 2 LBs, 2 LBs changing backends, each after its capacity point (load: a share of it); × 3 reps
-    assert by == {"pps": 132, "loss": 33, "ndr_pdr": 18, "rtt": 3, "rtt_load": 99, "compare": 6, "update": 12}
+    # distribution: 3 LBs (XenoFlow in both modes, eBPF) x 5 populations
+    assert by == {"pps": 132, "loss": 33, "ndr_pdr": 18, "rtt": 3, "rtt_load": 99, "compare": 6, "update": 12,
+                  "distribution": 45}
     assert {"level": "max", "split": "70/30", "lb": "xenoflow"} in points(cfg, "rtt_load")
     assert points(cfg, "loss")[-1] == {"lb": "xenoflow", "rate_pps": 135_000_000}
     assert {"level": 0.9, "split": "worst"} in points(cfg, "rtt_load")

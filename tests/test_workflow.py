@@ -28,9 +28,9 @@ def test_dry_run_thesis_testbed_uses_only_its_own_config():
     # the thesis plan with XenoFlow and eBPF (Katran listed, left out without its L3 hop: config/fips.yaml
     # sets no gateway_mac): 44 pps + 11 loss + 6 ndr_pdr + 1 rtt (paired) + 33 rtt_load (6 levels x 4
     # splits + no background + a capacity point per LB and split, capacity_from self) + 2 compare +
-    # 2 update + their 2 capacity points, 3 repetitions
-    assert re.search(r"^experiment_point\s+101$", p.stdout, re.M), p.stdout
-    assert "config/fips.yaml): 101 measurement points, 303 trials" in p.stderr
+    # 2 update + their 2 capacity points + 15 distribution (3 LBs x 5 populations), 3 repetitions
+    assert re.search(r"^experiment_point\s+116$", p.stdout, re.M), p.stdout
+    assert "config/fips.yaml): 116 measurement points, 348 trials" in p.stderr
     assert "results/fips/trials/pps/lb-ebpf_payload-1024/point.json" in p.stdout
     assert "results/fips/report.md" in p.stdout
 

@@ -25,7 +25,7 @@ from .measure import KINDS as MEASURE_KINDS
 from .definitions import CAPACITY, NO_SPLIT, is_capacity_point
 from .testbed import get_testbed
 from .traffic import generator_of
-from .traffic.profiles import PROFILE_DIR
+from .traffic.profiles import PROFILE_DIR, profile_names
 from .trials import point_config
 
 __all__ = ["CAPACITY", "NO_SPLIT", "EXPERIMENTS_DIR", "Experiment", "is_capacity_point"]
@@ -37,9 +37,8 @@ def check(d: Experiment, directory: Path = EXPERIMENTS_DIR) -> None:
     d = d.raw
     where = f"Failed to load experiment {f}"
     if d.get("profile") is not None and not (PROFILE_DIR / f"{d['profile']}.py").is_file():
-        known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.py") if not p.stem.startswith("xb_")))
         raise ConfigError(f"{where}: profile: {d['profile']!r} is not a profile of "
-                          f"{PROFILE_DIR.relative_to(REPO_ROOT)}/ (known: {known})")
+                          f"{PROFILE_DIR.relative_to(REPO_ROOT)}/ (known: {', '.join(profile_names())})")
     kind = MEASURE_KINDS.get(d["kind"])
     if kind is None:
         raise ConfigError(f"{where}: kind: {d['kind']!r} is not a measurement kind (known: {', '.join(MEASURE_KINDS)}; "

@@ -1270,6 +1270,14 @@ def rate_ranking(resdir, outdir, testbed) -> dict:
     return series
 
 
+def _distribution_shares(resdir, outdir, testbed) -> dict:
+    """xenobench.plot_distribution's figure, drawn with this module's helpers, which it is handed (it
+    imports nothing of this module: no import circle)."""
+    import sys
+    from .plot_distribution import distribution_shares
+    return distribution_shares(resdir, outdir, testbed, sys.modules[__name__])
+
+
 # every figure function, by name; which are drawn, from which experiments' rows: the definitions'
 # `figures` (drawn_by)
 FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_vs_payload,
@@ -1277,7 +1285,7 @@ FIGURES = {"pps_vs_payload": pps_vs_payload, "bandwidth_vs_payload": bandwidth_v
            "rtt_under_load": rtt_under_load, "lb_comparison": lb_comparison, "ndr_pdr": ndr_pdr,
            "rtt_added": rtt_added, "update_latency": update_latency, "update_disruption": update_disruption,
            "update_throughput": update_throughput, "update_install": update_install,
-           "rate_ranking": rate_ranking}
+           "rate_ranking": rate_ranking, "distribution_shares": _distribution_shares}
 
 
 # the figures the thesis's own raw data feeds (rules/thesis.smk; xenobench.ingest writes their tables)

@@ -292,6 +292,36 @@ def _update_section(tidy: dict) -> list[str]:
     return L
 
 
+def _open_questions_section(tidy: dict) -> list[str]:
+    """The paper's open questions (§6): hash-based distribution instead of the source-address classes,
+    per population and LB from the distribution table (xenobench.fairness.summary); the per-client
+    table in pipe entries (no experiment fills one yet)."""
+    from .fairness import summary
+
+    def f(v, fmt=".3f", none="n/a"):
+        return none if v is None else format(v, fmt)
+    L = ["## The paper's open questions", "", "### Hash-based distribution instead of the source-address classes", ""]
+    d = tidy.get("distribution")
+    rows = summary(d, tidy.get("disruption")) if d is not None else []
+    if not rows:
+        L += ["Not measured in this run (no valid trial of an experiment filling the distribution table).", ""]
+    else:
+        L += _table(["population", "LB", "split by", "Jain (frames)", "max/min", "χ² from the weights",
+                     "Jain (flows, LB's rule)", "flows moved when the last backend leaves (LB's rule)", "repetitions"],
+                    [[r["population"], r["lb"], LBS[r["lb"]].split_by if r["lb"] in LBS else "?", f(r["jain_index"]),
+                      f(r["max_min_ratio"], ".2f", "∞ (a backend got none)"), f(r["chi2_distance"]),
+                      f(r["rule_flow_jain_index"], none="n/a (no rule)"),
+                      f"{f(r['moved_on_remove'])} (ideal {f(r['moved_ideal'])})", r["repetitions"]] for r in rows])
+        L += ["", "Frames counted where they arrive (the backends' sink; hosts: rx counters). Jain's index and "
+                  "max/min of each backend's share over its weight's share (1: as the weights); flows: the "
+                  "population's flows through the LB's own rule (its driver's backend_of); medians over the "
+                  "repetitions.", ""]
+    tables = sorted(k for k in tidy if k.startswith("client_table"))
+    L += ["### A per-client table in pipe entries", "",
+          f"Measured: table(s) {', '.join(tables)}." if tables else "Not measured yet.", ""]
+    return L
+
+
 NO_SPREAD = "—"  # a headline of one trial
 UNPAIRED = "no interval (unpaired: a difference of medians)"  # the added RTT of the thesis's protocol
 
@@ -874,6 +904,7 @@ def write_report(resdir: str | Path, figdir: str | Path, thesis_compare: str | P
     L += _paired_section(tidy)
     L += _update_section(tidy)
     L += _rank_section(tidy)
+    L += _open_questions_section(tidy)
 
     hsplit = _hash_split_rows(trials)
     if hsplit:

@@ -41,7 +41,7 @@ from .errors import DataError
 
 KINDS = ("pps", "loss", "rtt_samples", "rtt_summary", "compare", "ndr_pdr", "rtt_paired", "rtt_capacity", "update", "update_burst",
          "update_install",
-         "rate_blocks", "rate_ranking")
+         "rate_blocks", "rate_ranking", "distribution", "disruption")
 
 COLUMNS = [
     "testbed",        # local | fips | thesis | ... (every figure is labelled with it)
@@ -197,6 +197,22 @@ METRICS = {
     "block_generator_bound": Metric("flag", values=(0, 1)),
     "block_cpu_pair_rtt_ns": Metric("ns", 0, 1e9, low_open=True),
     "block_round_kept": Metric("flag", values=(0, 1)),
+    # distribution (xenobench.measure.distribution, xenobench.fairness): per (LB, population) over its backends,
+    # of the frames measured at the backends (rule_flow_...: of the population's flows by the LB's rule); per backend the
+    # `<measure>@<backend>` patterns below
+    "jain_index": Metric("index", 0, 1, low_open=True, better=HIGHER),
+    "max_min_ratio": Metric("ratio", 1, better=LOWER), "chi2_distance": Metric("chi2", 0, better=LOWER),
+    "max_share": Metric("share", 0, 1), "min_share": Metric("share", 0, 1),
+    "rule_flow_jain_index": Metric("index", 0, 1, low_open=True, better=HIGHER),
+    "rule_flow_max_min_ratio": Metric("ratio", 1, better=LOWER),
+    "rule_flow_chi2_distance": Metric("chi2", 0, better=LOWER),
+    "rule_flow_max_share": Metric("share", 0, 1), "rule_flow_min_share": Metric("share", 0, 1),
+    "frames": _COUNT, "flows": _COUNT,
+    # disruption: the share of a population's flows whose backend the LB's rule changes when the last
+    # backend leaves or joins; `other`: those not on that backend (moved without need); ideal 1/N
+    "moved_on_remove_share": Metric("share", 0, 1), "moved_on_add_share": Metric("share", 0, 1),
+    "moved_other_on_remove_share": Metric("share", 0, 1, better=LOWER),
+    "moved_other_on_add_share": Metric("share", 0, 1, better=LOWER), "moved_ideal_share": Metric("share", 0, 1),
 }
 # rtt_summary's statistics (xenobench.aggregate) and the paired design's rows (rtt_vs_<ref>_...)
 _RTT_PATTERNS = [
@@ -223,6 +239,15 @@ _RTT_PATTERNS = [
     (re.compile(r"(ndr|pdr)_vs_.+_half_width_pct"), Metric("%", 0)),
     (re.compile(r"(ndr|pdr)_vs_.+_verdict"), Metric("sign", values=(-1, 0, 1))),
     (re.compile(r"(ndr|pdr)_vs_.+_bootstrap_seed"), Metric("seed", 0)),
+    # distribution's per-backend shares (`<measure>@<backend>`, xenobench.fairness) and a point's mean with its
+    # 95 % t interval over the repetitions (`<figure>_mean`, `_ci_low`, `_ci_high`, before any `@<backend>`)
+    (re.compile(r"(frame|lb_frame|rule_frame|rule_flow|weight)_share@.+"), Metric("share", 0, 1)),
+    # (the interval clipped to the figure's range)
+    (re.compile(r"frame_share_(mean|ci_low|ci_high)@.+"), Metric("share", 0, 1)),
+    (re.compile(r"jain_index_(mean|ci_low|ci_high)"), Metric("index", 0, 1)),
+    (re.compile(r"max_min_ratio_(mean|ci_low|ci_high)"), Metric("ratio", 1)),
+    (re.compile(r"chi2_distance_(mean|ci_low|ci_high)"), Metric("chi2", 0)),
+    (re.compile(r"(max|min)_share_(mean|ci_low|ci_high)"), Metric("share", 0, 1)),
 ]
 # the numeric columns' ranges (value's is its metric's)
 MAX_UDP_PAYLOAD = 65507  # IPv4: 65535 - 20 - 8

@@ -12,12 +12,12 @@ point's set-up declares precheck(testbed, experiment, section). This package's K
 from __future__ import annotations
 
 from ..errors import ConfigError
-from . import latency, rank, rate, search, update
+from . import distribution, latency, rank, rate, search, update
 from ..definitions import is_capacity_point
 from .common import TrialRecord
 
 #: every measurement kind, by name (an experiment definition's `kind`)
-KINDS = {m.KIND: m for m in (rate, latency, search, update, rank)}
+KINDS = {m.KIND: m for m in (rate, latency, search, update, rank, distribution)}
 #: every procedure, by name (a definition's `procedure`), and the kind that owns it
 PROCEDURES = {name: (kind, fn) for kind, m in KINDS.items() for name, fn in m.PROCEDURES.items()}
 

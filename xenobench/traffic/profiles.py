@@ -76,8 +76,12 @@ def resolve_profile(profile: str | Path) -> Path:
         if c.is_file():
             return c.resolve()
     raise TrafficError(f"Failed to load profile {profile}: no such file (looked in "
-                       f"{', '.join(str(c) for c in cands)}); profiles: "
-                       f"{', '.join(sorted(f.stem for f in PROFILE_DIR.glob('*.py') if not f.stem.startswith('xb_')))}")
+                       f"{', '.join(str(c) for c in cands)}); profiles: {', '.join(profile_names())}")
+
+
+def profile_names() -> list[str]:
+    """The profiles of trex_profiles/ by name, sorted (xb_*.py are their shared helpers)."""
+    return sorted(f.stem for f in PROFILE_DIR.glob("*.py") if not f.stem.startswith("xb_"))
 
 
 def tunables_argv(tunables: dict | None) -> list[str]:
