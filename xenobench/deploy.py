@@ -486,10 +486,7 @@ def _check_dpu(cfg, node: Node) -> list[Row]:
             detail = f"bridges: {', '.join(have) or 'none'}" if r.ok else (r.stderr.strip() or "ovs-vsctl failed")
             fix = "systemctl start openvswitch-switch (is Open vSwitch running?)"
             if r.ok and ovs["bridge"] not in have:
-                held = {}
-                for a in dpu.ovs_commands(cfg)["ports"]:
-                    p = node.run(sudo_argv(a) if _sudo_needed(node) else a, check=False)
-                    held[a[-1]] = p.stdout.strip() or None if p.ok else None
+                held = dpu.port_bridges(cfg, lambda a: node.run(sudo_argv(a) if _sudo_needed(node) else a, check=False))
                 fix = dpu.bridge_fix(cfg, have, held)
         ok = r.ok and ovs["bridge"] in have
         out.append(Row(node.name, "dpu", f"OVS bridge {ovs['bridge']}", ok, detail, "" if ok else fix))

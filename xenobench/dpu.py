@@ -131,6 +131,16 @@ def ovs_ports(cfg) -> list[str]:
     return list(dict.fromkeys(p for f in flows for p in _FLOW_PORT.findall(f"{f['match']},{f['actions']}")))
 
 
+def port_bridges(cfg, run) -> dict[str, str | None]:
+    """The bridge each port of the flows is on (`ovs-vsctl port-to-br PORT` through `run`, argv ->
+    its result: as root where the node needs it); None: on none."""
+    out = {}
+    for argv in ovs_commands(cfg)["ports"]:
+        r = run(argv)
+        out[argv[-1]] = (r.stdout.strip() or None) if r.ok else None
+    return out
+
+
 def bridge_fix(cfg, have: list[str], holders: dict[str, str | None]) -> str:
     """What to do when xenoflow.ovs.bridge does not exist, from the bridges there are and the bridge
     each port of the flows is on (`ovs-vsctl port-to-br`; None: on none)."""

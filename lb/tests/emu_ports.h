@@ -10,7 +10,9 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <doca_flow_emu.h>
+#include <doca_log.h>
 
 /* `extra`: shell commands run after the links are up (e.g. GRO for a reader), or NULL.
  * Returns 0, or 1 after saying why on stderr. */
@@ -34,6 +36,21 @@ static inline int emu_ports_in_private_netns(const char *extra)
 	}
 	doca_flow_emu_bind_port(0, "xe0");
 	doca_flow_emu_bind_port(1, "xe1");
+	return 0;
+}
+
+/* What a test program of the emulated ports does first: root (else 77, meson's "skipped"), the ports
+ * in a private network namespace, DOCA's log quiet unless EMU_TEST_VERBOSE is set. Returns 0 to go on,
+ * else the program's exit status. */
+static inline int emu_test_start(const char *name)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "%s needs root (network namespace, XDP)\n", name);
+		return 77;
+	}
+	if (emu_ports_in_private_netns(NULL))
+		return 1;
+	doca_log_level_set_global_lower_limit(getenv("EMU_TEST_VERBOSE") ? DOCA_LOG_LEVEL_DEBUG : DOCA_LOG_LEVEL_CRIT);
 	return 0;
 }
 

@@ -1126,12 +1126,9 @@ int main(void)
 							 (void *)&DPDK_ONLY),
 	};
 
-	if (geteuid() != 0) {
-		fprintf(stderr, "test_emu needs root (network namespace, XDP)\n");
-		return 77; /* meson: skipped */
-	}
-	if (emu_ports_in_private_netns(NULL))
-		return 1;
-	doca_log_level_set_global_lower_limit(getenv("EMU_TEST_VERBOSE") ? DOCA_LOG_LEVEL_DEBUG : DOCA_LOG_LEVEL_CRIT);
+	int start = emu_test_start("test_emu");
+
+	if (start)
+		return start;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -425,13 +425,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_xenoflow_hash_mode_updates_changed_entries_in_place, teardown),
 	};
 
-	if (geteuid() != 0) {
-		fprintf(stderr, "test_hash needs root (network namespace, XDP)\n");
-		return 77; /* meson: skipped */
-	}
-	if (emu_ports_in_private_netns(NULL))
-		return 1;
-	doca_log_level_set_global_lower_limit(getenv("EMU_TEST_VERBOSE") ? DOCA_LOG_LEVEL_DEBUG : DOCA_LOG_LEVEL_CRIT);
+	int start = emu_test_start("test_hash");
+
+	if (start)
+		return start;
 	if (load_rows())
 		return 1;
 	return cmocka_run_group_tests(tests, NULL, NULL);

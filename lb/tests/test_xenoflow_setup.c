@@ -405,12 +405,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_reload_of_a_refused_file_keeps_the_running_table, teardown),
 	};
 
-	if (geteuid() != 0) {
-		fprintf(stderr, "test_xenoflow_setup needs root (network namespace, XDP)\n");
-		return 77; /* meson: skipped */
-	}
-	if (emu_ports_in_private_netns(NULL))
-		return 1;
-	doca_log_level_set_global_lower_limit(getenv("EMU_TEST_VERBOSE") ? DOCA_LOG_LEVEL_DEBUG : DOCA_LOG_LEVEL_CRIT);
+	int start = emu_test_start("test_xenoflow_setup");
+
+	if (start)
+		return start;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

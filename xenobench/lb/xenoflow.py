@@ -453,11 +453,6 @@ class XenoFlowLB(LoadBalancer):
                             f"install {'; '.join(hint)}")
         return ran
 
-    def _port_bridge(self, node, argv: list[str]) -> str | None:
-        """The bridge `ovs-vsctl port-to-br PORT` names, None when the port is on none."""
-        r = node.run(self._sudo(argv), check=False)
-        return r.stdout.strip() or None if r.ok else None
-
     def _check_bridge(self, node, argv: list[str]) -> None:
         br = self._ovs()["bridge"]
         r = node.run(argv, check=False)
@@ -466,7 +461,7 @@ class XenoFlowLB(LoadBalancer):
         if r.returncode == 2:  # ovs-vsctl br-exists: 2 = no such bridge
             cmds = dpu.ovs_commands(self.cfg)
             have = node.run(self._sudo(cmds["check"][0]), check=False).stdout.split()
-            held = {a[-1]: self._port_bridge(node, a) for a in cmds["ports"]}
+            held = dpu.port_bridges(self.cfg, lambda a: node.run(self._sudo(a), check=False))
             raise NodeError(f"Failed to apply the OVS rule on {node.name}: bridge {br!r} (xenoflow.ovs.bridge in "
                             f"{self.cfg.path}) does not exist; bridges: {', '.join(have) or 'none'}; fix: "
                             f"{dpu.bridge_fix(self.cfg, have, held)}")
